@@ -1,0 +1,3 @@
+// Package adapters holds Gantry's GPU pool adapters: process (local processes, the embedded
+// default), and later docker, kubernetes and cloud.
+package adapters

@@ -1,0 +1,146 @@
+// Package api implements the generated oas.Handler: it translates between the wire types and
+// core, authenticates callers, applies rate limits and body caps, and renders every error as
+// application/problem+json. It holds no business rules.
+package api
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/go-faster/jx"
+
+	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/oas"
+)
+
+// Body caps per operation, in bytes (spec 8); everything else gets DefaultBodyCap.
+const (
+	RunBodyCap     = 10 << 20
+	RunSyncBodyCap = 20 << 20
+	WorkerBodyCap  = 64 << 20
+	DefaultBodyCap = 1 << 20
+)
+
+// Config wires the API to the services it fronts.
+type Config struct {
+	Management *core.Management
+	Auth       *core.Authenticator
+	Limiter    *core.RateLimiter
+	Clock      core.Clock
+	// PublicURL is the base of the request URLs handed out, e.g. "http://127.0.0.1:8080".
+	PublicURL string
+	Log       *slog.Logger
+}
+
+// API is Gantry's HTTP front: /healthz plus every operation of openapi.yaml.
+type API struct {
+	cfg   Config
+	oas   *oas.Server
+	ready atomic.Bool
+}
+
+// New builds the API. It answers 503 on /healthz until SetReady(true).
+func New(cfg Config) (*API, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	a := &API{cfg: cfg}
+	h := &handler{cfg: &a.cfg}
+	srv, err := oas.NewServer(h, h, oas.WithErrorHandler(a.renderError), oas.WithNotFound(a.notFound),
+		oas.WithMethodNotAllowed(a.methodNotAllowed))
+	if err != nil {
+		return nil, err
+	}
+	a.oas = srv
+	return a, nil
+}
+
+// SetReady flips /healthz between 503 and 200.
+func (a *API) SetReady(ready bool) { a.ready.Store(ready) }
+
+// ServeHTTP routes /healthz itself and hands the rest to the generated server, after the
+// checks that must see the raw request: body caps (413), JSON syntax (400), and the worker
+// routes' Content-Type (RunPod workers post JSON as a form).
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/healthz" {
+		if !a.ready.Load() {
+			a.writeProblem(w, r, &core.Error{Kind: core.KindUnavailable, Detail: "starting up"})
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+		return
+	}
+	route, ok := a.oas.FindPath(r.Method, r.URL)
+	if ok && r.Body != nil && r.Body != http.NoBody && r.Method != http.MethodGet {
+		op := route.OperationID()
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, bodyCap(op)))
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooLarge):
+			a.writeProblem(w, r, core.Errorf(core.KindTooLarge, "the body is larger than this operation's limit of %s", byteSize(tooLarge.Limit)))
+			return
+		case err != nil:
+			a.writeProblem(w, r, core.Errorf(core.KindMalformed, "reading the body: %v", err))
+			return
+		}
+		if isWorkerOp(op) {
+			r.Header.Set("Content-Type", "application/json")
+		}
+		if len(bytes.TrimSpace(body)) > 0 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") && !jx.Valid(body) {
+			a.writeProblem(w, r, core.Errorf(core.KindMalformed, "the body is not valid JSON"))
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	a.oas.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), writerKey{}, w)))
+}
+
+func bodyCap(op string) int64 {
+	switch op {
+	case "runJob":
+		return RunBodyCap
+	case "runSyncJob":
+		return RunSyncBodyCap
+	case "workerJobDone", "workerJobStream":
+		return WorkerBodyCap
+	}
+	return DefaultBodyCap
+}
+
+func isWorkerOp(op string) bool { return strings.HasPrefix(op, "worker") }
+
+// writerKey carries the http.ResponseWriter to the security handler, which sets the rate-limit
+// headers before ogen writes the response.
+type writerKey struct{}
+
+func headerOf(ctx context.Context) http.Header {
+	if w, ok := ctx.Value(writerKey{}).(http.ResponseWriter); ok {
+		return w.Header()
+	}
+	return http.Header{}
+}
+
+func (a *API) notFound(w http.ResponseWriter, r *http.Request) {
+	a.writeProblem(w, r, core.Errorf(core.KindNotFound, "no operation at %s", r.URL.Path))
+}
+
+func (a *API) methodNotAllowed(w http.ResponseWriter, r *http.Request, allowed string) {
+	w.Header().Set("Allow", allowed)
+	a.writeProblem(w, r, &core.Error{Kind: kindMethodNotAllowed, Detail: r.Method + " is not allowed here; allowed: " + allowed})
+}
+
+// byteSize renders a byte count the way people read limits ("10 MB").
+func byteSize(n int64) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return strconv.FormatInt(n>>20, 10) + " MB"
+	}
+	return strconv.FormatInt(n, 10) + " bytes"
+}

@@ -1,0 +1,130 @@
+package api
+
+import (
+	"context"
+	"strings"
+
+	"github.com/dunglas/httpsfv"
+
+	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/oas"
+)
+
+// access classifies every authenticated operation for scope checks. An operation missing here
+// is refused to every key but a full-access one (see scopeAllows).
+var access = map[oas.OperationName]core.Access{
+	oas.CreateEndpointOperation:       core.ManageWrite,
+	oas.ListEndpointsOperation:        core.ManageRead,
+	oas.GetEndpointOperation:          core.ManageRead,
+	oas.UpdateEndpointOperation:       core.ManageWrite,
+	oas.DeleteEndpointOperation:       core.ManageWrite,
+	oas.CreateTemplateOperation:       core.ManageWrite,
+	oas.ListTemplatesOperation:        core.ManageRead,
+	oas.GetTemplateOperation:          core.ManageRead,
+	oas.UpdateTemplateOperation:       core.ManageWrite,
+	oas.DeleteTemplateOperation:       core.ManageWrite,
+	oas.ListCatalogTemplatesOperation: core.ManageRead,
+	oas.ListCatalogGpusOperation:      core.ManageRead,
+	oas.ListCatalogCpusOperation:      core.ManageRead,
+	oas.CreateEndpointV1Operation:     core.ManageWrite,
+	oas.RunJobOperation:               core.JobWrite,
+	oas.RunSyncJobOperation:           core.JobWrite,
+	oas.GetJobStatusOperation:         core.JobRead,
+	oas.PostJobStatusOperation:        core.JobRead,
+	oas.GetJobStatusSyncOperation:     core.JobRead,
+	oas.PostJobStatusSyncOperation:    core.JobRead,
+	oas.GetJobStreamOperation:         core.JobRead,
+	oas.PostJobStreamOperation:        core.JobRead,
+	oas.CancelJobOperation:            core.JobWrite,
+	oas.RetryJobOperation:             core.JobWrite,
+	oas.PurgeQueueOperation:           core.JobWrite,
+	oas.GetHealthOperation:            core.JobRead,
+}
+
+// isJobOp reports whether an operation id (as the router names it) is a job or worker
+// operation, whose errors also carry the RunPod-style "error" field.
+func isJobOp(opID string) bool {
+	if isWorkerOp(opID) {
+		return true
+	}
+	for name, a := range access {
+		if a == core.JobRead || a == core.JobWrite {
+			if strings.EqualFold(string(name), opID) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+type principalKey struct{}
+
+// principalOf returns the caller the security handler authenticated.
+func principalOf(ctx context.Context) *core.Principal {
+	p, _ := ctx.Value(principalKey{}).(*core.Principal)
+	return p
+}
+
+// HandleBearerAuth authenticates management calls: "Authorization: Bearer <key>".
+func (h *handler) HandleBearerAuth(ctx context.Context, op oas.OperationName, t oas.BearerAuth) (context.Context, error) {
+	return h.authenticate(ctx, op, t.Token)
+}
+
+// HandleJobKey authenticates job operations: the key with or without "Bearer ".
+func (h *handler) HandleJobKey(ctx context.Context, op oas.OperationName, t oas.JobKey) (context.Context, error) {
+	key := t.APIKey
+	if scheme, rest, ok := strings.Cut(key, " "); ok && strings.EqualFold(scheme, "Bearer") {
+		key = strings.TrimSpace(rest)
+	}
+	return h.authenticate(ctx, op, key)
+}
+
+// HandleWorkerToken authenticates the worker protocol. Worker tokens are issued to the workers
+// the scheduler starts; none exist until the job engine does.
+func (h *handler) HandleWorkerToken(ctx context.Context, op oas.OperationName, t oas.WorkerToken) (context.Context, error) {
+	return ctx, core.Errorf(core.KindUnauthorized, "unknown worker token")
+}
+
+// authenticate checks the key, counts the request against the user's rate-limit windows (setting
+// the RateLimit headers on the response), then checks the key's scope.
+func (h *handler) authenticate(ctx context.Context, op oas.OperationName, key string) (context.Context, error) {
+	p, err := h.cfg.Auth.Authenticate(ctx, key)
+	if err != nil {
+		return ctx, err
+	}
+	d := h.cfg.Limiter.Allow(p.User, p.Quota, h.cfg.Clock.Now())
+	setRateLimitHeaders(headerOf(ctx), d)
+	if !d.Allowed {
+		return ctx, &core.Error{Kind: core.KindRateLimited, RetryAfter: d.RetryAfter,
+			Detail: "rate limit exceeded: the " + d.Exceeded + " window's quota is used up"}
+	}
+	if a, ok := access[op]; !(ok && p.Allows(a)) && p.Scope != core.ScopeAll {
+		return ctx, core.Errorf(core.KindForbidden, "this key's scope %q does not allow %s", p.Scope, op)
+	}
+	return context.WithValue(ctx, principalKey{}, &p), nil
+}
+
+// setRateLimitHeaders writes RateLimit and RateLimit-Policy as RFC 9651 lists, one member per
+// window: `"minute";r=..;t=..` and `"minute";q=..;w=60`. Exempt users get neither.
+func setRateLimitHeaders(h interface{ Set(string, string) }, d core.Decision) {
+	if len(d.Windows) == 0 {
+		return
+	}
+	limit, policy := httpsfv.List{}, httpsfv.List{}
+	for _, w := range d.Windows {
+		li := httpsfv.NewItem(w.Name)
+		li.Params.Add("r", int64(w.Remaining))
+		li.Params.Add("t", w.Reset)
+		limit = append(limit, li)
+		pi := httpsfv.NewItem(w.Name)
+		pi.Params.Add("q", int64(w.Quota))
+		pi.Params.Add("w", w.Length)
+		policy = append(policy, pi)
+	}
+	if v, err := httpsfv.Marshal(limit); err == nil {
+		h.Set("RateLimit", v)
+	}
+	if v, err := httpsfv.Marshal(policy); err == nil {
+		h.Set("RateLimit-Policy", v)
+	}
+}

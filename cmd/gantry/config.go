@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/gantryhq/gantry/core"
+)
+
+// Config is what `gantry serve` runs with: flags override the config file, which overrides the
+// defaults below.
+type Config struct {
+	// Listen is the address every API listens on. Default 127.0.0.1:8080.
+	Listen string `yaml:"listen"`
+	// Data is the state directory (Pebble store, keys, users). Default ./gantry-data.
+	Data string `yaml:"data"`
+	// PublicURL is the base of the request URLs handed out. Default http://<listen address>.
+	PublicURL string `yaml:"publicUrl"`
+	// Quota is the default per-user rate limit, requests per window; 0 = unlimited in that
+	// window. A user's own quota (gantry keys create --quota-*) replaces it.
+	Quota core.Quota `yaml:"quota"`
+	// Pools are the GPU pools. Default: one "local" pool of the process adapter with this
+	// machine's GPUs, or CPU slots when it has none.
+	Pools []core.Pool `yaml:"pools"`
+	// NetworkVolumes are the network volumes endpoints may name.
+	NetworkVolumes []core.NetworkVolume `yaml:"networkVolumes"`
+	// Templates are public catalog templates, offered beside the built-in ones.
+	Templates []core.Template `yaml:"templates"`
+}
+
+// DefaultQuota is the default per-user rate limit.
+var DefaultQuota = core.Quota{Minute: 600, Hour: 20000, Day: 200000}
+
+// BuiltinTemplates are the public catalog templates every Gantry offers.
+var BuiltinTemplates = []core.Template{
+	{ID: "gantry-echo", Name: "Gantry echo worker", IsServerless: true,
+		Container: core.Container{Image: "gantry/echo", Env: map[string]string{"ECHO_PREFIX": ""}}},
+	{ID: "gantry-pod-shell", Name: "Shell pod (not serverless)", IsServerless: false, StartSSH: true,
+		Container: core.Container{Image: "gantry/echo", Ports: []string{"22/tcp"}}},
+}
+
+// configFileHelp documents the config file in `gantry serve --help`.
+const configFileHelp = `Config file (YAML, --config FILE; unknown keys are rejected; flags win):
+
+  listen: 127.0.0.1:8080          # address of every API
+  data: ./gantry-data             # state directory
+  publicUrl: http://127.0.0.1:8080 # base of the requestUrls handed out
+  quota: {minute: 600, hour: 20000, day: 200000}  # default per-user limits; 0 = unlimited
+  pools:                          # replaces the discovered "local" pool when given
+    - id: local                   # the id endpoints name in gpu.pools
+      adapter: process            # process (local processes)
+      gpuType: NVIDIA A100 80GB PCIe   # "CPU" for CPU slots
+      displayName: A100 80GB
+      memoryInGb: 80
+      count: 8                    # GPUs (or CPU slots) in the pool
+      maxGpusPerWorker: 8         # largest gpu.count; default count
+      cudaVersions: ["12.4", "12.6"]  # exact values allowedCudaVersions may name
+      dataCenterId: EU-RO-1
+      cpu: false                  # true: a pool of CPU slots (then vcpus, memoryPerVcpu)
+  networkVolumes:
+    - {id: vol-models, dataCenterId: EU-RO-1, size: 100}
+  templates:                      # extra public catalog templates
+    - id: my-public-template
+      name: My template
+      image: example/worker:1.0
+      isServerless: true
+      env: {MODEL: small}
+`
+
+// loadConfig reads a config file strictly.
+func loadConfig(path string) (Config, error) {
+	var c Config
+	if path == "" {
+		return c, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return c, err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && err.Error() != "EOF" {
+		return c, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return c, c.validate()
+}
+
+// validate checks what the config file declares.
+func (c *Config) validate() error {
+	seen := map[string]bool{}
+	for i, p := range c.Pools {
+		switch {
+		case p.ID == "":
+			return fmt.Errorf("pools[%d]: id is required", i)
+		case seen[p.ID]:
+			return fmt.Errorf("pools[%d]: pool %q is declared twice", i, p.ID)
+		case p.GPUs < 1:
+			return fmt.Errorf("pool %q: count must be at least 1", p.ID)
+		case p.Adapter != "" && p.Adapter != "process":
+			return fmt.Errorf("pool %q: unknown adapter %q (available: process)", p.ID, p.Adapter)
+		case p.GPUType == "":
+			return fmt.Errorf("pool %q: gpuType is required (\"CPU\" for CPU slots)", p.ID)
+		}
+		for _, v := range p.CUDAVersions {
+			if !strings.Contains(v, ".") {
+				return fmt.Errorf("pool %q: CUDA version %q is not major.minor", p.ID, v)
+			}
+		}
+		seen[p.ID] = true
+		c.Pools[i].Adapter = "process"
+		if p.DisplayName == "" {
+			c.Pools[i].DisplayName = p.GPUType
+		}
+		if p.DataCenter == "" {
+			c.Pools[i].DataCenter = "LOCAL"
+		}
+	}
+	for i, t := range c.Templates {
+		if t.ID == "" || t.Image == "" {
+			return fmt.Errorf("templates[%d]: id and image are required", i)
+		}
+	}
+	for i, v := range c.NetworkVolumes {
+		if v.ID == "" || v.DataCenter == "" {
+			return fmt.Errorf("networkVolumes[%d]: id and dataCenterId are required", i)
+		}
+	}
+	return nil
+}

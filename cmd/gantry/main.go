@@ -1,0 +1,279 @@
+// Command gantry is Gantry's one binary: `gantry serve` runs the platform, `gantry keys create`
+// issues API keys.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gantryhq/gantry/adapters/process"
+	"github.com/gantryhq/gantry/api"
+	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/store/keydir"
+	"github.com/gantryhq/gantry/store/pebble"
+)
+
+const usage = `Gantry: a self-hosted serverless GPU platform.
+
+Usage:
+  gantry serve [flags]          run the platform (gantry serve --help)
+  gantry keys create [flags]    issue an API key (gantry keys create --help)
+`
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "gantry:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errors.New("no command given")
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], stdout, stderr)
+	case "keys":
+		if len(args) < 2 || args[1] != "create" {
+			fmt.Fprint(stderr, usage)
+			return errors.New(`"keys" takes a subcommand: create`)
+		}
+		return keysCreate(args[2:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
+func serve(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("gantry serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "", "address to listen on (default 127.0.0.1:8080)")
+	data := fs.String("data", "", "state directory (default ./gantry-data)")
+	configPath := fs.String("config", "", "YAML config file (see below)")
+	publicURL := fs.String("public-url", "", "base of the requestUrls handed out (default http://<listen address>)")
+	qMinute := fs.Int("quota-minute", -1, fmt.Sprintf("default requests per user per minute; 0 = unlimited (default %d)", DefaultQuota.Minute))
+	qHour := fs.Int("quota-hour", -1, fmt.Sprintf("default requests per user per hour; 0 = unlimited (default %d)", DefaultQuota.Hour))
+	qDay := fs.Int("quota-day", -1, fmt.Sprintf("default requests per user per day; 0 = unlimited (default %d)", DefaultQuota.Day))
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: gantry serve [flags]\n\nRuns every Gantry API on one listener. GET /healthz answers 200 once ready;\nSIGTERM or SIGINT shuts down gracefully.\n\nFlags:\n")
+		fs.PrintDefaults()
+		fmt.Fprintf(stderr, "\n%s", configFileHelp)
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("serve takes no arguments, got %q", fs.Args())
+	}
+	cfg, err := loadConfig(*configPath)
+	if err != nil {
+		return err
+	}
+	cfg.Listen = firstOf(*listen, cfg.Listen, "127.0.0.1:8080")
+	cfg.Data = firstOf(*data, cfg.Data, "./gantry-data")
+	cfg.PublicURL = firstOf(*publicURL, cfg.PublicURL)
+	if cfg.Quota == (core.Quota{}) && *configPath == "" {
+		cfg.Quota = DefaultQuota
+	}
+	for flagVal, field := range map[*int]*int{qMinute: &cfg.Quota.Minute, qHour: &cfg.Quota.Hour, qDay: &cfg.Quota.Day} {
+		if *flagVal >= 0 {
+			*field = *flagVal
+		}
+	}
+
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	if len(cfg.Pools) == 0 {
+		inv := process.Discover(ctx)
+		log.Info("local pool", "discovery", inv.Description)
+		cfg.Pools = process.LocalPools(inv)
+	}
+
+	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
+		return fmt.Errorf("creating the data directory: %w", err)
+	}
+	st, err := pebble.Open(filepath.Join(cfg.Data, "pebble"))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	keys, err := keydir.Open(cfg.Data)
+	if err != nil {
+		return err
+	}
+	defer keys.Close()
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	addr := ln.Addr().String()
+	if cfg.PublicURL == "" {
+		cfg.PublicURL = "http://" + addr
+	}
+
+	clock := core.SystemClock{}
+	a, err := api.New(api.Config{
+		Management: &core.Management{
+			Endpoints: st, Templates: st, Clock: clock,
+			Catalog: core.NewCatalog(cfg.Pools, cfg.NetworkVolumes, append(append([]core.Template{}, BuiltinTemplates...), cfg.Templates...)),
+		},
+		Auth:      &core.Authenticator{Keys: keys, Defaults: cfg.Quota, Clock: clock},
+		Limiter:   &core.RateLimiter{},
+		Clock:     clock,
+		PublicURL: cfg.PublicURL,
+		Log:       log,
+	})
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{
+		Handler:           a,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	a.SetReady(true)
+
+	for _, p := range cfg.Pools {
+		log.Info("pool", "id", p.ID, "gpuType", p.GPUType, "count", p.GPUs, "cudaVersions", strings.Join(p.CUDAVersions, ","), "dataCenter", p.DataCenter)
+	}
+	fmt.Fprintf(stdout, "Gantry is listening on http://%s (data: %s)\n", addr, cfg.Data)
+	fmt.Fprintf(stdout, "Get an API key:  go run ./cmd/gantry keys create --data %s --user $USER\n", cfg.Data)
+
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	a.SetReady(false)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shutting down: %w", err)
+	}
+	return nil
+}
+
+func firstOf(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func keysCreate(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("gantry keys create", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	data := fs.String("data", "./gantry-data", "state directory of the server the key is for")
+	user := fs.String("user", "", "user the key belongs to (created if needed); required")
+	scope := fs.String("scope", "all", "what the key may do: all, read (reads only) or jobs (job operations only)")
+	var endpoints stringList
+	fs.Var(&endpoints, "endpoint", "with --scope jobs: an endpoint id the key may use (repeatable; none = all)")
+	expires := fs.Duration("expires", 0, "key lifetime, e.g. 720h (0 = never expires)")
+	qMinute := fs.Int("quota-minute", -1, "set the user's own requests-per-minute quota (0 = unlimited)")
+	qHour := fs.Int("quota-hour", -1, "set the user's own requests-per-hour quota (0 = unlimited)")
+	qDay := fs.Int("quota-day", -1, "set the user's own requests-per-day quota (0 = unlimited)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: gantry keys create --user NAME [flags]\n\nIssues an API key and prints it as the last line of stdout. The key is shown once;\nonly its SHA-256 is stored. Works while `gantry serve` runs on the same --data.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *user == "" {
+		fs.Usage()
+		return errors.New("--user is required")
+	}
+	if !keydir.NameRE.MatchString(*user) {
+		return fmt.Errorf("--user %q: use letters, digits, '.', '_' or '-' (at most 64)", *user)
+	}
+	sc, err := core.ParseScope(*scope)
+	if err != nil {
+		return fmt.Errorf("--scope: %w", err)
+	}
+	if len(endpoints) > 0 && sc != core.ScopeJobs {
+		return errors.New("--endpoint applies only with --scope jobs")
+	}
+	if *expires < 0 {
+		return errors.New("--expires must not be negative")
+	}
+	dir, err := keydir.Open(*data)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	ctx := context.Background()
+	now := time.Now().UTC()
+
+	u, err := dir.GetUser(ctx, *user)
+	created := errors.Is(err, core.ErrNotFound)
+	if err != nil && !created {
+		return err
+	}
+	if created {
+		u = core.User{Name: *user, CreatedAt: now}
+	}
+	if *qMinute >= 0 || *qHour >= 0 || *qDay >= 0 {
+		q := DefaultQuota
+		if u.Quota != nil {
+			q = *u.Quota
+		}
+		for flagVal, field := range map[*int]*int{qMinute: &q.Minute, qHour: &q.Hour, qDay: &q.Day} {
+			if *flagVal >= 0 {
+				*field = *flagVal
+			}
+		}
+		u.Quota = &q
+	}
+	if err := dir.PutUser(ctx, u); err != nil {
+		return err
+	}
+
+	secret := core.NewKeySecret()
+	k := core.Key{ID: "key_" + core.NewID(10), Hash: core.HashKey(secret), User: *user, Scope: sc, Endpoints: endpoints, CreatedAt: now}
+	if *expires > 0 {
+		t := now.Add(*expires)
+		k.ExpiresAt = &t
+	}
+	if err := dir.PutKey(ctx, k); err != nil {
+		return err
+	}
+	if created {
+		fmt.Fprintf(stdout, "Created user %s.\n", *user)
+	}
+	fmt.Fprintf(stdout, "Created key %s for %s (scope %s). It is shown once; keep it safe:\n%s\n", k.ID, *user, sc, secret)
+	return nil
+}

@@ -1,0 +1,104 @@
+package core
+
+import "slices"
+
+// Pool describes a GPU pool (or a pool of CPU slots) as the catalog shows it. Capacity is
+// counted in GPUs, or in slots for a CPU pool.
+type Pool struct {
+	ID           string   `json:"id" yaml:"id"`
+	Adapter      string   `json:"adapter" yaml:"adapter"`                   // "process", "docker", ...
+	GPUType      string   `json:"gpuType" yaml:"gpuType"`                   // e.g. "NVIDIA H100 80GB HBM3"; "CPU" for CPU slots
+	DisplayName  string   `json:"displayName" yaml:"displayName"`           // defaults to GPUType
+	MemoryGB     int      `json:"memoryInGb" yaml:"memoryInGb"`             // per GPU
+	GPUs         int      `json:"count" yaml:"count"`                       // GPUs (or CPU slots) in the pool
+	PerWorker    int      `json:"maxGpusPerWorker" yaml:"maxGpusPerWorker"` // largest gpu.count one worker may take; 0 = GPUs
+	CUDAVersions []string `json:"cudaVersions" yaml:"cudaVersions"`         // exact major.minor values offered
+	DataCenter   string   `json:"dataCenterId" yaml:"dataCenterId"`
+	CPU          bool     `json:"cpu" yaml:"cpu"`                     // a pool of CPU slots rather than GPUs
+	VCPUs        int      `json:"vcpus" yaml:"vcpus"`                 // CPU pools: vCPUs per host
+	MemoryPerCPU int      `json:"memoryPerVcpu" yaml:"memoryPerVcpu"` // CPU pools: GB per vCPU
+}
+
+// GPUsPerWorkerMax is the largest gpu.count a worker placed on the pool may ask for.
+func (p Pool) GPUsPerWorkerMax() int {
+	if p.PerWorker > 0 {
+		return min(p.PerWorker, p.GPUs)
+	}
+	return p.GPUs
+}
+
+// NetworkVolume is a declared network volume; it pins workers to its data center.
+type NetworkVolume struct {
+	ID         string `json:"id" yaml:"id"`
+	DataCenter string `json:"dataCenterId" yaml:"dataCenterId"`
+	SizeGB     int    `json:"size" yaml:"size"`
+}
+
+// Catalog is the read-only view of the pools, data centers, network volumes and public
+// templates that endpoints may name. Available reports capacity not reserved right now; until a
+// scheduler supplies it, every GPU counts as available.
+type Catalog struct {
+	pools     []Pool
+	volumes   []NetworkVolume
+	templates []Template
+	// Available returns the GPUs (or slots) of a pool not reserved now; nil = all of them.
+	Available func(poolID string) int
+}
+
+// NewCatalog returns a catalog of the given pools, volumes and public templates. Templates are
+// marked public and serverless-or-not as given.
+func NewCatalog(pools []Pool, volumes []NetworkVolume, templates []Template) *Catalog {
+	ts := slices.Clone(templates)
+	for i := range ts {
+		ts[i].IsPublic = true
+		ts[i].Owner = ""
+	}
+	return &Catalog{pools: slices.Clone(pools), volumes: slices.Clone(volumes), templates: ts}
+}
+
+// Pools returns every pool, in configuration order.
+func (c *Catalog) Pools() []Pool { return c.pools }
+
+// Pool looks a pool up by id.
+func (c *Catalog) Pool(id string) (Pool, bool) {
+	i := slices.IndexFunc(c.pools, func(p Pool) bool { return p.ID == id })
+	if i < 0 {
+		return Pool{}, false
+	}
+	return c.pools[i], true
+}
+
+// HasDataCenter reports whether any pool or network volume is in the data center.
+func (c *Catalog) HasDataCenter(id string) bool {
+	return slices.ContainsFunc(c.pools, func(p Pool) bool { return p.DataCenter == id }) ||
+		slices.ContainsFunc(c.volumes, func(v NetworkVolume) bool { return v.DataCenter == id })
+}
+
+// NetworkVolume looks a network volume up by id.
+func (c *Catalog) NetworkVolume(id string) (NetworkVolume, bool) {
+	i := slices.IndexFunc(c.volumes, func(v NetworkVolume) bool { return v.ID == id })
+	if i < 0 {
+		return NetworkVolume{}, false
+	}
+	return c.volumes[i], true
+}
+
+// PublicTemplates returns the public catalog templates.
+func (c *Catalog) PublicTemplates() []Template { return c.templates }
+
+// PublicTemplate looks a public template up by id.
+func (c *Catalog) PublicTemplate(id string) (Template, bool) {
+	i := slices.IndexFunc(c.templates, func(t Template) bool { return t.ID == id })
+	if i < 0 {
+		return Template{}, false
+	}
+	return c.templates[i], true
+}
+
+// AvailableGPUs returns the GPUs (or slots) of the pool not reserved now.
+func (c *Catalog) AvailableGPUs(p Pool) int {
+	if c.Available == nil {
+		return p.GPUs
+	}
+	return c.Available(p.ID)
+}

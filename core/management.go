@@ -1,0 +1,363 @@
+package core
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+)
+
+// EndpointStore keeps endpoints. List returns an owner's endpoints in creation order, starting
+// after the cursor ("" = from the start), and the cursor of the next page ("" = no more).
+type EndpointStore interface {
+	PutEndpoint(ctx context.Context, e Endpoint) error
+	GetEndpoint(ctx context.Context, id string) (Endpoint, error) // ErrNotFound
+	ListEndpoints(ctx context.Context, owner, cursor string, limit int) ([]Endpoint, string, error)
+	DeleteEndpoint(ctx context.Context, id string) error // ErrNotFound
+}
+
+// TemplateStore keeps users' own templates, with the same listing contract as EndpointStore.
+type TemplateStore interface {
+	PutTemplate(ctx context.Context, t Template) error
+	GetTemplate(ctx context.Context, id string) (Template, error) // ErrNotFound
+	ListTemplates(ctx context.Context, owner, cursor string, limit int) ([]Template, string, error)
+	DeleteTemplate(ctx context.Context, id string) error // ErrNotFound
+}
+
+// Clock tells the time; tests inject a fake one.
+type Clock interface{ Now() time.Time }
+
+// SystemClock is the real clock.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// Management is the management plane: endpoints, templates and the catalog.
+type Management struct {
+	Endpoints EndpointStore
+	Templates TemplateStore
+	Catalog   *Catalog
+	Clock     Clock
+}
+
+// NewID returns a random identifier of n characters from [a-z0-9].
+func NewID(n int) string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
+}
+
+// CreateEndpoint validates a create request, resolves its template, applies the defaults and
+// stores the endpoint (spec 4.1).
+func (m *Management) CreateEndpoint(ctx context.Context, owner string, d EndpointDraft) (Endpoint, error) {
+	now := m.Clock.Now().UTC()
+	e := Endpoint{
+		ID:             NewID(14),
+		Owner:          owner,
+		Name:           d.Name,
+		Type:           d.Type,
+		TemplateID:     d.TemplateID,
+		GPU:            GPU{Pools: d.GPU.Pools, Count: deref(d.GPU.Count, DefaultGPUCount)},
+		Scaling:        d.Scaling,
+		Workers:        Workers{Min: DefaultWorkersMin, Max: DefaultWorkersMax, IdleTimeout: DefaultIdleTimeout},
+		DataCenterIDs:  orEmpty(d.DataCenterIDs),
+		NetworkVolumes: orEmpty(d.NetworkVolumes),
+		TimeoutMs:      deref(d.TimeoutMs, DefaultTimeoutMs),
+		Flashboot:      deref(d.Flashboot, FlashbootOff),
+		CreatedAt:      now,
+		UpdatedAt:      now,
+	}
+	// Template rules 1-6: resolve at create time, body wins, env merged per key, CUDA seeded.
+	cuda := d.AllowedCudaVersions
+	if d.TemplateID != "" {
+		t, err := m.template(ctx, owner, d.TemplateID)
+		if err != nil {
+			return Endpoint{}, err
+		}
+		if !t.IsServerless {
+			return Endpoint{}, Invalid(FieldError{"$.templateId", fmt.Sprintf("template %q is not a serverless template", t.ID)})
+		}
+		e.Container = t.Container
+		e.Container.Ports = slices.Clone(t.Ports)
+		e.Container.Env = maps.Clone(t.Env)
+		if cuda == nil {
+			cuda = slices.Clone(t.AllowedCudaVersions)
+		}
+	}
+	e.Image = deref(d.Image, e.Image)
+	e.Args = deref(d.Args, e.Args)
+	e.Disk = deref(d.Disk, e.Disk)
+	if d.Ports != nil {
+		e.Ports = d.Ports
+	}
+	if len(d.Env) > 0 {
+		if e.Env == nil {
+			e.Env = map[string]string{}
+		}
+		maps.Copy(e.Env, d.Env)
+	}
+	if d.RegistrySet {
+		e.Registry = d.Registry
+	}
+	e.AllowedCudaVersions = orEmpty(cuda)
+
+	idleGiven := false
+	if w := d.Workers; w != nil {
+		e.Workers.Min = deref(w.Min, e.Workers.Min)
+		e.Workers.Max = deref(w.Max, e.Workers.Max)
+		e.Workers.IdleTimeout = deref(w.IdleTimeout, e.Workers.IdleTimeout)
+		idleGiven = w.IdleTimeout != nil
+	}
+	if errs := checkRules(&e, idleGiven, m.Catalog); len(errs) > 0 {
+		return Endpoint{}, Invalid(errs...)
+	}
+	if !e.IdleTimeoutApplies() {
+		e.Workers.IdleTimeout = 0
+	}
+	if err := m.Endpoints.PutEndpoint(ctx, e); err != nil {
+		return Endpoint{}, Internal("storing the endpoint", err)
+	}
+	return e, nil
+}
+
+// GetEndpoint returns the caller's endpoint; another user's endpoint is not found.
+func (m *Management) GetEndpoint(ctx context.Context, owner, id string) (Endpoint, error) {
+	e, err := m.Endpoints.GetEndpoint(ctx, id)
+	if errors.Is(err, ErrNotFound) || (err == nil && e.Owner != owner) {
+		return Endpoint{}, Errorf(KindNotFound, "endpoint %q not found", id)
+	}
+	if err != nil {
+		return Endpoint{}, Internal("reading the endpoint", err)
+	}
+	return e, nil
+}
+
+// ListEndpoints returns one page of the caller's endpoints.
+func (m *Management) ListEndpoints(ctx context.Context, owner, cursor string, limit int) ([]Endpoint, string, error) {
+	es, next, err := m.Endpoints.ListEndpoints(ctx, owner, cursor, limit)
+	if err != nil {
+		return nil, "", listError(err)
+	}
+	return es, next, nil
+}
+
+func listError(err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return Internal("listing", err)
+}
+
+// BadCursor is the error stores return for a cursor they did not issue.
+func BadCursor(cursor string) error {
+	return Invalid(FieldError{"$.cursor", fmt.Sprintf("%q is not a cursor this list returned", cursor)})
+}
+
+// UpdateEndpoint applies a partial update; the result must pass every create rule.
+func (m *Management) UpdateEndpoint(ctx context.Context, owner, id string, p EndpointPatch) (Endpoint, error) {
+	e, err := m.GetEndpoint(ctx, owner, id)
+	if err != nil {
+		return Endpoint{}, err
+	}
+	if p.Name != nil {
+		e.Name = *p.Name
+	}
+	if p.GPU != nil {
+		e.GPU = GPU{Pools: p.GPU.Pools, Count: deref(p.GPU.Count, e.GPU.Count)}
+	}
+	wasApplying := e.IdleTimeoutApplies()
+	if p.Scaling != nil {
+		e.Scaling = *p.Scaling
+	}
+	e.Image = deref(p.Image, e.Image)
+	e.Args = deref(p.Args, e.Args)
+	e.Disk = deref(p.Disk, e.Disk)
+	if p.Ports != nil {
+		e.Ports = p.Ports
+	}
+	if p.Env != nil {
+		e.Env = p.Env
+	}
+	if p.RegistrySet {
+		e.Registry = p.Registry
+	}
+	idleGiven := false
+	if w := p.Workers; w != nil {
+		e.Workers.Min = deref(w.Min, e.Workers.Min)
+		e.Workers.Max = deref(w.Max, e.Workers.Max)
+		e.Workers.IdleTimeout = deref(w.IdleTimeout, e.Workers.IdleTimeout)
+		idleGiven = w.IdleTimeout != nil
+	}
+	if !wasApplying && e.IdleTimeoutApplies() && e.Workers.IdleTimeout == 0 {
+		e.Workers.IdleTimeout = DefaultIdleTimeout // switched away from QUEUE + REQUEST_COUNT
+	}
+	if p.DataCenterIDs != nil {
+		e.DataCenterIDs = p.DataCenterIDs
+	}
+	if p.NetworkVolumes != nil {
+		e.NetworkVolumes = p.NetworkVolumes
+	}
+	e.TimeoutMs = deref(p.TimeoutMs, e.TimeoutMs)
+	e.Flashboot = deref(p.Flashboot, e.Flashboot)
+	if p.AllowedCudaVersions != nil {
+		e.AllowedCudaVersions = p.AllowedCudaVersions
+	}
+	if errs := checkRules(&e, idleGiven, m.Catalog); len(errs) > 0 {
+		return Endpoint{}, Invalid(errs...)
+	}
+	if !e.IdleTimeoutApplies() {
+		e.Workers.IdleTimeout = 0
+	}
+	e.UpdatedAt = m.Clock.Now().UTC()
+	if err := m.Endpoints.PutEndpoint(ctx, e); err != nil {
+		return Endpoint{}, Internal("storing the endpoint", err)
+	}
+	return e, nil
+}
+
+// DeleteEndpoint removes the caller's endpoint.
+func (m *Management) DeleteEndpoint(ctx context.Context, owner, id string) error {
+	if _, err := m.GetEndpoint(ctx, owner, id); err != nil {
+		return err
+	}
+	if err := m.Endpoints.DeleteEndpoint(ctx, id); err != nil && !errors.Is(err, ErrNotFound) {
+		return Internal("deleting the endpoint", err)
+	}
+	return nil
+}
+
+// template resolves a template the caller may use: their own or a public one.
+func (m *Management) template(ctx context.Context, owner, id string) (Template, error) {
+	if t, ok := m.Catalog.PublicTemplate(id); ok {
+		return t, nil
+	}
+	t, err := m.Templates.GetTemplate(ctx, id)
+	if errors.Is(err, ErrNotFound) || (err == nil && t.Owner != owner) {
+		return Template{}, Errorf(KindNotFound, "template %q not found", id)
+	}
+	if err != nil {
+		return Template{}, Internal("reading the template", err)
+	}
+	return t, nil
+}
+
+// GetTemplate returns the caller's own template or a public one.
+func (m *Management) GetTemplate(ctx context.Context, owner, id string) (Template, error) {
+	return m.template(ctx, owner, id)
+}
+
+// ownTemplate returns a template the caller owns; public templates cannot be changed.
+func (m *Management) ownTemplate(ctx context.Context, owner, id string) (Template, error) {
+	t, err := m.template(ctx, owner, id)
+	if err == nil && t.IsPublic {
+		return Template{}, Errorf(KindForbidden, "template %q is a public catalog template and cannot be changed", id)
+	}
+	return t, err
+}
+
+// CreateTemplate stores a new template of the caller's.
+func (m *Management) CreateTemplate(ctx context.Context, owner string, d TemplateDraft) (Template, error) {
+	now := m.Clock.Now().UTC()
+	t := Template{
+		ID:    NewID(10),
+		Owner: owner,
+		Name:  d.Name,
+		Container: Container{
+			Image: d.Image, Args: deref(d.Args, ""), Disk: deref(d.Disk, 0),
+			Ports: d.Ports, Env: d.Env, Registry: d.Registry,
+		},
+		AllowedCudaVersions: d.AllowedCudaVersions,
+		StartSSH:            d.StartSSH,
+		StartJupyter:        d.StartJupyter,
+		IsServerless:        d.IsServerless,
+		CreatedAt:           now,
+		UpdatedAt:           now,
+	}
+	if errs := checkContainer(&t.Container, "is required"); len(errs) > 0 {
+		return Template{}, Invalid(errs...)
+	}
+	if err := m.Templates.PutTemplate(ctx, t); err != nil {
+		return Template{}, Internal("storing the template", err)
+	}
+	return t, nil
+}
+
+// ListTemplates returns one page of the caller's own templates.
+func (m *Management) ListTemplates(ctx context.Context, owner, cursor string, limit int) ([]Template, string, error) {
+	ts, next, err := m.Templates.ListTemplates(ctx, owner, cursor, limit)
+	if err != nil {
+		return nil, "", listError(err)
+	}
+	return ts, next, nil
+}
+
+// UpdateTemplate applies a partial update to the caller's template. Endpoints created from it
+// keep their snapshot (template rule 5).
+func (m *Management) UpdateTemplate(ctx context.Context, owner, id string, p TemplatePatch) (Template, error) {
+	t, err := m.ownTemplate(ctx, owner, id)
+	if err != nil {
+		return Template{}, err
+	}
+	t.Name = deref(p.Name, t.Name)
+	t.Image = deref(p.Image, t.Image)
+	t.Args = deref(p.Args, t.Args)
+	t.Disk = deref(p.Disk, t.Disk)
+	if p.Ports != nil {
+		t.Ports = p.Ports
+	}
+	if p.Env != nil {
+		t.Env = p.Env
+	}
+	if p.RegistrySet {
+		t.Registry = p.Registry
+	}
+	if p.AllowedCudaVersions != nil {
+		t.AllowedCudaVersions = p.AllowedCudaVersions
+	}
+	t.StartSSH = deref(p.StartSSH, t.StartSSH)
+	t.StartJupyter = deref(p.StartJupyter, t.StartJupyter)
+	t.IsServerless = deref(p.IsServerless, t.IsServerless)
+	if errs := checkContainer(&t.Container, "is required"); len(errs) > 0 {
+		return Template{}, Invalid(errs...)
+	}
+	t.UpdatedAt = m.Clock.Now().UTC()
+	if err := m.Templates.PutTemplate(ctx, t); err != nil {
+		return Template{}, Internal("storing the template", err)
+	}
+	return t, nil
+}
+
+// DeleteTemplate removes the caller's template.
+func (m *Management) DeleteTemplate(ctx context.Context, owner, id string) error {
+	if _, err := m.ownTemplate(ctx, owner, id); err != nil {
+		return err
+	}
+	if err := m.Templates.DeleteTemplate(ctx, id); err != nil && !errors.Is(err, ErrNotFound) {
+		return Internal("deleting the template", err)
+	}
+	return nil
+}
+
+func deref[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+// orEmpty returns s, or an empty non-nil slice for nil (lists always render as []).
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

@@ -1,0 +1,82 @@
+package core
+
+import (
+	"sync"
+	"time"
+)
+
+// Window is one rate-limit window's state after a request was counted (or refused).
+type Window struct {
+	Name      string // "minute", "hour", "day"
+	Length    int64  // seconds
+	Quota     int    // requests per window
+	Remaining int    // requests left in the current window
+	Reset     int64  // seconds until the window resets
+}
+
+// Decision is the outcome of counting one request against a user's windows.
+type Decision struct {
+	Allowed bool
+	// Windows lists the limited windows (quota > 0), minute first; empty = the user is exempt.
+	Windows []Window
+	// Exceeded names the exhausted window and RetryAfter its seconds to reset, when refused.
+	Exceeded   string
+	RetryAfter int64
+}
+
+var windowDefs = [3]struct {
+	name   string
+	length int64
+}{{"minute", 60}, {"hour", 3600}, {"day", 86400}}
+
+// RateLimiter counts requests per user in fixed minute, hour and day windows aligned to the
+// Unix epoch. A refused request counts against no window. Counters live in memory: a restart
+// starts fresh windows.
+type RateLimiter struct {
+	users sync.Map // user -> *userWindows
+}
+
+type userWindows struct {
+	mu    sync.Mutex
+	start [3]int64 // start of each window (Unix seconds)
+	used  [3]int
+}
+
+// Allow counts one request of user against quota at now.
+func (l *RateLimiter) Allow(user string, q Quota, now time.Time) Decision {
+	quotas := [3]int{q.Minute, q.Hour, q.Day}
+	if quotas == [3]int{} {
+		return Decision{Allowed: true}
+	}
+	v, _ := l.users.LoadOrStore(user, &userWindows{})
+	u := v.(*userWindows)
+	sec := now.Unix()
+
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	d := Decision{Allowed: true}
+	for i, w := range windowDefs {
+		if start := sec - sec%w.length; u.start[i] != start {
+			u.start[i], u.used[i] = start, 0
+		}
+		if quotas[i] > 0 && u.used[i] >= quotas[i] && d.Allowed {
+			d.Allowed = false
+			d.Exceeded = w.name
+			d.RetryAfter = u.start[i] + w.length - sec
+		}
+	}
+	for i, w := range windowDefs {
+		if quotas[i] <= 0 {
+			continue
+		}
+		if d.Allowed {
+			u.used[i]++
+		}
+		d.Windows = append(d.Windows, Window{
+			Name: w.name, Length: w.length, Quota: quotas[i],
+			Remaining: max(quotas[i]-u.used[i], 0),
+			Reset:     u.start[i] + w.length - sec,
+		})
+	}
+	return d
+}

@@ -1,0 +1,160 @@
+// Package keydir keeps API keys and users as small JSON files in a directory: keys/<sha256>.json
+// and users/<name>.json. Files rather than the Pebble store so that `gantry keys create` can add
+// a key while `gantry serve` holds the store open; the server finds a new key on its first use.
+// Only hashes of key secrets are written. Lookups are cached briefly (ristretto).
+package keydir
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"github.com/dgraph-io/ristretto/v2"
+
+	"github.com/gantryhq/gantry/core"
+)
+
+// cacheTTL bounds how long a cached key or user is trusted; a revoked key stops working
+// within it.
+const cacheTTL = 10 * time.Second
+
+// Dir is a key and user directory.
+type Dir struct {
+	root  string
+	keys  *ristretto.Cache[string, core.Key]
+	users *ristretto.Cache[string, core.User]
+}
+
+var (
+	hashRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	// NameRE is the form of a user name.
+	NameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+)
+
+// Open opens (creating if needed) the directory root.
+func Open(root string) (*Dir, error) {
+	for _, sub := range []string{"keys", "users"} {
+		if err := os.MkdirAll(filepath.Join(root, sub), 0o700); err != nil {
+			return nil, fmt.Errorf("creating %s: %w", sub, err)
+		}
+	}
+	keys, err := ristretto.NewCache(&ristretto.Config[string, core.Key]{NumCounters: 1e5, MaxCost: 1e4, BufferItems: 64})
+	if err != nil {
+		return nil, err
+	}
+	users, err := ristretto.NewCache(&ristretto.Config[string, core.User]{NumCounters: 1e5, MaxCost: 1e4, BufferItems: 64})
+	if err != nil {
+		return nil, err
+	}
+	return &Dir{root: root, keys: keys, users: users}, nil
+}
+
+// Close releases the caches.
+func (d *Dir) Close() {
+	d.keys.Close()
+	d.users.Close()
+}
+
+// LookupKey returns the key whose secret hashes to hash.
+func (d *Dir) LookupKey(_ context.Context, hash string) (core.Key, error) {
+	if !hashRE.MatchString(hash) {
+		return core.Key{}, core.ErrNotFound
+	}
+	if k, ok := d.keys.Get(hash); ok {
+		return k, nil
+	}
+	var k core.Key
+	if err := readJSON(filepath.Join(d.root, "keys", hash+".json"), &k); err != nil {
+		return core.Key{}, err
+	}
+	d.keys.SetWithTTL(hash, k, 1, cacheTTL)
+	return k, nil
+}
+
+// PutKey writes a key.
+func (d *Dir) PutKey(_ context.Context, k core.Key) error {
+	if !hashRE.MatchString(k.Hash) {
+		return fmt.Errorf("key hash %q is not a hex SHA-256", k.Hash)
+	}
+	return writeJSON(filepath.Join(d.root, "keys", k.Hash+".json"), k)
+}
+
+// GetUser reads a user.
+func (d *Dir) GetUser(_ context.Context, name string) (core.User, error) {
+	if !NameRE.MatchString(name) {
+		return core.User{}, core.ErrNotFound
+	}
+	if u, ok := d.users.Get(name); ok {
+		return u, nil
+	}
+	var u core.User
+	if err := readJSON(filepath.Join(d.root, "users", name+".json"), &u); err != nil {
+		return core.User{}, err
+	}
+	d.users.SetWithTTL(name, u, 1, cacheTTL)
+	return u, nil
+}
+
+// PutUser writes a user.
+func (d *Dir) PutUser(_ context.Context, u core.User) error {
+	if !NameRE.MatchString(u.Name) {
+		return fmt.Errorf("user name %q must match %s", u.Name, NameRE)
+	}
+	d.users.Del(u.Name)
+	return writeJSON(filepath.Join(d.root, "users", u.Name+".json"), u)
+}
+
+func readJSON(path string, v any) error {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return core.ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// writeJSON writes v durably and atomically: a synced temporary file renamed into place.
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // no-op once renamed
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(f.Name(), 0o600); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	dir, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	return dir.Sync()
+}
+
+var _ core.KeyStore = (*Dir)(nil)

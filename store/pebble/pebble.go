@@ -1,0 +1,183 @@
+// Package pebble is Gantry's embedded store on Pebble: endpoints and templates, each under a
+// primary key with a per-owner index in creation order. Every write is synced before it returns.
+package pebble
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/gantryhq/gantry/core"
+)
+
+// Store is the Pebble-backed store.
+type Store struct {
+	db *pebble.DB
+}
+
+// Open opens (creating if needed) the store in dir. Only one process may hold it open.
+func Open(dir string) (*Store, error) {
+	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}})
+	if err != nil {
+		return nil, fmt.Errorf("opening the store in %s: %w", dir, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close flushes and closes the store.
+func (s *Store) Close() error { return s.db.Close() }
+
+// A family is one record type: its primary-key prefix and its per-owner index prefix.
+type family struct{ primary, index string }
+
+var (
+	endpoints = family{"ep/", "epo/"}
+	templates = family{"tp/", "tpo/"}
+)
+
+func (f family) key(id string) []byte { return []byte(f.primary + id) }
+
+// indexKey orders an owner's records by creation time, then id. The part after the owner is
+// the record's cursor.
+func (f family) indexKey(owner string, created time.Time, id string) []byte {
+	return []byte(f.index + owner + "\x00" + cursorOf(created, id))
+}
+
+func cursorOf(created time.Time, id string) string {
+	return fmt.Sprintf("%016x%s", created.UnixNano(), id)
+}
+
+var cursorRE = regexp.MustCompile(`^[0-9a-f]{16}[a-z0-9]{1,64}$`)
+
+func (s *Store) put(f family, id, owner string, created time.Time, v any) error {
+	val, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	_ = b.Set(f.key(id), val, nil)
+	_ = b.Set(f.indexKey(owner, created, id), nil, nil)
+	return b.Commit(pebble.Sync)
+}
+
+func get[T any](s *Store, f family, id string) (T, error) {
+	var v T
+	val, closer, err := s.db.Get(f.key(id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return v, core.ErrNotFound
+	}
+	if err != nil {
+		return v, err
+	}
+	defer closer.Close()
+	return v, json.Unmarshal(val, &v)
+}
+
+func list[T any](s *Store, f family, owner, cursor string, limit int) ([]T, string, error) {
+	if cursor != "" && !cursorRE.MatchString(cursor) {
+		return nil, "", core.BadCursor(cursor)
+	}
+	prefix := f.index + owner + "\x00"
+	lower := []byte(prefix)
+	if cursor != "" {
+		lower = append([]byte(prefix+cursor), 0) // strictly after the cursor
+	}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: []byte(f.index + owner + "\x01")})
+	if err != nil {
+		return nil, "", err
+	}
+	defer it.Close()
+	out, last := []T{}, ""
+	for ok := it.First(); ok; ok = it.Next() {
+		c := string(it.Key()[len(prefix):])
+		if len(out) == limit {
+			return out, last, nil // one more exists: the page ends at last
+		}
+		v, err := get[T](s, f, c[16:])
+		if errors.Is(err, core.ErrNotFound) {
+			continue // deleted between reading the index and the record
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		out, last = append(out, v), c
+	}
+	return out, "", it.Error()
+}
+
+func (s *Store) del(f family, id, owner string, created time.Time) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	_ = b.Delete(f.key(id), nil)
+	_ = b.Delete(f.indexKey(owner, created, id), nil)
+	return b.Commit(pebble.Sync)
+}
+
+// PutEndpoint stores an endpoint.
+func (s *Store) PutEndpoint(_ context.Context, e core.Endpoint) error {
+	return s.put(endpoints, e.ID, e.Owner, e.CreatedAt, e)
+}
+
+// GetEndpoint reads an endpoint.
+func (s *Store) GetEndpoint(_ context.Context, id string) (core.Endpoint, error) {
+	return get[core.Endpoint](s, endpoints, id)
+}
+
+// ListEndpoints lists an owner's endpoints in creation order.
+func (s *Store) ListEndpoints(_ context.Context, owner, cursor string, limit int) ([]core.Endpoint, string, error) {
+	return list[core.Endpoint](s, endpoints, owner, cursor, limit)
+}
+
+// DeleteEndpoint removes an endpoint.
+func (s *Store) DeleteEndpoint(_ context.Context, id string) error {
+	e, err := get[core.Endpoint](s, endpoints, id)
+	if err != nil {
+		return err
+	}
+	return s.del(endpoints, id, e.Owner, e.CreatedAt)
+}
+
+// PutTemplate stores a template.
+func (s *Store) PutTemplate(_ context.Context, t core.Template) error {
+	return s.put(templates, t.ID, t.Owner, t.CreatedAt, t)
+}
+
+// GetTemplate reads a template.
+func (s *Store) GetTemplate(_ context.Context, id string) (core.Template, error) {
+	return get[core.Template](s, templates, id)
+}
+
+// ListTemplates lists an owner's templates in creation order.
+func (s *Store) ListTemplates(_ context.Context, owner, cursor string, limit int) ([]core.Template, string, error) {
+	return list[core.Template](s, templates, owner, cursor, limit)
+}
+
+// DeleteTemplate removes a template.
+func (s *Store) DeleteTemplate(_ context.Context, id string) error {
+	t, err := get[core.Template](s, templates, id)
+	if err != nil {
+		return err
+	}
+	return s.del(templates, id, t.Owner, t.CreatedAt)
+}
+
+// quietLogger keeps Pebble's informational chatter out of Gantry's log; errors still surface
+// through returned errors.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any)  {}
+func (quietLogger) Errorf(string, ...any) {}
+func (quietLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf(format, args...))
+}
+
+var (
+	_ core.EndpointStore = (*Store)(nil)
+	_ core.TemplateStore = (*Store)(nil)
+)
