@@ -118,7 +118,10 @@ func paramError(e *ogenerrors.DecodeParamsError) *core.Error {
 
 var constraintRE = regexp.MustCompile(`^value \S+ (less|greater) than`)
 
-func isConstraint(err error) bool { return constraintRE.MatchString(innermost(err).Error()) }
+func isConstraint(err error) bool {
+	msg := innermost(err).Error()
+	return constraintRE.MatchString(msg) || strings.HasPrefix(msg, "invalid value")
+}
 
 func innermost(err error) error {
 	for {

@@ -17,11 +17,3 @@ func (s *CreateTemplateRequest) setDefaults() {
 		s.IsServerless.SetTo(val)
 	}
 }
-
-// setDefaults set default value of fields.
-func (s *GpuConfig) setDefaults() {
-	{
-		val := int(1)
-		s.Count.SetTo(val)
-	}
-}

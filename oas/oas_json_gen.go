@@ -2054,7 +2054,6 @@ func (s *GpuConfig) Decode(d *jx.Decoder) error {
 		return errors.New("invalid: unable to decode GpuConfig to nil")
 	}
 	var requiredBitSet [1]uint8
-	s.setDefaults()
 
 	if err := d.ObjBytes(func(d *jx.Decoder, k []byte) error {
 		switch string(k) {

@@ -1133,7 +1133,7 @@ func (*ForbiddenHeaders) createEndpointRes() {}
 type GpuConfig struct {
 	// Pool ids (the `pool` field of the GPU catalog), tried in order.
 	Pools []string `json:"pools"`
-	// GPUs per worker.
+	// GPUs per worker; 1 when omitted on create, unchanged when omitted on update.
 	Count OptInt `json:"count"`
 }
 

@@ -1,0 +1,223 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gantryhq/gantry/api"
+	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/store/keydir"
+	"github.com/gantryhq/gantry/store/pebble"
+)
+
+// fakeClock is a settable clock.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) Set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.now = t }
+
+// t0 is 15 s into a minute, 15 s into an hour (10:00:15 UTC): minute t=45, hour t=3585,
+// day t=50385.
+var t0 = time.Date(2026, 11, 21, 10, 0, 15, 0, time.UTC)
+
+// testPools is the catalog every API test runs against.
+var testPools = []core.Pool{
+	{ID: "a100-eu", Adapter: "process", GPUType: "NVIDIA A100 80GB PCIe", DisplayName: "A100 80GB", MemoryGB: 80,
+		GPUs: 8, PerWorker: 4, CUDAVersions: []string{"12.4", "12.6"}, DataCenter: "EU-RO-1"},
+	{ID: "h100-us", Adapter: "process", GPUType: "NVIDIA H100 80GB HBM3", DisplayName: "H100 80GB", MemoryGB: 80,
+		GPUs: 2, CUDAVersions: []string{"12.8"}, DataCenter: "US-TX-3"},
+	{ID: "cpu", Adapter: "process", GPUType: "CPU", DisplayName: "CPU slot", GPUs: 4, PerWorker: 1,
+		DataCenter: "LOCAL", CPU: true, VCPUs: 8, MemoryPerCPU: 2},
+}
+
+var testTemplates = []core.Template{
+	{ID: "tpl-pub", Name: "public serverless", IsServerless: true, AllowedCudaVersions: []string{"12.4"},
+		StartSSH: true, StartJupyter: true,
+		Container: core.Container{Image: "example/worker:1", Args: "--serve", Disk: 20, Ports: []string{"8000/http"},
+			Env: map[string]string{"A": "template", "B": "template"}}},
+	{ID: "tpl-pod", Name: "a pod template", IsServerless: false, Container: core.Container{Image: "example/pod:1"}},
+}
+
+// env is one test's running API and its users' keys.
+type env struct {
+	t     testing.TB
+	srv   *httptest.Server
+	api   *api.API
+	clock *fakeClock
+	keys  *keydir.Dir
+	// alice has a full-access key, bob another user's; read and jobs are alice's scoped keys.
+	alice, bob, read, jobs, expired string
+}
+
+type setupOpts struct {
+	quota core.Quota
+}
+
+func setup(t testing.TB, opts ...setupOpts) *env {
+	t.Helper()
+	o := setupOpts{quota: core.Quota{Minute: 1000, Hour: 10000, Day: 100000}}
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	dir := t.TempDir()
+	st, err := pebble.Open(dir + "/pebble")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	keys, err := keydir.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(keys.Close)
+	clock := &fakeClock{now: t0}
+	a, err := api.New(api.Config{
+		Management: &core.Management{Endpoints: st, Templates: st, Clock: clock,
+			Catalog: core.NewCatalog(testPools, []core.NetworkVolume{{ID: "vol-eu", DataCenter: "EU-RO-1", SizeGB: 10}}, testTemplates)},
+		Auth:      &core.Authenticator{Keys: keys, Defaults: o.quota, Clock: clock},
+		Limiter:   &core.RateLimiter{},
+		Clock:     clock,
+		PublicURL: "https://gantry.example",
+		Log:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.SetReady(true)
+	srv := httptest.NewServer(a)
+	t.Cleanup(srv.Close)
+	e := &env{t: t, srv: srv, api: a, clock: clock, keys: keys}
+	e.alice = e.newKey("alice", core.ScopeAll, nil, nil)
+	e.bob = e.newKey("bob", core.ScopeAll, nil, nil)
+	e.read = e.newKey("alice", core.ScopeRead, nil, nil)
+	e.jobs = e.newKey("alice", core.ScopeJobs, []string{"ep-allowed"}, nil)
+	past := t0.Add(-time.Minute)
+	e.expired = e.newKey("alice", core.ScopeAll, nil, &past)
+	return e
+}
+
+func (e *env) newKey(user string, scope core.Scope, endpoints []string, expires *time.Time) string {
+	e.t.Helper()
+	secret := core.NewKeySecret()
+	k := core.Key{ID: core.NewID(8), Hash: core.HashKey(secret), User: user, Scope: scope, Endpoints: endpoints, ExpiresAt: expires}
+	if err := e.keys.PutKey(context.Background(), k); err != nil {
+		e.t.Fatal(err)
+	}
+	return secret
+}
+
+// response is a completed HTTP exchange.
+type response struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// json decodes the body into a generic value.
+func (r response) json(t testing.TB) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(r.body), &m); err != nil {
+		t.Fatalf("body %q is not a JSON object: %v", r.body, err)
+	}
+	return m
+}
+
+// errors returns the problem body's errors list.
+func (r response) errors(t *testing.T) []string {
+	t.Helper()
+	var p struct {
+		Errors []string `json:"errors"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &p); err != nil {
+		t.Fatalf("body %q: %v", r.body, err)
+	}
+	return p.Errors
+}
+
+// do sends a request with the given Authorization header value ("" = none).
+func (e *env) do(method, path, auth, body string) response {
+	e.t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, e.srv.URL+path, rd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return response{status: resp.StatusCode, header: resp.Header, body: string(b)}
+}
+
+// as sends a request with a bearer key.
+func (e *env) as(key, method, path, body string) response {
+	e.t.Helper()
+	return e.do(method, path, "Bearer "+key, body)
+}
+
+// create creates an endpoint as alice and returns its id, failing the test unless 201.
+func (e *env) create(body string) string {
+	e.t.Helper()
+	r := e.as(e.alice, "POST", "/v2/serverless", body)
+	if r.status != http.StatusCreated {
+		e.t.Fatalf("create = %d %s; want 201", r.status, r.body)
+	}
+	return r.json(e.t)["id"].(string)
+}
+
+const minimalQueue = `{"name":"ep","type":"QUEUE","image":"example/worker:1","gpu":{"pools":["a100-eu"]},"scaling":{"type":"QUEUE_DELAY","queueDelay":4}}`
+
+// doRaw sends a request with an explicit Content-Type ("" = none).
+func (e *env) doRaw(method, path, auth, ctype, body string) response {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := e.srv.Client().Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return response{status: resp.StatusCode, header: resp.Header, body: string(b)}
+}
+
+// json2 decodes a body that is a JSON array of objects.
+func (r response) json2(t *testing.T) []map[string]any {
+	t.Helper()
+	var v []map[string]any
+	if err := json.Unmarshal([]byte(r.body), &v); err != nil {
+		t.Fatalf("body %q is not a JSON array: %v", r.body, err)
+	}
+	return v
+}
