@@ -21,8 +21,9 @@ type Config struct {
 	// PublicURL is the base of the request URLs handed out. Default http://<listen address>.
 	PublicURL string `yaml:"publicUrl"`
 	// Quota is the default per-user rate limit, requests per window; 0 = unlimited in that
-	// window. A user's own quota (gantry keys create --quota-*) replaces it.
-	Quota core.Quota `yaml:"quota"`
+	// window; omitted = DefaultQuota. A user's own quota (gantry keys create --quota-*)
+	// replaces it.
+	Quota *core.Quota `yaml:"quota"`
 	// Pools are the GPU pools. Default: one "local" pool of the process adapter with this
 	// machine's GPUs, or CPU slots when it has none.
 	Pools []core.Pool `yaml:"pools"`

@@ -91,10 +91,11 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	cfg.Listen = firstOf(*listen, cfg.Listen, "127.0.0.1:8080")
 	cfg.Data = firstOf(*data, cfg.Data, "./gantry-data")
 	cfg.PublicURL = firstOf(*publicURL, cfg.PublicURL)
-	if cfg.Quota == (core.Quota{}) && *configPath == "" {
-		cfg.Quota = DefaultQuota
+	quota := DefaultQuota
+	if cfg.Quota != nil {
+		quota = *cfg.Quota
 	}
-	for flagVal, field := range map[*int]*int{qMinute: &cfg.Quota.Minute, qHour: &cfg.Quota.Hour, qDay: &cfg.Quota.Day} {
+	for flagVal, field := range map[*int]*int{qMinute: &quota.Minute, qHour: &quota.Hour, qDay: &quota.Day} {
 		if *flagVal >= 0 {
 			*field = *flagVal
 		}
@@ -139,7 +140,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 			Endpoints: st, Templates: st, Clock: clock,
 			Catalog: core.NewCatalog(cfg.Pools, cfg.NetworkVolumes, append(append([]core.Template{}, BuiltinTemplates...), cfg.Templates...)),
 		},
-		Auth:      &core.Authenticator{Keys: keys, Defaults: cfg.Quota, Clock: clock},
+		Auth:      &core.Authenticator{Keys: keys, Defaults: quota, Clock: clock},
 		Limiter:   &core.RateLimiter{},
 		Clock:     clock,
 		PublicURL: cfg.PublicURL,

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// buildGantry compiles the binary once per test run.
+func buildGantry(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "gantry")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// started is a running `gantry serve`.
+type started struct {
+	cmd  *exec.Cmd
+	base string
+	done chan error
+}
+
+var listenRE = regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
+
+func startServe(t *testing.T, bin string, args ...string) *started {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &started{cmd: cmd, done: make(chan error, 1)}
+	lines := bufio.NewScanner(stdout)
+	deadline := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
+	for lines.Scan() {
+		if m := listenRE.FindStringSubmatch(lines.Text()); m != nil {
+			s.base = m[1]
+			break
+		}
+	}
+	deadline.Stop()
+	if s.base == "" {
+		t.Fatalf("gantry serve printed no address; stderr:\n%s", stderr.String())
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout); s.done <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	return s
+}
+
+// stop sends SIGTERM and expects a clean exit.
+func (s *started) stop(t *testing.T) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Fatalf("gantry serve exited with %v after SIGTERM; want 0", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("gantry serve did not exit within 30 s of SIGTERM")
+	}
+}
+
+func call(t *testing.T, method, url, key, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func callH(t *testing.T, method, url, key string) (int, string, http.Header) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header
+}
+
+// TestServeEndToEnd runs the binary as a user would: serve, issue a key while it runs, create an
+// endpoint, stop it with SIGTERM, start it again and find the endpoint.
+func TestServeEndToEnd(t *testing.T) {
+	t.Parallel()
+	bin := buildGantry(t)
+	data := t.TempDir()
+	s := startServe(t, bin, "--data", data)
+
+	if code, body := call(t, "GET", s.base+"/healthz", "", ""); code != 200 {
+		t.Fatalf("/healthz = %d %s; want 200", code, body)
+	}
+	out, err := exec.Command(bin, "keys", "create", "--data", data, "--user", "alice").Output()
+	if err != nil {
+		t.Fatalf("keys create: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	key := lines[len(lines)-1]
+	if !strings.HasPrefix(key, "gk_") {
+		t.Fatalf("last line of keys create = %q; want the key", key)
+	}
+	keyFiles, _ := filepath.Glob(filepath.Join(data, "keys", "*.json"))
+	for _, f := range keyFiles {
+		if b, _ := os.ReadFile(f); bytes.Contains(b, []byte(key)) {
+			t.Errorf("%s contains the key secret; only its hash may be stored", f)
+		}
+	}
+
+	code, body := call(t, "POST", s.base+"/v2/serverless", key,
+		`{"name":"echo","type":"QUEUE","templateId":"gantry-echo","gpu":{"pools":["local"]},"scaling":{"type":"QUEUE_DELAY","queueDelay":4}}`)
+	if code != 201 || !strings.Contains(body, `"run":"`+s.base+`/v2/`) {
+		t.Fatalf("create = %d %s; want 201 with request URLs on %s", code, body, s.base)
+	}
+	id := regexp.MustCompile(`"id":"([a-z0-9]+)"`).FindStringSubmatch(body)[1]
+	s.stop(t)
+
+	s = startServe(t, bin, "--data", data, "--public-url", "https://gantry.example")
+	code, body = call(t, "GET", s.base+"/v2/serverless/"+id, key, "")
+	if code != 200 || !strings.Contains(body, `"run":"https://gantry.example/v2/`+id+`/run"`) {
+		t.Fatalf("after restart: %d %s; want the endpoint with the new public URL", code, body)
+	}
+	s.stop(t)
+}
+
+func TestServeFlagsAndConfig(t *testing.T) {
+	t.Parallel()
+	bin := buildGantry(t)
+	help, _ := exec.Command(bin, "serve", "--help").CombinedOutput()
+	for _, want := range []string{"-listen", "-data", "-config", "-public-url", "-quota-minute", "-quota-hour", "-quota-day", "Config file", "pools:"} {
+		if !bytes.Contains(help, []byte(want)) {
+			t.Errorf("serve --help lacks %q", want)
+		}
+	}
+
+	cfg := filepath.Join(t.TempDir(), "gantry.yaml")
+	os.WriteFile(cfg, []byte(`pools:
+  - id: a100
+    gpuType: NVIDIA A100 80GB PCIe
+    count: 4
+    cudaVersions: ["12.4"]
+    dataCenterId: EU-RO-1
+`), 0o600)
+	data := t.TempDir()
+	s := startServe(t, bin, "--data", data, "--config", cfg, "--quota-minute", "2")
+	out, _ := exec.Command(bin, "keys", "create", "--data", data, "--user", "bob", "--scope", "read").Output()
+	key := strings.TrimSpace(string(out)[strings.LastIndex(strings.TrimSpace(string(out)), "\n")+1:])
+	code, body := call(t, "GET", s.base+"/v2/catalog/gpus?include=AVAILABILITY", key, "")
+	if code != 200 || !strings.Contains(body, `"pool":"a100"`) || !strings.Contains(body, `"cudaVersions":["12.4"]`) {
+		t.Errorf("catalog = %d %s; want the configured pool", code, body)
+	}
+	code, _, h := callH(t, "GET", s.base+"/v2/serverless", key)
+	if code != 200 || !strings.HasPrefix(h.Get("RateLimit-Policy"), `"minute";q=2;w=60, "hour";q=20000;w=3600`) {
+		t.Errorf("second request = %d, RateLimit-Policy %q; want 200 with the flag's minute quota and the default hour quota", code, h.Get("RateLimit-Policy"))
+	}
+	if code, _ := call(t, "GET", s.base+"/v2/serverless", key, ""); code != 429 {
+		t.Errorf("third request with quota 2/min = %d; want 429", code)
+	}
+	s.stop(t)
+
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("listen: 127.0.0.1:0\npoolz: []\n"), 0o600)
+	if out, err := exec.Command(bin, "serve", "--config", bad).CombinedOutput(); err == nil || !strings.Contains(string(out), "poolz") {
+		t.Errorf("unknown config key: err %v, output %s; want a refusal naming it", err, out)
+	}
+	for _, args := range [][]string{
+		{"keys", "create", "--data", data},
+		{"keys", "create", "--data", data, "--user", "x", "--scope", "admin"},
+		{"keys", "create", "--data", data, "--user", "x", "--endpoint", "ep1"},
+		{"keys", "create", "--data", data, "--user", "bad name"},
+	} {
+		if out, err := exec.Command(bin, args...).CombinedOutput(); err == nil {
+			t.Errorf("gantry %v succeeded (%s); want an error", args, out)
+		}
+	}
+}
