@@ -135,10 +135,16 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	}
 
 	clock := core.SystemClock{}
+	templates := append(append([]core.Template{}, BuiltinTemplates...), cfg.Templates...)
+	for i := range templates {
+		if templates[i].CreatedAt.IsZero() {
+			templates[i].CreatedAt = clock.Now().UTC().Truncate(time.Second) // public templates are as old as this server
+		}
+	}
 	a, err := api.New(api.Config{
 		Management: &core.Management{
 			Endpoints: st, Templates: st, Clock: clock,
-			Catalog: core.NewCatalog(cfg.Pools, cfg.NetworkVolumes, append(append([]core.Template{}, BuiltinTemplates...), cfg.Templates...)),
+			Catalog: core.NewCatalog(cfg.Pools, cfg.NetworkVolumes, templates),
 		},
 		Auth:      &core.Authenticator{Keys: keys, Defaults: quota, Clock: clock},
 		Limiter:   &core.RateLimiter{},
@@ -163,7 +169,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		log.Info("pool", "id", p.ID, "gpuType", p.GPUType, "count", p.GPUs, "cudaVersions", strings.Join(p.CUDAVersions, ","), "dataCenter", p.DataCenter)
 	}
 	fmt.Fprintf(stdout, "Gantry is listening on http://%s (data: %s)\n", addr, cfg.Data)
-	fmt.Fprintf(stdout, "Get an API key:  go run ./cmd/gantry keys create --data %s --user $USER\n", cfg.Data)
+	fmt.Fprintf(stdout, "Get an API key:  go run ./cmd/gantry keys create --data %s --user alice\n", cfg.Data)
 
 	select {
 	case err := <-errc:
