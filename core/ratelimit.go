@@ -59,10 +59,11 @@ func (l *RateLimiter) Allow(user string, q Quota, now time.Time) Decision {
 		if start := sec - sec%w.length; u.start[i] != start {
 			u.start[i], u.used[i] = start, 0
 		}
-		if quotas[i] > 0 && u.used[i] >= quotas[i] && d.Allowed {
+		// Of several exhausted windows, name the one that resets last: retrying any sooner fails.
+		if reset := u.start[i] + w.length - sec; quotas[i] > 0 && u.used[i] >= quotas[i] && (d.Allowed || reset > d.RetryAfter) {
 			d.Allowed = false
 			d.Exceeded = w.name
-			d.RetryAfter = u.start[i] + w.length - sec
+			d.RetryAfter = reset
 		}
 	}
 	for i, w := range windowDefs {

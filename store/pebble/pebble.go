@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -18,6 +19,7 @@ import (
 // Store is the Pebble-backed store.
 type Store struct {
 	db *pebble.DB
+	mu sync.Mutex // serialises management writes (put and delete read the old record first)
 }
 
 // Open opens (creating if needed) the store in dir. Only one process may hold it open.
@@ -48,19 +50,36 @@ func (f family) indexKey(owner string, created time.Time, id string) []byte {
 	return []byte(f.index + owner + "\x00" + cursorOf(created, id))
 }
 
+// cursorOf orders by creation time (seconds with the sign bit flipped, so times before 1970
+// sort first, then nanoseconds), then id.
 func cursorOf(created time.Time, id string) string {
-	return fmt.Sprintf("%016x%s", created.UnixNano(), id)
+	return fmt.Sprintf("%016x%08x%s", uint64(created.Unix())^(1<<63), created.Nanosecond(), id)
 }
 
-var cursorRE = regexp.MustCompile(`^[0-9a-f]{16}[a-z0-9]{1,64}$`)
+const cursorTimeLen = 24
 
-func (s *Store) put(f family, id, owner string, created time.Time, v any) error {
+var cursorRE = regexp.MustCompile(`^[0-9a-f]{24}[a-z0-9]{1,64}$`)
+
+// put writes a record and its index entry, removing the old index entry when the owner or
+// creation time changed. mu keeps the read of the old record and the write together.
+func (s *Store) put(f family, id, owner string, created time.Time, v any, old func() (string, time.Time, error)) error {
 	val, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	b := s.db.NewBatch()
 	defer b.Close()
+	oldOwner, oldCreated, err := old()
+	switch {
+	case err == nil:
+		if oldKey := f.indexKey(oldOwner, oldCreated, id); string(oldKey) != string(f.indexKey(owner, created, id)) {
+			_ = b.Delete(oldKey, nil)
+		}
+	case !errors.Is(err, core.ErrNotFound):
+		return err
+	}
 	_ = b.Set(f.key(id), val, nil)
 	_ = b.Set(f.indexKey(owner, created, id), nil, nil)
 	return b.Commit(pebble.Sync)
@@ -99,7 +118,7 @@ func list[T any](s *Store, f family, owner, cursor string, limit int) ([]T, stri
 		if len(out) == limit {
 			return out, last, nil // one more exists: the page ends at last
 		}
-		v, err := get[T](s, f, c[16:])
+		v, err := get[T](s, f, c[cursorTimeLen:])
 		if errors.Is(err, core.ErrNotFound) {
 			continue // deleted between reading the index and the record
 		}
@@ -112,6 +131,8 @@ func list[T any](s *Store, f family, owner, cursor string, limit int) ([]T, stri
 }
 
 func (s *Store) del(f family, id, owner string, created time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	b := s.db.NewBatch()
 	defer b.Close()
 	_ = b.Delete(f.key(id), nil)
@@ -121,7 +142,10 @@ func (s *Store) del(f family, id, owner string, created time.Time) error {
 
 // PutEndpoint stores an endpoint.
 func (s *Store) PutEndpoint(_ context.Context, e core.Endpoint) error {
-	return s.put(endpoints, e.ID, e.Owner, e.CreatedAt, e)
+	return s.put(endpoints, e.ID, e.Owner, e.CreatedAt, e, func() (string, time.Time, error) {
+		old, err := get[core.Endpoint](s, endpoints, e.ID)
+		return old.Owner, old.CreatedAt, err
+	})
 }
 
 // GetEndpoint reads an endpoint.
@@ -145,7 +169,10 @@ func (s *Store) DeleteEndpoint(_ context.Context, id string) error {
 
 // PutTemplate stores a template.
 func (s *Store) PutTemplate(_ context.Context, t core.Template) error {
-	return s.put(templates, t.ID, t.Owner, t.CreatedAt, t)
+	return s.put(templates, t.ID, t.Owner, t.CreatedAt, t, func() (string, time.Time, error) {
+		old, err := get[core.Template](s, templates, t.ID)
+		return old.Owner, old.CreatedAt, err
+	})
 }
 
 // GetTemplate reads a template.

@@ -1,0 +1,210 @@
+package gantry_test
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/gantryhq/gantry"
+
+// layers are the top-level directories whose imports are checked, each with the module
+// packages it must not import (a path and everything under it; "" is the whole module). The
+// arrows point inward: core imports nothing of Gantry's, and the outer packages meet only in
+// cmd/, which wires them together.
+var layers = map[string][]string{
+	"core":      {""}, // nothing of the module at all
+	"api":       {"store", "adapters", "scheduler"},
+	"scheduler": {"adapters", "store", "api"},
+	"adapters":  {"store", "api"},
+	"store":     {"api", "scheduler", "adapters"},
+	"worker":    nil, // parsed, no arrows yet
+}
+
+// brokenArrows returns one line for each import under root that breaks a layer's rule.
+func brokenArrows(t *testing.T, root string) []string {
+	t.Helper()
+	var broken []string
+	for layer, forbidden := range layers {
+		dir := filepath.Join(root, layer)
+		if _, err := os.Stat(dir); err != nil {
+			continue // the layer does not exist yet
+		}
+		forEachGoFile(t, dir, func(file string) {
+			f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Errorf("parsing %s: %v", file, err)
+				return
+			}
+			rel, _ := filepath.Rel(root, file)
+			for _, imp := range f.Imports {
+				p, err := strconv.Unquote(imp.Path.Value)
+				if err != nil {
+					t.Errorf("%s: import %s: %v", rel, imp.Path.Value, err)
+					continue
+				}
+				for _, bad := range forbidden {
+					target := path.Join(module, bad)
+					if p == target || strings.HasPrefix(p, target+"/") {
+						broken = append(broken, rel+" imports "+p+" (a "+layer+" package must not import "+target+"/...)")
+					}
+				}
+			}
+		})
+	}
+	slices.Sort(broken)
+	return broken
+}
+
+// forEachGoFile calls fn for every non-test .go file under dir, skipping testdata and hidden
+// or underscore directories as the go tool does.
+func forEachGoFile(t *testing.T, dir string, fn func(file string)) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if p != dir && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(name, ".go") && !strings.HasSuffix(name, "_test.go") {
+			fn(p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walking %s: %v", dir, err)
+	}
+}
+
+func TestDependencyArrows(t *testing.T) {
+	t.Parallel()
+	for _, b := range brokenArrows(t, ".") {
+		t.Error(b)
+	}
+}
+
+// missingPackageDocs returns the package directories under root (oas/ exempt: generated) none of
+// whose non-test files has a doc comment "Package <name> ..." (or "Command ..." for package
+// main).
+func missingPackageDocs(t *testing.T, root string) []string {
+	t.Helper()
+	type pkg struct {
+		name       string
+		documented bool
+	}
+	pkgs := map[string]*pkg{}
+	forEachGoFile(t, root, func(file string) {
+		rel, _ := filepath.Rel(root, file)
+		dir := filepath.ToSlash(filepath.Dir(rel))
+		if dir == "oas" || strings.HasPrefix(dir, "oas/") {
+			return
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.PackageClauseOnly|parser.ParseComments)
+		if err != nil {
+			t.Errorf("parsing %s: %v", rel, err)
+			return
+		}
+		p := pkgs[dir]
+		if p == nil {
+			p = &pkg{name: f.Name.Name}
+			pkgs[dir] = p
+		}
+		if f.Doc == nil {
+			return
+		}
+		doc := f.Doc.Text()
+		prefix := "Package " + f.Name.Name + " "
+		if f.Name.Name == "main" {
+			prefix = "Command "
+		}
+		if strings.HasPrefix(doc, prefix) {
+			p.documented = true
+		}
+	})
+	var missing []string
+	for dir, p := range pkgs {
+		if !p.documented {
+			want := "// Package " + p.name
+			if p.name == "main" {
+				want = "// Command " + path.Base(dir)
+			}
+			missing = append(missing, dir+": no file starts with a package doc comment \""+want+" ...\"")
+		}
+	}
+	slices.Sort(missing)
+	return missing
+}
+
+func TestPackageDocs(t *testing.T) {
+	t.Parallel()
+	for _, m := range missingPackageDocs(t, ".") {
+		t.Error(m)
+	}
+}
+
+// TestCheckersCatch runs both checkers on a small tree with known faults, so that a checker
+// that finds nothing cannot pass for a clean repository.
+func TestCheckersCatch(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	files := map[string]string{
+		"core/a.go":             "// Package core is fine.\npackage core\n\nimport _ \"" + module + "/store/pebble\"\n",
+		"core/b.go":             "package core\n\nimport _ \"fmt\"\n",
+		"api/api.go":            "// Package api is fine.\npackage api\n\nimport (\n\t_ \"" + module + "/core\"\n\t_ \"" + module + "/adapters/process\"\n)\n",
+		"api/api_test.go":       "package api\n\nimport _ \"" + module + "/store/pebble\"\n", // tests may
+		"store/kv/kv.go":        "package kv\n\nimport _ \"" + module + "/api\"\n",
+		"store/doc.go":          "// Package store is fine.\npackage store\n",
+		"store/x/testdata/t.go": "package t\n\nimport _ \"" + module + "/api\"\n",                               // not a package
+		"adapters/a/a.go":       "// Package a is fine.\npackage a\n\nimport _ \"" + module + "/storefront\"\n", // not store/...
+		"cmd/tool/main.go":      "// Command tool is fine.\npackage main\n",
+		"cmd/bad/main.go":       "// Package main is the wrong form.\npackage main\n",
+		"oas/gen.go":            "package oas\n",
+		"misc/misc.go":          "// Helpers for things.\npackage misc\n",
+		"misc/other.go":         "package misc // Package misc is not a doc comment here.\n",
+	}
+	for name, src := range files {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	gotArrows := brokenArrows(t, root)
+	wantArrows := []string{
+		"api/api.go imports " + module + "/adapters/process",
+		"core/a.go imports " + module + "/store/pebble",
+		"store/kv/kv.go imports " + module + "/api",
+	}
+	if len(gotArrows) != len(wantArrows) {
+		t.Fatalf("brokenArrows(fixture) = %q; want one line each starting %q", gotArrows, wantArrows)
+	}
+	for i := range wantArrows {
+		if !strings.HasPrefix(gotArrows[i], wantArrows[i]+" ") {
+			t.Errorf("brokenArrows(fixture)[%d] = %q; want it to start %q", i, gotArrows[i], wantArrows[i])
+		}
+	}
+
+	var gotDirs []string
+	for _, m := range missingPackageDocs(t, root) {
+		dir, _, _ := strings.Cut(m, ":")
+		gotDirs = append(gotDirs, dir)
+	}
+	if want := []string{"cmd/bad", "misc", "store/kv"}; !slices.Equal(gotDirs, want) {
+		t.Errorf("missingPackageDocs(fixture) dirs = %v; want %v", gotDirs, want)
+	}
+}
