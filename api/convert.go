@@ -124,7 +124,7 @@ func (h *handler) endpoint(e *core.Endpoint) oas.Endpoint {
 		Image:               oas.NewOptString(e.Image),
 		Ports:               e.Ports,
 		Gpu:                 oas.NewOptGpuConfig(oas.GpuConfig{Pools: e.GPU.Pools, Count: oas.NewOptInt(e.GPU.Count)}),
-		Workers:             oas.Workers{Min: oas.NewOptInt(e.Workers.Min), Max: oas.NewOptInt(e.Workers.Max)},
+		Workers:             oas.EndpointWorkers{Min: e.Workers.Min, Max: e.Workers.Max},
 		Scaling:             scalingTo(e.Scaling),
 		DataCenterIds:       e.DataCenterIDs,
 		NetworkVolumes:      e.NetworkVolumes,

@@ -592,19 +592,19 @@ type Endpoint struct {
 	Type        OptEndpointType `json:"type"`
 	RequestUrls OptRequestUrls  `json:"requestUrls"`
 	// The template the endpoint was created from.
-	TemplateId     OptString      `json:"templateId"`
-	Image          OptString      `json:"image"`
-	Args           OptString      `json:"args"`
-	Disk           OptInt         `json:"disk"`
-	Ports          []string       `json:"ports"`
-	Env            OptEndpointEnv `json:"env"`
-	Registry       OptNilString   `json:"registry"`
-	Gpu            OptGpuConfig   `json:"gpu"`
-	CPU            OptCpuConfig   `json:"cpu"`
-	Workers        Workers        `json:"workers"`
-	Scaling        Scaling        `json:"scaling"`
-	DataCenterIds  []string       `json:"dataCenterIds"`
-	NetworkVolumes []string       `json:"networkVolumes"`
+	TemplateId     OptString       `json:"templateId"`
+	Image          OptString       `json:"image"`
+	Args           OptString       `json:"args"`
+	Disk           OptInt          `json:"disk"`
+	Ports          []string        `json:"ports"`
+	Env            OptEndpointEnv  `json:"env"`
+	Registry       OptNilString    `json:"registry"`
+	Gpu            OptGpuConfig    `json:"gpu"`
+	CPU            OptCpuConfig    `json:"cpu"`
+	Workers        EndpointWorkers `json:"workers"`
+	Scaling        Scaling         `json:"scaling"`
+	DataCenterIds  []string        `json:"dataCenterIds"`
+	NetworkVolumes []string        `json:"networkVolumes"`
 	// Per-request execution timeout.
 	Timeout             int64     `json:"timeout"`
 	Flashboot           Flashboot `json:"flashboot"`
@@ -678,7 +678,7 @@ func (s *Endpoint) GetCPU() OptCpuConfig {
 }
 
 // GetWorkers returns the value of Workers.
-func (s *Endpoint) GetWorkers() Workers {
+func (s *Endpoint) GetWorkers() EndpointWorkers {
 	return s.Workers
 }
 
@@ -783,7 +783,7 @@ func (s *Endpoint) SetCPU(val OptCpuConfig) {
 }
 
 // SetWorkers sets the value of Workers.
-func (s *Endpoint) SetWorkers(val Workers) {
+func (s *Endpoint) SetWorkers(val EndpointWorkers) {
 	s.Workers = val
 }
 
@@ -980,6 +980,46 @@ func (s *EndpointType) UnmarshalText(data []byte) error {
 	default:
 		return errors.Errorf("invalid value: %q", data)
 	}
+}
+
+// Workers of an endpoint as returned; `idleTimeout` is absent for a QUEUE endpoint scaling on
+// REQUEST_COUNT.
+// Ref: #/components/schemas/EndpointWorkers
+type EndpointWorkers struct {
+	Min int `json:"min"`
+	Max int `json:"max"`
+	// Seconds.
+	IdleTimeout OptInt `json:"idleTimeout"`
+}
+
+// GetMin returns the value of Min.
+func (s *EndpointWorkers) GetMin() int {
+	return s.Min
+}
+
+// GetMax returns the value of Max.
+func (s *EndpointWorkers) GetMax() int {
+	return s.Max
+}
+
+// GetIdleTimeout returns the value of IdleTimeout.
+func (s *EndpointWorkers) GetIdleTimeout() OptInt {
+	return s.IdleTimeout
+}
+
+// SetMin sets the value of Min.
+func (s *EndpointWorkers) SetMin(val int) {
+	s.Min = val
+}
+
+// SetMax sets the value of Max.
+func (s *EndpointWorkers) SetMax(val int) {
+	s.Max = val
+}
+
+// SetIdleTimeout sets the value of IdleTimeout.
+func (s *EndpointWorkers) SetIdleTimeout(val OptInt) {
+	s.IdleTimeout = val
 }
 
 // ErrorStatusCode wraps Problem with StatusCode.

@@ -1016,17 +1016,6 @@ func (s *Endpoint) Validate() error {
 		})
 	}
 	if err := func() error {
-		if err := s.Workers.Validate(); err != nil {
-			return err
-		}
-		return nil
-	}(); err != nil {
-		failures = append(failures, validate.FieldError{
-			Name:  "workers",
-			Error: err,
-		})
-	}
-	if err := func() error {
 		if err := s.Scaling.Validate(); err != nil {
 			return err
 		}
