@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-faster/jx"
 
@@ -33,7 +34,10 @@ type Config struct {
 	Management *core.Management
 	Auth       *core.Authenticator
 	Limiter    *core.RateLimiter
+	Jobs       *core.Jobs
 	Clock      core.Clock
+	// TakeWait bounds the job-take and job-stop long polls (default 30 s).
+	TakeWait time.Duration
 	// PublicURL is the base of the request URLs handed out, e.g. "http://127.0.0.1:8080".
 	PublicURL string
 	Log       *slog.Logger
@@ -50,6 +54,9 @@ type API struct {
 func New(cfg Config) (*API, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
+	}
+	if cfg.TakeWait == 0 {
+		cfg.TakeWait = DefaultTakeWait
 	}
 	a := &API{cfg: cfg}
 	h := &handler{cfg: &a.cfg}
@@ -85,6 +92,9 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		var tooLarge *http.MaxBytesError
 		switch {
 		case errors.As(err, &tooLarge):
+			if op == "workerJobDone" {
+				a.refuseResult(r, route.Args(), tooLarge.Limit)
+			}
 			a.writeProblem(w, r, core.Errorf(core.KindTooLarge, "the body is larger than this operation's limit of %s", byteSize(tooLarge.Limit)))
 			return
 		case err != nil:
@@ -99,8 +109,23 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
+		if op == "runJob" || op == "runSyncJob" {
+			r = r.WithContext(context.WithValue(r.Context(), rawBodyKey{}, body))
+		}
 	}
 	a.oas.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), writerKey{}, w)))
+}
+
+// refuseResult fails a job whose result was too large to read, so it does not vanish: the
+// worker drops a result refused with a 4xx. args are the route's endpoint, worker and job ids.
+func (a *API) refuseResult(r *http.Request, args []string, limit int64) {
+	if a.cfg.Jobs == nil || len(args) != 3 {
+		return
+	}
+	if a.cfg.Jobs.AuthWorker(strings.TrimSpace(r.Header.Get("Authorization")), args[0], args[1]) != nil {
+		return
+	}
+	_ = a.cfg.Jobs.Done(args[0], args[1], args[2], core.Result{TooLarge: limit + 1})
 }
 
 func bodyCap(op string) int64 {

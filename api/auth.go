@@ -79,10 +79,14 @@ func (h *handler) HandleJobKey(ctx context.Context, op oas.OperationName, t oas.
 	return h.authenticate(ctx, op, key)
 }
 
-// HandleWorkerToken authenticates the worker protocol. Worker tokens are issued to the workers
-// the scheduler starts; none exist until the job engine does.
+// HandleWorkerToken takes the worker protocol's bare token; each handler checks it against the
+// route's endpoint and worker (the security handler does not see path parameters).
 func (h *handler) HandleWorkerToken(ctx context.Context, op oas.OperationName, t oas.WorkerToken) (context.Context, error) {
-	return ctx, core.Errorf(core.KindUnauthorized, "unknown worker token")
+	token := strings.TrimSpace(t.APIKey)
+	if scheme, rest, ok := strings.Cut(token, " "); ok && strings.EqualFold(scheme, "Bearer") {
+		token = strings.TrimSpace(rest)
+	}
+	return context.WithValue(ctx, workerTokenKey{}, token), nil
 }
 
 // authenticate checks the key, counts the request against the user's rate-limit windows (setting

@@ -45,12 +45,13 @@ func TestAuthMatrix(t *testing.T) {
 		{"another user's endpoint: patch", "PATCH", "/v2/serverless/" + id, "Bearer " + e.bob, `{"name":"x"}`, 404},
 		{"another user's endpoint: delete", "DELETE", "/v2/serverless/" + id, "Bearer " + e.bob, "", 404},
 		{"public template is read-only", "PATCH", "/v2/templates/tpl-pub", "Bearer " + e.alice, `{"name":"x"}`, 403},
-		// Job operations accept the key bare or as a bearer; they are not implemented yet.
-		{"job operation, bearer key", "GET", "/v2/" + id + "/health", "Bearer " + e.alice, "", 501},
-		{"job operation, bare key", "GET", "/v2/" + id + "/health", e.alice, "", 501},
-		{"job operation, read key", "GET", "/v2/" + id + "/health", e.read, "", 501},
+		// Job operations accept the key bare or as a bearer.
+		{"job operation, bearer key", "GET", "/v2/" + id + "/health", "Bearer " + e.alice, "", 200},
+		{"job operation, bare key", "GET", "/v2/" + id + "/health", e.alice, "", 200},
+		{"job operation, read key", "GET", "/v2/" + id + "/health", e.read, "", 200},
 		{"job write, read key", "POST", "/v2/" + id + "/purge-queue", e.read, "", 403},
-		{"job operation, jobs key", "POST", "/v2/" + id + "/purge-queue", e.jobs, "", 501},
+		{"jobs key, endpoint not listed", "POST", "/v2/" + id + "/purge-queue", e.jobs, "", 403},
+		{"job operation, another user's endpoint", "GET", "/v2/" + id + "/health", e.bob, "", 404},
 		{"worker route, user key", "GET", "/v2/" + id + "/job-take/w1", e.alice, "", 401},
 	}
 	for _, tc := range tests {
@@ -118,8 +119,12 @@ func TestGoldenErrors(t *testing.T) {
 			`{"title":"Unprocessable Entity","status":422,"detail":"query.limit: must be at least 1 (got 0)","errors":["query.limit: must be at least 1 (got 0)"]}`},
 		{"422 non-serverless template", "POST", "/v2/serverless", "Bearer " + e.alice, "application/json", with(`{"templateId":"tpl-pod"}`), 422,
 			`{"title":"Unprocessable Entity","status":422,"detail":"$.templateId: template \"tpl-pod\" is not a serverless template","errors":["$.templateId: template \"tpl-pod\" is not a serverless template"]}`},
-		{"501 not yet", "POST", "/v2/" + id + "/purge-queue", e.alice, "", "", 501,
-			`{"title":"Not Implemented","status":501,"detail":"this operation is not implemented yet","error":"this operation is not implemented yet"}`},
+		{"404 job", "GET", "/v2/" + id + "/status/nope", e.alice, "", "", 404,
+			`{"title":"Not Found","status":404,"detail":"job \"nope\" not found (unknown, or its result expired)","error":"job \"nope\" not found (unknown, or its result expired)"}`},
+		{"422 job parameter", "POST", "/v2/" + id + "/runsync?wait=999", e.alice, "application/json", `{"input":{}}`, 422,
+			`{"title":"Unprocessable Entity","status":422,"detail":"query.wait: must be at least 1000 (got 999)","errors":["query.wait: must be at least 1000 (got 999)"],"error":"query.wait: must be at least 1000 (got 999)"}`},
+		{"422 job body", "POST", "/v2/" + id + "/run", e.alice, "application/json", `{"inputs":{}}`, 422,
+			`{"title":"Unprocessable Entity","status":422,"detail":"$.inputs: unknown property","errors":["$.inputs: unknown property"],"error":"$.inputs: unknown property"}`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

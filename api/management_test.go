@@ -246,10 +246,10 @@ func TestBodyCaps(t *testing.T) {
 		size   int
 		status int
 	}{
-		{"/v2/" + id + "/run", 9 << 20, 501},
+		{"/v2/" + id + "/run", 9 << 20, 200},
 		{"/v2/" + id + "/run", 11 << 20, 413},
-		{"/v2/" + id + "/runsync", 19 << 20, 501},
-		{"/v2/" + id + "/runsync", 21 << 20, 413},
+		{"/v2/" + id + "/runsync?wait=1000", 19 << 20, 200},
+		{"/v2/" + id + "/runsync?wait=1000", 21 << 20, 413},
 	}
 	for _, tc := range tests {
 		r := e.do("POST", tc.path, e.alice, input(tc.size))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gantryhq/gantry/api"
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/scheduler"
 	"github.com/gantryhq/gantry/store/keydir"
 	"github.com/gantryhq/gantry/store/pebble"
 )
@@ -51,11 +52,12 @@ var testTemplates = []core.Template{
 
 // env is one test's running API and its users' keys.
 type env struct {
-	t     testing.TB
-	srv   *httptest.Server
-	api   *api.API
-	clock *fakeClock
-	keys  *keydir.Dir
+	t      testing.TB
+	srv    *httptest.Server
+	api    *api.API
+	clock  *fakeClock
+	keys   *keydir.Dir
+	engine *core.Jobs
 	// alice has a full-access key, bob another user's; read and jobs are alice's scoped keys.
 	alice, bob, read, jobs, expired string
 }
@@ -82,11 +84,14 @@ func setup(t testing.TB, opts ...setupOpts) *env {
 	}
 	t.Cleanup(keys.Close)
 	clock := &fakeClock{now: t0}
+	queues := &scheduler.Queues{}
+	jobs := core.NewJobs(core.JobsConfig{Store: st, Dispatch: queues, Clock: clock, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	a, err := api.New(api.Config{
 		Management: &core.Management{Endpoints: st, Templates: st, Clock: clock,
 			Catalog: core.NewCatalog(testPools, []core.NetworkVolume{{ID: "vol-eu", DataCenter: "EU-RO-1", SizeGB: 10}}, testTemplates)},
 		Auth:      &core.Authenticator{Keys: keys, Defaults: o.quota, Clock: clock},
 		Limiter:   &core.RateLimiter{},
+		Jobs:      jobs,
 		Clock:     clock,
 		PublicURL: "https://gantry.example",
 		Log:       slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -97,7 +102,7 @@ func setup(t testing.TB, opts ...setupOpts) *env {
 	a.SetReady(true)
 	srv := httptest.NewServer(a)
 	t.Cleanup(srv.Close)
-	e := &env{t: t, srv: srv, api: a, clock: clock, keys: keys}
+	e := &env{t: t, srv: srv, api: a, clock: clock, keys: keys, engine: jobs}
 	e.alice = e.newKey("alice", core.ScopeAll, nil, nil)
 	e.bob = e.newKey("bob", core.ScopeAll, nil, nil)
 	e.read = e.newKey("alice", core.ScopeRead, nil, nil)

@@ -31,6 +31,9 @@ type Config struct {
 	NetworkVolumes []core.NetworkVolume `yaml:"networkVolumes"`
 	// Templates are public catalog templates, offered beside the built-in ones.
 	Templates []core.Template `yaml:"templates"`
+	// Images maps container images to the command the process pool runs for them, e.g.
+	// "my/worker:1": ["python3", "/srv/handler.py"]. Built-in images (gantry/echo) need none.
+	Images map[string][]string `yaml:"images"`
 }
 
 // DefaultQuota is the default per-user rate limit.
@@ -64,6 +67,8 @@ const configFileHelp = `Config file (YAML, --config FILE; unknown keys are rejec
       cpu: false                  # true: a pool of CPU slots (then vcpus, memoryPerVcpu)
   networkVolumes:
     - {id: vol-models, dataCenterId: EU-RO-1, size: 100}
+  images:                         # what the process pool runs for an image
+    my/worker:1.0: [python3, /srv/worker/handler.py]   # e.g. a runpod-SDK handler
   templates:                      # extra public catalog templates
     - id: my-public-template
       name: My template
@@ -123,6 +128,11 @@ func (c *Config) validate() error {
 	for i, t := range c.Templates {
 		if t.ID == "" || t.Image == "" {
 			return fmt.Errorf("templates[%d]: id and image are required", i)
+		}
+	}
+	for img, argv := range c.Images {
+		if len(argv) == 0 || argv[0] == "" {
+			return fmt.Errorf("images[%q]: the command is empty", img)
 		}
 	}
 	for i, v := range c.NetworkVolumes {

@@ -11,16 +11,19 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/gantryhq/gantry/adapters/process"
 	"github.com/gantryhq/gantry/api"
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/scheduler"
 	"github.com/gantryhq/gantry/store/keydir"
 	"github.com/gantryhq/gantry/store/pebble"
 )
@@ -30,6 +33,7 @@ const usage = `Gantry: a self-hosted serverless GPU platform.
 Usage:
   gantry serve [flags]          run the platform (gantry serve --help)
   gantry keys create [flags]    issue an API key (gantry keys create --help)
+  gantry worker NAME            run a built-in worker (gantry worker --help)
 `
 
 func main() {
@@ -55,6 +59,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return errors.New(`"keys" takes a subcommand: create`)
 		}
 		return keysCreate(args[2:], stdout, stderr)
+	case "worker":
+		return runWorker(args[1:], stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -135,6 +141,16 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	}
 
 	clock := core.SystemClock{}
+	queues := &scheduler.Queues{}
+	jobs := core.NewJobs(core.JobsConfig{Store: st, Dispatch: queues, Clock: clock, Log: log,
+		Notify: &scheduler.Webhooks{Log: log}})
+	queued, requeued, err := jobs.Recover()
+	if err != nil {
+		return err
+	}
+	if queued+requeued > 0 {
+		log.Info("recovered jobs", "queued", queued, "requeuedFromLostWorkers", requeued)
+	}
 	templates := append(append([]core.Template{}, BuiltinTemplates...), cfg.Templates...)
 	for i := range templates {
 		if templates[i].CreatedAt.IsZero() {
@@ -148,6 +164,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		},
 		Auth:      &core.Authenticator{Keys: keys, Defaults: quota, Clock: clock},
 		Limiter:   &core.RateLimiter{},
+		Jobs:      jobs,
 		Clock:     clock,
 		PublicURL: cfg.PublicURL,
 		Log:       log,
@@ -155,7 +172,26 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding this binary for built-in workers: %w", err)
+	}
+	mgr := &scheduler.Manager{
+		Jobs: jobs, Endpoints: st, BaseURL: "http://" + loopback(addr), GPU: url.QueryEscape(cfg.Pools[0].GPUType), Log: log,
+		Launcher: &process.Launcher{Self: self, Builtins: builtinWorkerNames(), Images: cfg.Images,
+			LogDir: filepath.Join(cfg.Data, "workers")},
+	}
+	queues.OnEnqueue = mgr.Demand
+	// Long polls and waits end when serving stops, so shutdown does not wait 30 s for them.
+	serveCtx, stopServing := context.WithCancel(context.Background())
+	defer stopServing()
+	var background sync.WaitGroup
+	background.Add(2)
+	go func() { defer background.Done(); jobs.Run(serveCtx, 250*time.Millisecond) }()
+	go func() { defer background.Done(); mgr.Run(serveCtx, time.Second) }()
+
 	srv := &http.Server{
+		BaseContext:       func(net.Listener) context.Context { return serveCtx },
 		Handler:           a,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -180,10 +216,25 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	a.SetReady(false)
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
+	stopServing()
+	err = srv.Shutdown(shutdownCtx)
+	background.Wait() // workers stopped, ticks done: the store can close
+	if err != nil {
 		return fmt.Errorf("shutting down: %w", err)
 	}
 	return nil
+}
+
+// loopback turns a listen address into one workers on this machine can dial.
+func loopback(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
 }
 
 func firstOf(vals ...string) string {

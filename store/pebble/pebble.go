@@ -20,6 +20,8 @@ import (
 type Store struct {
 	db *pebble.DB
 	mu sync.Mutex // serialises management writes (put and delete read the old record first)
+
+	closeOnce sync.Once
 }
 
 // Open opens (creating if needed) the store in dir. Only one process may hold it open.
@@ -31,8 +33,12 @@ func Open(dir string) (*Store, error) {
 	return &Store{db: db}, nil
 }
 
-// Close flushes and closes the store.
-func (s *Store) Close() error { return s.db.Close() }
+// Close flushes and closes the store; later calls do nothing.
+func (s *Store) Close() error {
+	err := error(nil)
+	s.closeOnce.Do(func() { err = s.db.Close() })
+	return err
+}
 
 // A family is one record type: its primary-key prefix and its per-owner index prefix.
 type family struct{ primary, index string }
@@ -208,3 +214,22 @@ var (
 	_ core.EndpointStore = (*Store)(nil)
 	_ core.TemplateStore = (*Store)(nil)
 )
+
+// ScanEndpoints calls fn for every endpoint of every owner.
+func (s *Store) ScanEndpoints(_ context.Context, fn func(core.Endpoint) error) error {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(endpoints.primary), UpperBound: []byte("ep0")})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		var e core.Endpoint
+		if err := json.Unmarshal(it.Value(), &e); err != nil {
+			return err
+		}
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	return it.Error()
+}

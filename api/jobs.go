@@ -1,0 +1,364 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-faster/jx"
+
+	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/oas"
+)
+
+// Long-poll bounds.
+const (
+	DefaultTakeWait = 30 * time.Second // job-take and job-stop hold this long before 204
+	StreamWait      = 2 * time.Second  // /stream holds this long for a chunk while the job runs
+)
+
+// rawBodyKey carries the request body the front read, so job inputs are stored byte for byte
+// (the generated decoder has validated them).
+type rawBodyKey struct{}
+
+// rawFields returns the raw JSON of the named top-level fields of body.
+func rawFields(body []byte, names ...string) map[string][]byte {
+	out := map[string][]byte{}
+	d := jx.DecodeBytes(body)
+	_ = d.ObjBytes(func(d *jx.Decoder, k []byte) error {
+		for _, n := range names {
+			if string(k) == n {
+				raw, err := d.Raw()
+				if err != nil {
+					return err
+				}
+				out[n] = append([]byte(nil), raw...)
+				return nil
+			}
+		}
+		return d.Skip()
+	})
+	return out
+}
+
+// jobEndpoint resolves the endpoint of a job operation for the caller: another user's endpoint
+// is not found; a jobs key limited to other endpoints is forbidden.
+func (h *handler) jobEndpoint(ctx context.Context, id string) (*core.Endpoint, error) {
+	p := principalOf(ctx)
+	ep, err := h.mgmt().GetEndpoint(ctx, p.User, id)
+	if err != nil {
+		return nil, err
+	}
+	if !p.AllowsEndpoint(ep.ID) {
+		return nil, core.Errorf(core.KindForbidden, "this key may not use endpoint %q", ep.ID)
+	}
+	if ep.Type != core.TypeQueue {
+		return nil, core.Errorf(core.KindConflict, "endpoint %q is a LOAD_BALANCER endpoint: it has no job queue", ep.ID)
+	}
+	return &ep, nil
+}
+
+func (h *handler) submit(ctx context.Context, req *oas.JobRequest, endpointID string, sync bool, wait time.Duration) (core.Job, error) {
+	ep, err := h.jobEndpoint(ctx, endpointID)
+	if err != nil {
+		return core.Job{}, err
+	}
+	body, _ := ctx.Value(rawBodyKey{}).([]byte)
+	raw := rawFields(body, "input", "s3Config")
+	s := core.Submission{Input: raw["input"], S3Config: raw["s3Config"], Sync: sync, Wait: wait}
+	if s.Input == nil {
+		s.Input = []byte(`{}`)
+	}
+	if u, ok := req.Webhook.Get(); ok {
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			return core.Job{}, core.Invalid(core.FieldError{Path: "$.webhook", Message: "must be an http or https URL"})
+		}
+		s.Webhook = u
+	}
+	if p, ok := req.Policy.Get(); ok {
+		s.Policy = core.JobPolicy{ExecutionTimeoutMs: p.ExecutionTimeout.Or(0), LowPriority: p.LowPriority.Or(false), TTLMs: p.TTL.Or(0)}
+	}
+	return h.cfg.Jobs.Submit(ep, s)
+}
+
+// RunJob implements run (spec 4.3).
+func (h *handler) RunJob(ctx context.Context, req *oas.JobRequest, params oas.RunJobParams) (oas.RunJobRes, error) {
+	j, err := h.submit(ctx, req, params.EndpointId, false, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &oas.JobAckHeaders{Response: oas.JobAck{ID: j.ID, Status: oas.JobStatus(j.Status)}}, nil
+}
+
+// RunSyncJob implements runsync: the job when it ends within wait, else its current status.
+func (h *handler) RunSyncJob(ctx context.Context, req *oas.JobRequest, params oas.RunSyncJobParams) (oas.RunSyncJobRes, error) {
+	wait := time.Duration(params.Wait.Or(90000)) * time.Millisecond
+	j, err := h.submit(ctx, req, params.EndpointId, true, wait)
+	if err != nil {
+		return nil, err
+	}
+	j, err = h.cfg.Jobs.Wait(ctx, j.Endpoint, j.ID, wait)
+	if err != nil {
+		return nil, err
+	}
+	return &oas.JobHeaders{Response: h.job(&j)}, nil
+}
+
+func (h *handler) status(ctx context.Context, endpointID, jobID string, ttl int64, wait time.Duration) (*oas.JobHeaders, error) {
+	ep, err := h.jobEndpoint(ctx, endpointID)
+	if err != nil {
+		return nil, err
+	}
+	var j core.Job
+	if wait > 0 {
+		j, err = h.cfg.Jobs.Wait(ctx, ep.ID, jobID, wait)
+	} else {
+		j, err = h.cfg.Jobs.Get(ep.ID, jobID, time.Duration(ttl)*time.Millisecond)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if wait > 0 && ttl > 0 {
+		j, err = h.cfg.Jobs.Get(ep.ID, jobID, time.Duration(ttl)*time.Millisecond)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return &oas.JobHeaders{Response: h.job(&j)}, nil
+}
+
+// GetJobStatus implements status.
+func (h *handler) GetJobStatus(ctx context.Context, p oas.GetJobStatusParams) (oas.GetJobStatusRes, error) {
+	return h.status(ctx, p.EndpointId, p.JobId, p.TTL.Or(0), 0)
+}
+
+// PostJobStatus implements status by POST.
+func (h *handler) PostJobStatus(ctx context.Context, p oas.PostJobStatusParams) (oas.PostJobStatusRes, error) {
+	return h.status(ctx, p.EndpointId, p.JobId, p.TTL.Or(0), 0)
+}
+
+// GetJobStatusSync implements status-sync.
+func (h *handler) GetJobStatusSync(ctx context.Context, p oas.GetJobStatusSyncParams) (oas.GetJobStatusSyncRes, error) {
+	return h.status(ctx, p.EndpointId, p.JobId, p.TTL.Or(0), time.Duration(p.Wait.Or(90000))*time.Millisecond)
+}
+
+// PostJobStatusSync implements status-sync by POST.
+func (h *handler) PostJobStatusSync(ctx context.Context, p oas.PostJobStatusSyncParams) (oas.PostJobStatusSyncRes, error) {
+	return h.status(ctx, p.EndpointId, p.JobId, p.TTL.Or(0), time.Duration(p.Wait.Or(90000))*time.Millisecond)
+}
+
+func (h *handler) stream(ctx context.Context, endpointID, jobID string) (*oas.StreamResponseHeaders, error) {
+	ep, err := h.jobEndpoint(ctx, endpointID)
+	if err != nil {
+		return nil, err
+	}
+	j, chunks, err := h.cfg.Jobs.ReadStream(ctx, ep.ID, jobID, StreamWait)
+	if err != nil {
+		return nil, err
+	}
+	out := oas.StreamResponse{Status: oas.JobStatus(j.Status), Stream: make([]oas.StreamChunk, len(chunks))}
+	for i, c := range chunks {
+		out.Stream[i] = oas.StreamChunk{Output: jx.Raw(c)}
+	}
+	if j.Error != "" {
+		out.Error = oas.NewOptString(j.Error)
+	}
+	return &oas.StreamResponseHeaders{Response: out}, nil
+}
+
+// GetJobStream implements stream.
+func (h *handler) GetJobStream(ctx context.Context, p oas.GetJobStreamParams) (oas.GetJobStreamRes, error) {
+	return h.stream(ctx, p.EndpointId, p.JobId)
+}
+
+// PostJobStream implements stream by POST.
+func (h *handler) PostJobStream(ctx context.Context, p oas.PostJobStreamParams) (oas.PostJobStreamRes, error) {
+	return h.stream(ctx, p.EndpointId, p.JobId)
+}
+
+// CancelJob implements cancel.
+func (h *handler) CancelJob(ctx context.Context, p oas.CancelJobParams) (oas.CancelJobRes, error) {
+	ep, err := h.jobEndpoint(ctx, p.EndpointId)
+	if err != nil {
+		return nil, err
+	}
+	j, err := h.cfg.Jobs.Cancel(ep.ID, p.JobId)
+	if err != nil {
+		return nil, err
+	}
+	return &oas.JobAckHeaders{Response: oas.JobAck{ID: j.ID, Status: oas.JobStatus(j.Status)}}, nil
+}
+
+// RetryJob implements retry.
+func (h *handler) RetryJob(ctx context.Context, p oas.RetryJobParams) (oas.RetryJobRes, error) {
+	ep, err := h.jobEndpoint(ctx, p.EndpointId)
+	if err != nil {
+		return nil, err
+	}
+	j, err := h.cfg.Jobs.Retry(ep.ID, p.JobId)
+	if err != nil {
+		return nil, err
+	}
+	return &oas.JobAckHeaders{Response: oas.JobAck{ID: j.ID, Status: oas.JobStatus(j.Status)}}, nil
+}
+
+// PurgeQueue implements purge-queue.
+func (h *handler) PurgeQueue(ctx context.Context, p oas.PurgeQueueParams) (oas.PurgeQueueRes, error) {
+	ep, err := h.jobEndpoint(ctx, p.EndpointId)
+	if err != nil {
+		return nil, err
+	}
+	n := h.cfg.Jobs.Purge(ep.ID)
+	return &oas.PurgeResponseHeaders{Response: oas.PurgeResponse{Removed: n, Status: "completed"}}, nil
+}
+
+// GetHealth implements health.
+func (h *handler) GetHealth(ctx context.Context, p oas.GetHealthParams) (oas.GetHealthRes, error) {
+	ep, err := h.jobEndpoint(ctx, p.EndpointId)
+	if err != nil {
+		return nil, err
+	}
+	hl := h.cfg.Jobs.Health(ep.ID)
+	return &oas.HealthHeaders{Response: oas.Health{
+		Jobs: oas.HealthJobs{Completed: int(hl.Completed), Failed: int(hl.Failed), InProgress: int(hl.InProgress),
+			InQueue: int(hl.InQueue), Retried: int(hl.Retried)},
+		Workers: oas.HealthWorkers{Idle: hl.Idle, Running: hl.Running, Initializing: oas.NewOptInt(hl.Initializing)},
+	}}, nil
+}
+
+// job renders a job (spec 2.9 plus RunPod's error, retries and workerId).
+func (h *handler) job(j *core.Job) oas.Job {
+	now := h.cfg.Clock.Now()
+	out := oas.Job{ID: j.ID, Status: oas.JobStatus(j.Status),
+		DelayTime: oas.NewOptInt64(j.DelayTime(now)), ExecutionTime: oas.NewOptInt64(j.ExecutionTime(now)),
+		Retries: oas.NewOptInt(j.Retries)}
+	if j.Output != nil {
+		out.Output = jx.Raw(j.Output)
+	}
+	if j.Error != "" {
+		out.Error = oas.NewOptString(j.Error)
+	}
+	if j.WorkerID != "" {
+		out.WorkerId = oas.NewOptString(j.WorkerID)
+	}
+	return out
+}
+
+// --- Worker protocol -------------------------------------------------------------------------
+
+type workerTokenKey struct{}
+
+// worker authenticates a worker route: the token must be the one issued to this worker of
+// this endpoint.
+func (h *handler) worker(ctx context.Context, endpoint, worker string) error {
+	token, _ := ctx.Value(workerTokenKey{}).(string)
+	return h.cfg.Jobs.AuthWorker(token, endpoint, worker)
+}
+
+func workerJob(t core.Taken) oas.WorkerJob {
+	wj := oas.WorkerJob{ID: t.ID, Input: jx.Raw(t.Input)}
+	if len(t.S3Config) > 0 {
+		var s3 oas.S3Config
+		if s3.Decode(jx.DecodeBytes(t.S3Config)) == nil {
+			wj.S3Config = oas.NewOptS3Config(s3)
+		}
+	}
+	return wj
+}
+
+// WorkerJobTake implements job-take: a long poll for one job.
+func (h *handler) WorkerJobTake(ctx context.Context, p oas.WorkerJobTakeParams) (oas.WorkerJobTakeRes, error) {
+	if err := h.worker(ctx, p.EndpointId, p.WorkerId); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.TakeWait)
+	defer cancel()
+	jobs := h.cfg.Jobs.Take(ctx, p.EndpointId, p.WorkerId, 1)
+	if len(jobs) == 0 {
+		return &oas.WorkerJobTakeNoContent{}, nil
+	}
+	wj := workerJob(jobs[0])
+	return &wj, nil
+}
+
+// WorkerJobTakeBatch implements job-take-batch.
+func (h *handler) WorkerJobTakeBatch(ctx context.Context, p oas.WorkerJobTakeBatchParams) (oas.WorkerJobTakeBatchRes, error) {
+	if err := h.worker(ctx, p.EndpointId, p.WorkerId); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.TakeWait)
+	defer cancel()
+	jobs := h.cfg.Jobs.Take(ctx, p.EndpointId, p.WorkerId, p.BatchSize.Or(1))
+	if len(jobs) == 0 {
+		return &oas.WorkerJobTakeBatchNoContent{}, nil
+	}
+	out := make(oas.WorkerJobTakeBatchOKApplicationJSON, len(jobs))
+	for i, t := range jobs {
+		out[i] = workerJob(t)
+	}
+	return &out, nil
+}
+
+// WorkerJobStop implements job-stop: a long poll for jobs the worker must stop.
+func (h *handler) WorkerJobStop(ctx context.Context, p oas.WorkerJobStopParams) (oas.WorkerJobStopRes, error) {
+	if err := h.worker(ctx, p.EndpointId, p.WorkerId); err != nil {
+		return nil, err
+	}
+	ids := h.cfg.Jobs.JobsToStop(ctx, p.WorkerId, h.cfg.TakeWait)
+	if len(ids) == 0 {
+		return &oas.WorkerJobStopNoContent{}, nil
+	}
+	return &oas.JobsToStop{JobsToStop: ids}, nil
+}
+
+// WorkerJobDone implements job-done: result, error or progress.
+func (h *handler) WorkerJobDone(ctx context.Context, req *oas.JobDoneRequest, p oas.WorkerJobDoneParams) (oas.WorkerJobDoneRes, error) {
+	if err := h.worker(ctx, p.EndpointId, p.WorkerId); err != nil {
+		return nil, err
+	}
+	r := core.Result{StopPod: req.StopPod.Or(false), Progress: req.Status.Or("") == string(core.InProgress)}
+	if req.Output != nil && string(req.Output) != "null" {
+		r.Output = json.RawMessage(req.Output)
+	}
+	if e := req.Error; e != nil && string(e) != "null" {
+		var s string
+		if json.Unmarshal(e, &s) == nil {
+			r.Error = s
+		} else {
+			r.Error = string(e)
+		}
+		if strings.TrimSpace(r.Error) == "" {
+			r.Error = "the worker reported an empty error"
+		}
+	}
+	if err := h.cfg.Jobs.Done(p.EndpointId, p.WorkerId, p.JobId, r); err != nil {
+		return nil, err
+	}
+	return &oas.WorkerAck{Status: "ok"}, nil
+}
+
+// WorkerJobStream implements job-stream: one streamed part.
+func (h *handler) WorkerJobStream(ctx context.Context, req *oas.JobStreamRequest, p oas.WorkerJobStreamParams) (oas.WorkerJobStreamRes, error) {
+	if err := h.worker(ctx, p.EndpointId, p.WorkerId); err != nil {
+		return nil, err
+	}
+	part := json.RawMessage(req.Output)
+	if part == nil {
+		part = json.RawMessage("null")
+	}
+	if err := h.cfg.Jobs.StreamPart(p.EndpointId, p.WorkerId, p.JobId, part); err != nil {
+		return nil, err
+	}
+	return &oas.WorkerAck{Status: "ok"}, nil
+}
+
+// WorkerPing implements ping.
+func (h *handler) WorkerPing(ctx context.Context, p oas.WorkerPingParams) (oas.WorkerPingRes, error) {
+	if err := h.worker(ctx, p.EndpointId, p.WorkerId); err != nil {
+		return nil, err
+	}
+	h.cfg.Jobs.Ping(p.WorkerId)
+	return &oas.WorkerAck{Status: "ok"}, nil
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/signal"
+	"slices"
+	"syscall"
+
+	"github.com/gantryhq/gantry/worker"
+	"github.com/gantryhq/gantry/worker/echo"
+)
+
+// builtinWorkers are the workers `gantry worker NAME` runs; image "gantry/NAME" maps to them.
+var builtinWorkers = map[string]worker.Handler{
+	"echo": echo.Handler,
+}
+
+func builtinWorkerNames() []string {
+	names := make([]string, 0, len(builtinWorkers))
+	for n := range builtinWorkers {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// runWorker runs a built-in worker against the Gantry named by the RUNPOD_* environment the
+// process pool sets (the same variables RunPod workers read).
+func runWorker(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("gantry worker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: gantry worker NAME\n\nRuns a built-in worker; Gantry's process pool starts these for images gantry/NAME.\nIt reads RUNPOD_WEBHOOK_GET_JOB, RUNPOD_WEBHOOK_POST_OUTPUT, RUNPOD_WEBHOOK_POST_STREAM,\nRUNPOD_WEBHOOK_PING, RUNPOD_AI_API_KEY, RUNPOD_POD_ID and RUNPOD_PING_INTERVAL.\n\nBuilt-in workers: %v\n", builtinWorkerNames())
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return errors.New("name one built-in worker")
+	}
+	h, ok := builtinWorkers[fs.Arg(0)]
+	if !ok {
+		return fmt.Errorf("no built-in worker %q (built-in: %v)", fs.Arg(0), builtinWorkerNames())
+	}
+	cfg, err := worker.ConfigFromEnv()
+	if err != nil {
+		return err
+	}
+	cfg.Log = slog.New(slog.NewTextHandler(stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return worker.Run(ctx, cfg, h)
+}

@@ -1,0 +1,494 @@
+package core_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/store/pebble"
+)
+
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Advance(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	return c.now
+}
+
+type notifications struct {
+	mu   sync.Mutex
+	sent map[string][]byte
+	got  chan string
+}
+
+func (n *notifications) Notify(url string, body []byte) {
+	n.mu.Lock()
+	n.sent[url] = body
+	n.mu.Unlock()
+	n.got <- url
+}
+
+// rig is a job engine on a real Pebble store and real queues, with an injected clock.
+type rig struct {
+	t     *testing.T
+	jobs  *core.Jobs
+	store *pebble.Store
+	dir   string
+	clock *clock
+	ep    *core.Endpoint
+	hooks *notifications
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	dir := t.TempDir()
+	r := &rig{t: t, dir: dir, clock: &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)},
+		ep:    &core.Endpoint{ID: "ep1", Owner: "alice", TimeoutMs: 60000},
+		hooks: &notifications{sent: map[string][]byte{}, got: make(chan string, 16)}}
+	r.open()
+	return r
+}
+
+// open (re)opens the store and a fresh engine on it, as a restart does.
+func (r *rig) open() {
+	st, err := pebble.Open(r.dir)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { st.Close() })
+	r.store = st
+	r.jobs = core.NewJobs(core.JobsConfig{Store: st, Dispatch: &scheduler.Queues{}, Clock: r.clock,
+		Notify: r.hooks, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+}
+
+func (r *rig) submit(input string, mods ...func(*core.Submission)) core.Job {
+	r.t.Helper()
+	s := core.Submission{Input: []byte(input)}
+	for _, m := range mods {
+		m(&s)
+	}
+	j, err := r.jobs.Submit(r.ep, s)
+	if err != nil {
+		r.t.Fatalf("Submit: %v", err)
+	}
+	return j
+}
+
+// take takes the next job as worker w, failing if there is none within a second.
+func (r *rig) take(w string) core.Taken {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	got := r.jobs.Take(ctx, r.ep.ID, w, 1)
+	if len(got) != 1 {
+		r.t.Fatalf("Take(%s) = %d jobs; want 1", w, len(got))
+	}
+	return got[0]
+}
+
+func (r *rig) status(id string) core.JobStatus {
+	r.t.Helper()
+	j, err := r.jobs.Get(r.ep.ID, id, 0)
+	if err != nil {
+		r.t.Fatalf("Get(%s): %v", id, err)
+	}
+	return j.Status
+}
+
+func (r *rig) gone(id string) bool {
+	_, err := r.jobs.Get(r.ep.ID, id, 0)
+	return core.KindOf(err) == core.KindNotFound
+}
+
+func TestTransitionTable(t *testing.T) {
+	t.Parallel()
+	states := []core.JobStatus{core.InQueue, core.InProgress, core.Completed, core.Failed, core.Cancelled, core.TimedOut}
+	events := []core.Event{core.EvTake, core.EvDone, core.EvFail, core.EvProgress, core.EvCancel, core.EvPurge,
+		core.EvTimeout, core.EvRequeue, core.EvLost, core.EvRetry}
+	allowed := map[[2]string]core.JobStatus{
+		{"IN_QUEUE", "take"}: core.InProgress, {"IN_QUEUE", "cancel"}: core.Cancelled, {"IN_QUEUE", "purge"}: core.Cancelled,
+		{"IN_PROGRESS", "done"}: core.Completed, {"IN_PROGRESS", "fail"}: core.Failed, {"IN_PROGRESS", "progress"}: core.InProgress,
+		{"IN_PROGRESS", "cancel"}: core.Cancelled, {"IN_PROGRESS", "timeout"}: core.TimedOut,
+		{"IN_PROGRESS", "requeue"}: core.InQueue, {"IN_PROGRESS", "lost"}: core.Failed,
+		{"FAILED", "retry"}: core.InQueue, {"TIMED_OUT", "retry"}: core.InQueue,
+	}
+	for _, s := range states {
+		for _, e := range events {
+			to, err := core.Next(s, e)
+			want, ok := allowed[[2]string{string(s), string(e)}]
+			switch {
+			case ok && (err != nil || to != want):
+				t.Errorf("Next(%s, %s) = %s, %v; want %s", s, e, to, err, want)
+			case !ok && (err == nil || core.KindOf(err) != core.KindConflict || to != s):
+				t.Errorf("Next(%s, %s) = %s, %v; want refused with a conflict, state unchanged", s, e, to, err)
+			}
+		}
+	}
+}
+
+func TestJobLifecycle(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	j := r.submit(`{"b":1,"a":2}`, func(s *core.Submission) { s.Webhook = "http://hook.test/x" })
+	if j.Status != core.InQueue || j.Retention != core.RunRetention {
+		t.Fatalf("Submit = %s retention %v; want IN_QUEUE, 30m", j.Status, j.Retention)
+	}
+	r.clock.Advance(250 * time.Millisecond)
+	tk := r.take("w1")
+	if tk.ID != j.ID || string(tk.Input) != `{"b":1,"a":2}` {
+		t.Fatalf("Take = %s %s; want %s with the input byte for byte", tk.ID, tk.Input, j.ID)
+	}
+	if err := r.jobs.Done("ep1", "w1", j.ID, core.Result{Output: json.RawMessage(`{"p":1}`), Progress: true}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := r.jobs.Get("ep1", j.ID, 0)
+	if got.Status != core.InProgress || string(got.Output) != `{"p":1}` {
+		t.Errorf("after progress: %s %s; want IN_PROGRESS with the progress as output", got.Status, got.Output)
+	}
+	r.clock.Advance(time.Second)
+	if err := r.jobs.Done("ep1", "w1", j.ID, core.Result{Output: json.RawMessage(`"ok"`)}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = r.jobs.Get("ep1", j.ID, 0)
+	now := r.clock.Now()
+	if got.Status != core.Completed || string(got.Output) != `"ok"` || got.DelayTime(now) != 250 || got.ExecutionTime(now) != 1000 {
+		t.Errorf("done: %s %s delay %d exec %d; want COMPLETED \"ok\" 250 1000", got.Status, got.Output, got.DelayTime(now), got.ExecutionTime(now))
+	}
+	// Late posts change nothing.
+	for _, res := range []core.Result{{Output: json.RawMessage(`"late"`)}, {Progress: true, Output: json.RawMessage(`1`)}, {Error: "late"}} {
+		if err := r.jobs.Done("ep1", "w1", j.ID, res); core.KindOf(err) != core.KindConflict {
+			t.Errorf("late Done(%+v) = %v; want a conflict", res, err)
+		}
+	}
+	if err := r.jobs.StreamPart("ep1", "w1", j.ID, json.RawMessage(`"x"`)); core.KindOf(err) != core.KindConflict {
+		t.Errorf("late stream = %v; want a conflict", err)
+	}
+	if got, _ := r.jobs.Get("ep1", j.ID, 0); string(got.Output) != `"ok"` {
+		t.Errorf("output after late posts = %s", got.Output)
+	}
+	// The webhook got the final job with its input.
+	select {
+	case <-r.hooks.got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no webhook")
+	}
+	var hook core.WebhookBody
+	_ = json.Unmarshal(r.hooks.sent["http://hook.test/x"], &hook)
+	if hook.ID != j.ID || hook.Status != core.Completed || string(hook.Output) != `"ok"` || string(hook.Input) != `{"b":1,"a":2}` {
+		t.Errorf("webhook body = %+v", hook)
+	}
+	// Retention: kept 30 minutes after the end, then 404.
+	r.jobs.Tick(r.clock.Advance(29 * time.Minute))
+	if r.gone(j.ID) {
+		t.Fatal("job gone before its 30 minute retention")
+	}
+	r.jobs.Tick(r.clock.Advance(time.Minute))
+	if !r.gone(j.ID) {
+		t.Error("job still there after its 30 minute retention")
+	}
+	if _, err := r.store.GetJob(j.ID); err == nil {
+		t.Error("expired job still in the store")
+	}
+}
+
+func TestRetention(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		sub  func(*core.Submission)
+		keep time.Duration
+	}{
+		{"run", func(*core.Submission) {}, 30 * time.Minute},
+		{"runsync", func(s *core.Submission) { s.Sync, s.Wait = true, 90 * time.Second }, 5 * time.Minute},
+		{"runsync short wait", func(s *core.Submission) { s.Sync, s.Wait = true, 5 * time.Second }, time.Minute},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := newRig(t)
+			j := r.submit(`{}`, tc.sub)
+			r.take("w")
+			_ = r.jobs.Done("ep1", "w", j.ID, core.Result{Output: json.RawMessage(`1`)})
+			r.jobs.Tick(r.clock.Advance(tc.keep - time.Second))
+			if r.gone(j.ID) {
+				t.Fatalf("gone before %v", tc.keep)
+			}
+			r.jobs.Tick(r.clock.Advance(time.Second))
+			if !r.gone(j.ID) {
+				t.Errorf("kept after %v", tc.keep)
+			}
+		})
+	}
+	// A status ttl replaces the retention.
+	r := newRig(t)
+	j := r.submit(`{}`)
+	r.take("w")
+	_ = r.jobs.Done("ep1", "w", j.ID, core.Result{Output: json.RawMessage(`1`)})
+	if _, err := r.jobs.Get("ep1", j.ID, 6*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	r.jobs.Tick(r.clock.Advance(6 * time.Second))
+	if !r.gone(j.ID) {
+		t.Error("ttl=6000 did not expire the job after 6 s")
+	}
+	// policy.ttl bounds a queued job's life; lookups see expiry even before a tick.
+	q := r.submit(`{}`, func(s *core.Submission) { s.Policy.TTLMs = 10000 })
+	r.clock.Advance(10 * time.Second)
+	if !r.gone(q.ID) {
+		t.Error("queued job past its policy.ttl still visible")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if got := r.jobs.Take(ctx, "ep1", "w", 1); len(got) != 0 {
+		t.Errorf("expired job was handed out: %v", got)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.jobs.RegisterWorker("ep1", "w1")
+	queued := r.submit(`{"n":1}`)
+	if j, err := r.jobs.Cancel("ep1", queued.ID); err != nil || j.Status != core.Cancelled {
+		t.Fatalf("Cancel queued = %v %v", j.Status, err)
+	}
+	running := r.submit(`{"n":2}`)
+	if tk := r.take("w1"); tk.ID != running.ID {
+		t.Fatalf("took %s; want %s (the cancelled job is skipped)", tk.ID, running.ID)
+	}
+	if _, err := r.jobs.Cancel("ep1", running.ID); err != nil {
+		t.Fatal(err)
+	}
+	if ids := r.jobs.JobsToStop(context.Background(), "w1", time.Second); len(ids) != 1 || ids[0] != running.ID {
+		t.Errorf("JobsToStop = %v; want [%s]", ids, running.ID)
+	}
+	if err := r.jobs.Done("ep1", "w1", running.ID, core.Result{Output: json.RawMessage(`1`)}); core.KindOf(err) != core.KindConflict {
+		t.Errorf("done after cancel = %v; want a conflict", err)
+	}
+	if _, err := r.jobs.Cancel("ep1", running.ID); core.KindOf(err) != core.KindConflict {
+		t.Errorf("second cancel = %v; want a conflict (409)", err)
+	}
+	if _, err := r.jobs.Cancel("ep1", "nope"); core.KindOf(err) != core.KindNotFound {
+		t.Errorf("cancel unknown = %v; want not found", err)
+	}
+	if _, err := r.jobs.Cancel("other-endpoint", running.ID); core.KindOf(err) != core.KindNotFound {
+		t.Errorf("cancel through another endpoint = %v; want not found", err)
+	}
+}
+
+func TestRetryAndTimeout(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.jobs.RegisterWorker("ep1", "w1")
+	j := r.submit(`{"x":1}`, func(s *core.Submission) { s.Policy.ExecutionTimeoutMs = 5000 })
+	r.take("w1")
+	r.jobs.Tick(r.clock.Advance(4999 * time.Millisecond))
+	if s := r.status(j.ID); s != core.InProgress {
+		t.Fatalf("before the timeout: %s", s)
+	}
+	r.jobs.Tick(r.clock.Advance(time.Millisecond))
+	got, _ := r.jobs.Get("ep1", j.ID, 0)
+	if got.Status != core.TimedOut || !strings.Contains(got.Error, "5000 ms") {
+		t.Fatalf("after the timeout: %s %q; want TIMED_OUT naming 5000 ms", got.Status, got.Error)
+	}
+	if ids := r.jobs.JobsToStop(context.Background(), "w1", time.Second); len(ids) != 1 {
+		t.Errorf("the worker was not told to stop the timed-out job: %v", ids)
+	}
+	if j2, err := r.jobs.Retry("ep1", j.ID); err != nil || j2.Status != core.InQueue || j2.ID != j.ID || j2.Retries != 1 || j2.Error != "" {
+		t.Fatalf("Retry = %+v, %v; want IN_QUEUE, same id, retries 1, error cleared", j2, err)
+	}
+	tk := r.take("w1")
+	if string(tk.Input) != `{"x":1}` {
+		t.Errorf("retried input = %s; want the original", tk.Input)
+	}
+	_ = r.jobs.Done("ep1", "w1", j.ID, core.Result{Error: "bad"})
+	if _, err := r.jobs.Retry("ep1", j.ID); err != nil {
+		t.Errorf("retry FAILED = %v", err)
+	}
+	r.take("w1")
+	_ = r.jobs.Done("ep1", "w1", j.ID, core.Result{Output: json.RawMessage(`1`)})
+	if _, err := r.jobs.Retry("ep1", j.ID); core.KindOf(err) != core.KindConflict {
+		t.Errorf("retry COMPLETED = %v; want a conflict", err)
+	}
+	if h := r.jobs.Health("ep1"); h.Retried != 2 || h.Completed != 1 || h.Failed != 0 {
+		t.Errorf("health = %+v; want retried 2, completed 1, failed 0", h)
+	}
+}
+
+func TestWorkerLost(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.jobs.RegisterWorker("ep1", "w1")
+	j := r.submit(`{}`)
+	for i := 1; i <= core.RetryBudget; i++ {
+		r.take("w1")
+		r.jobs.Tick(r.clock.Advance(core.WorkerLostAfter + time.Second))
+		got, _ := r.jobs.Get("ep1", j.ID, 0)
+		if got.Status != core.InQueue || got.Retries != i {
+			t.Fatalf("loss %d: %s retries %d; want IN_QUEUE, %d", i, got.Status, got.Retries, i)
+		}
+	}
+	r.take("w1")
+	r.jobs.Tick(r.clock.Advance(core.WorkerLostAfter + time.Second))
+	got, _ := r.jobs.Get("ep1", j.ID, 0)
+	if got.Status != core.Failed || !strings.Contains(got.Error, "lost") {
+		t.Errorf("after the budget: %s %q; want FAILED", got.Status, got.Error)
+	}
+	// A worker that pings keeps its job.
+	k := r.submit(`{}`, func(s *core.Submission) { s.Policy.ExecutionTimeoutMs = 600000 })
+	r.take("w1")
+	for range 3 {
+		r.clock.Advance(core.WorkerLostAfter - time.Second)
+		r.jobs.Ping("w1")
+		r.jobs.Tick(r.clock.Now())
+	}
+	if s := r.status(k.ID); s != core.InProgress {
+		t.Errorf("pinging worker's job: %s; want IN_PROGRESS", s)
+	}
+}
+
+func TestWrongWorkerAndPurge(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	a := r.submit(`{}`)
+	r.take("w1")
+	if err := r.jobs.Done("ep1", "w2", a.ID, core.Result{Output: json.RawMessage(`1`)}); core.KindOf(err) != core.KindConflict {
+		t.Errorf("done by another worker = %v; want a conflict", err)
+	}
+	if s := r.status(a.ID); s != core.InProgress {
+		t.Errorf("after a foreign done: %s", s)
+	}
+	var queued []string
+	for range 3 {
+		queued = append(queued, r.submit(`{}`).ID)
+	}
+	if n := r.jobs.Purge("ep1"); n != 3 {
+		t.Errorf("Purge = %d; want 3", n)
+	}
+	for _, id := range queued {
+		if s := r.status(id); s != core.Cancelled {
+			t.Errorf("purged job %s: %s; want CANCELLED", id, s)
+		}
+	}
+	if s := r.status(a.ID); s != core.InProgress {
+		t.Errorf("running job after purge: %s; want IN_PROGRESS", s)
+	}
+	if h := r.jobs.Health("ep1"); h.InQueue != 0 || h.InProgress != 1 {
+		t.Errorf("health = %+v", h)
+	}
+}
+
+func TestResultTooLarge(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	j := r.submit(`{}`)
+	r.take("w")
+	big := json.RawMessage(`"` + strings.Repeat("x", core.MaxResult) + `"`)
+	if err := r.jobs.Done("ep1", "w", j.ID, core.Result{Output: big}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := r.jobs.Get("ep1", j.ID, 0)
+	if got.Status != core.Failed || !strings.Contains(got.Error, "over the 20 MB limit") {
+		t.Errorf("oversized result: %s %q; want FAILED with a clear error", got.Status, got.Error)
+	}
+}
+
+func TestStream(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	j := r.submit(`{}`)
+	r.take("w")
+	for _, p := range []string{`"a"`, `{"text":["b"]}`} {
+		if err := r.jobs.StreamPart("ep1", "w", j.ID, json.RawMessage(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, chunks, err := r.jobs.ReadStream(context.Background(), "ep1", j.ID, time.Second)
+	if err != nil || len(chunks) != 2 || string(chunks[1]) != `{"text":["b"]}` {
+		t.Fatalf("ReadStream = %q, %v", chunks, err)
+	}
+	_ = r.jobs.Done("ep1", "w", j.ID, core.Result{Output: json.RawMessage(`["a"]`)})
+	st, chunks, _ := r.jobs.ReadStream(context.Background(), "ep1", j.ID, time.Second)
+	if st.Status != core.Completed || len(chunks) != 0 {
+		t.Errorf("second read = %s %q; want COMPLETED with nothing (chunks are handed out once)", st.Status, chunks)
+	}
+}
+
+func TestSplitChunk(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("é", 3000) // 6000 bytes
+	for _, part := range []string{
+		`"` + long + `"`,
+		`[` + strings.Repeat(`"xxxxxxxxxx",`, 999) + `"x"]`,
+		`{"k":"` + strings.Repeat("y", 5000) + `"}`,
+	} {
+		chunks := core.SplitChunk(json.RawMessage(part), 1000)
+		if len(chunks) < 2 {
+			t.Errorf("SplitChunk(%d bytes) = %d chunks; want several", len(part), len(chunks))
+		}
+		for _, c := range chunks {
+			if len(c) > 1000 || !json.Valid(c) {
+				t.Errorf("chunk of %d bytes, valid %v; want valid JSON of at most 1000", len(c), json.Valid(c))
+			}
+		}
+	}
+	var joined string
+	for _, c := range core.SplitChunk(json.RawMessage(`"`+long+`"`), 1000) {
+		var s string
+		_ = json.Unmarshal(c, &s)
+		joined += s
+	}
+	if joined != long {
+		t.Error("string chunks do not join back to the original")
+	}
+}
+
+// TestRecover: after a restart queued jobs run in their order, running ones are requeued with
+// one more retry, finished ones are kept.
+func TestRecover(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	done := r.submit(`{"n":0}`)
+	running := r.submit(`{"n":1}`)
+	q1 := r.submit(`{"n":2}`)
+	q2 := r.submit(`{"n":3}`)
+	r.take("w")
+	_ = r.jobs.Done("ep1", "w", done.ID, core.Result{Output: json.RawMessage(`"kept"`)})
+	r.take("w")
+	r.store.Close()
+
+	r.open()
+	queued, requeued, err := r.jobs.Recover()
+	if err != nil || queued != 2 || requeued != 1 {
+		t.Fatalf("Recover = %d, %d, %v; want 2 queued, 1 requeued", queued, requeued, err)
+	}
+	if got, _ := r.jobs.Get("ep1", done.ID, 0); got.Status != core.Completed || string(got.Output) != `"kept"` {
+		t.Errorf("finished job after restart: %s %s", got.Status, got.Output)
+	}
+	var order []string
+	for range 3 {
+		order = append(order, r.take("w2").ID)
+	}
+	if want := []string{running.ID, q1.ID, q2.ID}; strings.Join(order, ",") != strings.Join(want, ",") {
+		t.Errorf("order after restart = %v; want %v (original order)", order, want)
+	}
+	if got, _ := r.jobs.Get("ep1", running.ID, 0); got.Retries != 1 {
+		t.Errorf("requeued job retries = %d; want 1", got.Retries)
+	}
+	if fresh := r.submit(`{}`); fresh.Seq <= q2.Seq {
+		t.Errorf("new job seq %d after restart; want above %d", fresh.Seq, q2.Seq)
+	}
+}

@@ -1,0 +1,119 @@
+// Package scheduler places work: per-endpoint queues that hand jobs to long-polling workers,
+// and the worker manager that starts workers on pools through adapters.
+package scheduler
+
+import (
+	"context"
+	"slices"
+	"sync"
+)
+
+// Queues is the dispatcher: one FIFO of job ids per endpoint, and the workers parked waiting on
+// it. Enqueue wakes one parked worker. Ids of jobs cancelled while queued stay until taken; the
+// job engine skips them.
+type Queues struct {
+	mu  sync.Mutex
+	eps map[string]*queue
+	// OnEnqueue, when set, is called (without locks held) after each Enqueue: the worker
+	// manager uses it to start a worker on demand.
+	OnEnqueue func(endpoint string)
+}
+
+type queue struct {
+	ids     []string
+	head    int
+	waiters []chan struct{}
+}
+
+func (q *queue) len() int { return len(q.ids) - q.head }
+
+func (q *queue) pop(max int) []string {
+	n := min(max, q.len())
+	out := slices.Clone(q.ids[q.head : q.head+n])
+	clear(q.ids[q.head : q.head+n])
+	q.head += n
+	if q.head > 1024 && q.head*2 > len(q.ids) { // compact
+		q.ids = append(q.ids[:0:0], q.ids[q.head:]...)
+		q.head = 0
+	}
+	return out
+}
+
+func (qs *Queues) queue(endpoint string) *queue {
+	if qs.eps == nil {
+		qs.eps = map[string]*queue{}
+	}
+	q, ok := qs.eps[endpoint]
+	if !ok {
+		q = &queue{}
+		qs.eps[endpoint] = q
+	}
+	return q
+}
+
+// Enqueue appends a job id and wakes one parked worker of the endpoint.
+func (qs *Queues) Enqueue(endpoint, id string) {
+	qs.mu.Lock()
+	q := qs.queue(endpoint)
+	q.ids = append(q.ids, id)
+	qs.wakeOne(q)
+	qs.mu.Unlock()
+	if qs.OnEnqueue != nil {
+		qs.OnEnqueue(endpoint)
+	}
+}
+
+// wakeOne signals the oldest parked worker; qs.mu is held.
+func (qs *Queues) wakeOne(q *queue) {
+	if len(q.waiters) > 0 {
+		w := q.waiters[0]
+		q.waiters = q.waiters[1:]
+		w <- struct{}{} // buffered: never blocks
+	}
+}
+
+// Take returns up to max ids of the endpoint, waiting until there is one or ctx ends.
+func (qs *Queues) Take(ctx context.Context, endpoint string, max int) []string {
+	for {
+		qs.mu.Lock()
+		q := qs.queue(endpoint)
+		if q.len() > 0 {
+			ids := q.pop(max)
+			if q.len() > 0 {
+				qs.wakeOne(q) // more work: pass the baton
+			}
+			qs.mu.Unlock()
+			return ids
+		}
+		ch := make(chan struct{}, 1)
+		q.waiters = append(q.waiters, ch)
+		qs.mu.Unlock()
+		select {
+		case <-ch:
+			continue
+		case <-ctx.Done():
+			qs.mu.Lock()
+			if i := slices.Index(q.waiters, ch); i >= 0 {
+				q.waiters = slices.Delete(q.waiters, i, i+1)
+			} else if q.len() > 0 {
+				qs.wakeOne(q) // we were woken but leave: hand the wake-up on
+			}
+			qs.mu.Unlock()
+			return nil
+		}
+	}
+}
+
+// Len returns the number of ids queued for the endpoint (stale ones included).
+func (qs *Queues) Len(endpoint string) int {
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	return qs.queue(endpoint).len()
+}
+
+// Parked returns the number of workers waiting on the endpoint.
+func (qs *Queues) Parked(endpoint string) int {
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	return len(qs.queue(endpoint).waiters)
+}

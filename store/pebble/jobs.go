@@ -1,0 +1,94 @@
+package pebble
+
+import (
+	"encoding/json"
+	"errors"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/gantryhq/gantry/core"
+)
+
+// Jobs live under job/<id> (the record) and jin/<id> (the input, written once), so that
+// records stay small and queued inputs wait on disk, not in memory.
+const (
+	jobPrefix   = "job/"
+	inputPrefix = "jin/"
+)
+
+// PutJob writes a job record, and its input when given. With durable the write is synced
+// before PutJob returns; Pebble groups the syncs of concurrent writers into one.
+func (s *Store) PutJob(j *core.Job, input []byte, durable bool) error {
+	val, err := json.Marshal(j)
+	if err != nil {
+		return err
+	}
+	opts := pebble.NoSync
+	if durable {
+		opts = pebble.Sync
+	}
+	if input == nil {
+		return s.db.Set([]byte(jobPrefix+j.ID), val, opts)
+	}
+	b := s.db.NewBatch()
+	defer b.Close()
+	_ = b.Set([]byte(inputPrefix+j.ID), input, nil)
+	_ = b.Set([]byte(jobPrefix+j.ID), val, nil)
+	return b.Commit(opts)
+}
+
+// GetJob reads a job record.
+func (s *Store) GetJob(id string) (*core.Job, error) {
+	val, closer, err := s.db.Get([]byte(jobPrefix + id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, core.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer closer.Close()
+	var j core.Job
+	return &j, json.Unmarshal(val, &j)
+}
+
+// Input reads a job's input.
+func (s *Store) Input(id string) ([]byte, error) {
+	val, closer, err := s.db.Get([]byte(inputPrefix + id))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, core.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer closer.Close()
+	return append([]byte(nil), val...), nil
+}
+
+// DeleteJob removes a job and its input. Not synced: a delete lost in a crash is redone when
+// the expired job is found again at startup.
+func (s *Store) DeleteJob(id string) error {
+	b := s.db.NewBatch()
+	defer b.Close()
+	_ = b.Delete([]byte(jobPrefix+id), nil)
+	_ = b.Delete([]byte(inputPrefix+id), nil)
+	return b.Commit(pebble.NoSync)
+}
+
+// ScanJobs calls fn for every stored job record.
+func (s *Store) ScanJobs(fn func(*core.Job)) error {
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(jobPrefix), UpperBound: []byte("job0")})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		var j core.Job
+		if err := json.Unmarshal(it.Value(), &j); err != nil {
+			return err
+		}
+		fn(&j)
+	}
+	return it.Error()
+}
+
+var _ core.JobStore = (*Store)(nil)
