@@ -109,9 +109,9 @@ type Job struct {
 	S3Config  json.RawMessage `json:"s3Config,omitempty"`
 	Output    json.RawMessage `json:"output,omitempty"` // final output, or the last progress value
 	Error     string          `json:"error,omitempty"`
-	Retries   int             `json:"retries"`  // worker losses and caller retries so far
+	Retries   int             `json:"retries"` // worker losses and caller retries so far
 	WorkerID  string          `json:"workerId,omitempty"`
-	Seq       uint64          `json:"seq"`      // queue order
+	Seq       uint64          `json:"seq"` // queue order
 	Streamed  bool            `json:"streamed,omitempty"`
 	CreatedAt time.Time       `json:"createdAt"`
 	QueuedAt  time.Time       `json:"queuedAt"`  // last entry into IN_QUEUE

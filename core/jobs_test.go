@@ -212,8 +212,8 @@ func TestRetention(t *testing.T) {
 		keep time.Duration
 	}{
 		{"run", func(*core.Submission) {}, 30 * time.Minute},
-		{"runsync", func(s *core.Submission) { s.Sync, s.Wait = true, 90 * time.Second }, 5 * time.Minute},
-		{"runsync short wait", func(s *core.Submission) { s.Sync, s.Wait = true, 5 * time.Second }, time.Minute},
+		{"runsync", func(s *core.Submission) { s.Sync, s.Wait = true, 90*time.Second }, 5 * time.Minute},
+		{"runsync short wait", func(s *core.Submission) { s.Sync, s.Wait = true, 5*time.Second }, time.Minute},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
