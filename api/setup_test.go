@@ -94,6 +94,7 @@ func setup(t testing.TB, opts ...setupOpts) *env {
 		Jobs:      jobs,
 		Clock:     clock,
 		PublicURL: "https://gantry.example",
+		TakeWait:  300 * time.Millisecond,
 		Log:       slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
