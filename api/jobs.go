@@ -224,7 +224,8 @@ func (h *handler) GetHealth(ctx context.Context, p oas.GetHealthParams) (oas.Get
 	return &oas.HealthHeaders{Response: oas.Health{
 		Jobs: oas.HealthJobs{Completed: int(hl.Completed), Failed: int(hl.Failed), InProgress: int(hl.InProgress),
 			InQueue: int(hl.InQueue), Retried: int(hl.Retried)},
-		Workers: oas.HealthWorkers{Idle: hl.Idle, Running: hl.Running, Initializing: oas.NewOptInt(hl.Initializing)},
+		Workers: oas.HealthWorkers{Idle: hl.Idle, Running: hl.Running, Initializing: oas.NewOptInt(hl.Initializing),
+			Unhealthy: oas.NewOptInt(hl.Unhealthy)},
 	}}, nil
 }
 
@@ -359,6 +360,10 @@ func (h *handler) WorkerPing(ctx context.Context, p oas.WorkerPingParams) (oas.W
 	if err := h.worker(ctx, p.EndpointId, p.WorkerId); err != nil {
 		return nil, err
 	}
-	h.cfg.Jobs.Ping(p.WorkerId)
+	unhealthy := ""
+	if p.Status.Or("") == "unhealthy" {
+		unhealthy = strings.TrimSpace(p.Check.Or("startup check") + ": " + p.Reason.Or("no reason given"))
+	}
+	h.cfg.Jobs.Ping(p.WorkerId, unhealthy)
 	return &oas.WorkerAck{Status: "ok"}, nil
 }

@@ -67,6 +67,15 @@ func TestWorkerProtocol(t *testing.T) {
 		}
 	}
 
+	// A worker failing its startup checks shows as unhealthy in /health.
+	tok3 := e.engine.RegisterWorker(ep, "w3")
+	if r := e.workerCall("GET", "/v2/"+ep+"/ping/w3"+q+"&status=unhealthy&check=cuda&reason=no+GPU", tok3, ""); r.status != 200 {
+		t.Fatalf("unhealthy ping = %d", r.status)
+	}
+	if h := e.do("GET", "/v2/"+ep+"/health", e.alice, "").json(t); fmt.Sprint(h["workers"]) != "map[idle:0 initializing:2 running:0 unhealthy:1]" {
+		t.Errorf("health workers = %v; want w1 and w2 initializing, w3 unhealthy", h["workers"])
+	}
+
 	// Nothing queued: 204 after the long poll.
 	if r := e.workerCall("GET", "/v2/"+ep+"/job-take/w1"+q, tok, ""); r.status != 204 {
 		t.Errorf("empty take = %d; want 204", r.status)

@@ -101,6 +101,7 @@ type workerState struct {
 	held         map[string]bool
 	stop         chan string // job ids the worker must stop
 	stopPod      bool
+	unhealthy    string // why the worker reported itself unhealthy; "" = healthy
 }
 
 // JobsConfig wires a Jobs engine.
@@ -420,7 +421,9 @@ func (js *Jobs) Purge(endpoint string) int {
 // Health is an endpoint's job and worker counts (spec 2.10).
 type Health struct {
 	InQueue, InProgress, Completed, Failed, Retried int64
-	Idle, Running, Initializing                     int
+	Idle, Running, Initializing, Unhealthy          int
+	// UnhealthyReasons are the reasons unhealthy workers gave, for operators.
+	UnhealthyReasons []string
 }
 
 // Health returns the endpoint's counts.
@@ -433,6 +436,9 @@ func (js *Jobs) Health(endpoint string) Health {
 	for _, w := range js.workers {
 		switch {
 		case w.endpoint != endpoint:
+		case w.unhealthy != "":
+			h.Unhealthy++
+			h.UnhealthyReasons = append(h.UnhealthyReasons, w.unhealthy)
 		case len(w.held) > 0:
 			h.Running++
 		case !w.polled:
@@ -743,12 +749,16 @@ func (js *Jobs) JobsToStop(ctx context.Context, worker string, wait time.Duratio
 	return nil
 }
 
-// Ping records a worker's heartbeat.
-func (js *Jobs) Ping(worker string) {
+// Ping records a worker's heartbeat. A non-empty unhealthy reason marks the worker unhealthy
+// (a RunPod worker that fails its startup checks pings status=unhealthy, then exits).
+func (js *Jobs) Ping(worker, unhealthy string) {
 	js.wmu.Lock()
 	defer js.wmu.Unlock()
 	if w, ok := js.workers[worker]; ok {
 		w.lastSeen = js.clock.Now()
+		if unhealthy != "" {
+			w.unhealthy = unhealthy
+		}
 	}
 }
 

@@ -352,7 +352,7 @@ func TestWorkerLost(t *testing.T) {
 	r.take("w1")
 	for range 3 {
 		r.clock.Advance(core.WorkerLostAfter - time.Second)
-		r.jobs.Ping("w1")
+		r.jobs.Ping("w1", "")
 		r.jobs.Tick(r.clock.Now())
 	}
 	if s := r.status(k.ID); s != core.InProgress {
