@@ -70,8 +70,7 @@ type Jobs struct {
 	workers map[string]*workerState // by worker id
 	tokens  map[string]string       // token -> worker id
 
-	cmu    sync.Mutex
-	counts map[string]*endpointCounts
+	counts sync.Map // endpoint -> *endpointCounts
 }
 
 type shard struct {
@@ -116,8 +115,7 @@ type JobsConfig struct {
 // NewJobs returns an engine with no jobs; call Recover to load stored ones.
 func NewJobs(c JobsConfig) *Jobs {
 	j := &Jobs{store: c.Store, dispatch: c.Dispatch, notify: c.Notify, clock: c.Clock, log: c.Log,
-		seed: maphash.MakeSeed(), workers: map[string]*workerState{}, tokens: map[string]string{},
-		counts: map[string]*endpointCounts{}}
+		seed: maphash.MakeSeed(), workers: map[string]*workerState{}, tokens: map[string]string{}}
 	if j.log == nil {
 		j.log = slog.Default()
 	}
@@ -132,14 +130,11 @@ func (js *Jobs) shard(id string) *shard {
 }
 
 func (js *Jobs) countsOf(endpoint string) *endpointCounts {
-	js.cmu.Lock()
-	defer js.cmu.Unlock()
-	c, ok := js.counts[endpoint]
-	if !ok {
-		c = &endpointCounts{}
-		js.counts[endpoint] = c
+	if c, ok := js.counts.Load(endpoint); ok {
+		return c.(*endpointCounts)
 	}
-	return c
+	c, _ := js.counts.LoadOrStore(endpoint, &endpointCounts{})
+	return c.(*endpointCounts)
 }
 
 // count moves a job between the per-endpoint counters when its state changes.
@@ -148,17 +143,20 @@ func (js *Jobs) count(endpoint string, from, to JobStatus) {
 		return
 	}
 	c := js.countsOf(endpoint)
-	for s, d := range map[JobStatus]int64{from: -1, to: +1} {
-		switch s {
-		case InQueue:
-			c.inQueue.Add(d)
-		case InProgress:
-			c.inProgress.Add(d)
-		case Completed:
-			c.completed.Add(d)
-		case Failed, TimedOut:
-			c.failed.Add(d)
-		}
+	c.add(from, -1)
+	c.add(to, +1)
+}
+
+func (c *endpointCounts) add(s JobStatus, d int64) {
+	switch s {
+	case InQueue:
+		c.inQueue.Add(d)
+	case InProgress:
+		c.inProgress.Add(d)
+	case Completed:
+		c.completed.Add(d)
+	case Failed, TimedOut:
+		c.failed.Add(d)
 	}
 }
 

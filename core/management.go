@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -42,6 +43,20 @@ type Management struct {
 	Templates TemplateStore
 	Catalog   *Catalog
 	Clock     Clock
+
+	// cache holds endpoints read or written through this Management (id -> Endpoint). Every
+	// endpoint change goes through it (the store is this process's alone), so it stays exact;
+	// job operations read their endpoint from it without touching the store.
+	cache sync.Map
+}
+
+func (m *Management) putEndpoint(ctx context.Context, e Endpoint) error {
+	if err := m.Endpoints.PutEndpoint(ctx, e); err != nil {
+		m.cache.Delete(e.ID)
+		return err
+	}
+	m.cache.Store(e.ID, e)
+	return nil
 }
 
 // NewID returns a random identifier of n characters from [a-z0-9].
@@ -122,7 +137,7 @@ func (m *Management) CreateEndpoint(ctx context.Context, owner string, d Endpoin
 	if !e.IdleTimeoutApplies() {
 		e.Workers.IdleTimeout = 0
 	}
-	if err := m.Endpoints.PutEndpoint(ctx, e); err != nil {
+	if err := m.putEndpoint(ctx, e); err != nil {
 		return Endpoint{}, Internal("storing the endpoint", err)
 	}
 	return e, nil
@@ -130,7 +145,16 @@ func (m *Management) CreateEndpoint(ctx context.Context, owner string, d Endpoin
 
 // GetEndpoint returns the caller's endpoint; another user's endpoint is not found.
 func (m *Management) GetEndpoint(ctx context.Context, owner, id string) (Endpoint, error) {
+	if c, ok := m.cache.Load(id); ok {
+		if e := c.(Endpoint); e.Owner == owner {
+			return e, nil
+		}
+		return Endpoint{}, Errorf(KindNotFound, "endpoint %q not found", id)
+	}
 	e, err := m.Endpoints.GetEndpoint(ctx, id)
+	if err == nil {
+		m.cache.Store(id, e)
+	}
 	if errors.Is(err, ErrNotFound) || (err == nil && e.Owner != owner) {
 		return Endpoint{}, Errorf(KindNotFound, "endpoint %q not found", id)
 	}
@@ -218,7 +242,7 @@ func (m *Management) UpdateEndpoint(ctx context.Context, owner, id string, p End
 		e.Workers.IdleTimeout = 0
 	}
 	e.UpdatedAt = m.Clock.Now().UTC()
-	if err := m.Endpoints.PutEndpoint(ctx, e); err != nil {
+	if err := m.putEndpoint(ctx, e); err != nil {
 		return Endpoint{}, Internal("storing the endpoint", err)
 	}
 	return e, nil
@@ -229,6 +253,7 @@ func (m *Management) DeleteEndpoint(ctx context.Context, owner, id string) error
 	if _, err := m.GetEndpoint(ctx, owner, id); err != nil {
 		return err
 	}
+	m.cache.Delete(id)
 	if err := m.Endpoints.DeleteEndpoint(ctx, id); err != nil && !errors.Is(err, ErrNotFound) {
 		return Internal("deleting the endpoint", err)
 	}
