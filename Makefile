@@ -22,6 +22,8 @@ test: ## run every test (race detector on), then the fuzz targets briefly
 fuzz: ## run each fuzz target for FUZZTIME (default 10s)
 	$(GO) test ./api -run '^$$' -fuzz '^FuzzCreateEndpoint$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./api -run '^$$' -fuzz '^FuzzUpdateEndpoint$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./worker -run '^$$' -fuzz '^FuzzDecodeJob$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./worker/echo -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime $(FUZZTIME)
 
 lint: ## gofmt and go vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '^oas/'))" || (gofmt -l $$(git ls-files '*.go' | grep -v '^oas/'); exit 1)

@@ -181,7 +181,7 @@ func decodeJob(b []byte) (*Job, error) {
 	var w struct {
 		ID       string          `json:"id"`
 		Input    json.RawMessage `json:"input"`
-		S3Config json.RawMessage `json:"s3_config"`
+		S3Config json.RawMessage `json:"s3Config"`
 	}
 	if err := json.Unmarshal(b, &w); err != nil {
 		return nil, fmt.Errorf("decoding the job: %w", err)
