@@ -13,7 +13,7 @@ import (
 // RunPod protocol — through the process pool's `images:` mapping, with the endpoint's env.
 func TestForeignWorker(t *testing.T) {
 	t.Parallel()
-	if _, err := os.Stat("/usr/bin/python3"); err != nil {
+	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 is not installed")
 	}
 	bin := buildGantry(t)
