@@ -17,9 +17,11 @@ import (
 )
 
 // JobStore persists jobs. PutJob with durable=true returns only once the write is synced (an
-// acknowledged /run job survives kill -9); durable=false may lose the write in a crash.
+// acknowledged /run job survives kill -9); durable=false may lose the write in a crash until
+// the next SyncJobs, which makes every earlier write durable.
 type JobStore interface {
 	PutJob(j *Job, input []byte, durable bool) error // input nil = keep the stored one
+	SyncJobs() error
 	GetJob(id string) (*Job, error)                  // ErrNotFound
 	Input(id string) ([]byte, error)                 // ErrNotFound
 	DeleteJob(id string) error
@@ -260,7 +262,7 @@ func (js *Jobs) Get(endpoint, id string, ttl time.Duration) (Job, error) {
 	}
 	if ttl > 0 {
 		j.ExpiresAt = js.clock.Now().Add(ttl)
-		js.persist(j, false)
+		js.persist(j)
 		js.schedule(j.ID, j.ExpiresAt, dlExpire)
 	}
 	onDisk := j.outputOnDisk
@@ -292,36 +294,46 @@ func (js *Jobs) Wait(ctx context.Context, endpoint, id string, wait time.Duratio
 	return js.Get(endpoint, id, 0)
 }
 
-// persist writes the job; durable only for async jobs' state changes that callers rely on.
-// Called with the shard locked.
-func (js *Jobs) persist(j *liveJob, durable bool) {
+// persist writes the job without waiting for the disk; called with the shard locked, so the
+// writes of one job land in order. Operations that must be durable call sync once unlocked.
+func (js *Jobs) persist(j *liveJob) {
+	rec := &j.Job
 	if j.outputOnDisk {
 		// The record in memory has no output; keep the stored one.
-		stored, err := js.store.GetJob(j.ID)
-		if err == nil {
-			rec := j.Job
-			rec.Output = stored.Output
-			if err := js.store.PutJob(&rec, nil, durable && !j.Sync); err != nil {
-				js.log.Error("storing job", "job", j.ID, "err", err)
-			}
-			return
+		if stored, err := js.store.GetJob(j.ID); err == nil {
+			cp := j.Job
+			cp.Output = stored.Output
+			rec = &cp
 		}
 	}
-	if err := js.store.PutJob(&j.Job, nil, durable && !j.Sync); err != nil {
+	if err := js.store.PutJob(rec, nil, false); err != nil {
 		js.log.Error("storing job", "job", j.ID, "err", err)
 	}
 }
 
+// sync makes the writes so far durable; the shared WAL sync groups concurrent callers.
+func (js *Jobs) sync(needed bool) error {
+	if !needed {
+		return nil
+	}
+	if err := js.store.SyncJobs(); err != nil {
+		js.log.Error("syncing jobs", "err", err)
+		return Internal("storing the job", err)
+	}
+	return nil
+}
+
 // end moves a job to a terminal state: retention starts, waiters wake, the webhook fires.
-// Called with the shard locked.
-func (js *Jobs) end(j *liveJob, ev Event, to JobStatus) {
+// Called with the shard locked; it reports whether the caller must sync once unlocked (every
+// job but a runsync one, whose client waits on the connection).
+func (js *Jobs) end(j *liveJob, ev Event, to JobStatus) (syncNeeded bool) {
 	from := j.Status
 	now := js.clock.Now()
 	j.Status = to
 	j.EndedAt = now
 	j.ExpiresAt = now.Add(j.Retention)
 	js.count(j.Endpoint, from, to)
-	js.persist(j, true)
+	js.persist(j)
 	if len(j.Output) > memOutput {
 		j.Output, j.outputOnDisk = nil, true
 	}
@@ -334,6 +346,7 @@ func (js *Jobs) end(j *liveJob, ev Event, to JobStatus) {
 	if j.Webhook != "" && js.notify != nil && (to == Completed || to == Failed || to == TimedOut) {
 		js.sendWebhook(j)
 	}
+	return !j.Sync
 }
 
 func signal(c chan struct{}) {
@@ -349,13 +362,15 @@ func (js *Jobs) Cancel(endpoint, id string) (Job, error) {
 	if err != nil {
 		return Job{}, err
 	}
-	defer sh.mu.Unlock()
 	to, err := Next(j.Status, EvCancel)
 	if err != nil {
+		sh.mu.Unlock()
 		return Job{}, err
 	}
-	js.end(j, EvCancel, to)
-	return j.Job, nil
+	needSync := js.end(j, EvCancel, to)
+	snap := j.Job
+	sh.mu.Unlock()
+	return snap, js.sync(needSync)
 }
 
 // Retry puts a FAILED or TIMED_OUT job back in the queue: same id, same input, output removed.
@@ -373,6 +388,9 @@ func (js *Jobs) Retry(endpoint, id string) (Job, error) {
 	js.countsOf(endpoint).retried.Add(1)
 	snap := j.Job
 	sh.mu.Unlock()
+	if err := js.sync(!snap.Sync); err != nil {
+		return Job{}, err
+	}
 	js.dispatch.Enqueue(endpoint, id)
 	return snap, nil
 }
@@ -394,25 +412,26 @@ func (js *Jobs) requeue(j *liveJob, to JobStatus) {
 		j.done = make(chan struct{})
 	default:
 	}
-	js.persist(j, true)
+	js.persist(j)
 	js.schedule(j.ID, j.ExpiresAt, dlExpire)
 }
 
 // Purge cancels every queued job of the endpoint; running jobs are not touched.
 func (js *Jobs) Purge(endpoint string) int {
-	n := 0
+	n, needSync := 0, false
 	for i := range js.shards {
 		sh := &js.shards[i]
 		sh.mu.Lock()
 		for _, j := range sh.jobs {
 			if j.Endpoint == endpoint && j.Status == InQueue {
 				j.Error = "purged from the queue"
-				js.end(j, EvPurge, Cancelled)
+				needSync = js.end(j, EvPurge, Cancelled) || needSync
 				n++
 			}
 		}
 		sh.mu.Unlock()
 	}
+	_ = js.sync(needSync) // logged; the purge itself has happened
 	return n
 }
 
@@ -456,7 +475,8 @@ func (js *Jobs) StreamPart(endpoint, worker, id string, part json.RawMessage) er
 	if err != nil {
 		return err
 	}
-	defer sh.mu.Unlock()
+	needSync := false
+	defer func() { sh.mu.Unlock(); _ = js.sync(needSync) }()
 	j.Streamed = true
 	for _, c := range SplitChunk(part, MaxStreamChunk) {
 		j.chunks = append(j.chunks, c)
@@ -464,7 +484,7 @@ func (js *Jobs) StreamPart(endpoint, worker, id string, part json.RawMessage) er
 	}
 	if j.chunkBytes > MaxStreamBacklog {
 		j.Error = fmt.Sprintf("the job streamed more than %d MB that no one read; read /stream while it runs", MaxStreamBacklog>>20)
-		js.end(j, EvFail, Failed)
+		needSync = js.end(j, EvFail, Failed)
 		return nil
 	}
 	signal(j.chunkSig)
@@ -638,7 +658,7 @@ func (js *Jobs) take(endpoint, worker, id string) (Taken, bool) {
 	j.WorkerID = worker
 	j.StartedAt = now
 	j.Output = nil
-	js.persist(j, false) // a take lost in a crash is taken again: the job runs at least once
+	js.persist(j) // a take lost in a crash is taken again: the job runs at least once
 	if j.TimeoutMs > 0 {
 		js.schedule(j.ID, now.Add(time.Duration(j.TimeoutMs)*time.Millisecond), dlTimeout)
 	}
@@ -690,7 +710,7 @@ func (js *Jobs) Done(endpoint, worker, id string, r Result) error {
 	if err != nil {
 		return err
 	}
-	defer sh.mu.Unlock()
+	needSync := false
 	if r.StopPod {
 		js.wmu.Lock()
 		if w, ok := js.workers[worker]; ok {
@@ -703,21 +723,22 @@ func (js *Jobs) Done(endpoint, worker, id string, r Result) error {
 		size := max(r.TooLarge, int64(len(r.Output)))
 		j.Output = nil
 		j.Error = fmt.Sprintf("the worker's result is %d bytes, over the %d MB limit; store large outputs elsewhere (e.g. s3Config) and return a reference", size, MaxResult>>20)
-		js.end(j, EvFail, Failed)
+		needSync = js.end(j, EvFail, Failed)
 	case r.Progress:
 		j.Output = r.Output
-		js.persist(j, false)
+		js.persist(j)
 	case r.Error != "":
 		j.Error = r.Error
 		if r.Output != nil {
 			j.Output = r.Output
 		}
-		js.end(j, EvFail, Failed)
+		needSync = js.end(j, EvFail, Failed)
 	default:
 		j.Output = r.Output
-		js.end(j, EvDone, Completed)
+		needSync = js.end(j, EvDone, Completed)
 	}
-	return nil
+	sh.mu.Unlock()
+	return js.sync(needSync) // the worker hears 200 only once the result is on disk
 }
 
 // JobsToStop waits up to wait for jobs the worker must stop (cancelled or timed out).
@@ -802,6 +823,7 @@ func (js *Jobs) loseWorker(worker string) {
 		endpoint := j.Endpoint
 		queued := j.Status == InQueue
 		sh.mu.Unlock()
+		_ = js.sync(true)
 		if queued {
 			js.dispatch.Enqueue(endpoint, id)
 		}
@@ -809,7 +831,7 @@ func (js *Jobs) loseWorker(worker string) {
 }
 
 // lostJob applies the worker-lost rule to one job; the shard is locked. The caller enqueues
-// the job if it went back IN_QUEUE.
+// the job if it went back IN_QUEUE, and syncs.
 func (js *Jobs) lostJob(j *liveJob) {
 	if j.Retries >= RetryBudget {
 		j.Error = fmt.Sprintf("the worker running the job was lost %d times; giving up", j.Retries+1)
@@ -857,6 +879,7 @@ func (js *Jobs) schedule(id string, at time.Time, kind deadlineKind) {
 // execution timeout become TIMED_OUT, and silent workers lose their jobs. Run it about every
 // quarter second; tests call it with an injected clock.
 func (js *Jobs) Tick(now time.Time) {
+	needSync := false
 	for {
 		js.dmu.Lock()
 		if len(js.deadlines) == 0 || js.deadlines[0].at.After(now) {
@@ -865,8 +888,9 @@ func (js *Jobs) Tick(now time.Time) {
 		}
 		d := heap.Pop(&js.deadlines).(deadline)
 		js.dmu.Unlock()
-		js.due(d, now)
+		needSync = js.due(d, now) || needSync
 	}
+	_ = js.sync(needSync)
 	js.wmu.Lock()
 	var lost []string
 	for id, w := range js.workers {
@@ -881,19 +905,20 @@ func (js *Jobs) Tick(now time.Time) {
 	}
 }
 
-// due handles one deadline; stale deadlines (the job moved on) are ignored.
-func (js *Jobs) due(d deadline, now time.Time) {
+// due handles one deadline; stale deadlines (the job moved on) are ignored. It reports
+// whether a sync is needed.
+func (js *Jobs) due(d deadline, now time.Time) bool {
 	sh := js.shard(d.id)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	j, ok := sh.jobs[d.id]
 	if !ok {
-		return
+		return false
 	}
 	switch d.kind {
 	case dlExpire:
 		if now.Before(j.ExpiresAt) {
-			return
+			return false
 		}
 		if j.Status == InProgress && j.WorkerID != "" {
 			js.release(j.WorkerID, j.ID, true)
@@ -909,9 +934,10 @@ func (js *Jobs) due(d deadline, now time.Time) {
 	case dlTimeout:
 		if j.Status == InProgress && !now.Before(j.StartedAt.Add(time.Duration(j.TimeoutMs)*time.Millisecond)) {
 			j.Error = fmt.Sprintf("the job ran longer than its execution timeout of %d ms", j.TimeoutMs)
-			js.end(j, EvTimeout, TimedOut)
+			return js.end(j, EvTimeout, TimedOut)
 		}
 	}
+	return false
 }
 
 // Run ticks every interval until ctx ends.
@@ -981,7 +1007,7 @@ func (js *Jobs) Recover() (queued, requeued int, err error) {
 			return queued, requeued, err
 		}
 	}
-	return queued, requeued, nil
+	return queued, requeued, js.sync(requeued > 0)
 }
 
 func cmpU(a, b uint64) int {

@@ -37,6 +37,12 @@ func (s *Store) PutJob(j *core.Job, input []byte, durable bool) error {
 	return b.Commit(opts)
 }
 
+// SyncJobs returns once every write made before it is on disk. Concurrent callers share one
+// WAL sync (Pebble's group commit).
+func (s *Store) SyncJobs() error {
+	return s.db.LogData(nil, pebble.Sync)
+}
+
 // GetJob reads a job record.
 func (s *Store) GetJob(id string) (*core.Job, error) {
 	val, closer, err := s.db.Get([]byte(jobPrefix + id))
