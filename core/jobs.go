@@ -22,8 +22,8 @@ import (
 type JobStore interface {
 	PutJob(j *Job, input []byte, durable bool) error // input nil = keep the stored one
 	SyncJobs() error
-	GetJob(id string) (*Job, error)                  // ErrNotFound
-	Input(id string) ([]byte, error)                 // ErrNotFound
+	GetJob(id string) (*Job, error)  // ErrNotFound
+	Input(id string) ([]byte, error) // ErrNotFound
 	DeleteJob(id string) error
 	ScanJobs(fn func(*Job)) error // every stored job, any order
 }
