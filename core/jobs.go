@@ -83,11 +83,38 @@ type shard struct {
 // liveJob is a job in memory, guarded by its shard's lock.
 type liveJob struct {
 	Job
-	outputOnDisk bool          // Output is in the store only
-	done         chan struct{} // closed when the job ends; replaced on retry
-	chunks       []json.RawMessage
-	chunkBytes   int
-	chunkSig     chan struct{} // signalled when a chunk arrives or the job ends
+	outputOnDisk bool // Output is in the store only
+	// done is closed when the job ends; made only when someone waits (most jobs never have a
+	// waiter, and a million queued jobs should not carry a million channels).
+	done       chan struct{}
+	chunks     []json.RawMessage
+	chunkBytes int
+	chunkSig   chan struct{} // signalled when a chunk arrives or the job ends; made by a reader
+}
+
+// ended returns a channel closed once the job ends. The shard is locked.
+func (j *liveJob) ended() <-chan struct{} {
+	if j.done == nil {
+		j.done = make(chan struct{})
+		if j.Status.Terminal() {
+			close(j.done)
+		}
+	}
+	return j.done
+}
+
+// wake closes the end channel and signals a stream reader, if there are any. The shard is locked.
+func (j *liveJob) wake() {
+	if j.done != nil {
+		select {
+		case <-j.done:
+		default:
+			close(j.done)
+		}
+	}
+	if j.chunkSig != nil {
+		signal(j.chunkSig)
+	}
 }
 
 type endpointCounts struct {
@@ -194,7 +221,7 @@ func (js *Jobs) Submit(ep *Endpoint, s Submission) (Job, error) {
 		TimeoutMs: cmpOr(s.Policy.ExecutionTimeoutMs, ep.TimeoutMs),
 		Seq:       js.seq.Add(1), CreatedAt: now, QueuedAt: now,
 		Retention: RunRetention,
-	}, done: make(chan struct{}), chunkSig: make(chan struct{}, 1)}
+	}}
 	if s.Sync {
 		j.Retention = RunSyncRetention
 		if s.Wait >= LongWait {
@@ -282,7 +309,7 @@ func (js *Jobs) Wait(ctx context.Context, endpoint, id string, wait time.Duratio
 	if err != nil {
 		return Job{}, err
 	}
-	done := j.done
+	done := j.ended()
 	sh.mu.Unlock()
 	t := time.NewTimer(wait)
 	defer t.Stop()
@@ -337,8 +364,7 @@ func (js *Jobs) end(j *liveJob, ev Event, to JobStatus) (syncNeeded bool) {
 	if len(j.Output) > memOutput {
 		j.Output, j.outputOnDisk = nil, true
 	}
-	close(j.done)
-	signal(j.chunkSig)
+	j.wake()
 	js.schedule(j.ID, j.ExpiresAt, dlExpire)
 	if j.WorkerID != "" {
 		js.release(j.WorkerID, j.ID, from == InProgress && (ev == EvCancel || ev == EvTimeout))
@@ -407,10 +433,12 @@ func (js *Jobs) requeue(j *liveJob, to JobStatus) {
 	j.QueuedAt, j.StartedAt, j.EndedAt = now, time.Time{}, time.Time{}
 	j.ExpiresAt = now.Add(js.ttl(&j.Job))
 	j.chunks, j.chunkBytes = nil, 0
-	select {
-	case <-j.done:
-		j.done = make(chan struct{})
-	default:
+	if j.done != nil {
+		select {
+		case <-j.done:
+			j.done = nil // a new run: a new end
+		default:
+		}
 	}
 	js.persist(j)
 	js.schedule(j.ID, j.ExpiresAt, dlExpire)
@@ -487,7 +515,9 @@ func (js *Jobs) StreamPart(endpoint, worker, id string, part json.RawMessage) er
 		needSync = js.end(j, EvFail, Failed)
 		return nil
 	}
-	signal(j.chunkSig)
+	if j.chunkSig != nil {
+		signal(j.chunkSig)
+	}
 	return nil
 }
 
@@ -507,6 +537,9 @@ func (js *Jobs) ReadStream(ctx context.Context, endpoint, id string, wait time.D
 			snap := j.Job
 			sh.mu.Unlock()
 			return snap, chunks, nil
+		}
+		if j.chunkSig == nil {
+			j.chunkSig = make(chan struct{}, 1)
 		}
 		sig := j.chunkSig
 		sh.mu.Unlock()
@@ -926,7 +959,7 @@ func (js *Jobs) due(d deadline, now time.Time) bool {
 		js.count(j.Endpoint, j.Status, "")
 		delete(sh.jobs, d.id)
 		if !j.Status.Terminal() {
-			close(j.done)
+			j.wake() // waiters of a job that expired before it ended
 		}
 		if err := js.store.DeleteJob(d.id); err != nil {
 			js.log.Error("deleting an expired job", "job", d.id, "err", err)
@@ -961,7 +994,7 @@ func (js *Jobs) Recover() (queued, requeued int, err error) {
 	now := js.clock.Now()
 	var all []*liveJob
 	err = js.store.ScanJobs(func(j *Job) {
-		all = append(all, &liveJob{Job: *j, done: make(chan struct{}), chunkSig: make(chan struct{}, 1)})
+		all = append(all, &liveJob{Job: *j})
 	})
 	if err != nil {
 		return 0, 0, fmt.Errorf("reading stored jobs: %w", err)
@@ -992,8 +1025,6 @@ func (js *Jobs) Recover() (queued, requeued int, err error) {
 			}
 		case InQueue:
 			queued++
-		default:
-			close(j.done)
 		}
 		js.schedule(j.ID, j.ExpiresAt, dlExpire)
 		status, endpoint := j.Status, j.Endpoint
