@@ -152,30 +152,14 @@ func (r response) errors(t *testing.T) []string {
 	return p.Errors
 }
 
-// do sends a request with the given Authorization header value ("" = none).
+// do sends a request with the given Authorization header value ("" = none) and a JSON body.
 func (e *env) do(method, path, auth, body string) response {
 	e.t.Helper()
-	var rd io.Reader
+	ctype := ""
 	if body != "" {
-		rd = strings.NewReader(body)
+		ctype = "application/json"
 	}
-	req, err := http.NewRequest(method, e.srv.URL+path, rd)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
-	resp, err := e.srv.Client().Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return response{status: resp.StatusCode, header: resp.Header, body: string(b)}
+	return e.doRaw(method, path, auth, ctype, body)
 }
 
 // as sends a request with a bearer key.

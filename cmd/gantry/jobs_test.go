@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -48,26 +47,13 @@ type jobView struct {
 	} `json:"stream"`
 }
 
+// jobCall sends a job request with the bare key, as RunPod's examples do.
 func jobCall(t *testing.T, method, url, key, body string) (int, jobView) {
 	t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, _ := http.NewRequest(method, url, rd)
-	req.Header.Set("Authorization", key) // bare, as RunPod's examples send it
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	code, _, b := send(t, method, url, key, body)
 	var v jobView
-	b, _ := io.ReadAll(resp.Body)
 	_ = json.Unmarshal(b, &v)
-	return resp.StatusCode, v
+	return code, v
 }
 
 // waitStatus polls status until the job reaches want or the deadline passes.
@@ -170,7 +156,7 @@ func TestJobsEndToEnd(t *testing.T) {
 		queued = append(queued, q.ID)
 	}
 	var purge struct{ Removed int }
-	resp, _ := postJSON(s.base+"/v2/"+ep+"/purge-queue", key)
+	_, _, resp := send(t, "POST", s.base+"/v2/"+ep+"/purge-queue", key, "")
 	_ = json.Unmarshal(resp, &purge)
 	if purge.Removed != 3 {
 		t.Errorf("purge removed %d; want 3", purge.Removed)
@@ -181,7 +167,7 @@ func TestJobsEndToEnd(t *testing.T) {
 		Jobs    map[string]int
 		Workers map[string]int
 	}
-	hb, _ := getJSON(v2+"/health", key)
+	_, _, hb := send(t, "GET", v2+"/health", key, "")
 	_ = json.Unmarshal(hb, &health)
 	if health.Jobs["completed"] < 4 || health.Jobs["failed"] < 2 || health.Jobs["retried"] != 1 || health.Jobs["inQueue"] != 0 ||
 		health.Workers["idle"]+health.Workers["running"] < 1 {
@@ -191,28 +177,6 @@ func TestJobsEndToEnd(t *testing.T) {
 		t.Errorf("unknown job = %d; want 404", code)
 	}
 	s.stop(t)
-}
-
-func postJSON(url, key string) ([]byte, error) {
-	req, _ := http.NewRequest("POST", url, nil)
-	req.Header.Set("Authorization", key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	return io.ReadAll(resp.Body)
-}
-
-func getJSON(url, key string) ([]byte, error) {
-	req, _ := http.NewRequest("GET", url, nil)
-	req.Header.Set("Authorization", key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	return io.ReadAll(resp.Body)
 }
 
 // TestCrashLosesNoAcknowledgedJob submits a burst, kills the server with SIGKILL in the middle,

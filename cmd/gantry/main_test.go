@@ -81,11 +81,13 @@ func (s *started) stop(t *testing.T) {
 	}
 }
 
-func call(t *testing.T, method, url, key, body string) (int, string) {
+// send makes one request. auth is the Authorization header as sent ("" = none); a non-empty
+// body goes as JSON.
+func send(t *testing.T, method, url, auth, body string) (int, http.Header, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
 	}
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
@@ -96,20 +98,14 @@ func call(t *testing.T, method, url, key, body string) (int, string) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return resp.StatusCode, resp.Header, b
 }
 
-func callH(t *testing.T, method, url, key string) (int, string, http.Header) {
+// call sends a management request with a bearer key.
+func call(t *testing.T, method, url, key, body string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, url, nil)
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), resp.Header
+	code, _, b := send(t, method, url, "Bearer "+key, body)
+	return code, string(b)
 }
 
 // TestServeEndToEnd runs the binary as a user would: serve, issue a key while it runs, create an
@@ -181,7 +177,7 @@ func TestServeFlagsAndConfig(t *testing.T) {
 	if code != 200 || !strings.Contains(body, `"pool":"a100"`) || !strings.Contains(body, `"cudaVersions":["12.4"]`) {
 		t.Errorf("catalog = %d %s; want the configured pool", code, body)
 	}
-	code, _, h := callH(t, "GET", s.base+"/v2/serverless", key)
+	code, h, _ := send(t, "GET", s.base+"/v2/serverless", "Bearer "+key, "")
 	if code != 200 || !strings.HasPrefix(h.Get("RateLimit-Policy"), `"minute";q=2;w=60, "hour";q=20000;w=3600`) {
 		t.Errorf("second request = %d, RateLimit-Policy %q; want 200 with the flag's minute quota and the default hour quota", code, h.Get("RateLimit-Policy"))
 	}

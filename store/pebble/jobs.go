@@ -2,7 +2,6 @@ package pebble
 
 import (
 	"encoding/json"
-	"errors"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -45,29 +44,13 @@ func (s *Store) SyncJobs() error {
 
 // GetJob reads a job record.
 func (s *Store) GetJob(id string) (*core.Job, error) {
-	val, closer, err := s.db.Get([]byte(jobPrefix + id))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, core.ErrNotFound
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer closer.Close()
 	var j core.Job
-	return &j, json.Unmarshal(val, &j)
+	return &j, s.getJSON([]byte(jobPrefix+id), &j)
 }
 
 // Input reads a job's input.
 func (s *Store) Input(id string) ([]byte, error) {
-	val, closer, err := s.db.Get([]byte(inputPrefix + id))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, core.ErrNotFound
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer closer.Close()
-	return append([]byte(nil), val...), nil
+	return s.getBytes([]byte(inputPrefix + id))
 }
 
 // DeleteJob removes a job and its input. Not synced: a delete lost in a crash is redone when
@@ -82,19 +65,7 @@ func (s *Store) DeleteJob(id string) error {
 
 // ScanJobs calls fn for every stored job record.
 func (s *Store) ScanJobs(fn func(*core.Job)) error {
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(jobPrefix), UpperBound: []byte("job0")})
-	if err != nil {
-		return err
-	}
-	defer it.Close()
-	for ok := it.First(); ok; ok = it.Next() {
-		var j core.Job
-		if err := json.Unmarshal(it.Value(), &j); err != nil {
-			return err
-		}
-		fn(&j)
-	}
-	return it.Error()
+	return scan(s, jobPrefix, func(j *core.Job) error { fn(j); return nil })
 }
 
 var _ core.JobStore = (*Store)(nil)

@@ -93,15 +93,54 @@ func (s *Store) put(f family, id, owner string, created time.Time, v any, old fu
 
 func get[T any](s *Store, f family, id string) (T, error) {
 	var v T
-	val, closer, err := s.db.Get(f.key(id))
+	return v, s.getJSON(f.key(id), &v)
+}
+
+// getBytes returns a copy of the value at key, or core.ErrNotFound.
+func (s *Store) getBytes(key []byte) ([]byte, error) {
+	val, closer, err := s.db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
-		return v, core.ErrNotFound
+		return nil, core.ErrNotFound
 	}
 	if err != nil {
-		return v, err
+		return nil, err
 	}
 	defer closer.Close()
-	return v, json.Unmarshal(val, &v)
+	return append([]byte(nil), val...), nil
+}
+
+// getJSON decodes the value at key into v, or returns core.ErrNotFound.
+func (s *Store) getJSON(key []byte, v any) error {
+	val, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return core.ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	return json.Unmarshal(val, v)
+}
+
+// scan decodes every value under prefix (a prefix ending in '/') and calls fn with it.
+func scan[T any](s *Store, prefix string, fn func(*T) error) error {
+	upper := []byte(prefix)
+	upper[len(upper)-1]++ // the first key past the prefix
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: upper})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		var v T
+		if err := json.Unmarshal(it.Value(), &v); err != nil {
+			return err
+		}
+		if err := fn(&v); err != nil {
+			return err
+		}
+	}
+	return it.Error()
 }
 
 func list[T any](s *Store, f family, owner, cursor string, limit int) ([]T, string, error) {
@@ -217,19 +256,5 @@ var (
 
 // ScanEndpoints calls fn for every endpoint of every owner.
 func (s *Store) ScanEndpoints(_ context.Context, fn func(core.Endpoint) error) error {
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(endpoints.primary), UpperBound: []byte("ep0")})
-	if err != nil {
-		return err
-	}
-	defer it.Close()
-	for ok := it.First(); ok; ok = it.Next() {
-		var e core.Endpoint
-		if err := json.Unmarshal(it.Value(), &e); err != nil {
-			return err
-		}
-		if err := fn(e); err != nil {
-			return err
-		}
-	}
-	return it.Error()
+	return scan(s, endpoints.primary, func(e *core.Endpoint) error { return fn(*e) })
 }

@@ -1,0 +1,87 @@
+package pebble_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/store/pebble"
+)
+
+func TestJobStore(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	st, err := pebble.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	j := &core.Job{ID: "j1", Endpoint: "ep", Status: core.InQueue, CreatedAt: at, Seq: 7}
+	if err := st.PutJob(j, []byte(`{"b":1,"a":2}`), true); err != nil {
+		t.Fatal(err)
+	}
+	j.Status, j.Output = core.Completed, json.RawMessage(`"out"`)
+	if err := st.PutJob(j, nil, false); err != nil { // nil input keeps the stored one
+		t.Fatal(err)
+	}
+	if err := st.SyncJobs(); err != nil {
+		t.Fatal(err)
+	}
+	if in, err := st.Input("j1"); err != nil || string(in) != `{"b":1,"a":2}` {
+		t.Errorf("Input = %s, %v; want the input byte for byte", in, err)
+	}
+	st.Close()
+
+	st, err = pebble.Open(dir) // what was synced survives
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	got, err := st.GetJob("j1")
+	if err != nil || got.Status != core.Completed || string(got.Output) != `"out"` || !got.CreatedAt.Equal(at) || got.Seq != 7 {
+		t.Errorf("GetJob after reopen = %+v, %v", got, err)
+	}
+	_ = st.PutJob(&core.Job{ID: "j2"}, []byte(`{}`), false)
+	var ids []string
+	if err := st.ScanJobs(func(j *core.Job) { ids = append(ids, j.ID) }); err != nil || !slices.Equal(ids, []string{"j1", "j2"}) {
+		t.Errorf("ScanJobs = %v, %v; want [j1 j2]", ids, err)
+	}
+	if err := st.DeleteJob("j1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.GetJob("j1"); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("GetJob after delete = %v; want ErrNotFound", err)
+	}
+	if _, err := st.Input("j1"); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("Input after delete = %v; want ErrNotFound", err)
+	}
+}
+
+func TestScanEndpoints(t *testing.T) {
+	t.Parallel()
+	st, err := pebble.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	for _, e := range []core.Endpoint{{ID: "a", Owner: "alice"}, {ID: "b", Owner: "bob"}} {
+		if err := st.PutEndpoint(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = st.PutTemplate(ctx, core.Template{ID: "t", Owner: "alice"}) // not an endpoint
+	var ids []string
+	err = st.ScanEndpoints(ctx, func(e core.Endpoint) error { ids = append(ids, e.ID+"/"+e.Owner); return nil })
+	if err != nil || !slices.Equal(ids, []string{"a/alice", "b/bob"}) {
+		t.Errorf("ScanEndpoints = %v, %v; want every owner's endpoints and nothing else", ids, err)
+	}
+	stop := errors.New("stop")
+	if err := st.ScanEndpoints(ctx, func(core.Endpoint) error { return stop }); !errors.Is(err, stop) {
+		t.Errorf("ScanEndpoints did not return fn's error: %v", err)
+	}
+}
