@@ -109,9 +109,6 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		if op == "runJob" || op == "runSyncJob" {
-			r = r.WithContext(context.WithValue(r.Context(), rawBodyKey{}, body))
-		}
 	}
 	a.oas.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), writerKey{}, w)))
 }

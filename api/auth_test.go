@@ -123,6 +123,10 @@ func TestGoldenErrors(t *testing.T) {
 			`{"title":"Not Found","status":404,"detail":"job \"nope\" not found (unknown, or its result expired)","error":"job \"nope\" not found (unknown, or its result expired)"}`},
 		{"422 job parameter", "POST", "/v2/" + id + "/runsync?wait=999", e.alice, "application/json", `{"input":{}}`, 422,
 			`{"title":"Unprocessable Entity","status":422,"detail":"query.wait: must be at least 1000 (got 999)","errors":["query.wait: must be at least 1000 (got 999)"],"error":"query.wait: must be at least 1000 (got 999)"}`},
+		{"422 input not an object", "POST", "/v2/" + id + "/run", e.alice, "application/json", `{"input":[1,2]}`, 422,
+			`{"title":"Unprocessable Entity","status":422,"detail":"$.input: must be a JSON object","errors":["$.input: must be a JSON object"],"error":"$.input: must be a JSON object"}`},
+		{"422 input missing", "POST", "/v2/" + id + "/run", e.alice, "application/json", `{"webhook":"http://x"}`, 422,
+			`{"title":"Unprocessable Entity","status":422,"detail":"$.input: is required","errors":["$.input: is required"],"error":"$.input: is required"}`},
 		{"422 job body", "POST", "/v2/" + id + "/run", e.alice, "application/json", `{"inputs":{}}`, 422,
 			`{"title":"Unprocessable Entity","status":422,"detail":"$.inputs: unknown property","errors":["$.inputs: unknown property"],"error":"$.inputs: unknown property"}`},
 	}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/url"
@@ -18,30 +19,6 @@ const (
 	DefaultTakeWait = 30 * time.Second // job-take and job-stop hold this long before 204
 	StreamWait      = 2 * time.Second  // /stream holds this long for a chunk while the job runs
 )
-
-// rawBodyKey carries the request body the front read, so job inputs are stored byte for byte
-// (the generated decoder has validated them).
-type rawBodyKey struct{}
-
-// rawFields returns the raw JSON of the named top-level fields of body.
-func rawFields(body []byte, names ...string) map[string][]byte {
-	out := map[string][]byte{}
-	d := jx.DecodeBytes(body)
-	_ = d.ObjBytes(func(d *jx.Decoder, k []byte) error {
-		for _, n := range names {
-			if string(k) == n {
-				raw, err := d.Raw()
-				if err != nil {
-					return err
-				}
-				out[n] = append([]byte(nil), raw...)
-				return nil
-			}
-		}
-		return d.Skip()
-	})
-	return out
-}
 
 // jobEndpoint resolves the endpoint of a job operation for the caller: another user's endpoint
 // is not found; a jobs key limited to other endpoints is forbidden.
@@ -65,11 +42,15 @@ func (h *handler) submit(ctx context.Context, req *oas.JobRequest, endpointID st
 	if err != nil {
 		return core.Job{}, err
 	}
-	body, _ := ctx.Value(rawBodyKey{}).([]byte)
-	raw := rawFields(body, "input", "s3Config")
-	s := core.Submission{Input: raw["input"], S3Config: raw["s3Config"], Sync: sync, Wait: wait}
-	if s.Input == nil {
-		s.Input = []byte(`{}`)
+	// input is kept byte for byte (x-ogen-type RawMessage), so its object type is checked here.
+	if in := bytes.TrimSpace(req.Input); len(in) == 0 || in[0] != '{' {
+		return core.Job{}, core.Invalid(core.FieldError{Path: "$.input", Message: "must be a JSON object"})
+	}
+	s := core.Submission{Input: req.Input, Sync: sync, Wait: wait}
+	if s3, ok := req.S3Config.Get(); ok {
+		e := jx.Encoder{}
+		s3.Encode(&e)
+		s.S3Config = e.Bytes()
 	}
 	if u, ok := req.Webhook.Get(); ok {
 		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {

@@ -3,6 +3,7 @@
 package oas
 
 import (
+	json2 "encoding/json"
 	"math/bits"
 	"strconv"
 
@@ -3522,7 +3523,7 @@ func (s *JobRequest) Encode(e *jx.Encoder) {
 func (s *JobRequest) encodeFields(e *jx.Encoder) {
 	{
 		e.FieldStart("input")
-		s.Input.Encode(e)
+		json.EncodeJSON(e, s.Input)
 	}
 	{
 		if s.Webhook.Set {
@@ -3563,7 +3564,9 @@ func (s *JobRequest) Decode(d *jx.Decoder) error {
 		case "input":
 			requiredBitSet[0] |= 1 << 0
 			if err := func() error {
-				if err := s.Input.Decode(d); err != nil {
+				v, err := json.DecodeJSON[json2.RawMessage](d)
+				s.Input = v
+				if err != nil {
 					return err
 				}
 				return nil
@@ -3652,64 +3655,6 @@ func (s *JobRequest) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON implements stdjson.Unmarshaler.
 func (s *JobRequest) UnmarshalJSON(data []byte) error {
-	d := jx.DecodeBytes(data)
-	return s.Decode(d)
-}
-
-// Encode implements json.Marshaler.
-func (s JobRequestInput) Encode(e *jx.Encoder) {
-	e.ObjStart()
-	s.encodeFields(e)
-	e.ObjEnd()
-}
-
-// encodeFields implements json.Marshaler.
-func (s JobRequestInput) encodeFields(e *jx.Encoder) {
-	for k, elem := range s {
-		e.FieldStart(k)
-
-		if len(elem) != 0 {
-			e.Raw(elem)
-		}
-	}
-}
-
-// Decode decodes JobRequestInput from json.
-func (s *JobRequestInput) Decode(d *jx.Decoder) error {
-	if s == nil {
-		return errors.New("invalid: unable to decode JobRequestInput to nil")
-	}
-	m := s.init()
-	if err := d.ObjBytes(func(d *jx.Decoder, k []byte) error {
-		var elem jx.Raw
-		if err := func() error {
-			v, err := d.RawAppend(nil)
-			elem = jx.Raw(v)
-			if err != nil {
-				return err
-			}
-			return nil
-		}(); err != nil {
-			return errors.Wrapf(err, "decode field %q", k)
-		}
-		m[string(k)] = elem
-		return nil
-	}); err != nil {
-		return errors.Wrap(err, "decode JobRequestInput")
-	}
-
-	return nil
-}
-
-// MarshalJSON implements stdjson.Marshaler.
-func (s JobRequestInput) MarshalJSON() ([]byte, error) {
-	e := jx.Encoder{}
-	s.Encode(&e)
-	return e.Bytes(), nil
-}
-
-// UnmarshalJSON implements stdjson.Unmarshaler.
-func (s *JobRequestInput) UnmarshalJSON(data []byte) error {
 	d := jx.DecodeBytes(data)
 	return s.Decode(d)
 }

@@ -3,6 +3,7 @@
 package oas
 
 import (
+	json2 "encoding/json"
 	"time"
 
 	"github.com/go-faster/errors"
@@ -1821,8 +1822,8 @@ func (s *JobPolicy) SetTTL(val OptInt64) {
 
 // Ref: #/components/schemas/JobRequest
 type JobRequest struct {
-	// Handler-defined input.
-	Input JobRequestInput `json:"input"`
+	// Handler-defined input, kept byte for byte.
+	Input json2.RawMessage `json:"input"`
 	// POSTed the final job once it ends.
 	Webhook  OptString    `json:"webhook"`
 	Policy   OptJobPolicy `json:"policy"`
@@ -1830,7 +1831,7 @@ type JobRequest struct {
 }
 
 // GetInput returns the value of Input.
-func (s *JobRequest) GetInput() JobRequestInput {
+func (s *JobRequest) GetInput() json2.RawMessage {
 	return s.Input
 }
 
@@ -1850,7 +1851,7 @@ func (s *JobRequest) GetS3Config() OptS3Config {
 }
 
 // SetInput sets the value of Input.
-func (s *JobRequest) SetInput(val JobRequestInput) {
+func (s *JobRequest) SetInput(val json2.RawMessage) {
 	s.Input = val
 }
 
@@ -1867,18 +1868,6 @@ func (s *JobRequest) SetPolicy(val OptJobPolicy) {
 // SetS3Config sets the value of S3Config.
 func (s *JobRequest) SetS3Config(val OptS3Config) {
 	s.S3Config = val
-}
-
-// Handler-defined input.
-type JobRequestInput map[string]jx.Raw
-
-func (s *JobRequestInput) init() JobRequestInput {
-	m := *s
-	if m == nil {
-		m = map[string]jx.Raw{}
-		*s = m
-	}
-	return m
 }
 
 // Ref: #/components/schemas/JobStatus
