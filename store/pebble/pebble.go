@@ -26,7 +26,17 @@ type Store struct {
 
 // Open opens (creating if needed) the store in dir. Only one process may hold it open.
 func Open(dir string) (*Store, error) {
-	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}})
+	db, err := pebble.Open(dir, &pebble.Options{
+		Logger: quietLogger{},
+		// A job queue writes far more than it reads: larger memtables and a higher L0 stop
+		// threshold keep bursts of submissions from stalling on compactions (each memtable is
+		// 32 MB; at most four wait to flush).
+		MemTableSize:                32 << 20,
+		MemTableStopWritesThreshold: 4,
+		L0CompactionThreshold:       4,
+		L0StopWritesThreshold:       64,
+		LBaseMaxBytes:               256 << 20,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("opening the store in %s: %w", dir, err)
 	}
