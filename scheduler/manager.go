@@ -53,6 +53,9 @@ type Manager struct {
 	GPU string
 	Log *slog.Logger
 
+	pending sync.Map // endpoint -> true while a Demand lookup runs
+	quiet   sync.Map // endpoint -> time.Time until which Demand does nothing
+
 	mu      sync.Mutex
 	running map[string]map[string]Worker // endpoint -> worker id -> worker
 	wg      sync.WaitGroup
@@ -65,18 +68,33 @@ func (m *Manager) count(endpoint string) int {
 	return len(m.running[endpoint])
 }
 
+// demandCooldown is how long Demand stays quiet for an endpoint after a demand that started
+// nothing (workers.max 0, or a launch that failed); the reconcile loop covers that endpoint
+// meanwhile.
+const demandCooldown = time.Second
+
 // Demand starts a worker for the endpoint if it has none: the first job must not wait for a
-// reconcile tick. It does not block the caller.
+// reconcile tick. It is called for every enqueued job, so it costs almost nothing when there
+// is nothing to do: at most one lookup per endpoint is in flight, and none during a cooldown.
 func (m *Manager) Demand(endpoint string) {
 	if m.count(endpoint) > 0 {
 		return
 	}
+	if until, ok := m.quiet.Load(endpoint); ok && time.Now().Before(until.(time.Time)) {
+		return
+	}
+	if _, busy := m.pending.LoadOrStore(endpoint, true); busy {
+		return
+	}
 	go func() {
+		defer m.pending.Delete(endpoint)
 		ep, err := m.Endpoints.GetEndpoint(context.Background(), endpoint)
-		if err != nil {
-			return
+		if err == nil {
+			m.ensure(ep, 1)
 		}
-		m.ensure(ep, 1)
+		if m.count(endpoint) == 0 {
+			m.quiet.Store(endpoint, time.Now().Add(demandCooldown))
+		}
 	}()
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,7 +49,16 @@ func (l *fakeLauncher) count() int { l.mu.Lock(); defer l.mu.Unlock(); return le
 
 type endpoints map[string]core.Endpoint
 
+var lookupCount sync.Map // endpoint id -> *atomic.Int64
+
+func (e endpoints) lookups(id string) int64 {
+	v, _ := lookupCount.LoadOrStore(id, new(atomic.Int64))
+	return v.(*atomic.Int64).Load()
+}
+
 func (e endpoints) GetEndpoint(_ context.Context, id string) (core.Endpoint, error) {
+	v, _ := lookupCount.LoadOrStore(id, new(atomic.Int64))
+	v.(*atomic.Int64).Add(1)
 	ep, ok := e[id]
 	if !ok {
 		return core.Endpoint{}, core.ErrNotFound
@@ -122,7 +132,9 @@ func TestManagerDemandAndExit(t *testing.T) {
 		"ep0": {ID: "ep0", Type: core.TypeQueue, Container: core.Container{Image: "i"}, Workers: core.Workers{Min: 0, Max: 0}}}
 	l := &fakeLauncher{}
 	m := newManager(eps, l)
-	m.Demand("ep0") // max 0: never started
+	for range 1000 {
+		m.Demand("ep0") // max 0: never started, and looked up at most once
+	}
 	m.Demand("ep1")
 	deadline := time.Now().Add(5 * time.Second)
 	for l.count() < 1 && time.Now().Before(deadline) {
@@ -130,6 +142,9 @@ func TestManagerDemandAndExit(t *testing.T) {
 	}
 	if l.count() != 1 || l.specs[0].Endpoint != "ep1" {
 		t.Fatalf("after demand: %d workers %v; want one for ep1", l.count(), l.specs)
+	}
+	if n := eps.lookups("ep0"); n > 1 {
+		t.Errorf("1000 demands for an endpoint with workers.max 0 looked it up %d times; want at most 1", n)
 	}
 	// The worker exits: the next demand starts another.
 	l.workers[0].Stop()
