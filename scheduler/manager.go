@@ -80,10 +80,18 @@ func (m *Manager) Demand(endpoint string) {
 	if m.count(endpoint) > 0 {
 		return
 	}
-	if until, ok := m.quiet.Load(endpoint); ok && time.Now().Before(until.(time.Time)) {
+	quiet := func() bool {
+		until, ok := m.quiet.Load(endpoint)
+		return ok && time.Now().Before(until.(time.Time))
+	}
+	if quiet() {
 		return
 	}
 	if _, busy := m.pending.LoadOrStore(endpoint, true); busy {
+		return
+	}
+	if quiet() { // a lookup that just finished may have started the cooldown
+		m.pending.Delete(endpoint)
 		return
 	}
 	go func() {

@@ -128,12 +128,13 @@ func TestManagerStartsMinimumWithProtocolEnv(t *testing.T) {
 
 func TestManagerDemandAndExit(t *testing.T) {
 	t.Parallel()
+	ep0 := "ep0-" + core.NewID(8) // the lookup counter is per endpoint id
 	eps := endpoints{"ep1": {ID: "ep1", Type: core.TypeQueue, Container: core.Container{Image: "i"}, Workers: core.Workers{Min: 0, Max: 1}},
-		"ep0": {ID: "ep0", Type: core.TypeQueue, Container: core.Container{Image: "i"}, Workers: core.Workers{Min: 0, Max: 0}}}
+		ep0: {ID: ep0, Type: core.TypeQueue, Container: core.Container{Image: "i"}, Workers: core.Workers{Min: 0, Max: 0}}}
 	l := &fakeLauncher{}
 	m := newManager(eps, l)
 	for range 1000 {
-		m.Demand("ep0") // max 0: never started, and looked up at most once
+		m.Demand(ep0) // max 0: never started, and looked up at most once
 	}
 	m.Demand("ep1")
 	deadline := time.Now().Add(5 * time.Second)
@@ -143,7 +144,7 @@ func TestManagerDemandAndExit(t *testing.T) {
 	if l.count() != 1 || l.specs[0].Endpoint != "ep1" {
 		t.Fatalf("after demand: %d workers %v; want one for ep1", l.count(), l.specs)
 	}
-	if n := eps.lookups("ep0"); n > 1 {
+	if n := eps.lookups(ep0); n > 1 {
 		t.Errorf("1000 demands for an endpoint with workers.max 0 looked it up %d times; want at most 1", n)
 	}
 	// The worker exits: the next demand starts another.

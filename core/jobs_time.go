@@ -1,0 +1,193 @@
+package core
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+type deadlineKind uint8
+
+const (
+	dlExpire deadlineKind = iota
+	dlTimeout
+)
+
+// deadline is when something may be due for a job; stale ones (the job moved on) are skipped.
+type deadline struct {
+	at   int64 // Unix nanoseconds
+	id   string
+	kind deadlineKind
+}
+
+type deadlineHeap []deadline
+
+func (h deadlineHeap) Len() int           { return len(h) }
+func (h deadlineHeap) Less(i, k int) bool { return h[i].at < h[k].at }
+func (h deadlineHeap) Swap(i, k int)      { h[i], h[k] = h[k], h[i] }
+func (h *deadlineHeap) Push(x any)        { *h = append(*h, x.(deadline)) }
+func (h *deadlineHeap) Pop() any {
+	old := *h
+	d := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return d
+}
+
+func (js *Jobs) schedule(id string, at time.Time, kind deadlineKind) {
+	js.dmu.Lock()
+	heap.Push(&js.deadlines, deadline{at: at.UnixNano(), id: id, kind: kind})
+	js.dmu.Unlock()
+}
+
+// Tick applies everything due at now: expired jobs are removed, running jobs past their
+// execution timeout become TIMED_OUT, and silent workers lose their jobs. Run it about every
+// quarter second; tests call it with an injected clock.
+func (js *Jobs) Tick(now time.Time) {
+	needSync := false
+	for {
+		js.dmu.Lock()
+		if len(js.deadlines) == 0 || js.deadlines[0].at > now.UnixNano() {
+			js.dmu.Unlock()
+			break
+		}
+		d := heap.Pop(&js.deadlines).(deadline)
+		js.dmu.Unlock()
+		needSync = js.due(d, now) || needSync
+	}
+	_ = js.sync(needSync)
+	js.wmu.Lock()
+	var lost []string
+	for id, w := range js.workers {
+		if len(w.held) > 0 && now.Sub(w.lastSeen) > WorkerLostAfter {
+			lost = append(lost, id)
+		}
+	}
+	js.wmu.Unlock()
+	for _, id := range lost {
+		js.log.Warn("worker lost: no heartbeat", "worker", id, "after", WorkerLostAfter)
+		js.loseWorker(id)
+	}
+}
+
+// due handles one deadline and reports whether a sync is needed.
+func (js *Jobs) due(d deadline, now time.Time) bool {
+	sh := js.shard(d.id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	j, ok := sh.jobs[d.id]
+	if !ok {
+		return false
+	}
+	switch d.kind {
+	case dlExpire:
+		if now.UnixNano() < j.expiresAt {
+			return false
+		}
+		if j.status == InProgress && j.rec != nil {
+			js.release(j.rec.WorkerID, j.id, true)
+		}
+		js.count(j.endpoint, j.status, "")
+		delete(sh.jobs, d.id)
+		if !j.status.Terminal() {
+			j.wake() // waiters of a job that expired before it ended
+		}
+		if err := js.store.DeleteJob(d.id); err != nil {
+			js.log.Error("deleting an expired job", "job", d.id, "err", err)
+		}
+	case dlTimeout:
+		rec := j.rec
+		if j.status == InProgress && rec != nil && !now.Before(rec.StartedAt.Add(time.Duration(rec.TimeoutMs)*time.Millisecond)) {
+			rec.Error = fmt.Sprintf("the job ran longer than its execution timeout of %d ms", rec.TimeoutMs)
+			return js.end(j, rec, EvTimeout, TimedOut)
+		}
+	}
+	return false
+}
+
+// Run ticks every interval until ctx ends.
+func (js *Jobs) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			js.Tick(js.clock.Now())
+		}
+	}
+}
+
+// Recover loads the stored jobs after a restart: queued jobs are queued again in their
+// original order, jobs that were running follow the worker-lost rule (their workers died with
+// the server), finished jobs are kept for the rest of their retention, expired ones deleted.
+func (js *Jobs) Recover() (queued, requeued int, err error) {
+	now := js.clock.Now()
+	type found struct {
+		seq uint64
+		j   *liveJob
+		rec *Job // kept only for jobs that were running
+	}
+	var all []found
+	var expired []string
+	err = js.store.ScanJobs(func(rec *Job) {
+		if rec.Seq > js.seq.Load() {
+			js.seq.Store(rec.Seq)
+		}
+		if !now.Before(rec.ExpiresAt) {
+			expired = append(expired, rec.ID)
+			return
+		}
+		f := found{seq: rec.Seq, j: &liveJob{id: rec.ID, endpoint: rec.Endpoint, status: rec.Status, sync: rec.Sync,
+			expiresAt: rec.ExpiresAt.UnixNano()}}
+		if rec.Status == InProgress {
+			f.rec = rec
+		}
+		all = append(all, f)
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("reading stored jobs: %w", err)
+	}
+	slices.SortFunc(all, func(a, b found) int { return cmpU(a.seq, b.seq) })
+	for _, f := range all {
+		j := f.j
+		sh := js.shard(j.id)
+		sh.mu.Lock()
+		sh.jobs[j.id] = j
+		js.count(j.endpoint, "", j.status)
+		if f.rec != nil {
+			f.rec.WorkerID = ""
+			js.lostJob(j, f.rec)
+			if j.status == InQueue {
+				requeued++
+			}
+		} else if j.status == InQueue {
+			queued++
+		}
+		js.schedule(j.id, time.Unix(0, j.expiresAt), dlExpire)
+		status, endpoint := j.status, j.endpoint
+		sh.mu.Unlock()
+		if status == InQueue {
+			js.dispatch.Enqueue(endpoint, j.id)
+		}
+	}
+	for _, id := range expired {
+		if err := js.store.DeleteJob(id); err != nil && !errors.Is(err, ErrNotFound) {
+			return queued, requeued, err
+		}
+	}
+	return queued, requeued, js.sync(requeued > 0)
+}
+
+func cmpU(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

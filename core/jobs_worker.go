@@ -1,0 +1,305 @@
+package core
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+type workerState struct {
+	id, endpoint string
+	token        string
+	lastSeen     time.Time
+	polled       bool // has polled for a job at least once
+	held         map[string]bool
+	stop         chan string // job ids the worker must stop
+	stopPod      bool
+	unhealthy    string // why the worker reported itself unhealthy; "" = healthy
+}
+
+// RegisterWorker records a worker about to start and returns its token.
+func (js *Jobs) RegisterWorker(endpoint, worker string) string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	token := "gw_" + hex.EncodeToString(b)
+	js.wmu.Lock()
+	defer js.wmu.Unlock()
+	js.workers[worker] = &workerState{id: worker, endpoint: endpoint, token: token, lastSeen: js.clock.Now(),
+		held: map[string]bool{}, stop: make(chan string, 64)}
+	js.tokens[token] = worker
+	return token
+}
+
+// ForgetWorker removes a worker that stopped; its jobs follow the worker-lost rule.
+func (js *Jobs) ForgetWorker(worker string) {
+	js.loseWorker(worker)
+	js.wmu.Lock()
+	defer js.wmu.Unlock()
+	if w, ok := js.workers[worker]; ok {
+		delete(js.tokens, w.token)
+		delete(js.workers, worker)
+	}
+}
+
+// AuthWorker checks a worker token for a route's endpoint and worker id.
+func (js *Jobs) AuthWorker(token, endpoint, worker string) error {
+	js.wmu.Lock()
+	defer js.wmu.Unlock()
+	id, ok := js.tokens[token]
+	if !ok {
+		return Errorf(KindUnauthorized, "unknown worker token")
+	}
+	w := js.workers[id]
+	if w.endpoint != endpoint || w.id != worker {
+		return Errorf(KindForbidden, "this worker token is for worker %s of endpoint %s", w.id, w.endpoint)
+	}
+	w.lastSeen = js.clock.Now()
+	return nil
+}
+
+// WorkerStopPod reports whether the worker asked to be recycled.
+func (js *Jobs) WorkerStopPod(worker string) bool {
+	js.wmu.Lock()
+	defer js.wmu.Unlock()
+	w, ok := js.workers[worker]
+	return ok && w.stopPod
+}
+
+// Taken is a job handed to a worker.
+type Taken struct {
+	ID       string
+	Input    json.RawMessage
+	S3Config json.RawMessage
+}
+
+// Take waits for up to max jobs of the endpoint for the worker, moving each IN_PROGRESS.
+// It returns nothing when ctx ends first.
+func (js *Jobs) Take(ctx context.Context, endpoint, worker string, max int) []Taken {
+	js.wmu.Lock()
+	if w, ok := js.workers[worker]; ok {
+		w.polled = true
+		w.lastSeen = js.clock.Now()
+	}
+	js.wmu.Unlock()
+	for ctx.Err() == nil {
+		var out []Taken
+		for _, id := range js.dispatch.Take(ctx, endpoint, max) {
+			if t, ok := js.take(endpoint, worker, id); ok {
+				out = append(out, t)
+			}
+		}
+		if len(out) > 0 {
+			return out
+		}
+	}
+	return nil
+}
+
+// take moves one queued job IN_PROGRESS for the worker and attaches its record.
+func (js *Jobs) take(endpoint, worker, id string) (Taken, bool) {
+	sh := js.shard(id)
+	sh.mu.Lock()
+	j, ok := sh.jobs[id]
+	now := js.clock.Now()
+	if !ok || j.status != InQueue || now.UnixNano() >= j.expiresAt {
+		sh.mu.Unlock()
+		return Taken{}, false
+	}
+	rec, err := js.record(j)
+	if err != nil {
+		sh.mu.Unlock()
+		js.log.Error("taking a job", "job", id, "err", err)
+		return Taken{}, false
+	}
+	js.count(endpoint, InQueue, InProgress)
+	rec.Status = InProgress
+	rec.WorkerID = worker
+	rec.StartedAt = now
+	rec.Output = nil
+	j.rec = rec
+	js.save(j, rec) // a take lost in a crash is taken again: the job runs at least once
+	if rec.TimeoutMs > 0 {
+		js.schedule(id, now.Add(time.Duration(rec.TimeoutMs)*time.Millisecond), dlTimeout)
+	}
+	s3 := rec.S3Config
+	sh.mu.Unlock()
+
+	js.wmu.Lock()
+	if w, ok := js.workers[worker]; ok {
+		w.held[id] = true
+	}
+	js.wmu.Unlock()
+	input, err := js.store.Input(id)
+	if err != nil {
+		js.log.Error("reading a job's input", "job", id, "err", err)
+		input = json.RawMessage(`{}`)
+	}
+	return Taken{ID: id, Input: input, S3Config: s3}, true
+}
+
+// held returns a job the worker holds (IN_PROGRESS, taken by it) with its attached record; the
+// shard is locked.
+func (js *Jobs) held(endpoint, worker, id string) (*shard, *liveJob, *Job, error) {
+	sh, j, err := js.lookup(endpoint, id)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if j.status == InProgress && j.rec != nil && j.rec.WorkerID == worker {
+		return sh, j, j.rec, nil
+	}
+	st := j.status
+	sh.mu.Unlock()
+	if st.Terminal() {
+		return nil, nil, nil, Errorf(KindConflict, "job %s is already %s; this post changes nothing", id, st)
+	}
+	return nil, nil, nil, Errorf(KindConflict, "job %s is not held by worker %s", id, worker)
+}
+
+// Result is what a worker posts to job-done.
+type Result struct {
+	Output   json.RawMessage // nil = none
+	Error    string          // non-empty: the job failed
+	Progress bool            // status IN_PROGRESS: a progress update
+	StopPod  bool            // recycle the worker after this job
+	TooLarge int64           // > 0: the result was refused for its size (bytes)
+}
+
+// Done applies a worker's job-done post. The worker hears success only once the result is on
+// disk.
+func (js *Jobs) Done(endpoint, worker, id string, r Result) error {
+	sh, j, rec, err := js.held(endpoint, worker, id)
+	if err != nil {
+		return err
+	}
+	if r.StopPod {
+		js.wmu.Lock()
+		if w, ok := js.workers[worker]; ok {
+			w.stopPod = true
+		}
+		js.wmu.Unlock()
+	}
+	needSync := false
+	switch {
+	case r.TooLarge > 0 || len(r.Output) > MaxResult:
+		size := max(r.TooLarge, int64(len(r.Output)))
+		rec.Output = nil
+		rec.Error = fmt.Sprintf("the worker's result is %d bytes, over the %d MB limit; store large outputs elsewhere (e.g. s3Config) and return a reference", size, MaxResult>>20)
+		needSync = js.end(j, rec, EvFail, Failed)
+	case r.Progress:
+		rec.Output = r.Output
+		js.save(j, rec)
+	case r.Error != "":
+		rec.Error = r.Error
+		if r.Output != nil {
+			rec.Output = r.Output
+		}
+		needSync = js.end(j, rec, EvFail, Failed)
+	default:
+		rec.Output = r.Output
+		needSync = js.end(j, rec, EvDone, Completed)
+	}
+	sh.mu.Unlock()
+	return js.sync(needSync)
+}
+
+// JobsToStop waits up to wait for jobs the worker must stop (cancelled or timed out).
+func (js *Jobs) JobsToStop(ctx context.Context, worker string, wait time.Duration) []string {
+	js.wmu.Lock()
+	w, ok := js.workers[worker]
+	js.wmu.Unlock()
+	if !ok {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case id := <-w.stop:
+		ids := []string{id}
+		for {
+			select {
+			case id := <-w.stop:
+				ids = append(ids, id)
+			default:
+				return ids
+			}
+		}
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// Ping records a worker's heartbeat. A non-empty unhealthy reason marks the worker unhealthy
+// (a RunPod worker that fails its startup checks pings status=unhealthy, then exits).
+func (js *Jobs) Ping(worker, unhealthy string) {
+	js.wmu.Lock()
+	defer js.wmu.Unlock()
+	if w, ok := js.workers[worker]; ok {
+		w.lastSeen = js.clock.Now()
+		if unhealthy != "" {
+			w.unhealthy = unhealthy
+		}
+	}
+}
+
+// release drops a job from its worker; stop tells the worker to stop running it.
+func (js *Jobs) release(worker, id string, stop bool) {
+	js.wmu.Lock()
+	defer js.wmu.Unlock()
+	w, ok := js.workers[worker]
+	if !ok {
+		return
+	}
+	delete(w.held, id)
+	if stop {
+		select {
+		case w.stop <- id:
+		default: // the worker is not reading job-stop; the job is refused when it posts anyway
+		}
+	}
+}
+
+// loseWorker applies the worker-lost rule to the worker's jobs: back to the queue with one
+// more retry, or FAILED once the retry budget is spent.
+func (js *Jobs) loseWorker(worker string) {
+	js.wmu.Lock()
+	w, ok := js.workers[worker]
+	var ids []string
+	if ok {
+		for id := range w.held {
+			ids = append(ids, id)
+		}
+		clear(w.held)
+	}
+	js.wmu.Unlock()
+	for _, id := range ids {
+		sh := js.shard(id)
+		sh.mu.Lock()
+		j, ok := sh.jobs[id]
+		if !ok || j.status != InProgress || j.rec == nil || j.rec.WorkerID != worker {
+			sh.mu.Unlock()
+			continue
+		}
+		js.lostJob(j, j.rec)
+		endpoint, queued := j.endpoint, j.status == InQueue
+		sh.mu.Unlock()
+		_ = js.sync(true)
+		if queued {
+			js.dispatch.Enqueue(endpoint, id)
+		}
+	}
+}
+
+// lostJob applies the worker-lost rule to one job; the shard is locked. The caller syncs, and
+// enqueues the job if it went back IN_QUEUE.
+func (js *Jobs) lostJob(j *liveJob, rec *Job) {
+	if rec.Retries >= RetryBudget {
+		rec.Error = fmt.Sprintf("the worker running the job was lost %d times; giving up", rec.Retries+1)
+		js.end(j, rec, EvLost, Failed)
+		return
+	}
+	js.requeue(j, rec)
+}
