@@ -36,8 +36,9 @@ check-generated: generate ## fail if oas/ is not what openapi.yaml generates
 	git diff --exit-code -- oas/ go.mod go.sum
 	@test -z "$$(git status --porcelain -- oas/)" || (git status --porcelain -- oas/; exit 1)
 
-bench: ## run the benchmarks (figures go in BENCHMARKS.md)
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+bench: ## Gantry vs a bare net/http handler, about 6 min (BENCHFLAGS="-only run,runsync"; see BENCHMARKS.md)
+	@command -v wrk >/dev/null || apt-get install -y wrk || (apt-get update && apt-get install -y wrk)
+	$(GO) run ./bench -out bench/results.md $(BENCHFLAGS)
 
 conformance: ## black-box suite (needs a Docker engine; lands with the Docker adapter)
 	@echo "the conformance suite arrives with the Docker adapter issue"; exit 1

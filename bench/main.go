@@ -1,0 +1,220 @@
+// Command bench measures Gantry's job path against a bare net/http handler on the same machine,
+// in one run, and writes the results table to a Markdown file (BENCHMARKS.md quotes it).
+//
+// Run it from the repository root (make bench does):
+//
+//	go run ./bench                       # every scenario, about 6 minutes on 2 cores
+//	go run ./bench -only run,runsync     # some scenarios: run, runsync, e2e, memory
+//	go run ./bench -mem-jobs 200000      # a smaller memory scenario
+//
+// It builds ./cmd/gantry (or uses -gantry BIN), starts `gantry serve` on 127.0.0.1:0 with a
+// fresh data directory per scenario, issues a key with `gantry keys create`, and creates the
+// endpoints through the management API, as a user would. The bare handler is this binary
+// re-executed with -bare-serve: it reads the body and answers a fixed-shape JSON ack.
+//
+// Scenarios:
+//
+//	run      wrk (64 connections, 2 threads, 15 s) POSTs /run with a ~100-byte input to an
+//	         endpoint with workers.max 0, and the same against the bare handler; then both are
+//	         driven at fixed rates by a paced Go generator (latency from each request's
+//	         scheduled send time, so a server that falls behind is charged for it)
+//	runsync  3000 sequential /runsync {"input":{"echo":1}} from one keep-alive client, with one
+//	         warm gantry/echo worker; the same client against the bare handler
+//	e2e      50,000 /run jobs from 64 clients through 64 gantry/echo worker processes; time
+//	         until /health shows them all completed
+//	memory   1,000,000 /run jobs with ~1 KB inputs into a fresh server (workers.max 0); the
+//	         server's VmRSS and VmHWM afterwards, and the bare handler's after the same load
+//
+// With -profile (on by default) every scenario whose Gantry figure misses its target is re-run
+// in process under `go test -bench` (engine_test.go in this directory) with -cpuprofile (or a
+// heap profile for memory), and the top of `go tool pprof -top` is added to the results.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// options are the command-line settings of one bench run.
+type options struct {
+	only      map[string]bool
+	gantryBin string
+	goCmd     string
+	out       string
+	keep      bool
+	profile   bool
+
+	// run
+	wrkDuration  time.Duration // each wrk pass
+	wrkConns     int
+	wrkThreads   int
+	rateDuration time.Duration // each fixed-rate pass
+	runInputSize int           // bytes of the /run input object
+
+	// runsync
+	runsyncN      int
+	runsyncWarmup int
+
+	// e2e
+	e2eJobs    int
+	e2eWorkers int
+	e2eClients int
+
+	// memory
+	memJobs      int
+	memInputSize int
+	memClients   int
+	memBare      bool
+}
+
+var scenarioNames = []string{"run", "runsync", "e2e", "memory"}
+
+func main() {
+	fs := flag.NewFlagSet("bench", flag.ExitOnError)
+	bare := fs.Bool("bare-serve", false, "internal: serve the bare handler on 127.0.0.1:0 and print its address")
+	var o options
+	only := fs.String("only", strings.Join(scenarioNames, ","), "comma-separated scenarios to run: run, runsync, e2e, memory")
+	fs.StringVar(&o.gantryBin, "gantry", "", "gantry binary to benchmark (default: go build ./cmd/gantry into a temp dir)")
+	fs.StringVar(&o.goCmd, "go", envOr("GO", "go"), "go command used to build gantry and run the profiles")
+	fs.StringVar(&o.out, "out", "bench/results.md", "Markdown file the results table is written to")
+	fs.BoolVar(&o.keep, "keep", false, "keep the temp dir (data dirs, server and worker logs, profiles)")
+	fs.BoolVar(&o.profile, "profile", true, "profile in process (go test -bench ./bench) each scenario whose target is missed")
+	fs.DurationVar(&o.wrkDuration, "duration", 15*time.Second, "run: length of each wrk pass")
+	fs.IntVar(&o.wrkConns, "conns", 64, "run: wrk connections (and paced-generator connections)")
+	fs.IntVar(&o.wrkThreads, "threads", 2, "run: wrk threads")
+	fs.DurationVar(&o.rateDuration, "rate-duration", 10*time.Second, "run: length of each fixed-rate pass")
+	fs.IntVar(&o.runInputSize, "run-input", 100, "run: bytes of the job input object")
+	fs.IntVar(&o.runsyncN, "runsync-n", 3000, "runsync: measured sequential requests")
+	fs.IntVar(&o.runsyncWarmup, "runsync-warmup", 200, "runsync: unmeasured requests first")
+	fs.IntVar(&o.e2eJobs, "e2e-jobs", 50000, "e2e: jobs submitted")
+	fs.IntVar(&o.e2eWorkers, "e2e-workers", 64, "e2e: worker processes (workers.min = workers.max)")
+	fs.IntVar(&o.e2eClients, "e2e-clients", 64, "e2e: concurrent submitting clients")
+	fs.IntVar(&o.memJobs, "mem-jobs", 1000000, "memory: jobs queued")
+	fs.IntVar(&o.memInputSize, "mem-input", 1024, "memory: bytes of each job's input object")
+	fs.IntVar(&o.memClients, "mem-clients", 64, "memory: concurrent submitting clients")
+	fs.BoolVar(&o.memBare, "mem-bare", true, "memory: also send the same requests to a bare handler and report its RSS")
+	_ = fs.Parse(os.Args[1:])
+
+	if *bare {
+		if err := serveBare(); err != nil {
+			fmt.Fprintln(os.Stderr, "bench -bare-serve:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	o.only = map[string]bool{}
+	for _, s := range strings.Split(*only, ",") {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if !slices.Contains(scenarioNames, s) {
+			fmt.Fprintf(os.Stderr, "bench: unknown scenario %q (known: %s)\n", s, strings.Join(scenarioNames, ", "))
+			os.Exit(2)
+		}
+		o.only[s] = true
+	}
+	if err := runAll(o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// runAll runs the chosen scenarios in order and writes the report, also when one fails.
+func runAll(o options) error {
+	if _, err := exec.LookPath("wrk"); err != nil && o.only["run"] {
+		return fmt.Errorf("wrk is not installed (apt-get install -y wrk): %w", err)
+	}
+	tmp, err := os.MkdirTemp("", "gantry-bench-")
+	if err != nil {
+		return err
+	}
+	if o.keep {
+		logf("keeping %s", tmp)
+	} else {
+		defer os.RemoveAll(tmp)
+	}
+	if o.gantryBin == "" {
+		o.gantryBin = filepath.Join(tmp, "gantry")
+		logf("building %s", o.gantryBin)
+		cmd := exec.Command(o.goCmd, "build", "-o", o.gantryBin, "./cmd/gantry")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("building gantry (run from the repository root): %w", err)
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	b := &bench{o: o, tmp: tmp, self: self, started: time.Now(), machine: describeMachine(o.goCmd)}
+	var errs []string
+	for _, name := range scenarioNames {
+		if !o.only[name] {
+			continue
+		}
+		logf("=== scenario %s", name)
+		nSections := len(b.sections)
+		before := sampleCPU()
+		var err error
+		switch name {
+		case "run":
+			err = b.scenarioRun()
+		case "runsync":
+			err = b.scenarioRunSync()
+		case "e2e":
+			err = b.scenarioE2E()
+		case "memory":
+			err = b.scenarioMemory()
+		}
+		note, share := otherCPU(before, sampleCPU(), b.machine.cpus)
+		logf("%s", note)
+		if len(b.sections) > nSections {
+			if share > 0.05 {
+				note += " **The machine was not quiet: treat these figures as pessimistic.**"
+			}
+			b.sections[len(b.sections)-1].notes = append(b.sections[len(b.sections)-1].notes, note)
+		}
+		if err != nil {
+			logf("scenario %s failed: %v", name, err)
+			errs = append(errs, fmt.Sprintf("%s: %v", name, err))
+			b.failures = append(b.failures, fmt.Sprintf("scenario %s did not complete: %v", name, err))
+		}
+	}
+	if o.profile {
+		b.profileMisses()
+	}
+	report := b.markdown()
+	fmt.Println()
+	fmt.Print(report)
+	if o.out != "" {
+		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err == nil {
+			if err := os.WriteFile(o.out, []byte(report), 0o644); err != nil {
+				return err
+			}
+			logf("results written to %s", o.out)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%d scenario(s) failed: %s", len(errs), strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// logf prints progress to stderr, so stdout carries only the report.
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s bench: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}

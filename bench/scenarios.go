@@ -1,0 +1,363 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// bench is one run: its options, temp dir and the results gathered so far.
+type bench struct {
+	o       options
+	tmp     string
+	self    string
+	started time.Time
+	machine machine
+
+	sections []section
+	missed   []string // scenarios whose Gantry figure misses a target, in order
+	profiles []profileResult
+	failures []string
+	raw      []string // raw wrk output
+}
+
+// section is one scenario's table and notes.
+type section struct {
+	title string
+	setup string
+	rows  []row
+	notes []string
+}
+
+// row is one figure: Gantry's beside the bare handler's, with the target and verdict.
+type row struct {
+	metric, gantry, bare, target, verdict string
+}
+
+func (b *bench) miss(scenario string) {
+	for _, m := range b.missed {
+		if m == scenario {
+			return
+		}
+	}
+	b.missed = append(b.missed, scenario)
+}
+
+// verdict renders a target check; a miss is recorded against the scenario.
+func (b *bench) verdict(scenario string, met bool, detail string) string {
+	if met {
+		return "met (" + detail + ")"
+	}
+	b.miss(scenario)
+	return "**missed** (" + detail + ")"
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }
+func rps(r float64) string      { return fmt.Sprintf("%.0f req/s", r) }
+func unsent(r loadResult) string {
+	if r.Unsent == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d slots unsent at the cut-off)", r.Unsent)
+}
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// --- run -------------------------------------------------------------------------------------
+
+func (b *bench) scenarioRun() error {
+	g, err := b.startGantry("run")
+	if err != nil {
+		return err
+	}
+	defer g.stop()
+	ep, err := g.createEndpoint("bench-run", 0, 0)
+	if err != nil {
+		return err
+	}
+	bare, err := b.startBare("run")
+	if err != nil {
+		return err
+	}
+	defer bare.stop()
+	body := jsonInput(b.o.runInputSize)
+	gURL, bURL := g.base+"/v2/"+ep+"/run", bare.base+"/v2/"+ep+"/run"
+	// One check that the request is right before measuring.
+	if ok, resp, err := post(http.DefaultClient, gURL, g.key, body); !ok || err != nil || !bytes.Contains(resp, []byte(`"IN_QUEUE"`)) {
+		return fmt.Errorf("a /run to gantry answered %s (err %v)", resp, err)
+	}
+
+	c0 := bare.cpu()
+	wb, err := b.runWrk("run-bare", bURL, g.key, body)
+	if err != nil {
+		return err
+	}
+	bareCPU := bare.cpu() - c0
+	c0 = g.cpu()
+	wg, err := b.runWrk("run-gantry", gURL, g.key, body)
+	if err != nil {
+		return err
+	}
+	gantryCPU := g.cpu() - c0
+	s := section{title: "1. Durable /run: throughput and latency",
+		setup: fmt.Sprintf("POST /v2/{endpoint}/run, body %d bytes (input object %d bytes), endpoint workers.max 0 (jobs only queue; each is synced to disk before the answer). "+
+			"wrk %d threads, %d connections, %v per server; the bare handler reads the body and answers {\"id\":\"<36 chars>\",\"status\":\"IN_QUEUE\"}.",
+			len(body), b.o.runInputSize, b.o.wrkThreads, b.o.wrkConns, b.o.wrkDuration)}
+	ratio := wg.rate() / wb.rate()
+	s.rows = append(s.rows,
+		row{fmt.Sprintf("throughput, wrk %dc", b.o.wrkConns), rps(wg.rate()), rps(wb.rate()), ">= 0.5x bare",
+			b.verdict("run", ratio >= 0.5, fmt.Sprintf("%.3fx", ratio))},
+		row{fmt.Sprintf("p50, wrk %dc", b.o.wrkConns), ms(wg.P50), ms(wb.P50), "", ""},
+		row{fmt.Sprintf("p99, wrk %dc (closed loop: not the same load)", b.o.wrkConns), ms(wg.P99), ms(wb.P99), "(<= 2x bare at the same load: see the fixed-rate rows)",
+			fmt.Sprintf("%.2fx", float64(wg.P99)/float64(wb.P99))},
+		row{"errors (non-2xx, socket errors, timeouts)", fmt.Sprintf("%d of %d", wg.Errors, wg.Requests), fmt.Sprintf("%d of %d", wb.Errors, wb.Requests), "0",
+			b.verdict("run", wg.Errors == 0, fmt.Sprint(wg.Errors))},
+		row{"server CPU per request during the wrk pass", fmt.Sprintf("%.0f µs (%.1f CPU-s)", 1e6*gantryCPU/float64(max(wg.Requests, 1)), gantryCPU),
+			fmt.Sprintf("%.0f µs (%.1f CPU-s)", 1e6*bareCPU/float64(max(wb.Requests, 1)), bareCPU), "", ""},
+	)
+
+	// The same load: fixed rates, from a paced generator, for both servers; the lower rate
+	// first, so that it is not measured behind the backlog of an overloaded pass.
+	type fixedRate struct {
+		rate float64
+		what string
+	}
+	rates := []fixedRate{{0.5 * wb.rate(), "0.5x bare's wrk maximum"}}
+	if g2 := 0.5 * wg.rate(); g2 < 0.9*rates[0].rate {
+		rates = append([]fixedRate{{g2, "0.5x Gantry's wrk maximum"}}, rates...)
+	}
+	for _, fr := range rates {
+		logf("fixed rate %.0f req/s for %v: bare", fr.rate, b.o.rateDuration)
+		pb := paced(bURL, g.key, body, fr.rate, b.o.wrkConns, b.o.rateDuration)
+		logf("  bare: %.0f req/s, p50 %v, p99 %v, errors %d", pb.rate(), pb.P50, pb.P99, pb.Errors)
+		h, err := g.health(http.DefaultClient, ep)
+		if err != nil {
+			return err
+		}
+		logf("fixed rate %.0f req/s for %v: gantry (%d jobs queued)", fr.rate, b.o.rateDuration, h.Jobs.InQueue)
+		pg := paced(gURL, g.key, body, fr.rate, b.o.wrkConns, b.o.rateDuration)
+		logf("  gantry: %.0f req/s, p50 %v, p99 %v, errors %d, unsent %d", pg.rate(), pg.P50, pg.P99, pg.Errors, pg.Unsent)
+		label := fmt.Sprintf("fixed rate %.0f req/s (%s; Gantry had %d jobs queued)", fr.rate, fr.what, h.Jobs.InQueue)
+		p99ratio := float64(pg.P99) / float64(pb.P99)
+		s.rows = append(s.rows,
+			row{label + ": achieved", rps(pg.rate()) + unsent(pg), rps(pb.rate()) + unsent(pb), "", ""},
+			row{label + ": p50", ms(pg.P50), ms(pb.P50), "", ""},
+			row{label + ": p99", ms(pg.P99), ms(pb.P99), "<= 2x bare",
+				b.verdict("run", p99ratio <= 2, fmt.Sprintf("%.2fx", p99ratio))},
+			row{label + ": errors", fmt.Sprint(pg.Errors), fmt.Sprint(pb.Errors), "0", ""},
+		)
+	}
+	s.notes = append(s.notes,
+		"wrk is closed loop: each server runs as fast as it can, so the two p99s at 64 connections are taken at different request rates. "+
+			"The fixed-rate rows put both servers under the same offered load (a paced Go generator, 64 keep-alive connections, one request slot every 1/rate s; "+
+			"latency is measured from a request's slot, so queueing behind a slow server counts). "+
+			"A pass stops sending at 3x its length; slots never sent then count in the percentiles with the time they had waited by the cut-off (a lower bound).",
+		"Load generators and servers share the machine's 2 cores. The paced generator is a minimal keep-alive HTTP/1.1 client (one prebuilt request, "+
+			"a write and a buffered read per request), not net/http's client, so that it takes about as little CPU from the server as wrk does.")
+	b.sections = append(b.sections, s)
+	return nil
+}
+
+// --- runsync ---------------------------------------------------------------------------------
+
+func (b *bench) scenarioRunSync() error {
+	g, err := b.startGantry("runsync")
+	if err != nil {
+		return err
+	}
+	defer g.stop()
+	ep, err := g.createEndpoint("bench-runsync", 1, 1)
+	if err != nil {
+		return err
+	}
+	if _, err := g.waitWorkers(ep, 1, 60*time.Second); err != nil {
+		return err
+	}
+	bare, err := b.startBare("runsync")
+	if err != nil {
+		return err
+	}
+	defer bare.stop()
+	body := []byte(`{"input":{"echo":1}}`)
+	completed := func(resp []byte) bool { return bytes.Contains(resp, []byte(`"status":"COMPLETED"`)) }
+	logf("runsync: %d sequential requests (+%d warm-up) to bare", b.o.runsyncN, b.o.runsyncWarmup)
+	rb := sequential(bare.base+"/v2/"+ep+"/runsync", g.key, body, b.o.runsyncWarmup, b.o.runsyncN, completed)
+	logf("runsync: %d sequential requests (+%d warm-up) to gantry", b.o.runsyncN, b.o.runsyncWarmup)
+	rg := sequential(g.base+"/v2/"+ep+"/runsync", g.key, body, b.o.runsyncWarmup, b.o.runsyncN, completed)
+	s := section{title: "2. /runsync overhead: one client, one warm echo worker",
+		setup: fmt.Sprintf(`POST /v2/{endpoint}/runsync {"input":{"echo":1}}, %d sequential requests after %d unmeasured, one Go client with keep-alive; `+
+			"endpoint from template gantry-echo with workers.min 1 (the worker was idle before the first request). The bare handler answers a completed job at once.",
+			b.o.runsyncN, b.o.runsyncWarmup)}
+	s.rows = append(s.rows,
+		row{"p50", ms(rg.P50), ms(rb.P50), "<= 1 ms", b.verdict("runsync", rg.P50 <= time.Millisecond, fmt.Sprintf("%.2fx the target", float64(rg.P50)/float64(time.Millisecond)))},
+		row{"p99", ms(rg.P99), ms(rb.P99), "<= 5 ms", b.verdict("runsync", rg.P99 <= 5*time.Millisecond, fmt.Sprintf("%.2fx the target", float64(rg.P99)/float64(5*time.Millisecond)))},
+		row{"mean", ms(rg.Mean), ms(rb.Mean), "", ""},
+		row{"max", ms(rg.Max), ms(rb.Max), "", ""},
+		row{"requests/s (sequential)", rps(rg.rate()), rps(rb.rate()), "", ""},
+		row{"errors (non-2xx or not COMPLETED)", fmt.Sprint(rg.Errors), fmt.Sprint(rb.Errors), "0", b.verdict("runsync", rg.Errors == 0, fmt.Sprint(rg.Errors))},
+	)
+	s.notes = append(s.notes, "A Gantry runsync is: submit, queue, hand to the worker's parked job-take long poll, the worker's job-done POST, then the waiting runsync answer: "+
+		"three HTTP exchanges on loopback per job (client, job-take answer, job-done), against one for the bare handler.")
+	b.sections = append(b.sections, s)
+	return nil
+}
+
+// --- e2e -------------------------------------------------------------------------------------
+
+func (b *bench) scenarioE2E() error {
+	g, err := b.startGantry("e2e")
+	if err != nil {
+		return err
+	}
+	defer g.stop()
+	n, w := b.o.e2eJobs, b.o.e2eWorkers
+	ep, err := g.createEndpoint("bench-e2e", w, w)
+	if err != nil {
+		return err
+	}
+	logf("e2e: waiting for %d idle workers", w)
+	warm, err := g.waitWorkers(ep, w, 180*time.Second)
+	if err != nil {
+		return err
+	}
+	logf("e2e: %d workers idle after %v; submitting %d jobs from %d clients", w, warm.Round(time.Millisecond), n, b.o.e2eClients)
+	body := []byte(`{"input":{"echo":1}}`)
+
+	type doneAt struct {
+		elapsed time.Duration
+		h       health
+		err     error
+	}
+	cpu0 := g.cpu()
+	workersCPU0, _ := g.childrenCPU()
+	start := time.Now()
+	finished := make(chan doneAt, 1)
+	go func() {
+		c := newClient(1)
+		deadline := start.Add(max(3*time.Minute, time.Duration(n)*2*time.Millisecond))
+		var last health
+		for {
+			time.Sleep(100 * time.Millisecond)
+			h, err := g.health(c, ep)
+			if err == nil {
+				last = h
+				if h.Jobs.Completed+h.Jobs.Failed >= int64(n) {
+					finished <- doneAt{elapsed: time.Since(start), h: h}
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				finished <- doneAt{elapsed: time.Since(start), h: last, err: fmt.Errorf("after %v health says %+v", time.Since(start).Round(time.Second), last.Jobs)}
+				return
+			}
+		}
+	}()
+	sub := burst(g.base+"/v2/"+ep+"/run", g.key, body, n, b.o.e2eClients, nil)
+	logf("e2e: submitted in %v (%d errors); waiting for completion", sub.Elapsed.Round(time.Millisecond), sub.Errors)
+	d := <-finished
+	if d.err != nil {
+		return d.err
+	}
+	serveCPU := g.cpu() - cpu0
+	workersCPU, nWorkers := g.childrenCPU()
+	workersCPU -= workersCPU0
+	jobsPerSec := float64(d.h.Jobs.Completed) / d.elapsed.Seconds()
+	logf("e2e: %d completed, %d failed in %v: %.0f jobs/s", d.h.Jobs.Completed, d.h.Jobs.Failed, d.elapsed.Round(time.Millisecond), jobsPerSec)
+
+	bare, err := b.startBare("e2e")
+	if err != nil {
+		return err
+	}
+	defer bare.stop()
+	bs := burst(bare.base+"/v2/"+ep+"/run", g.key, body, n, b.o.e2eClients, nil)
+
+	s := section{title: "3. End to end: jobs/s through 64 long-polling workers",
+		setup: fmt.Sprintf(`%d jobs {"input":{"echo":1}} POSTed to /run by %d concurrent Go clients (keep-alive); endpoint on gantry/echo with workers.min = workers.max = %d `+
+			"(worker processes started by Gantry's process pool; all %d idle before the first job, %v after the endpoint was created). "+
+			"Time from the first submission until GET /health (polled every 100 ms) shows completed = %d. "+
+			"The bare column is the same %d POSTs from the same clients to the bare handler: the rate at which this machine can merely accept them.",
+			n, b.o.e2eClients, w, w, warm.Round(time.Millisecond), n, n)}
+	s.rows = append(s.rows,
+		row{"jobs completed per second", fmt.Sprintf("%.0f jobs/s (%d in %.2f s)", jobsPerSec, d.h.Jobs.Completed, d.elapsed.Seconds()),
+			fmt.Sprintf("%s (accept only)", rps(bs.rate())), ">= 5,000 jobs/s",
+			b.verdict("e2e", jobsPerSec >= 5000 && d.h.Jobs.Completed >= int64(n), fmt.Sprintf("%.2fx the target", jobsPerSec/5000))},
+		row{"submission phase", fmt.Sprintf("%.2f s, %s", sub.Elapsed.Seconds(), rps(sub.rate())), fmt.Sprintf("%.2f s", bs.Elapsed.Seconds()), "", ""},
+		row{"/run latency during the run: p50 / p99", ms(sub.P50) + " / " + ms(sub.P99), ms(bs.P50) + " / " + ms(bs.P99), "", ""},
+		row{"failed jobs / submit errors", fmt.Sprintf("%d / %d", d.h.Jobs.Failed, sub.Errors), fmt.Sprintf("- / %d", bs.Errors), "0",
+			b.verdict("e2e", d.h.Jobs.Failed == 0 && sub.Errors == 0, fmt.Sprintf("%d / %d", d.h.Jobs.Failed, sub.Errors))},
+		row{"CPU per job: gantry serve / its worker processes", fmt.Sprintf("%.0f µs / %.0f µs (%.1f + %.1f CPU-s, %d workers)",
+			1e6*serveCPU/float64(n), 1e6*workersCPU/float64(n), serveCPU, workersCPU, nWorkers), "", "", ""},
+	)
+	b.sections = append(b.sections, s)
+	return nil
+}
+
+// --- memory ----------------------------------------------------------------------------------
+
+func (b *bench) scenarioMemory() error {
+	g, err := b.startGantry("memory")
+	if err != nil {
+		return err
+	}
+	defer g.stop()
+	ep, err := g.createEndpoint("bench-memory", 0, 0)
+	if err != nil {
+		return err
+	}
+	n := b.o.memJobs
+	body := jsonInput(b.o.memInputSize)
+	rss0, _, _ := g.memory()
+	logf("memory: submitting %d jobs of %d bytes from %d clients", n, len(body), b.o.memClients)
+	sub := burst(g.base+"/v2/"+ep+"/run", g.key, body, n, b.o.memClients, func(sent int64) {
+		rss, _, _ := g.memory()
+		logf("  %d sent, gantry VmRSS %s", sent, mib(rss))
+	})
+	logf("memory: submitted in %v (%.0f/s, %d errors)", sub.Elapsed.Round(time.Millisecond), sub.rate(), sub.Errors)
+	h, err := g.health(http.DefaultClient, ep)
+	if err != nil {
+		return err
+	}
+	rss, hwm, err := g.memory()
+	if err != nil {
+		return err
+	}
+	time.Sleep(5 * time.Second)
+	rssLater, hwmLater, _ := g.memory()
+	logf("memory: gantry VmRSS %s, VmHWM %s (5 s later %s / %s), inQueue %d", mib(rss), mib(hwm), mib(rssLater), mib(hwmLater), h.Jobs.InQueue)
+
+	s := section{title: "4. Memory with 1M queued 1 KB jobs",
+		setup: fmt.Sprintf("A fresh `gantry serve` (empty data dir), endpoint with workers.max 0; %d POST /run, each %d bytes (input object %d bytes), from %d concurrent Go clients. "+
+			"VmRSS and VmHWM from /proc/<pid>/status right after the last answer (and 5 s later). The bare handler got the same requests.",
+			n, len(body), b.o.memInputSize, b.o.memClients)}
+	const gb = 1 << 30
+	var bareRSS, bareHWM string = "-", "-"
+	bareSub, bareLat := "-", "-"
+	if b.o.memBare {
+		bare, err := b.startBare("memory")
+		if err != nil {
+			return err
+		}
+		defer bare.stop()
+		logf("memory: the same %d requests to the bare handler", n)
+		bs := burst(bare.base+"/v2/"+ep+"/run", g.key, body, n, b.o.memClients, nil)
+		r, w, err := bare.memory()
+		if err != nil {
+			return err
+		}
+		bareRSS, bareHWM = mib(r), mib(w)
+		bareSub = fmt.Sprintf("%.1f s (%s)", bs.Elapsed.Seconds(), rps(bs.rate()))
+		bareLat = ms(bs.P50) + " / " + ms(bs.P99)
+	}
+	s.rows = append(s.rows,
+		row{"jobs queued (health inQueue)", fmt.Sprint(h.Jobs.InQueue), "-", fmt.Sprint(n), b.verdict("memory", h.Jobs.InQueue == int64(n), fmt.Sprintf("%d errors", sub.Errors))},
+		row{"VmRSS after the submissions", mib(rss), bareRSS, "<= 1 GiB", b.verdict("memory", rss <= gb, fmt.Sprintf("%.2fx the target", float64(rss)/gb))},
+		row{"VmHWM (peak resident)", mib(hwm), bareHWM, "<= 1 GiB", b.verdict("memory", hwm <= gb, fmt.Sprintf("%.2fx the target", float64(hwm)/gb))},
+		row{"VmRSS / VmHWM 5 s later", mib(rssLater) + " / " + mib(hwmLater), "", "", ""},
+		row{"VmRSS before the first job", mib(rss0), "", "", ""},
+		row{"resident bytes per queued job", fmt.Sprintf("%.0f B", float64(rss-rss0)/float64(max(h.Jobs.InQueue, 1))), "", "", ""},
+		row{"submission time", fmt.Sprintf("%.1f s (%s)", sub.Elapsed.Seconds(), rps(sub.rate())), bareSub, "", ""},
+		row{"/run latency p50 / p99", ms(sub.P50) + " / " + ms(sub.P99), bareLat, "", ""},
+	)
+	b.sections = append(b.sections, s)
+	return nil
+}
