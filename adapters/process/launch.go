@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -30,17 +31,22 @@ type Launcher struct {
 	StopGrace time.Duration
 }
 
+// builtin reports whether the image runs a built-in worker (and is not mapped by the config).
+func (l *Launcher) builtin(image string) bool {
+	if _, mapped := l.Images[image]; mapped {
+		return false
+	}
+	name, ok := strings.CutPrefix(image, BuiltinPrefix)
+	return ok && slices.Contains(l.Builtins, name)
+}
+
 // command returns the command line for an image.
 func (l *Launcher) command(image string) ([]string, error) {
 	if argv, ok := l.Images[image]; ok && len(argv) > 0 {
 		return argv, nil
 	}
-	if name, ok := strings.CutPrefix(image, BuiltinPrefix); ok {
-		for _, b := range l.Builtins {
-			if b == name {
-				return []string{l.Self, "worker", name}, nil
-			}
-		}
+	if l.builtin(image) {
+		return []string{l.Self, "worker", strings.TrimPrefix(image, BuiltinPrefix)}, nil
 	}
 	known := []string{}
 	for _, b := range l.Builtins {
@@ -66,6 +72,11 @@ func (l *Launcher) Launch(spec scheduler.WorkerSpec) (scheduler.Worker, error) {
 		if v, ok := os.LookupEnv(k); ok {
 			env = append(env, k+"="+v)
 		}
+	}
+	if _, set := spec.Env["GOMAXPROCS"]; !set && l.builtin(spec.Image) {
+		// Built-in workers wait on HTTP, and many share a machine: one thread each is faster
+		// (less scheduling across processes) unless the endpoint's env says otherwise.
+		env = append(env, "GOMAXPROCS=1")
 	}
 	for k, v := range spec.Env {
 		env = append(env, k+"="+v)

@@ -30,6 +30,31 @@ func TestLauncherCommand(t *testing.T) {
 	}
 }
 
+func TestLauncherBuiltinsGetOneThread(t *testing.T) {
+	t.Parallel()
+	logs := t.TempDir()
+	// A stand-in for this binary: prints GOMAXPROCS as `gantry worker echo` would see it.
+	self := filepath.Join(t.TempDir(), "gantry")
+	if err := os.WriteFile(self, []byte("#!/bin/sh\necho $GOMAXPROCS\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l := &Launcher{Self: self, Builtins: []string{"echo"}, LogDir: logs}
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{{nil, "1"}, {map[string]string{"GOMAXPROCS": "4"}, "4"}} {
+		w, err := l.Launch(scheduler.WorkerSpec{ID: "w" + tc.want, Image: "gantry/echo", Env: tc.env})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = w.Wait()
+		b, _ := os.ReadFile(filepath.Join(logs, "w"+tc.want+".log"))
+		if got := strings.TrimSpace(string(b)); got != tc.want {
+			t.Errorf("GOMAXPROCS with env %v = %q; want %q", tc.env, got, tc.want)
+		}
+	}
+}
+
 func TestLauncherRunsAndStops(t *testing.T) {
 	t.Parallel()
 	logs := t.TempDir()
