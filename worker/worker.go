@@ -309,7 +309,7 @@ func (r *runner) runJob(runCtx context.Context, job *Job) {
 	if herr != nil {
 		log.Info("job failed", "err", herr, "took", time.Since(start))
 	} else {
-		log.Info("job done", "took", time.Since(start))
+		log.Debug("job done", "took", time.Since(start))
 	}
 	if stopPod {
 		log.Info("stopPod requested; taking no further jobs")
