@@ -1,7 +1,7 @@
 package pebble
 
 import (
-	"encoding/json"
+	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -18,10 +18,7 @@ const (
 // PutJob writes a job record, and its input when given. With durable the write is synced
 // before PutJob returns; Pebble groups the syncs of concurrent writers into one.
 func (s *Store) PutJob(j *core.Job, input []byte, durable bool) error {
-	val, err := json.Marshal(j)
-	if err != nil {
-		return err
-	}
+	val := encodeJob(j)
 	opts := pebble.NoSync
 	if durable {
 		opts = pebble.Sync
@@ -45,7 +42,10 @@ func (s *Store) SyncJobs() error {
 // GetJob reads a job record.
 func (s *Store) GetJob(id string) (*core.Job, error) {
 	var j core.Job
-	return &j, s.getJSON([]byte(jobPrefix+id), &j)
+	if err := s.getWith([]byte(jobPrefix+id), func(b []byte) error { return decodeJob(b, &j) }); err != nil {
+		return nil, err
+	}
+	return &j, nil
 }
 
 // Input reads a job's input.
@@ -65,7 +65,14 @@ func (s *Store) DeleteJob(id string) error {
 
 // ScanJobs calls fn for every stored job record.
 func (s *Store) ScanJobs(fn func(*core.Job)) error {
-	return scan(s, jobPrefix, func(j *core.Job) error { fn(j); return nil })
+	return s.scanWith(jobPrefix, func(key, val []byte) error {
+		var j core.Job
+		if err := decodeJob(val, &j); err != nil {
+			return fmt.Errorf("job %s: %w", key[len(jobPrefix):], err)
+		}
+		fn(&j)
+		return nil
+	})
 }
 
 var _ core.JobStore = (*Store)(nil)

@@ -85,3 +85,39 @@ func TestScanEndpoints(t *testing.T) {
 		t.Errorf("ScanEndpoints did not return fn's error: %v", err)
 	}
 }
+
+// TestJobRecordRoundTrip: every field survives the store's codec.
+func TestJobRecordRoundTrip(t *testing.T) {
+	t.Parallel()
+	st, err := pebble.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	at := time.Date(2026, 3, 4, 5, 6, 7, 890123456, time.UTC)
+	want := core.Job{
+		ID: "sync-1", Endpoint: "ep", Owner: "alice", Status: core.Failed, Sync: true, Webhook: "http://h/x",
+		Policy:    core.JobPolicy{ExecutionTimeoutMs: 5000, LowPriority: true, TTLMs: 60000},
+		TimeoutMs: 5000, S3Config: json.RawMessage(`{"bucketName":"b"}`), Output: json.RawMessage(`{"a":[1,"é"]}`),
+		Error: "boom \"quoted\"", Retries: 2, WorkerID: "w1", Seq: 1 << 40, Streamed: true,
+		CreatedAt: at, QueuedAt: at.Add(time.Second), StartedAt: at.Add(2 * time.Second), EndedAt: at.Add(3 * time.Second),
+		Retention: time.Minute, ExpiresAt: at.Add(time.Hour),
+	}
+	if err := st.PutJob(&want, []byte(`{}`), false); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.GetJob("sync-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gb, _ := json.Marshal(got)
+	wb, _ := json.Marshal(want)
+	if string(gb) != string(wb) {
+		t.Errorf("round trip:\n got %s\nwant %s", gb, wb)
+	}
+	zero := core.Job{ID: "z", Status: core.InQueue}
+	_ = st.PutJob(&zero, nil, false)
+	if got, _ := st.GetJob("z"); !got.StartedAt.IsZero() || !got.CreatedAt.IsZero() || got.Output != nil {
+		t.Errorf("unset fields came back set: %+v", got)
+	}
+}

@@ -106,21 +106,9 @@ func get[T any](s *Store, f family, id string) (T, error) {
 	return v, s.getJSON(f.key(id), &v)
 }
 
-// getBytes returns a copy of the value at key, or core.ErrNotFound.
-func (s *Store) getBytes(key []byte) ([]byte, error) {
-	val, closer, err := s.db.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, core.ErrNotFound
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer closer.Close()
-	return append([]byte(nil), val...), nil
-}
-
-// getJSON decodes the value at key into v, or returns core.ErrNotFound.
-func (s *Store) getJSON(key []byte, v any) error {
+// getWith hands the value at key to decode (which must not keep it), or returns
+// core.ErrNotFound.
+func (s *Store) getWith(key []byte, decode func([]byte) error) error {
 	val, closer, err := s.db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return core.ErrNotFound
@@ -129,11 +117,21 @@ func (s *Store) getJSON(key []byte, v any) error {
 		return err
 	}
 	defer closer.Close()
-	return json.Unmarshal(val, v)
+	return decode(val)
 }
 
-// scan decodes every value under prefix (a prefix ending in '/') and calls fn with it.
-func scan[T any](s *Store, prefix string, fn func(*T) error) error {
+// getBytes returns a copy of the value at key, or core.ErrNotFound.
+func (s *Store) getBytes(key []byte) (out []byte, err error) {
+	return out, s.getWith(key, func(b []byte) error { out = append([]byte(nil), b...); return nil })
+}
+
+// getJSON decodes the value at key into v, or returns core.ErrNotFound.
+func (s *Store) getJSON(key []byte, v any) error {
+	return s.getWith(key, func(b []byte) error { return json.Unmarshal(b, v) })
+}
+
+// scanWith hands every value under prefix (a prefix ending in '/') to fn, in key order.
+func (s *Store) scanWith(prefix string, fn func(key, val []byte) error) error {
 	upper := []byte(prefix)
 	upper[len(upper)-1]++ // the first key past the prefix
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: upper})
@@ -142,15 +140,22 @@ func scan[T any](s *Store, prefix string, fn func(*T) error) error {
 	}
 	defer it.Close()
 	for ok := it.First(); ok; ok = it.Next() {
-		var v T
-		if err := json.Unmarshal(it.Value(), &v); err != nil {
-			return err
-		}
-		if err := fn(&v); err != nil {
+		if err := fn(it.Key(), it.Value()); err != nil {
 			return err
 		}
 	}
 	return it.Error()
+}
+
+// scan decodes every JSON value under prefix and calls fn with it.
+func scan[T any](s *Store, prefix string, fn func(*T) error) error {
+	return s.scanWith(prefix, func(_, val []byte) error {
+		var v T
+		if err := json.Unmarshal(val, &v); err != nil {
+			return err
+		}
+		return fn(&v)
+	})
 }
 
 func list[T any](s *Store, f family, owner, cursor string, limit int) ([]T, string, error) {
