@@ -60,7 +60,7 @@ func TestLauncherRunsAndStops(t *testing.T) {
 	logs := t.TempDir()
 	l := &Launcher{LogDir: logs, StopGrace: 200 * time.Millisecond, Images: map[string][]string{
 		"env":   {"sh", "-c", `echo "greeting=$GREETING args=$*"; exit 3`, "sh"},
-		"sleep": {"sh", "-c", `trap '' TERM; sleep 60`},
+		"sleep": {"sh", "-c", `trap '' TERM; echo ready; sleep 60`},
 	}}
 	w, err := l.Launch(scheduler.WorkerSpec{ID: "w1", Image: "env", Args: "a b", Env: map[string]string{"GREETING": "hi"}})
 	if err != nil {
@@ -77,6 +77,15 @@ func TestLauncherRunsAndStops(t *testing.T) {
 	w, err = l.Launch(scheduler.WorkerSpec{ID: "w2", Image: "sleep"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; { // until its trap is set
+		if b, _ := os.ReadFile(filepath.Join(logs, "w2.log")); strings.Contains(string(b), "ready") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the worker never got ready")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	start := time.Now()
 	w.Stop()
