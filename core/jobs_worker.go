@@ -60,12 +60,12 @@ func (js *Jobs) AuthWorker(token, endpoint, worker string) error {
 	return nil
 }
 
-// WorkerStopPod reports whether the worker asked to be recycled.
+// WorkerStopPod reports whether the worker asked to be recycled (stopPod) and holds no job.
 func (js *Jobs) WorkerStopPod(worker string) bool {
 	js.wmu.Lock()
 	defer js.wmu.Unlock()
 	w, ok := js.workers[worker]
-	return ok && w.stopPod
+	return ok && w.stopPod && len(w.held) == 0
 }
 
 // Taken is a job handed to a worker.

@@ -196,9 +196,13 @@ func (m *Manager) Reconcile(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for ep, ws := range m.running {
-		if !seen[ep] {
-			for _, w := range ws {
-				w.Stop()
+		for id, w := range ws {
+			switch {
+			case !seen[ep]:
+				w.Stop() // the endpoint was deleted
+			case m.Jobs.WorkerStopPod(id):
+				m.Log.Info("recycling worker: its last job asked for stopPod", "endpoint", ep, "worker", id)
+				w.Stop() // it exits, is forgotten, and demand or workers.min starts a fresh one
 			}
 		}
 	}

@@ -185,3 +185,71 @@ func TestManagerStopsDeletedEndpointsAndAll(t *testing.T) {
 	cancel()
 	m.Run(ctx, time.Hour) // stops every worker and returns
 }
+
+// memStore keeps jobs in a map: enough persistence for the manager's tests.
+type memStore struct {
+	mu   sync.Mutex
+	jobs map[string]core.Job
+	in   map[string][]byte
+}
+
+func (s *memStore) PutJob(j *core.Job, input []byte, _ bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.jobs[j.ID] = *j
+	if input != nil {
+		s.in[j.ID] = input
+	}
+	return nil
+}
+func (s *memStore) SyncJobs() error { return nil }
+func (s *memStore) GetJob(id string) (*core.Job, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.jobs[id]
+	if !ok {
+		return nil, core.ErrNotFound
+	}
+	return &j, nil
+}
+func (s *memStore) Input(id string) ([]byte, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.in[id], nil }
+func (s *memStore) DeleteJob(id string) error       { return nil }
+func (s *memStore) ScanJobs(func(*core.Job)) error  { return nil }
+
+// TestManagerRecyclesStopPod: a worker whose result asked for stopPod is stopped once its job
+// has ended, and a fresh worker takes its place.
+func TestManagerRecyclesStopPod(t *testing.T) {
+	t.Parallel()
+	ep := core.Endpoint{ID: "ep1", Type: core.TypeQueue, Container: core.Container{Image: "i"}, Workers: core.Workers{Min: 1, Max: 1}, TimeoutMs: 60000}
+	l := &fakeLauncher{}
+	m := newManager(endpoints{"ep1": ep}, l)
+	m.Jobs = core.NewJobs(core.JobsConfig{Store: &memStore{jobs: map[string]core.Job{}, in: map[string][]byte{}},
+		Dispatch: &Queues{}, Clock: core.SystemClock{}, Log: m.Log})
+	_ = m.Reconcile(context.Background())
+	worker := l.specs[0].ID
+	j, err := m.Jobs.Submit(&ep, core.Submission{Input: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if got := m.Jobs.Take(ctx, "ep1", worker, 1); len(got) != 1 {
+		t.Fatalf("take = %v", got)
+	}
+	if err := m.Jobs.Done("ep1", worker, j.ID, core.Result{Output: []byte(`1`), StopPod: true}); err != nil {
+		t.Fatal(err)
+	}
+	_ = m.Reconcile(context.Background())
+	select {
+	case <-l.workers[0].stopped:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stopPod worker was not stopped")
+	}
+	for deadline := time.Now().Add(5 * time.Second); l.count() < 2 && time.Now().Before(deadline); {
+		_ = m.Reconcile(context.Background())
+		time.Sleep(5 * time.Millisecond)
+	}
+	if l.count() != 2 {
+		t.Errorf("%d launches; want a fresh worker after the recycled one", l.count())
+	}
+}
