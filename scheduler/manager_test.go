@@ -212,9 +212,13 @@ func (s *memStore) GetJob(id string) (*core.Job, error) {
 	}
 	return &j, nil
 }
-func (s *memStore) Input(id string) ([]byte, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.in[id], nil }
-func (s *memStore) DeleteJob(id string) error       { return nil }
-func (s *memStore) ScanJobs(func(*core.Job)) error  { return nil }
+func (s *memStore) Input(id string) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.in[id], nil
+}
+func (s *memStore) DeleteJob(id string) error      { return nil }
+func (s *memStore) ScanJobs(func(*core.Job)) error { return nil }
 
 // TestManagerRecyclesStopPod: a worker whose result asked for stopPod is stopped once its job
 // has ended, and a fresh worker takes its place.
