@@ -72,6 +72,8 @@ func TestDeleteEndpoint(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	id := e.create(minimalQueue)
+	r := e.do("POST", "/v2/"+id+"/run", e.alice, `{"input":{}}`)
+	job := r.json(t)["id"].(string)
 	if r := e.as(e.alice, "DELETE", "/v2/serverless/"+id, ""); r.status != 204 || r.body != "" {
 		t.Fatalf("DELETE = %d %q; want 204 with no body", r.status, r.body)
 	}
@@ -80,6 +82,9 @@ func TestDeleteEndpoint(t *testing.T) {
 	}
 	if r := e.as(e.alice, "DELETE", "/v2/serverless/"+id, ""); r.status != 404 {
 		t.Errorf("second DELETE = %d; want 404", r.status)
+	}
+	if h := e.engine.Health(id); h.InQueue != 0 {
+		t.Errorf("a deleted endpoint still has %d queued jobs (job %s); want its queue cancelled", h.InQueue, job)
 	}
 }
 

@@ -87,7 +87,7 @@ func setup(t testing.TB, opts ...setupOpts) *env {
 	queues := &scheduler.Queues{}
 	jobs := core.NewJobs(core.JobsConfig{Store: st, Dispatch: queues, Clock: clock, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	a, err := api.New(api.Config{
-		Management: &core.Management{Endpoints: st, Templates: st, Clock: clock,
+		Management: &core.Management{Endpoints: st, Templates: st, Clock: clock, OnDelete: func(id string) { jobs.Purge(id) },
 			Catalog: core.NewCatalog(testPools, []core.NetworkVolume{{ID: "vol-eu", DataCenter: "EU-RO-1", SizeGB: 10}}, testTemplates)},
 		Auth:      &core.Authenticator{Keys: keys, Defaults: o.quota, Clock: clock},
 		Limiter:   &core.RateLimiter{},

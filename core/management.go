@@ -43,6 +43,9 @@ type Management struct {
 	Templates TemplateStore
 	Catalog   *Catalog
 	Clock     Clock
+	// OnDelete, when set, is called with the id of each deleted endpoint (the job engine
+	// cancels its queued jobs).
+	OnDelete func(endpointID string)
 
 	// cache holds endpoints read or written through this Management (id -> Endpoint). Every
 	// endpoint change goes through it (the store is this process's alone), so it stays exact;
@@ -256,6 +259,9 @@ func (m *Management) DeleteEndpoint(ctx context.Context, owner, id string) error
 	m.cache.Delete(id)
 	if err := m.Endpoints.DeleteEndpoint(ctx, id); err != nil && !errors.Is(err, ErrNotFound) {
 		return Internal("deleting the endpoint", err)
+	}
+	if m.OnDelete != nil {
+		m.OnDelete(id)
 	}
 	return nil
 }
