@@ -161,7 +161,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		Management: &core.Management{
 			Endpoints: st, Templates: st, Clock: clock,
 			OnDelete: func(id string) { jobs.Purge(id) }, // a deleted endpoint's queue is cancelled
-			Catalog: core.NewCatalog(cfg.Pools, cfg.NetworkVolumes, templates),
+			Catalog:  core.NewCatalog(cfg.Pools, cfg.NetworkVolumes, templates),
 		},
 		Auth:      &core.Authenticator{Keys: keys, Defaults: quota, Clock: clock},
 		Limiter:   &core.RateLimiter{},
