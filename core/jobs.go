@@ -41,6 +41,11 @@ type Notifier interface {
 // are taken back.
 const WorkerLostAfter = 30 * time.Second
 
+// HotQueueBytes bounds the records and inputs of queued jobs kept in memory, so that most
+// takes need no store read (the head of a queue is what workers take next). Past it, queued
+// jobs wait on disk only.
+const HotQueueBytes = 64 << 20
+
 // MaxStreamBacklog is how many bytes of stream chunks a job may hold unread; past it the job
 // fails rather than grow without bound.
 const MaxStreamBacklog = 64 << 20
@@ -70,6 +75,8 @@ type Jobs struct {
 	tokens  map[string]string       // token -> worker id
 
 	counts sync.Map // endpoint -> *endpointCounts
+
+	hotBytes atomic.Int64 // bytes held by hot copies of queued jobs
 }
 
 type shard struct {
@@ -87,9 +94,28 @@ type liveJob struct {
 	// rec is the full record while a worker runs the job; nil otherwise (read it from the
 	// store with Jobs.record).
 	rec *Job
+	// hot is the record and input of a queued job while the HotQueueBytes budget allows.
+	hot *hotCopy
 	// done is closed when the job ends; made only when someone waits.
 	done   chan struct{}
 	stream *streamState // made when a part arrives or a reader waits
+}
+
+type hotCopy struct {
+	rec   *Job
+	input []byte
+	size  int64
+}
+
+// hotRecordOverhead approximates a record's memory beside its input.
+const hotRecordOverhead = 512
+
+// dropHot releases a job's hot copy. The shard is locked.
+func (js *Jobs) dropHot(j *liveJob) {
+	if j.hot != nil {
+		js.hotBytes.Add(-j.hot.size)
+		j.hot = nil
+	}
 }
 
 // ended returns a channel closed once the job ends. The shard is locked.
@@ -229,6 +255,12 @@ func (js *Jobs) Submit(ep *Endpoint, s Submission) (Job, error) {
 		return Job{}, Internal("storing the job", err)
 	}
 	j := &liveJob{id: rec.ID, endpoint: ep.ID, status: InQueue, sync: s.Sync, expiresAt: rec.ExpiresAt.UnixNano()}
+	if size := int64(len(s.Input) + hotRecordOverhead); js.hotBytes.Add(size) <= HotQueueBytes {
+		cp := *rec
+		j.hot = &hotCopy{rec: &cp, input: s.Input, size: size}
+	} else {
+		js.hotBytes.Add(-size)
+	}
 	sh := js.shard(j.id)
 	sh.mu.Lock()
 	sh.jobs[j.id] = j
@@ -267,11 +299,17 @@ func (js *Jobs) lookup(endpoint, id string) (*shard, *liveJob, error) {
 	return sh, j, nil
 }
 
-// record returns the job's full record: the attached one, or one read from the store. The
-// shard is locked.
+// record returns the job's full record: the attached one, the hot copy (which it hands over:
+// the caller may change the record, so the copy would go stale), or one read from the store.
+// The shard is locked.
 func (js *Jobs) record(j *liveJob) (*Job, error) {
 	if j.rec != nil {
 		return j.rec, nil
+	}
+	if j.hot != nil {
+		rec := j.hot.rec
+		js.dropHot(j)
+		return rec, nil
 	}
 	rec, err := js.store.GetJob(j.id)
 	if err != nil {

@@ -492,3 +492,50 @@ func TestRecover(t *testing.T) {
 		t.Errorf("new job seq %d after restart; want above %d", fresh.Seq, q2.Seq)
 	}
 }
+
+// TestHotQueue: the head of the queue is taken from memory (no store read), up to the
+// HotQueueBytes budget; past it, and after any other use of a queued job, the store is read.
+func TestHotQueue(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	big := `{"b":"` + strings.Repeat("x", 1<<20) + `"}`
+	n := core.HotQueueBytes/(1<<20) + 5 // more than the budget holds
+	var ids []string
+	for range n {
+		ids = append(ids, r.submit(big).ID)
+	}
+	// Remove the stored inputs behind the engine's back: only hot jobs can still be taken
+	// with their input.
+	for _, id := range ids {
+		if err := r.store.DeleteJob(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hot := 0
+	for range n {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		got := r.jobs.Take(ctx, "ep1", "w", 1)
+		cancel()
+		if len(got) != 1 || len(got[0].Input) != len(big) {
+			break // the rest were not kept in memory
+		}
+		hot++
+	}
+	if hot == 0 || hot >= n {
+		t.Errorf("%d of %d jobs came from memory; want some, bounded by the %d MB budget", hot, n, core.HotQueueBytes>>20)
+	}
+
+	// A status ttl on a hot queued job changes the stored record; the take sees the change.
+	j := r.submit(`{"k":1}`)
+	if _, err := r.jobs.Get("ep1", j.ID, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	tk := r.take("w")
+	if string(tk.Input) != `{"k":1}` {
+		t.Errorf("input after a status read = %s", tk.Input)
+	}
+	stored, _ := r.store.GetJob(j.ID)
+	if want := r.clock.Now().Add(20 * time.Second); !stored.ExpiresAt.Equal(want) {
+		t.Errorf("expiry after take = %v; want the ttl's %v (the hot copy must not revert it)", stored.ExpiresAt, want)
+	}
+}

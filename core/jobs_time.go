@@ -90,6 +90,7 @@ func (js *Jobs) due(d deadline, now time.Time) bool {
 			js.release(j.rec.WorkerID, j.id, true)
 		}
 		js.count(j.endpoint, j.status, "")
+		js.dropHot(j)
 		delete(sh.jobs, d.id)
 		if !j.status.Terminal() {
 			j.wake() // waiters of a job that expired before it ended

@@ -108,6 +108,10 @@ func (js *Jobs) take(endpoint, worker, id string) (Taken, bool) {
 		sh.mu.Unlock()
 		return Taken{}, false
 	}
+	var input []byte
+	if j.hot != nil {
+		input = j.hot.input // the record comes with it, below
+	}
 	rec, err := js.record(j)
 	if err != nil {
 		sh.mu.Unlock()
@@ -132,10 +136,11 @@ func (js *Jobs) take(endpoint, worker, id string) (Taken, bool) {
 		w.held[id] = true
 	}
 	js.wmu.Unlock()
-	input, err := js.store.Input(id)
-	if err != nil {
-		js.log.Error("reading a job's input", "job", id, "err", err)
-		input = json.RawMessage(`{}`)
+	if input == nil {
+		if input, err = js.store.Input(id); err != nil {
+			js.log.Error("reading a job's input", "job", id, "err", err)
+			input = json.RawMessage(`{}`)
+		}
 	}
 	return Taken{ID: id, Input: input, S3Config: s3}, true
 }
