@@ -44,7 +44,7 @@ const WorkerLostAfter = 30 * time.Second
 // HotQueueBytes bounds the records and inputs of queued jobs kept in memory, so that most
 // takes need no store read (the head of a queue is what workers take next). Past it, queued
 // jobs wait on disk only.
-const HotQueueBytes = 64 << 20
+const HotQueueBytes = 16 << 20
 
 // MaxStreamBacklog is how many bytes of stream chunks a job may hold unread; past it the job
 // fails rather than grow without bound.
@@ -254,10 +254,10 @@ func (js *Jobs) Submit(ep *Endpoint, s Submission) (Job, error) {
 	if err := js.store.PutJob(rec, s.Input, !s.Sync); err != nil {
 		return Job{}, Internal("storing the job", err)
 	}
+	snap := *rec // taken before the job is published: a worker may change rec from then on
 	j := &liveJob{id: rec.ID, endpoint: ep.ID, status: InQueue, sync: s.Sync, expiresAt: rec.ExpiresAt.UnixNano()}
 	if size := int64(len(s.Input) + hotRecordOverhead); js.hotBytes.Add(size) <= HotQueueBytes {
-		cp := *rec
-		j.hot = &hotCopy{rec: &cp, input: s.Input, size: size}
+		j.hot = &hotCopy{rec: rec, input: s.Input, size: size}
 	} else {
 		js.hotBytes.Add(-size)
 	}
@@ -268,7 +268,7 @@ func (js *Jobs) Submit(ep *Endpoint, s Submission) (Job, error) {
 	js.count(ep.ID, "", InQueue)
 	js.schedule(j.id, rec.ExpiresAt, dlExpire)
 	js.dispatch.Enqueue(ep.ID, j.id)
-	return *rec, nil
+	return snap, nil
 }
 
 // ttlOf is a job's lifetime from submit.

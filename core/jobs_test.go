@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -538,4 +539,63 @@ func TestHotQueue(t *testing.T) {
 	if want := r.clock.Now().Add(20 * time.Second); !stored.ExpiresAt.Equal(want) {
 		t.Errorf("expiry after take = %v; want the ttl's %v (the hot copy must not revert it)", stored.ExpiresAt, want)
 	}
+}
+
+// TestConcurrentSubmitTakeDone runs submitters and workers at once (meant for -race): every job
+// completes once.
+func TestConcurrentSubmitTakeDone(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	const submitters, perSubmitter, workers = 8, 200, 8
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var done sync.Map
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := fmt.Sprintf("w%d", w)
+			for ctx.Err() == nil {
+				for _, tk := range r.jobs.Take(ctx, "ep1", name, 2) {
+					if err := r.jobs.Done("ep1", name, tk.ID, core.Result{Output: tk.Input}); err != nil {
+						t.Errorf("Done(%s): %v", tk.ID, err)
+					}
+					if _, dup := done.LoadOrStore(tk.ID, true); dup {
+						t.Errorf("job %s taken twice", tk.ID)
+					}
+				}
+			}
+		}()
+	}
+	var ids sync.Map
+	var sub sync.WaitGroup
+	for s := range submitters {
+		sub.Add(1)
+		go func() {
+			defer sub.Done()
+			for i := range perSubmitter {
+				j := r.submit(fmt.Sprintf(`{"s":%d,"i":%d}`, s, i))
+				ids.Store(j.ID, true)
+				if _, err := r.jobs.Get("ep1", j.ID, 0); err != nil { // status reads race with takes
+					t.Errorf("Get: %v", err)
+				}
+			}
+		}()
+	}
+	sub.Wait()
+	for deadline := time.Now().Add(30 * time.Second); r.jobs.Health("ep1").Completed < submitters*perSubmitter; {
+		if time.Now().After(deadline) {
+			t.Fatalf("health = %+v; want %d completed", r.jobs.Health("ep1"), submitters*perSubmitter)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	ids.Range(func(k, _ any) bool {
+		if s := r.status(k.(string)); s != core.Completed {
+			t.Errorf("job %s: %s", k, s)
+		}
+		return true
+	})
 }
