@@ -18,6 +18,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/gantryhq/gantry/adapters/process"
@@ -33,6 +34,9 @@ const usage = `Gantry: a self-hosted serverless GPU platform.
 Usage:
   gantry serve [flags]          run the platform (gantry serve --help)
   gantry keys create [flags]    issue an API key (gantry keys create --help)
+  gantry keys list [--data DIR] list API keys (ids, users, scopes; never secrets)
+  gantry keys revoke [--data DIR] KEY_ID
+                                revoke a key (the server refuses it within 10 s)
   gantry worker NAME            run a built-in worker (gantry worker --help)
 `
 
@@ -54,11 +58,20 @@ func run(args []string, stdout, stderr io.Writer) error {
 	case "serve":
 		return serve(args[1:], stdout, stderr)
 	case "keys":
-		if len(args) < 2 || args[1] != "create" {
+		if len(args) < 2 {
 			fmt.Fprint(stderr, usage)
-			return errors.New(`"keys" takes a subcommand: create`)
+			return errors.New(`"keys" takes a subcommand: create, list or revoke`)
 		}
-		return keysCreate(args[2:], stdout, stderr)
+		switch args[1] {
+		case "create":
+			return keysCreate(args[2:], stdout, stderr)
+		case "list":
+			return keysList(args[2:], stdout, stderr)
+		case "revoke":
+			return keysRevoke(args[2:], stdout, stderr)
+		}
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown keys subcommand %q (create, list or revoke)", args[1])
 	case "worker":
 		return runWorker(args[1:], stderr)
 	case "help", "-h", "--help":
@@ -334,5 +347,61 @@ func keysCreate(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "Created user %s.\n", *user)
 	}
 	fmt.Fprintf(stdout, "Created key %s for %s (scope %s). It is shown once; keep it safe:\n%s\n", k.ID, *user, sc, secret)
+	return nil
+}
+
+func keysList(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("gantry keys list", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	data := fs.String("data", "./gantry-data", "state directory of the server")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	dir, err := keydir.Open(*data)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	keys, err := dir.ListKeys()
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tUSER\tSCOPE\tENDPOINTS\tCREATED\tEXPIRES")
+	for _, k := range keys {
+		expires := "never"
+		if k.ExpiresAt != nil {
+			expires = k.ExpiresAt.UTC().Format(time.RFC3339)
+		}
+		eps := strings.Join(k.Endpoints, ",")
+		if eps == "" {
+			eps = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.User, k.Scope, eps, k.CreatedAt.UTC().Format(time.RFC3339), expires)
+	}
+	return tw.Flush()
+}
+
+func keysRevoke(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("gantry keys revoke", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	data := fs.String("data", "./gantry-data", "state directory of the server")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("name one key id (see gantry keys list)")
+	}
+	dir, err := keydir.Open(*data)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	if err := dir.DeleteKey(fs.Arg(0)); errors.Is(err, core.ErrNotFound) {
+		return fmt.Errorf("no key %q (see gantry keys list)", fs.Arg(0))
+	} else if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "Revoked key %s; a running server refuses it within 10 s.\n", fs.Arg(0))
 	return nil
 }

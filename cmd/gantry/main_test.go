@@ -202,3 +202,42 @@ func TestServeFlagsAndConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestKeysListAndRevoke: list shows ids and users but never secrets; a revoked key is refused
+// by the running server once its cache entry lapses (10 s).
+func TestKeysListAndRevoke(t *testing.T) {
+	t.Parallel()
+	bin := buildGantry(t)
+	data := t.TempDir()
+	s := startServe(t, bin, "--data", data)
+	key := newKey(t, bin, data)
+	if code, _ := call(t, "GET", s.base+"/v2/serverless", key, ""); code != 200 {
+		t.Fatalf("with the new key: %d", code)
+	}
+	out, err := exec.Command(bin, "keys", "list", "--data", data).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(out, []byte(key)) || !bytes.Contains(out, []byte("alice")) || !bytes.Contains(out, []byte("ID")) {
+		t.Fatalf("keys list =\n%s\nwant a table with the user and no secret", out)
+	}
+	id := strings.Fields(strings.Split(strings.TrimSpace(string(out)), "\n")[1])[0]
+	if out, err := exec.Command(bin, "keys", "revoke", "--data", data, id).CombinedOutput(); err != nil {
+		t.Fatalf("keys revoke: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(bin, "keys", "revoke", "--data", data, id).CombinedOutput(); err == nil {
+		t.Errorf("revoking twice succeeded: %s", out)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, _ := call(t, "GET", s.base+"/v2/serverless", key, "")
+		if code == 401 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a revoked key still answers %d after 20 s", code)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	s.stop(t)
+}

@@ -13,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/dgraph-io/ristretto/v2"
@@ -83,6 +85,44 @@ func (d *Dir) PutKey(_ context.Context, k core.Key) error {
 		return fmt.Errorf("key hash %q is not a hex SHA-256", k.Hash)
 	}
 	return writeJSON(filepath.Join(d.root, "keys", k.Hash+".json"), k)
+}
+
+// ListKeys returns every stored key (hashes, never secrets), oldest first.
+func (d *Dir) ListKeys() ([]core.Key, error) {
+	entries, err := os.ReadDir(filepath.Join(d.root, "keys"))
+	if err != nil {
+		return nil, err
+	}
+	var keys []core.Key
+	for _, e := range entries {
+		name, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok || !hashRE.MatchString(name) {
+			continue
+		}
+		var k core.Key
+		if err := readJSON(filepath.Join(d.root, "keys", e.Name()), &k); err != nil {
+			return nil, fmt.Errorf("reading key %s: %w", name, err)
+		}
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b core.Key) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	return keys, nil
+}
+
+// DeleteKey removes the key with the given id (not its secret: the id `gantry keys list`
+// shows). A server stops accepting it within the cache's 10 s.
+func (d *Dir) DeleteKey(id string) error {
+	keys, err := d.ListKeys()
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if k.ID == id {
+			d.keys.Del(k.Hash)
+			return os.Remove(filepath.Join(d.root, "keys", k.Hash+".json"))
+		}
+	}
+	return core.ErrNotFound
 }
 
 // GetUser reads a user.

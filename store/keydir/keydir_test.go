@@ -375,3 +375,42 @@ func TestAuthenticator(t *testing.T) {
 		}
 	}
 }
+
+func TestListAndDeleteKeys(t *testing.T) {
+	t.Parallel()
+	d, err := keydir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	ctx := context.Background()
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, id := range []string{"k2", "k1", "k3"} {
+		secret := core.NewKeySecret()
+		k := core.Key{ID: id, Hash: core.HashKey(secret), User: "u", Scope: core.ScopeAll, CreatedAt: base.Add(time.Duration([]int{2, 1, 3}[i]) * time.Hour)}
+		if err := d.PutKey(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys, err := d.ListKeys()
+	var ids []string
+	for _, k := range keys {
+		ids = append(ids, k.ID)
+	}
+	if err != nil || strings.Join(ids, ",") != "k1,k2,k3" {
+		t.Fatalf("ListKeys = %v, %v; want k1,k2,k3 (oldest first)", ids, err)
+	}
+	hash := keys[0].Hash
+	if _, err := d.LookupKey(ctx, hash); err != nil { // now cached
+		t.Fatal(err)
+	}
+	if err := d.DeleteKey("k1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.LookupKey(ctx, hash); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("LookupKey after DeleteKey = %v; want ErrNotFound (no stale cache hit)", err)
+	}
+	if err := d.DeleteKey("k1"); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("second DeleteKey = %v; want ErrNotFound", err)
+	}
+}
