@@ -5,8 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"hash/maphash"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,12 +24,12 @@ type JobStore interface {
 	ScanJobs(fn func(*Job)) error // every stored job, any order
 }
 
-// Dispatcher queues job ids per endpoint and hands them to long-polling workers. It may hand out
-// ids that are no longer queued (cancelled, purged, expired): Jobs checks each one.
+// Dispatcher queues job keys per endpoint and hands them to long-polling workers. It may hand
+// out keys of jobs no longer queued (cancelled, purged, expired): Jobs checks each one.
 type Dispatcher interface {
-	Enqueue(endpoint, id string)
-	// Take waits until it has at least one id (up to max) for endpoint, or ctx is done.
-	Take(ctx context.Context, endpoint string, max int) []string
+	Enqueue(endpoint string, key JobKey)
+	// Take waits until it has at least one key (up to max) for endpoint, or ctx is done.
+	Take(ctx context.Context, endpoint string, max int) []JobKey
 }
 
 // Notifier delivers a job's final state to its webhook.
@@ -50,12 +50,62 @@ const HotQueueBytes = 16 << 20
 // fails rather than grow without bound.
 const MaxStreamBacklog = 64 << 20
 
+// JobKey is a job id in binary form: 16 random bytes, and a last byte set for a runsync job. It
+// holds no pointers, so the job index (maps, queues, deadlines) keyed by it costs the garbage
+// collector next to nothing to scan, however many jobs are queued.
+type JobKey [17]byte
+
+// newJobKey returns a random key.
+func newJobKey(sync bool) JobKey {
+	var k JobKey
+	_, _ = rand.Read(k[:16])
+	if sync {
+		k[16] = 1
+	}
+	return k
+}
+
+// String is the job id: a UUID-shaped hex string, prefixed "sync-" for runsync jobs as RunPod's
+// are.
+func (k JobKey) String() string {
+	var b [41]byte
+	n := 0
+	if k[16] == 1 {
+		n = copy(b[:], "sync-")
+	}
+	h := hex.EncodeToString(k[:16])
+	for i, part := range []string{h[:8], h[8:12], h[12:16], h[16:20], h[20:]} {
+		if i > 0 {
+			b[n] = '-'
+			n++
+		}
+		n += copy(b[n:], part)
+	}
+	return string(b[:n])
+}
+
+// ParseJobKey reads a job id; ok is false for anything String cannot have produced.
+func ParseJobKey(id string) (k JobKey, ok bool) {
+	if rest, found := strings.CutPrefix(id, "sync-"); found {
+		id, k[16] = rest, 1
+	}
+	if len(id) != 36 || id[8] != '-' || id[13] != '-' || id[18] != '-' || id[23] != '-' {
+		return JobKey{}, false
+	}
+	h := id[:8] + id[9:13] + id[14:18] + id[19:23] + id[24:]
+	if _, err := hex.Decode(k[:16], []byte(h)); err != nil {
+		return JobKey{}, false
+	}
+	return k, true
+}
+
 // Jobs is the job engine: the state machine applied to live jobs, their retention, the
 // runsync waiters and stream readers, and the workers that hold jobs.
 //
-// Memory holds an index entry per live job (status, endpoint, expiry); the full record lives
-// in the store and is attached only while a worker runs the job. A million queued jobs cost a
-// million small entries, not a million records: status reads pay one store read instead.
+// Memory holds an index entry per live job (state, endpoint, expiry), free of pointers but for
+// the rarely set extras; the full record lives in the store and is attached only while a worker
+// runs the job. A million queued jobs cost a million small entries that the garbage collector
+// need not scan, not a million records: status reads pay one store read instead.
 type Jobs struct {
 	store    JobStore
 	dispatch Dispatcher
@@ -64,7 +114,6 @@ type Jobs struct {
 	log      *slog.Logger
 
 	shards [64]shard
-	seed   maphash.Seed
 	seq    atomic.Uint64
 
 	dmu       sync.Mutex
@@ -77,28 +126,97 @@ type Jobs struct {
 	counts sync.Map // endpoint -> *endpointCounts
 
 	hotBytes atomic.Int64 // bytes held by hot copies of queued jobs
+
+	epMu    sync.RWMutex
+	epIDs   map[string]uint32 // interned endpoint ids
+	epNames []string
 }
 
 type shard struct {
 	mu   sync.Mutex
-	jobs map[string]*liveJob
+	jobs map[JobKey]liveJob
 }
 
-// liveJob is a job's index entry, guarded by its shard's lock.
+// jobState is a job's status in the index.
+type jobState uint8
+
+const (
+	stQueued jobState = iota + 1
+	stRunning
+	stCompleted
+	stFailed
+	stCancelled
+	stTimedOut
+)
+
+var stateNames = [...]JobStatus{stQueued: InQueue, stRunning: InProgress, stCompleted: Completed,
+	stFailed: Failed, stCancelled: Cancelled, stTimedOut: TimedOut}
+
+func (s jobState) Status() JobStatus { return stateNames[s] }
+
+func stateOf(s JobStatus) jobState {
+	for i, n := range stateNames {
+		if n == s && i > 0 {
+			return jobState(i)
+		}
+	}
+	return 0
+}
+
+// liveJob is a job's index entry, kept by value in its shard's map.
 type liveJob struct {
-	id        string
-	endpoint  string
-	status    JobStatus
-	sync      bool  // a runsync job: its state changes are not synced
-	expiresAt int64 // Unix nanoseconds
-	// rec is the full record while a worker runs the job; nil otherwise (read it from the
-	// store with Jobs.record).
+	expiresAt int64  // Unix nanoseconds
+	ep        uint32 // interned endpoint id
+	state     jobState
+	sync      bool      // a runsync job: its state changes are not synced
+	x         *jobExtra // nil for most queued jobs
+}
+
+// jobExtra holds what few jobs have at a time.
+type jobExtra struct {
+	// rec is the full record while a worker runs the job (read it from the store otherwise,
+	// with Jobs.record).
 	rec *Job
 	// hot is the record and input of a queued job while the HotQueueBytes budget allows.
 	hot *hotCopy
 	// done is closed when the job ends; made only when someone waits.
 	done   chan struct{}
 	stream *streamState // made when a part arrives or a reader waits
+}
+
+// entry is a locked index entry: a copy of the liveJob whose changes unlock writes back.
+type entry struct {
+	liveJob
+	key  JobKey
+	sh   *shard
+	gone bool // removed from the index
+}
+
+func (e *entry) unlock() {
+	if !e.gone {
+		if x := e.x; x != nil && x.rec == nil && x.hot == nil && x.done == nil && x.stream == nil {
+			e.x = nil
+		}
+		e.sh.jobs[e.key] = e.liveJob
+	}
+	e.sh.mu.Unlock()
+}
+
+func (e *entry) extra() *jobExtra {
+	if e.x == nil {
+		e.x = &jobExtra{}
+	}
+	return e.x
+}
+
+func (e *entry) status() JobStatus { return e.state.Status() }
+
+// attached is the record attached to a running job, or nil.
+func (e *entry) attached() *Job {
+	if e.x == nil {
+		return nil
+	}
+	return e.x.rec
 }
 
 type hotCopy struct {
@@ -111,35 +229,39 @@ type hotCopy struct {
 const hotRecordOverhead = 512
 
 // dropHot releases a job's hot copy. The shard is locked.
-func (js *Jobs) dropHot(j *liveJob) {
-	if j.hot != nil {
-		js.hotBytes.Add(-j.hot.size)
-		j.hot = nil
+func (js *Jobs) dropHot(e *entry) {
+	if e.x != nil && e.x.hot != nil {
+		js.hotBytes.Add(-e.x.hot.size)
+		e.x.hot = nil
 	}
 }
 
 // ended returns a channel closed once the job ends. The shard is locked.
-func (j *liveJob) ended() <-chan struct{} {
-	if j.done == nil {
-		j.done = make(chan struct{})
-		if j.status.Terminal() {
-			close(j.done)
+func (e *entry) ended() <-chan struct{} {
+	x := e.extra()
+	if x.done == nil {
+		x.done = make(chan struct{})
+		if e.status().Terminal() {
+			close(x.done)
 		}
 	}
-	return j.done
+	return x.done
 }
 
 // wake closes the end channel and signals a stream reader, if there are any. The shard is locked.
-func (j *liveJob) wake() {
-	if j.done != nil {
+func (e *entry) wake() {
+	if e.x == nil {
+		return
+	}
+	if e.x.done != nil {
 		select {
-		case <-j.done:
+		case <-e.x.done:
 		default:
-			close(j.done)
+			close(e.x.done)
 		}
 	}
-	if j.stream != nil {
-		signal(j.stream.sig)
+	if e.x.stream != nil {
+		signal(e.x.stream.sig)
 	}
 }
 
@@ -166,18 +288,47 @@ type JobsConfig struct {
 // NewJobs returns an engine with no jobs; call Recover to load stored ones.
 func NewJobs(c JobsConfig) *Jobs {
 	j := &Jobs{store: c.Store, dispatch: c.Dispatch, notify: c.Notify, clock: c.Clock, log: c.Log,
-		seed: maphash.MakeSeed(), workers: map[string]*workerState{}, tokens: map[string]string{}}
+		workers: map[string]*workerState{}, tokens: map[string]string{}, epIDs: map[string]uint32{}}
 	if j.log == nil {
 		j.log = slog.Default()
 	}
 	for i := range j.shards {
-		j.shards[i].jobs = map[string]*liveJob{}
+		j.shards[i].jobs = map[JobKey]liveJob{}
 	}
 	return j
 }
 
-func (js *Jobs) shard(id string) *shard {
-	return &js.shards[maphash.String(js.seed, id)%uint64(len(js.shards))]
+func (js *Jobs) shard(k JobKey) *shard {
+	return &js.shards[k[0]%uint8(len(js.shards))] // the key is random
+}
+
+// epIntern returns the endpoint's interned id, adding it if new.
+func (js *Jobs) epIntern(name string) uint32 {
+	if id, ok := js.epFind(name); ok {
+		return id
+	}
+	js.epMu.Lock()
+	defer js.epMu.Unlock()
+	if id, ok := js.epIDs[name]; ok {
+		return id
+	}
+	id := uint32(len(js.epNames))
+	js.epNames = append(js.epNames, name)
+	js.epIDs[name] = id
+	return id
+}
+
+func (js *Jobs) epFind(name string) (uint32, bool) {
+	js.epMu.RLock()
+	defer js.epMu.RUnlock()
+	id, ok := js.epIDs[name]
+	return id, ok
+}
+
+func (js *Jobs) epName(id uint32) string {
+	js.epMu.RLock()
+	defer js.epMu.RUnlock()
+	return js.epNames[id]
 }
 
 func (js *Jobs) countsOf(endpoint string) *endpointCounts {
@@ -211,18 +362,6 @@ func (c *endpointCounts) add(s JobStatus, d int64) {
 	}
 }
 
-// newJobID returns a random job id; runsync ids start with "sync-" as RunPod's do.
-func newJobID(sync bool) string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	h := hex.EncodeToString(b)
-	id := h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
-	if sync {
-		return "sync-" + id
-	}
-	return id
-}
-
 // Submission is a job request as the API decoded it.
 type Submission struct {
 	Input    []byte // the raw JSON of `input`
@@ -237,8 +376,9 @@ type Submission struct {
 // Submit returns; a runsync job is not synced first (its client waits on the connection).
 func (js *Jobs) Submit(ep *Endpoint, s Submission) (Job, error) {
 	now := js.clock.Now()
+	key := newJobKey(s.Sync)
 	rec := &Job{
-		ID: newJobID(s.Sync), Endpoint: ep.ID, Owner: ep.Owner, Status: InQueue, Sync: s.Sync,
+		ID: key.String(), Endpoint: ep.ID, Owner: ep.Owner, Status: InQueue, Sync: s.Sync,
 		Webhook: s.Webhook, Policy: s.Policy, S3Config: s.S3Config,
 		TimeoutMs: cmpOr(s.Policy.ExecutionTimeoutMs, ep.TimeoutMs),
 		Seq:       js.seq.Add(1), CreatedAt: now, QueuedAt: now,
@@ -255,19 +395,19 @@ func (js *Jobs) Submit(ep *Endpoint, s Submission) (Job, error) {
 		return Job{}, Internal("storing the job", err)
 	}
 	snap := *rec // taken before the job is published: a worker may change rec from then on
-	j := &liveJob{id: rec.ID, endpoint: ep.ID, status: InQueue, sync: s.Sync, expiresAt: rec.ExpiresAt.UnixNano()}
+	lj := liveJob{expiresAt: rec.ExpiresAt.UnixNano(), ep: js.epIntern(ep.ID), state: stQueued, sync: s.Sync}
 	if size := int64(len(s.Input) + hotRecordOverhead); js.hotBytes.Add(size) <= HotQueueBytes {
-		j.hot = &hotCopy{rec: rec, input: s.Input, size: size}
+		lj.x = &jobExtra{hot: &hotCopy{rec: rec, input: s.Input, size: size}}
 	} else {
 		js.hotBytes.Add(-size)
 	}
-	sh := js.shard(j.id)
+	sh := js.shard(key)
 	sh.mu.Lock()
-	sh.jobs[j.id] = j
+	sh.jobs[key] = lj
 	sh.mu.Unlock()
 	js.count(ep.ID, "", InQueue)
-	js.schedule(j.id, rec.ExpiresAt, dlExpire)
-	js.dispatch.Enqueue(ep.ID, j.id)
+	js.schedule(key, rec.ExpiresAt, dlExpire)
+	js.dispatch.Enqueue(ep.ID, key)
 	return snap, nil
 }
 
@@ -286,32 +426,53 @@ func cmpOr(a, b int64) int64 {
 	return b
 }
 
-// lookup returns the live job of an endpoint, or KindNotFound when it is unknown, expired or
-// another endpoint's. On success the returned shard is locked.
-func (js *Jobs) lookup(endpoint, id string) (*shard, *liveJob, error) {
-	sh := js.shard(id)
-	sh.mu.Lock()
-	j, ok := sh.jobs[id]
-	if !ok || j.endpoint != endpoint || js.clock.Now().UnixNano() >= j.expiresAt {
-		sh.mu.Unlock()
-		return nil, nil, Errorf(KindNotFound, "job %q not found (unknown, or its result expired)", id)
+func notFound(id string) error {
+	return Errorf(KindNotFound, "job %q not found (unknown, or its result expired)", id)
+}
+
+// lookup returns the locked index entry of an endpoint's live job, or KindNotFound when it is
+// unknown, expired or another endpoint's. Call unlock on the entry when done.
+func (js *Jobs) lookup(endpoint, id string) (*entry, error) {
+	key, ok := ParseJobKey(id)
+	epID, known := js.epFind(endpoint)
+	if !ok || !known {
+		return nil, notFound(id)
 	}
-	return sh, j, nil
+	e := js.lock(key)
+	if e == nil || e.ep != epID || js.clock.Now().UnixNano() >= e.expiresAt {
+		if e != nil {
+			e.sh.mu.Unlock()
+		}
+		return nil, notFound(id)
+	}
+	return e, nil
+}
+
+// lock returns the locked entry of a key, or nil (unlocked) when there is none.
+func (js *Jobs) lock(key JobKey) *entry {
+	sh := js.shard(key)
+	sh.mu.Lock()
+	lj, ok := sh.jobs[key]
+	if !ok {
+		sh.mu.Unlock()
+		return nil
+	}
+	return &entry{liveJob: lj, key: key, sh: sh}
 }
 
 // record returns the job's full record: the attached one, the hot copy (which it hands over:
 // the caller may change the record, so the copy would go stale), or one read from the store.
 // The shard is locked.
-func (js *Jobs) record(j *liveJob) (*Job, error) {
-	if j.rec != nil {
-		return j.rec, nil
-	}
-	if j.hot != nil {
-		rec := j.hot.rec
-		js.dropHot(j)
+func (js *Jobs) record(e *entry) (*Job, error) {
+	if rec := e.attached(); rec != nil {
 		return rec, nil
 	}
-	rec, err := js.store.GetJob(j.id)
+	if e.x != nil && e.x.hot != nil {
+		rec := e.x.hot.rec
+		js.dropHot(e)
+		return rec, nil
+	}
+	rec, err := js.store.GetJob(e.key.String())
 	if err != nil {
 		return nil, Internal("reading the job", err)
 	}
@@ -321,8 +482,8 @@ func (js *Jobs) record(j *liveJob) (*Job, error) {
 // save writes the record without waiting for the disk and refreshes the index entry. The shard
 // is locked, so one job's writes land in order; operations that must be durable call sync once
 // unlocked.
-func (js *Jobs) save(j *liveJob, rec *Job) {
-	j.status, j.expiresAt = rec.Status, rec.ExpiresAt.UnixNano()
+func (js *Jobs) save(e *entry, rec *Job) {
+	e.state, e.expiresAt = stateOf(rec.Status), rec.ExpiresAt.UnixNano()
 	if err := js.store.PutJob(rec, nil, false); err != nil {
 		js.log.Error("storing job", "job", rec.ID, "err", err)
 	}
@@ -341,18 +502,18 @@ func (js *Jobs) sync(needed bool) error {
 }
 
 // view runs fn on a job's record with its shard locked and returns a copy of the record.
-func (js *Jobs) view(endpoint, id string, fn func(j *liveJob, rec *Job)) (Job, error) {
-	sh, j, err := js.lookup(endpoint, id)
+func (js *Jobs) view(endpoint, id string, fn func(e *entry, rec *Job)) (Job, error) {
+	e, err := js.lookup(endpoint, id)
 	if err != nil {
 		return Job{}, err
 	}
-	defer sh.mu.Unlock()
-	rec, err := js.record(j)
+	defer e.unlock()
+	rec, err := js.record(e)
 	if err != nil {
 		return Job{}, err
 	}
 	if fn != nil {
-		fn(j, rec)
+		fn(e, rec)
 	}
 	return *rec, nil
 }
@@ -362,21 +523,21 @@ func (js *Jobs) Get(endpoint, id string, ttl time.Duration) (Job, error) {
 	if ttl <= 0 {
 		return js.view(endpoint, id, nil)
 	}
-	return js.view(endpoint, id, func(j *liveJob, rec *Job) {
+	return js.view(endpoint, id, func(e *entry, rec *Job) {
 		rec.ExpiresAt = js.clock.Now().Add(ttl)
-		js.save(j, rec)
-		js.schedule(j.id, rec.ExpiresAt, dlExpire)
+		js.save(e, rec)
+		js.schedule(e.key, rec.ExpiresAt, dlExpire)
 	})
 }
 
 // Wait returns the job once it ends or when wait passes (or ctx ends), whichever is first.
 func (js *Jobs) Wait(ctx context.Context, endpoint, id string, wait time.Duration) (Job, error) {
-	sh, j, err := js.lookup(endpoint, id)
+	e, err := js.lookup(endpoint, id)
 	if err != nil {
 		return Job{}, err
 	}
-	done := j.ended()
-	sh.mu.Unlock()
+	done := e.ended()
+	e.unlock()
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
@@ -391,19 +552,22 @@ func (js *Jobs) Wait(ctx context.Context, endpoint, id string, wait time.Duratio
 // the record is detached (it lives in the store). Called with the shard locked; it reports
 // whether the caller must sync once unlocked (every job but a runsync one, whose client waits
 // on the connection).
-func (js *Jobs) end(j *liveJob, rec *Job, ev Event, to JobStatus) (syncNeeded bool) {
+func (js *Jobs) end(e *entry, rec *Job, ev Event, to JobStatus) (syncNeeded bool) {
 	from := rec.Status
 	now := js.clock.Now()
 	rec.Status = to
 	rec.EndedAt = now
 	rec.ExpiresAt = now.Add(rec.Retention)
-	js.count(j.endpoint, from, to)
-	js.save(j, rec)
-	j.rec = nil
-	j.wake()
-	js.schedule(j.id, rec.ExpiresAt, dlExpire)
+	js.count(rec.Endpoint, from, to)
+	js.save(e, rec)
+	if e.x != nil {
+		e.x.rec = nil
+	}
+	js.dropHot(e)
+	e.wake()
+	js.schedule(e.key, rec.ExpiresAt, dlExpire)
 	if rec.WorkerID != "" {
-		js.release(rec.WorkerID, j.id, from == InProgress && (ev == EvCancel || ev == EvTimeout))
+		js.release(rec.WorkerID, rec.ID, from == InProgress && (ev == EvCancel || ev == EvTimeout))
 	}
 	if rec.Webhook != "" && js.notify != nil && (to == Completed || to == Failed || to == TimedOut) {
 		js.sendWebhook(rec)
@@ -413,92 +577,99 @@ func (js *Jobs) end(j *liveJob, rec *Job, ev Event, to JobStatus) (syncNeeded bo
 
 // Cancel cancels a queued or running job; a running job's worker is told to stop.
 func (js *Jobs) Cancel(endpoint, id string) (Job, error) {
-	sh, j, err := js.lookup(endpoint, id)
+	e, err := js.lookup(endpoint, id)
 	if err != nil {
 		return Job{}, err
 	}
-	to, err := Next(j.status, EvCancel)
+	to, err := Next(e.status(), EvCancel)
 	if err != nil {
-		sh.mu.Unlock()
+		e.unlock()
 		return Job{}, err
 	}
-	rec, err := js.record(j)
+	rec, err := js.record(e)
 	if err != nil {
-		sh.mu.Unlock()
+		e.unlock()
 		return Job{}, err
 	}
-	needSync := js.end(j, rec, EvCancel, to)
+	needSync := js.end(e, rec, EvCancel, to)
 	snap := *rec
-	sh.mu.Unlock()
+	e.unlock()
 	return snap, js.sync(needSync)
 }
 
 // Retry puts a FAILED or TIMED_OUT job back in the queue: same id, same input, output removed.
 func (js *Jobs) Retry(endpoint, id string) (Job, error) {
-	sh, j, err := js.lookup(endpoint, id)
+	e, err := js.lookup(endpoint, id)
 	if err != nil {
 		return Job{}, err
 	}
-	if _, err := Next(j.status, EvRetry); err != nil {
-		sh.mu.Unlock()
+	if _, err := Next(e.status(), EvRetry); err != nil {
+		e.unlock()
 		return Job{}, err
 	}
-	rec, err := js.record(j)
+	rec, err := js.record(e)
 	if err != nil {
-		sh.mu.Unlock()
+		e.unlock()
 		return Job{}, err
 	}
-	js.requeue(j, rec)
+	js.requeue(e, rec)
 	js.countsOf(endpoint).retried.Add(1)
-	snap := *rec
-	sh.mu.Unlock()
+	snap, key := *rec, e.key
+	e.unlock()
 	if err := js.sync(!snap.Sync); err != nil {
 		return Job{}, err
 	}
-	js.dispatch.Enqueue(endpoint, id)
+	js.dispatch.Enqueue(endpoint, key)
 	return snap, nil
 }
 
 // requeue puts a job back IN_QUEUE (retry or worker lost) and detaches its record. Called
 // with the shard locked; the caller syncs and enqueues the job once unlocked.
-func (js *Jobs) requeue(j *liveJob, rec *Job) {
+func (js *Jobs) requeue(e *entry, rec *Job) {
 	now := js.clock.Now()
-	js.count(j.endpoint, rec.Status, InQueue)
+	js.count(rec.Endpoint, rec.Status, InQueue)
 	rec.Status = InQueue
 	rec.Output, rec.Error, rec.WorkerID = nil, "", ""
 	rec.Retries++
 	rec.QueuedAt, rec.StartedAt, rec.EndedAt = now, time.Time{}, time.Time{}
 	rec.ExpiresAt = now.Add(ttlOf(rec))
-	j.stream = nil
-	if j.done != nil {
-		select {
-		case <-j.done:
-			j.done = nil // a new run: a new end
-		default:
+	if x := e.x; x != nil {
+		x.rec, x.stream = nil, nil
+		if x.done != nil {
+			select {
+			case <-x.done:
+				x.done = nil // a new run: a new end
+			default:
+			}
 		}
 	}
-	js.save(j, rec)
-	j.rec = nil
-	js.schedule(j.id, rec.ExpiresAt, dlExpire)
+	js.save(e, rec)
+	js.schedule(e.key, rec.ExpiresAt, dlExpire)
 }
 
 // Purge cancels every queued job of the endpoint; running jobs are not touched.
 func (js *Jobs) Purge(endpoint string) int {
+	epID, ok := js.epFind(endpoint)
+	if !ok {
+		return 0
+	}
 	n, needSync := 0, false
 	for i := range js.shards {
 		sh := &js.shards[i]
 		sh.mu.Lock()
-		for _, j := range sh.jobs {
-			if j.endpoint != endpoint || j.status != InQueue {
+		for key, lj := range sh.jobs {
+			if lj.ep != epID || lj.state != stQueued {
 				continue
 			}
-			rec, err := js.record(j)
+			e := &entry{liveJob: lj, key: key, sh: sh}
+			rec, err := js.record(e)
 			if err != nil {
-				js.log.Error("purging a job", "job", j.id, "err", err)
+				js.log.Error("purging a job", "job", key.String(), "err", err)
 				continue
 			}
 			rec.Error = "purged from the queue"
-			needSync = js.end(j, rec, EvPurge, Cancelled) || needSync
+			needSync = js.end(e, rec, EvPurge, Cancelled) || needSync
+			sh.jobs[key] = e.liveJob
 			n++
 		}
 		sh.mu.Unlock()

@@ -14,30 +14,31 @@ type streamState struct {
 	sig    chan struct{} // signalled when a chunk arrives or the job ends
 }
 
-func (j *liveJob) streamOf() *streamState {
-	if j.stream == nil {
-		j.stream = &streamState{sig: make(chan struct{}, 1)}
+func (e *entry) streamOf() *streamState {
+	x := e.extra()
+	if x.stream == nil {
+		x.stream = &streamState{sig: make(chan struct{}, 1)}
 	}
-	return j.stream
+	return x.stream
 }
 
 // StreamPart records one part a worker streamed, split into chunks of at most MaxStreamChunk.
 func (js *Jobs) StreamPart(endpoint, worker, id string, part json.RawMessage) error {
-	sh, j, rec, err := js.held(endpoint, worker, id)
+	e, rec, err := js.held(endpoint, worker, id)
 	if err != nil {
 		return err
 	}
 	needSync := false
-	defer func() { sh.mu.Unlock(); _ = js.sync(needSync) }()
+	defer func() { e.unlock(); _ = js.sync(needSync) }()
 	rec.Streamed = true
-	st := j.streamOf()
+	st := e.streamOf()
 	for _, c := range SplitChunk(part, MaxStreamChunk) {
 		st.chunks = append(st.chunks, c)
 		st.bytes += len(c)
 	}
 	if st.bytes > MaxStreamBacklog {
 		rec.Error = fmt.Sprintf("the job streamed more than %d MB that no one read; read /stream while it runs", MaxStreamBacklog>>20)
-		needSync = js.end(j, rec, EvFail, Failed)
+		needSync = js.end(e, rec, EvFail, Failed)
 		return nil
 	}
 	signal(st.sig)
@@ -50,24 +51,24 @@ func (js *Jobs) ReadStream(ctx context.Context, endpoint, id string, wait time.D
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	for {
-		sh, j, err := js.lookup(endpoint, id)
+		e, err := js.lookup(endpoint, id)
 		if err != nil {
 			return Job{}, nil, err
 		}
-		st := j.streamOf()
-		if len(st.chunks) > 0 || j.status.Terminal() {
+		st := e.streamOf()
+		if len(st.chunks) > 0 || e.status().Terminal() {
 			chunks := st.chunks
 			st.chunks, st.bytes = nil, 0
-			rec, err := js.record(j)
+			rec, err := js.record(e)
 			var snap Job
 			if err == nil {
 				snap = *rec // copied under the lock: an attached record is still changing
 			}
-			sh.mu.Unlock()
+			e.unlock()
 			return snap, chunks, err
 		}
 		sig := st.sig
-		sh.mu.Unlock()
+		e.unlock()
 		select {
 		case <-sig:
 		case <-deadline.C:

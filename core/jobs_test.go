@@ -599,3 +599,27 @@ func TestConcurrentSubmitTakeDone(t *testing.T) {
 		return true
 	})
 }
+
+func TestJobKey(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	for _, sync := range []bool{false, true} {
+		j := r.submit(`{}`, func(s *core.Submission) { s.Sync = sync })
+		k, ok := core.ParseJobKey(j.ID)
+		if !ok || k.String() != j.ID {
+			t.Errorf("ParseJobKey(%q) = %v, %v; want the same id back", j.ID, k.String(), ok)
+		}
+		if strings.HasPrefix(j.ID, "sync-") != sync || len(strings.TrimPrefix(j.ID, "sync-")) != 36 {
+			t.Errorf("id %q for sync=%v", j.ID, sync)
+		}
+	}
+	for _, bad := range []string{"", "nope", "sync-", "00000000-0000-0000-0000-00000000000g", "000000000000-0000-0000-0000-00000000",
+		"00000000-0000-0000-0000-0000000000000", "async-00000000-0000-0000-0000-000000000000"} {
+		if _, ok := core.ParseJobKey(bad); ok {
+			t.Errorf("ParseJobKey(%q) accepted a malformed id", bad)
+		}
+		if _, err := r.jobs.Get("ep1", bad, 0); core.KindOf(err) != core.KindNotFound {
+			t.Errorf("Get(%q) = %v; want not found", bad, err)
+		}
+	}
+}

@@ -19,7 +19,7 @@ const (
 // deadline is when something may be due for a job; stale ones (the job moved on) are skipped.
 type deadline struct {
 	at   int64 // Unix nanoseconds
-	id   string
+	key  JobKey
 	kind deadlineKind
 }
 
@@ -36,9 +36,9 @@ func (h *deadlineHeap) Pop() any {
 	return d
 }
 
-func (js *Jobs) schedule(id string, at time.Time, kind deadlineKind) {
+func (js *Jobs) schedule(key JobKey, at time.Time, kind deadlineKind) {
 	js.dmu.Lock()
-	heap.Push(&js.deadlines, deadline{at: at.UnixNano(), id: id, kind: kind})
+	heap.Push(&js.deadlines, deadline{at: at.UnixNano(), key: key, kind: kind})
 	js.dmu.Unlock()
 }
 
@@ -74,35 +74,35 @@ func (js *Jobs) Tick(now time.Time) {
 
 // due handles one deadline and reports whether a sync is needed.
 func (js *Jobs) due(d deadline, now time.Time) bool {
-	sh := js.shard(d.id)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	j, ok := sh.jobs[d.id]
-	if !ok {
+	e := js.lock(d.key)
+	if e == nil {
 		return false
 	}
+	defer e.unlock()
 	switch d.kind {
 	case dlExpire:
-		if now.UnixNano() < j.expiresAt {
+		if now.UnixNano() < e.expiresAt {
 			return false
 		}
-		if j.status == InProgress && j.rec != nil {
-			js.release(j.rec.WorkerID, j.id, true)
+		id := d.key.String()
+		if rec := e.attached(); e.state == stRunning && rec != nil {
+			js.release(rec.WorkerID, id, true)
 		}
-		js.count(j.endpoint, j.status, "")
-		js.dropHot(j)
-		delete(sh.jobs, d.id)
-		if !j.status.Terminal() {
-			j.wake() // waiters of a job that expired before it ended
+		js.count(js.epName(e.ep), e.status(), "")
+		js.dropHot(e)
+		delete(e.sh.jobs, d.key)
+		e.gone = true
+		if !e.status().Terminal() {
+			e.wake() // waiters of a job that expired before it ended
 		}
-		if err := js.store.DeleteJob(d.id); err != nil {
-			js.log.Error("deleting an expired job", "job", d.id, "err", err)
+		if err := js.store.DeleteJob(id); err != nil {
+			js.log.Error("deleting an expired job", "job", id, "err", err)
 		}
 	case dlTimeout:
-		rec := j.rec
-		if j.status == InProgress && rec != nil && !now.Before(rec.StartedAt.Add(time.Duration(rec.TimeoutMs)*time.Millisecond)) {
+		rec := e.attached()
+		if e.state == stRunning && rec != nil && !now.Before(rec.StartedAt.Add(time.Duration(rec.TimeoutMs)*time.Millisecond)) {
 			rec.Error = fmt.Sprintf("the job ran longer than its execution timeout of %d ms", rec.TimeoutMs)
-			return js.end(j, rec, EvTimeout, TimedOut)
+			return js.end(e, rec, EvTimeout, TimedOut)
 		}
 	}
 	return false
@@ -129,7 +129,8 @@ func (js *Jobs) Recover() (queued, requeued int, err error) {
 	now := js.clock.Now()
 	type found struct {
 		seq uint64
-		j   *liveJob
+		key JobKey
+		lj  liveJob
 		rec *Job // kept only for jobs that were running
 	}
 	var all []found
@@ -138,12 +139,13 @@ func (js *Jobs) Recover() (queued, requeued int, err error) {
 		if rec.Seq > js.seq.Load() {
 			js.seq.Store(rec.Seq)
 		}
-		if !now.Before(rec.ExpiresAt) {
+		key, ok := ParseJobKey(rec.ID)
+		if !ok || !now.Before(rec.ExpiresAt) {
 			expired = append(expired, rec.ID)
 			return
 		}
-		f := found{seq: rec.Seq, j: &liveJob{id: rec.ID, endpoint: rec.Endpoint, status: rec.Status, sync: rec.Sync,
-			expiresAt: rec.ExpiresAt.UnixNano()}}
+		f := found{seq: rec.Seq, key: key, lj: liveJob{expiresAt: rec.ExpiresAt.UnixNano(), ep: js.epIntern(rec.Endpoint),
+			state: stateOf(rec.Status), sync: rec.Sync}}
 		if rec.Status == InProgress {
 			f.rec = rec
 		}
@@ -154,25 +156,25 @@ func (js *Jobs) Recover() (queued, requeued int, err error) {
 	}
 	slices.SortFunc(all, func(a, b found) int { return cmpU(a.seq, b.seq) })
 	for _, f := range all {
-		j := f.j
-		sh := js.shard(j.id)
+		sh := js.shard(f.key)
 		sh.mu.Lock()
-		sh.jobs[j.id] = j
-		js.count(j.endpoint, "", j.status)
+		e := &entry{liveJob: f.lj, key: f.key, sh: sh}
+		endpoint := js.epName(e.ep)
+		js.count(endpoint, "", e.status())
 		if f.rec != nil {
 			f.rec.WorkerID = ""
-			js.lostJob(j, f.rec)
-			if j.status == InQueue {
+			js.lostJob(e, f.rec)
+			if e.state == stQueued {
 				requeued++
 			}
-		} else if j.status == InQueue {
+		} else if e.state == stQueued {
 			queued++
 		}
-		js.schedule(j.id, time.Unix(0, j.expiresAt), dlExpire)
-		status, endpoint := j.status, j.endpoint
-		sh.mu.Unlock()
-		if status == InQueue {
-			js.dispatch.Enqueue(endpoint, j.id)
+		js.schedule(f.key, time.Unix(0, e.expiresAt), dlExpire)
+		queuedNow := e.state == stQueued
+		e.unlock()
+		if queuedNow {
+			js.dispatch.Enqueue(endpoint, f.key)
 		}
 	}
 	for _, id := range expired {

@@ -86,8 +86,8 @@ func (js *Jobs) Take(ctx context.Context, endpoint, worker string, max int) []Ta
 	js.wmu.Unlock()
 	for ctx.Err() == nil {
 		var out []Taken
-		for _, id := range js.dispatch.Take(ctx, endpoint, max) {
-			if t, ok := js.take(endpoint, worker, id); ok {
+		for _, key := range js.dispatch.Take(ctx, endpoint, max) {
+			if t, ok := js.take(endpoint, worker, key); ok {
 				out = append(out, t)
 			}
 		}
@@ -99,23 +99,24 @@ func (js *Jobs) Take(ctx context.Context, endpoint, worker string, max int) []Ta
 }
 
 // take moves one queued job IN_PROGRESS for the worker and attaches its record.
-func (js *Jobs) take(endpoint, worker, id string) (Taken, bool) {
-	sh := js.shard(id)
-	sh.mu.Lock()
-	j, ok := sh.jobs[id]
+func (js *Jobs) take(endpoint, worker string, key JobKey) (Taken, bool) {
+	e := js.lock(key)
 	now := js.clock.Now()
-	if !ok || j.status != InQueue || now.UnixNano() >= j.expiresAt {
-		sh.mu.Unlock()
+	if e == nil {
+		return Taken{}, false
+	}
+	if e.state != stQueued || now.UnixNano() >= e.expiresAt {
+		e.unlock()
 		return Taken{}, false
 	}
 	var input []byte
-	if j.hot != nil {
-		input = j.hot.input // the record comes with it, below
+	if e.x != nil && e.x.hot != nil {
+		input = e.x.hot.input // the record comes with it, below
 	}
-	rec, err := js.record(j)
+	rec, err := js.record(e)
 	if err != nil {
-		sh.mu.Unlock()
-		js.log.Error("taking a job", "job", id, "err", err)
+		e.unlock()
+		js.log.Error("taking a job", "job", key.String(), "err", err)
 		return Taken{}, false
 	}
 	js.count(endpoint, InQueue, InProgress)
@@ -123,13 +124,13 @@ func (js *Jobs) take(endpoint, worker, id string) (Taken, bool) {
 	rec.WorkerID = worker
 	rec.StartedAt = now
 	rec.Output = nil
-	j.rec = rec
-	js.save(j, rec) // a take lost in a crash is taken again: the job runs at least once
+	e.extra().rec = rec
+	js.save(e, rec) // a take lost in a crash is taken again: the job runs at least once
 	if rec.TimeoutMs > 0 {
-		js.schedule(id, now.Add(time.Duration(rec.TimeoutMs)*time.Millisecond), dlTimeout)
+		js.schedule(key, now.Add(time.Duration(rec.TimeoutMs)*time.Millisecond), dlTimeout)
 	}
-	s3 := rec.S3Config
-	sh.mu.Unlock()
+	id, s3 := rec.ID, rec.S3Config
+	e.unlock()
 
 	js.wmu.Lock()
 	if w, ok := js.workers[worker]; ok {
@@ -145,22 +146,22 @@ func (js *Jobs) take(endpoint, worker, id string) (Taken, bool) {
 	return Taken{ID: id, Input: input, S3Config: s3}, true
 }
 
-// held returns a job the worker holds (IN_PROGRESS, taken by it) with its attached record; the
-// shard is locked.
-func (js *Jobs) held(endpoint, worker, id string) (*shard, *liveJob, *Job, error) {
-	sh, j, err := js.lookup(endpoint, id)
+// held returns the locked entry of a job the worker holds (IN_PROGRESS, taken by it) with its
+// attached record.
+func (js *Jobs) held(endpoint, worker, id string) (*entry, *Job, error) {
+	e, err := js.lookup(endpoint, id)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	if j.status == InProgress && j.rec != nil && j.rec.WorkerID == worker {
-		return sh, j, j.rec, nil
+	if rec := e.attached(); e.state == stRunning && rec != nil && rec.WorkerID == worker {
+		return e, rec, nil
 	}
-	st := j.status
-	sh.mu.Unlock()
+	st := e.status()
+	e.unlock()
 	if st.Terminal() {
-		return nil, nil, nil, Errorf(KindConflict, "job %s is already %s; this post changes nothing", id, st)
+		return nil, nil, Errorf(KindConflict, "job %s is already %s; this post changes nothing", id, st)
 	}
-	return nil, nil, nil, Errorf(KindConflict, "job %s is not held by worker %s", id, worker)
+	return nil, nil, Errorf(KindConflict, "job %s is not held by worker %s", id, worker)
 }
 
 // Result is what a worker posts to job-done.
@@ -175,7 +176,7 @@ type Result struct {
 // Done applies a worker's job-done post. The worker hears success only once the result is on
 // disk.
 func (js *Jobs) Done(endpoint, worker, id string, r Result) error {
-	sh, j, rec, err := js.held(endpoint, worker, id)
+	e, rec, err := js.held(endpoint, worker, id)
 	if err != nil {
 		return err
 	}
@@ -192,21 +193,21 @@ func (js *Jobs) Done(endpoint, worker, id string, r Result) error {
 		size := max(r.TooLarge, int64(len(r.Output)))
 		rec.Output = nil
 		rec.Error = fmt.Sprintf("the worker's result is %d bytes, over the %d MB limit; store large outputs elsewhere (e.g. s3Config) and return a reference", size, MaxResult>>20)
-		needSync = js.end(j, rec, EvFail, Failed)
+		needSync = js.end(e, rec, EvFail, Failed)
 	case r.Progress:
 		rec.Output = r.Output
-		js.save(j, rec)
+		js.save(e, rec)
 	case r.Error != "":
 		rec.Error = r.Error
 		if r.Output != nil {
 			rec.Output = r.Output
 		}
-		needSync = js.end(j, rec, EvFail, Failed)
+		needSync = js.end(e, rec, EvFail, Failed)
 	default:
 		rec.Output = r.Output
-		needSync = js.end(j, rec, EvDone, Completed)
+		needSync = js.end(e, rec, EvDone, Completed)
 	}
-	sh.mu.Unlock()
+	e.unlock()
 	return js.sync(needSync)
 }
 
@@ -281,30 +282,36 @@ func (js *Jobs) loseWorker(worker string) {
 	}
 	js.wmu.Unlock()
 	for _, id := range ids {
-		sh := js.shard(id)
-		sh.mu.Lock()
-		j, ok := sh.jobs[id]
-		if !ok || j.status != InProgress || j.rec == nil || j.rec.WorkerID != worker {
-			sh.mu.Unlock()
+		key, ok := ParseJobKey(id)
+		if !ok {
 			continue
 		}
-		js.lostJob(j, j.rec)
-		endpoint, queued := j.endpoint, j.status == InQueue
-		sh.mu.Unlock()
+		e := js.lock(key)
+		if e == nil {
+			continue
+		}
+		rec := e.attached()
+		if e.state != stRunning || rec == nil || rec.WorkerID != worker {
+			e.unlock()
+			continue
+		}
+		js.lostJob(e, rec)
+		endpoint, queued := rec.Endpoint, e.state == stQueued
+		e.unlock()
 		_ = js.sync(true)
 		if queued {
-			js.dispatch.Enqueue(endpoint, id)
+			js.dispatch.Enqueue(endpoint, key)
 		}
 	}
 }
 
 // lostJob applies the worker-lost rule to one job; the shard is locked. The caller syncs, and
 // enqueues the job if it went back IN_QUEUE.
-func (js *Jobs) lostJob(j *liveJob, rec *Job) {
+func (js *Jobs) lostJob(e *entry, rec *Job) {
 	if rec.Retries >= RetryBudget {
 		rec.Error = fmt.Sprintf("the worker running the job was lost %d times; giving up", rec.Retries+1)
-		js.end(j, rec, EvLost, Failed)
+		js.end(e, rec, EvLost, Failed)
 		return
 	}
-	js.requeue(j, rec)
+	js.requeue(e, rec)
 }

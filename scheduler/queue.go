@@ -6,11 +6,13 @@ import (
 	"context"
 	"slices"
 	"sync"
+
+	"github.com/gantryhq/gantry/core"
 )
 
-// Queues is the dispatcher: one FIFO of job ids per endpoint, and the workers parked waiting on
-// it. Enqueue wakes one parked worker. Ids of jobs cancelled while queued stay until taken; the
-// job engine skips them.
+// Queues is the dispatcher: one FIFO of job keys per endpoint, and the workers parked waiting on
+// it. Enqueue wakes one parked worker. Keys of jobs cancelled while queued stay until taken; the
+// job engine skips them. Keys hold no pointers, so a long queue costs the GC nothing to scan.
 type Queues struct {
 	mu  sync.Mutex
 	eps map[string]*queue
@@ -20,14 +22,14 @@ type Queues struct {
 }
 
 type queue struct {
-	ids     []string
+	ids     []core.JobKey
 	head    int
 	waiters []chan struct{}
 }
 
 func (q *queue) len() int { return len(q.ids) - q.head }
 
-func (q *queue) pop(max int) []string {
+func (q *queue) pop(max int) []core.JobKey {
 	n := min(max, q.len())
 	out := slices.Clone(q.ids[q.head : q.head+n])
 	clear(q.ids[q.head : q.head+n])
@@ -51,8 +53,8 @@ func (qs *Queues) queue(endpoint string) *queue {
 	return q
 }
 
-// Enqueue appends a job id and wakes one parked worker of the endpoint.
-func (qs *Queues) Enqueue(endpoint, id string) {
+// Enqueue appends a job key and wakes one parked worker of the endpoint.
+func (qs *Queues) Enqueue(endpoint string, id core.JobKey) {
 	qs.mu.Lock()
 	q := qs.queue(endpoint)
 	q.ids = append(q.ids, id)
@@ -72,8 +74,8 @@ func (qs *Queues) wakeOne(q *queue) {
 	}
 }
 
-// Take returns up to max ids of the endpoint, waiting until there is one or ctx ends.
-func (qs *Queues) Take(ctx context.Context, endpoint string, max int) []string {
+// Take returns up to max keys of the endpoint, waiting until there is one or ctx ends.
+func (qs *Queues) Take(ctx context.Context, endpoint string, max int) []core.JobKey {
 	for {
 		qs.mu.Lock()
 		q := qs.queue(endpoint)

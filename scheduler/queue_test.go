@@ -2,25 +2,29 @@ package scheduler
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gantryhq/gantry/core"
 )
+
+// k is a test key: the byte i.
+func k(i int) core.JobKey { var key core.JobKey; key[0], key[1] = byte(i), byte(i>>8); return key }
 
 func TestQueuesFIFOAndBatches(t *testing.T) {
 	t.Parallel()
 	var q Queues
 	for i := range 5 {
-		q.Enqueue("ep", fmt.Sprint(i))
+		q.Enqueue("ep", k(i))
 	}
-	q.Enqueue("other", "x")
+	q.Enqueue("other", k(99))
 	ctx := context.Background()
-	if got := q.Take(ctx, "ep", 2); !slices.Equal(got, []string{"0", "1"}) {
+	if got := q.Take(ctx, "ep", 2); !slices.Equal(got, []core.JobKey{k(0), k(1)}) {
 		t.Errorf("Take(2) = %v; want [0 1]", got)
 	}
-	if got := q.Take(ctx, "ep", 10); !slices.Equal(got, []string{"2", "3", "4"}) {
+	if got := q.Take(ctx, "ep", 10); !slices.Equal(got, []core.JobKey{k(2), k(3), k(4)}) {
 		t.Errorf("Take(10) = %v; want [2 3 4]", got)
 	}
 	if q.Len("ep") != 0 || q.Len("other") != 1 {
@@ -31,15 +35,15 @@ func TestQueuesFIFOAndBatches(t *testing.T) {
 func TestQueuesWakeParkedWorker(t *testing.T) {
 	t.Parallel()
 	var q Queues
-	got := make(chan []string)
+	got := make(chan []core.JobKey)
 	go func() { got <- q.Take(context.Background(), "ep", 1) }()
 	for q.Parked("ep") == 0 {
 		time.Sleep(time.Millisecond) // wait until the worker is parked
 	}
-	q.Enqueue("ep", "a")
+	q.Enqueue("ep", k(7))
 	select {
 	case ids := <-got:
-		if !slices.Equal(ids, []string{"a"}) {
+		if !slices.Equal(ids, []core.JobKey{k(7)}) {
 			t.Errorf("parked Take = %v; want [a]", ids)
 		}
 	case <-time.After(5 * time.Second):
@@ -67,7 +71,7 @@ func TestQueuesNoLostWakeups(t *testing.T) {
 	var q Queues
 	const jobs, workers = 5000, 32
 	var mu sync.Mutex
-	seen := map[string]int{}
+	seen := map[core.JobKey]int{}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -87,7 +91,7 @@ func TestQueuesNoLostWakeups(t *testing.T) {
 		}()
 	}
 	for i := range jobs {
-		q.Enqueue("ep", fmt.Sprint(i))
+		q.Enqueue("ep", k(i))
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
