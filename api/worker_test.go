@@ -3,8 +3,6 @@ package api_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 )
@@ -13,18 +11,11 @@ import (
 // with a form Content-Type.
 func (e *env) workerCall(method, url, token, body string) response {
 	e.t.Helper()
-	req, _ := http.NewRequest(method, e.srv.URL+url, strings.NewReader(body))
-	req.Header.Set("Authorization", token)
+	ctype := ""
 	if body != "" {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		ctype = "application/x-www-form-urlencoded"
 	}
-	resp, err := e.srv.Client().Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return response{status: resp.StatusCode, header: resp.Header, body: string(b)}
+	return e.doRaw(method, url, token, ctype, body)
 }
 
 func (e *env) run(ep, input string) string {

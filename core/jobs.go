@@ -575,20 +575,28 @@ func (js *Jobs) end(e *entry, rec *Job, ev Event, to JobStatus) (syncNeeded bool
 	return !rec.Sync
 }
 
-// Cancel cancels a queued or running job; a running job's worker is told to stop.
-func (js *Jobs) Cancel(endpoint, id string) (Job, error) {
+// begin locks a job of the endpoint for a caller's event: it checks the transition is allowed
+// and returns the entry (locked), its record and the state the event leads to.
+func (js *Jobs) begin(endpoint, id string, ev Event) (*entry, *Job, JobStatus, error) {
 	e, err := js.lookup(endpoint, id)
 	if err != nil {
-		return Job{}, err
+		return nil, nil, "", err
 	}
-	to, err := Next(e.status(), EvCancel)
-	if err != nil {
-		e.unlock()
-		return Job{}, err
+	to, err := Next(e.status(), ev)
+	if err == nil {
+		var rec *Job
+		if rec, err = js.record(e); err == nil {
+			return e, rec, to, nil
+		}
 	}
-	rec, err := js.record(e)
+	e.unlock()
+	return nil, nil, "", err
+}
+
+// Cancel cancels a queued or running job; a running job's worker is told to stop.
+func (js *Jobs) Cancel(endpoint, id string) (Job, error) {
+	e, rec, to, err := js.begin(endpoint, id, EvCancel)
 	if err != nil {
-		e.unlock()
 		return Job{}, err
 	}
 	needSync := js.end(e, rec, EvCancel, to)
@@ -599,17 +607,8 @@ func (js *Jobs) Cancel(endpoint, id string) (Job, error) {
 
 // Retry puts a FAILED or TIMED_OUT job back in the queue: same id, same input, output removed.
 func (js *Jobs) Retry(endpoint, id string) (Job, error) {
-	e, err := js.lookup(endpoint, id)
+	e, rec, _, err := js.begin(endpoint, id, EvRetry)
 	if err != nil {
-		return Job{}, err
-	}
-	if _, err := Next(e.status(), EvRetry); err != nil {
-		e.unlock()
-		return Job{}, err
-	}
-	rec, err := js.record(e)
-	if err != nil {
-		e.unlock()
 		return Job{}, err
 	}
 	js.requeue(e, rec)
