@@ -11,15 +11,6 @@ import (
 	"github.com/gantryhq/gantry/core"
 )
 
-// WorkerSpec is what an adapter needs to start one worker.
-type WorkerSpec struct {
-	ID       string
-	Endpoint string
-	Image    string
-	Args     string
-	Env      map[string]string // the endpoint's env with the worker-protocol variables over it
-}
-
 // Worker is a started worker as its adapter sees it.
 type Worker interface {
 	Wait() error // returns when the worker has exited
