@@ -27,9 +27,6 @@ func (l *Launcher) commands() commands {
 	return commands{self: l.Self, builtins: l.Builtins, images: l.Images, logDir: l.LogDir}
 }
 
-// builtin reports whether the image runs a built-in worker (and is not mapped by the config).
-func (l *Launcher) builtin(image string) bool { return l.commands().builtin(image) }
-
 // command returns the command line for an image.
 func (l *Launcher) command(image string) ([]string, error) { return l.commands().command(image) }
 

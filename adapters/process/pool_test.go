@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -427,5 +428,46 @@ func TestNew(t *testing.T) {
 	}
 	if p.grace != DefaultStopGrace {
 		t.Errorf("stop grace = %v; want the default %v", p.grace, DefaultStopGrace)
+	}
+}
+
+// TestPoolStopWhileStarting stops a worker whose process is not started yet (Start is blocked
+// opening its log, a FIFO nobody reads): Stop answers nil at once, and Start stops the process
+// as soon as it is up.
+func TestPoolStopWhileStarting(t *testing.T) {
+	t.Parallel()
+	logs := t.TempDir()
+	f := setup(t, Config{LogDir: logs})
+	spec := f.spec("test/serves")
+	fifo := filepath.Join(logs, spec.ID+".log")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan error, 1)
+	go func() { started <- f.pool.Start(context.Background(), spec) }()
+	waitFor(t, "Start registered the worker", func() bool { _, err := f.pool.lookup("finding", spec.ID); return err == nil })
+	if err := f.pool.Suspend(t.Context(), spec.ID); err == nil || !strings.Contains(err.Error(), "still starting") {
+		t.Errorf("Suspend of a starting worker = %v; want an error saying so", err)
+	}
+	if err := f.pool.Stop(t.Context(), spec.ID); err != nil {
+		t.Errorf("Stop of a starting worker = %v; want nil", err)
+	}
+	if err := f.pool.Suspend(t.Context(), spec.ID); err == nil || !strings.Contains(err.Error(), "being stopped") {
+		t.Errorf("Suspend of a worker being stopped = %v; want an error saying so", err)
+	}
+	reader, err := os.Open(fifo) // Start goes on
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	if err := <-started; err != nil {
+		t.Fatalf("Start = %v", err)
+	}
+	e := f.rec.Wait(t, spec.ID, scheduler.WorkerExited, waitTimeout)
+	if !e.Stopped || e.Err != nil {
+		t.Errorf("Exited: Stopped=%v, Err=%v; want true, nil", e.Stopped, e.Err)
+	}
+	if got, want := adaptertest.FormatEvents(f.rec.Events(spec.ID)), "running, exited(stopped)"; got != want {
+		t.Errorf("events = %s; want %s", got, want)
 	}
 }
