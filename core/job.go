@@ -119,6 +119,9 @@ type Job struct {
 	EndedAt   time.Time       `json:"endedAt"`
 	Retention time.Duration   `json:"retention"` // how long the result is kept after the end
 	ExpiresAt time.Time       `json:"expiresAt"` // when the job is removed
+	// Reason says why a queued job waits when its endpoint cannot run it (workers crash-loop,
+	// no pool has room). Not stored: the scheduler's current view, set on reads.
+	Reason string `json:"-"`
 }
 
 // DelayTime is the time the job waited in the queue before its last take, in milliseconds.
