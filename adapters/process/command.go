@@ -22,7 +22,7 @@ const BuiltinPrefix = "gantry/"
 var hostEnv = []string{"PATH", "HOME", "LANG", "TMPDIR", "PYTHONPATH", "GOCOVERDIR"}
 
 // commands maps images to command lines and builds a worker's process: the part of starting a
-// worker that the Launcher and the Pool share.
+// worker of the Pool.
 type commands struct {
 	self     string              // this binary, for built-in workers
 	builtins []string            // names `gantry worker` knows

@@ -42,6 +42,11 @@ type Config struct {
 	// StopGrace is how long Stop waits after SIGTERM before it sends SIGKILL; 0 means
 	// DefaultStopGrace (10 s).
 	StopGrace time.Duration
+	// Devices names the machine's GPUs behind the pool's device indices, as
+	// CUDA_VISIBLE_DEVICES accepts them (GPU UUIDs, or machine indices): device i of the pool
+	// is Devices[i]. nil = the indices themselves (the pool holds GPUs 0..count-1). LocalDevices
+	// gives them for discovered pools, whose GPUs of one type need not be numbered from 0.
+	Devices []string
 }
 
 // Pool is the process adapter's scheduler.Pool: it runs each worker as a local process in its
@@ -65,9 +70,10 @@ type Config struct {
 // live worker, with an error wrapping scheduler.ErrNoCapacity. A worker's indices are free
 // again before its WorkerExited event is sent.
 type Pool struct {
-	desc  core.Pool
-	cmds  commands
-	grace time.Duration
+	desc    core.Pool
+	cmds    commands
+	grace   time.Duration
+	devices []string // machine device names by pool index; nil = the index
 
 	mu      sync.Mutex
 	workers map[string]*worker // live workers: from Start until their exit
@@ -101,6 +107,9 @@ func New(cfg Config) (*Pool, error) {
 			errs = append(errs, fmt.Errorf("image %q maps to no command", img))
 		}
 	}
+	if cfg.Devices != nil && len(cfg.Devices) != d.GPUs {
+		errs = append(errs, fmt.Errorf("%d device names for %d GPUs", len(cfg.Devices), d.GPUs))
+	}
 	if cfg.StopGrace < 0 {
 		errs = append(errs, fmt.Errorf("stop grace %v is negative", cfg.StopGrace))
 	}
@@ -111,6 +120,7 @@ func New(cfg Config) (*Pool, error) {
 		desc:    d,
 		cmds:    commands{self: cfg.Self, builtins: slices.Clone(cfg.Builtins), images: cloneImages(cfg.Images), logDir: cfg.LogDir},
 		grace:   cmp.Or(cfg.StopGrace, DefaultStopGrace),
+		devices: slices.Clone(cfg.Devices),
 		workers: map[string]*worker{},
 		held:    make([]bool, d.GPUs),
 	}, nil
@@ -207,6 +217,9 @@ func (p *Pool) deviceEnv(gpus []int) []string {
 	ids := make([]string, len(gpus))
 	for i, g := range gpus {
 		ids[i] = strconv.Itoa(g)
+		if p.devices != nil {
+			ids[i] = p.devices[g]
+		}
 	}
 	return []string{"CUDA_VISIBLE_DEVICES=" + strings.Join(ids, ",")}
 }

@@ -34,6 +34,9 @@ type Config struct {
 	// Images maps container images to the command the process pool runs for them, e.g.
 	// "my/worker:1": ["python3", "/srv/handler.py"]. Built-in images (gantry/echo) need none.
 	Images map[string][]string `yaml:"images"`
+
+	// devices names the GPUs of discovered pools (process.LocalDevices), by pool id.
+	devices map[string][]string
 }
 
 // DefaultQuota is the default per-user rate limit.
