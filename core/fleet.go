@@ -40,10 +40,10 @@ func (js *Jobs) SuspendWorker(worker string) bool {
 		w.suspended = true
 		w.resumed = make(chan struct{})
 	}
-	if w.takeCancel != nil {
-		w.takeCancel()
+	for _, cancel := range w.takes {
+		cancel()
 	}
-	for w.inTake > 0 { // a Take may be moving a job to the worker right now
+	for len(w.takes) > 0 { // a Take may be moving a job to the worker right now
 		js.wcond.Wait()
 	}
 	if len(w.held) > 0 {

@@ -20,10 +20,10 @@ type workerState struct {
 	stopPod      bool
 	unhealthy    string // why the worker reported itself unhealthy; "" = healthy
 	// Suspension (FLASHBOOT): a suspended worker's polls park until it resumes.
-	suspended  bool
-	resumed    chan struct{}      // closed on resume; made on suspend
-	inTake     int                // Take calls past their suspension check
-	takeCancel context.CancelFunc // ends the Take call in progress, if any
+	suspended bool
+	resumed   chan struct{}                 // closed on resume; made on suspend
+	takes     map[uint64]context.CancelFunc // Take calls past their suspension check: each one's end
+	nextTake  uint64
 }
 
 // RegisterWorker records a worker about to start and returns its token.
@@ -108,15 +108,18 @@ func (js *Jobs) Take(ctx context.Context, endpoint, worker string, max int) []Ta
 			w.idleSince = now
 		}
 		w.lastSeen = now
-		w.inTake++
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
-		w.takeCancel = cancel
+		if w.takes == nil {
+			w.takes = map[uint64]context.CancelFunc{}
+		}
+		w.nextTake++
+		n := w.nextTake
+		w.takes[n] = cancel
 		defer func() {
 			cancel()
 			js.wmu.Lock()
-			w.inTake--
-			w.takeCancel = nil
+			delete(w.takes, n)
 			js.wmu.Unlock()
 			js.wcond.Broadcast()
 		}()
