@@ -55,6 +55,12 @@ type WorkerSpec struct {
 	// GPUs are the device indices reserved for the worker within its pool (for
 	// CUDA_VISIBLE_DEVICES or a device request); empty on CPU pools.
 	GPUs []int
+	// PortEnv names the environment variables that carry the ports the worker serves HTTP on,
+	// each with the port it asks for (a LOAD_BALANCER worker: {"PORT": 80, "PORT_HEALTH": 80}).
+	// The pool makes each port reachable from Gantry: it may change the variables' values (the
+	// process pool gives each worker free ports of the host, as workers share its network),
+	// and reports where each asked-for port is reached in the WorkerRunning event's Addrs.
+	PortEnv map[string]int
 	// Report receives the worker's state changes. It must not block for long; it is never nil
 	// when the scheduler calls Start.
 	Report func(WorkerEvent)
@@ -94,4 +100,7 @@ type WorkerEvent struct {
 	Err error
 	// Stopped is true on WorkerExited when the exit followed a Stop.
 	Stopped bool
+	// Addrs, on WorkerRunning, maps each port of the spec's PortEnv to the "host:port" where
+	// Gantry reaches it.
+	Addrs map[int]string
 }

@@ -125,6 +125,7 @@ func Run(t *testing.T, h Harness) {
 		{"SuspendResume", testSuspendResume},
 		{"StopSuspended", testStopSuspended},
 		{"Env", testEnv},
+		{"Ports", testPorts},
 		{"Capacity", testCapacity},
 		{"CapacityRace", testCapacityRace},
 		{"Concurrent", testConcurrent},

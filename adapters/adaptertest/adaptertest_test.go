@@ -179,8 +179,13 @@ func (p *fakePool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
 	if !p.desc.CPU {
 		env["CUDA_VISIBLE_DEVICES"] = fmt.Sprint(spec.GPUs)
 	}
+	addrs := map[int]string{}
+	for k, port := range spec.PortEnv { // a container of its own: ports as asked, on its address
+		env[k] = fmt.Sprint(port)
+		addrs[port] = fmt.Sprintf("10.0.0.%d:%d", len(p.workers), port)
+	}
 	fakeEnvs.Store(spec.ID, env)
-	p.report(w, scheduler.WorkerRunning, nil)
+	spec.Report(scheduler.WorkerEvent{Worker: spec.ID, State: scheduler.WorkerRunning, At: time.Now(), Addrs: addrs})
 	if p.fault == "unknown-event" {
 		spec.Report(scheduler.WorkerEvent{Worker: spec.ID + "-ghost", State: scheduler.WorkerRunning, At: time.Now()})
 	}

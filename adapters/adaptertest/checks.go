@@ -2,6 +2,7 @@ package adaptertest
 
 import (
 	"errors"
+	"net"
 	"reflect"
 	"strconv"
 	"strings"
@@ -224,6 +225,37 @@ func testEnv(t *testing.T, h Harness) {
 	for k, v := range want {
 		if got, ok := env[k]; !ok || got != v {
 			t.Errorf("worker %s (GPUs %v) sees %s=%q (set: %v); want %q", spec.ID, gpus, k, got, ok, v)
+		}
+	}
+	f.mustStop(spec.ID)
+}
+
+// testPorts: the ports a spec's PortEnv asks for are reported, each reachable somewhere, on
+// WorkerRunning; two variables asking for one port share it; with a Probe, each variable
+// the worker sees names a port (the pool may have changed it, as the process pool does).
+func testPorts(t *testing.T, h Harness) {
+	f := setup(t, h)
+	spec := f.spec(Serves, f.devices(1))
+	spec.PortEnv = map[string]int{"PORT": 8000, "PORT_HEALTH": 8000, "PORT_ADMIN": 9000}
+	f.mustStart(spec)
+	running := f.rec.Wait(t, spec.ID, scheduler.WorkerRunning, f.h.Timeout)
+	for _, port := range []int{8000, 9000} {
+		if _, _, err := net.SplitHostPort(running.Addrs[port]); err != nil {
+			t.Errorf("WorkerRunning.Addrs = %v; want a host:port for %d (%v)", running.Addrs, port, err)
+		}
+	}
+	if len(running.Addrs) != 2 {
+		t.Errorf("WorkerRunning.Addrs = %v; want exactly ports 8000 and 9000", running.Addrs)
+	}
+	if h.Probe != nil {
+		env, _ := f.probe(spec)
+		for _, k := range []string{"PORT", "PORT_HEALTH", "PORT_ADMIN"} {
+			if n, err := strconv.Atoi(env[k]); err != nil || n <= 0 || n > 65535 {
+				t.Errorf("worker sees %s=%q; want a port number", k, env[k])
+			}
+		}
+		if env["PORT"] != env["PORT_HEALTH"] {
+			t.Errorf("worker sees PORT=%s, PORT_HEALTH=%s; want one port, as both asked for 8000", env["PORT"], env["PORT_HEALTH"])
 		}
 	}
 	f.mustStop(spec.ID)

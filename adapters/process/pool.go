@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"net"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -182,7 +184,13 @@ func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
 	if err := p.reserve(w); err != nil {
 		return fmt.Errorf("starting worker %s: %w", spec.ID, err)
 	}
-	cmd, log, err := p.cmds.prepare(spec, p.deviceEnv(spec.GPUs)...)
+	portEnv, addrs, err := hostPorts(spec.PortEnv)
+	if err != nil {
+		p.release(w)
+		return fmt.Errorf("starting worker %s: %w", spec.ID, err)
+	}
+	w.addrs = addrs
+	cmd, log, err := p.cmds.prepare(spec, append(p.deviceEnv(spec.GPUs), portEnv...)...)
 	if err == nil {
 		err = cmd.Start()
 		if err != nil {
@@ -377,6 +385,8 @@ type worker struct {
 	log    string        // its log file; "" when output is discarded
 	exited chan struct{} // closed when the process has exited
 
+	addrs  map[int]string // where its HTTP ports are reached (spec.PortEnv)
+
 	mu        sync.Mutex
 	pid       int  // 0 while the process is being started
 	stopping  bool // Stop was called
@@ -389,7 +399,45 @@ type worker struct {
 // emit queues an event; w.mu is held. Events are queued under the lock, in the order of the
 // changes, and reported by flush outside it.
 func (w *worker) emit(state scheduler.WorkerState, err error, stopped bool) {
-	w.queue = append(w.queue, scheduler.WorkerEvent{Worker: w.id, State: state, At: time.Now(), Err: err, Stopped: stopped})
+	e := scheduler.WorkerEvent{Worker: w.id, State: state, At: time.Now(), Err: err, Stopped: stopped}
+	if state == scheduler.WorkerRunning {
+		e.Addrs = w.addrs
+	}
+	w.queue = append(w.queue, e)
+}
+
+// hostPorts gives each port a worker asks for a free port of this host (workers share its
+// network, so two workers cannot both listen on 80): the variables naming a port get the host
+// port, and addrs says where each asked-for port is reached. Variables asking for the same
+// port get the same host port.
+func hostPorts(portEnv map[string]int) (env []string, addrs map[int]string, err error) {
+	if len(portEnv) == 0 {
+		return nil, nil, nil
+	}
+	addrs = map[int]string{}
+	for _, name := range slices.Sorted(maps.Keys(portEnv)) {
+		want := portEnv[name]
+		addr, ok := addrs[want]
+		if !ok {
+			if addr, err = freePort(); err != nil {
+				return nil, nil, fmt.Errorf("finding a free port for %s: %w", name, err)
+			}
+			addrs[want] = addr
+		}
+		_, port, _ := net.SplitHostPort(addr)
+		env = append(env, name+"="+port)
+	}
+	return env, addrs, nil
+}
+
+// freePort returns a loopback address with a port no one listens on now.
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
 
 // flush reports the queued events in order, unless another goroutine is already doing so (it
