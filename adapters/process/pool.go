@@ -385,7 +385,7 @@ type worker struct {
 	log    string        // its log file; "" when output is discarded
 	exited chan struct{} // closed when the process has exited
 
-	addrs  map[int]string // where its HTTP ports are reached (spec.PortEnv)
+	addrs map[int]string // where its HTTP ports are reached (spec.PortEnv)
 
 	mu        sync.Mutex
 	pid       int  // 0 while the process is being started
