@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httputil"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -41,12 +42,19 @@ type Config struct {
 	// PublicURL is the base of the request URLs handed out, e.g. "http://127.0.0.1:8080".
 	PublicURL string
 	Log       *slog.Logger
+	// Balancer hands LOAD_BALANCER requests to workers; nil = such endpoints answer 503.
+	Balancer core.Balancer
+	// LBHold is how long a LOAD_BALANCER request waits for a ready worker (scale from zero)
+	// before a 503; 0 = DefaultLBHold.
+	LBHold time.Duration
 }
 
 // API is Gantry's HTTP front: /healthz plus every operation of openapi.yaml.
 type API struct {
 	cfg   Config
 	oas   *oas.Server
+	h     *handler
+	proxy *httputil.ReverseProxy
 	ready atomic.Bool
 }
 
@@ -58,8 +66,13 @@ func New(cfg Config) (*API, error) {
 	if cfg.TakeWait == 0 {
 		cfg.TakeWait = DefaultTakeWait
 	}
+	if cfg.LBHold == 0 {
+		cfg.LBHold = DefaultLBHold
+	}
 	a := &API{cfg: cfg}
 	h := &handler{cfg: &a.cfg}
+	a.h = h
+	a.proxy = a.newProxy()
 	srv, err := oas.NewServer(h, h, oas.WithErrorHandler(a.renderError), oas.WithNotFound(a.notFound),
 		oas.WithMethodNotAllowed(a.methodNotAllowed))
 	if err != nil {
@@ -83,6 +96,10 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, LBPrefix) {
+		a.serveLB(w, r)
 		return
 	}
 	route, ok := a.oas.FindPath(r.Method, r.URL)

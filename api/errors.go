@@ -22,6 +22,7 @@ const (
 	kindMethodNotAllowed core.Kind = 1000 + iota
 	kindUnsupportedMediaType
 	kindNotImplemented
+	kindBadGateway
 )
 
 // problem is the application/problem+json body (spec 7). Error repeats Detail on job
@@ -61,6 +62,8 @@ func statusOf(k core.Kind) int {
 		return http.StatusUnsupportedMediaType
 	case kindNotImplemented:
 		return http.StatusNotImplemented
+	case kindBadGateway:
+		return http.StatusBadGateway
 	}
 	return http.StatusInternalServerError
 }
@@ -252,7 +255,7 @@ func (a *API) writeProblem(w http.ResponseWriter, r *http.Request, e *core.Error
 	for _, f := range e.Fields {
 		p.Errors = append(p.Errors, f.String())
 	}
-	if route, ok := a.oas.FindPath(r.Method, r.URL); ok && isJobOp(route.OperationID()) {
+	if route, ok := a.oas.FindPath(r.Method, r.URL); (ok && isJobOp(route.OperationID())) || strings.HasPrefix(r.URL.Path, LBPrefix) {
 		p.Error = p.Detail
 	}
 	if e.Kind == core.KindRateLimited {

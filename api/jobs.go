@@ -23,6 +23,18 @@ const (
 // jobEndpoint resolves the endpoint of a job operation for the caller: another user's endpoint
 // is not found; a jobs key limited to other endpoints is forbidden.
 func (h *handler) jobEndpoint(ctx context.Context, id string) (*core.Endpoint, error) {
+	ep, err := h.anyEndpoint(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if ep.Type != core.TypeQueue {
+		return nil, core.Errorf(core.KindConflict, "endpoint %q is a LOAD_BALANCER endpoint: it has no job queue", ep.ID)
+	}
+	return ep, nil
+}
+
+// anyEndpoint is jobEndpoint for operations both kinds of endpoint have (health).
+func (h *handler) anyEndpoint(ctx context.Context, id string) (*core.Endpoint, error) {
 	p := principalOf(ctx)
 	ep, err := h.mgmt().GetEndpoint(ctx, p.User, id)
 	if err != nil {
@@ -30,9 +42,6 @@ func (h *handler) jobEndpoint(ctx context.Context, id string) (*core.Endpoint, e
 	}
 	if !p.AllowsEndpoint(ep.ID) {
 		return nil, core.Errorf(core.KindForbidden, "this key may not use endpoint %q", ep.ID)
-	}
-	if ep.Type != core.TypeQueue {
-		return nil, core.Errorf(core.KindConflict, "endpoint %q is a LOAD_BALANCER endpoint: it has no job queue", ep.ID)
 	}
 	return &ep, nil
 }
@@ -197,7 +206,7 @@ func (h *handler) PurgeQueue(ctx context.Context, p oas.PurgeQueueParams) (oas.P
 
 // GetHealth implements health.
 func (h *handler) GetHealth(ctx context.Context, p oas.GetHealthParams) (oas.GetHealthRes, error) {
-	ep, err := h.jobEndpoint(ctx, p.EndpointId)
+	ep, err := h.anyEndpoint(ctx, p.EndpointId)
 	if err != nil {
 		return nil, err
 	}

@@ -63,7 +63,8 @@ type env struct {
 }
 
 type setupOpts struct {
-	quota core.Quota
+	quota    core.Quota
+	balancer core.Balancer
 }
 
 func setup(t testing.TB, opts ...setupOpts) *env {
@@ -95,6 +96,8 @@ func setup(t testing.TB, opts ...setupOpts) *env {
 		Clock:     clock,
 		PublicURL: "https://gantry.example",
 		TakeWait:  300 * time.Millisecond,
+		Balancer:  o.balancer,
+		LBHold:    time.Second,
 		Log:       slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {

@@ -76,6 +76,8 @@ type Condition struct {
 	Unhealthy int    // workers that crashed or missed their init timeout in the current streak
 	Suspended int    // FLASHBOOT workers kept suspended
 	Reason    string // why queued jobs wait, when something is wrong; shown on their status
+	// Workers the job engine does not see (a LOAD_BALANCER endpoint's), by state.
+	Idle, Running, Initializing int
 	// Cold starts: how many, and how long they took (from the decision to start or resume a
 	// worker to its first poll).
 	ColdStarts     int64

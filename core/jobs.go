@@ -728,6 +728,7 @@ func (js *Jobs) Health(endpoint string) Health {
 		Failed: c.failed.Load(), Retried: c.retried.Load()}
 	cond := js.condition(endpoint)
 	h.Throttled, h.Suspended, h.Unhealthy, h.Reason = cond.Throttled, cond.Suspended, cond.Unhealthy, cond.Reason
+	h.Idle, h.Running, h.Initializing = cond.Idle, cond.Running, cond.Initializing
 	h.ColdStarts, h.ColdStartLast, h.ColdStartTotal = cond.ColdStarts, cond.ColdStartLast, cond.ColdStartTotal
 	js.wmu.Lock()
 	defer js.wmu.Unlock()

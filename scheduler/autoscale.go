@@ -10,8 +10,8 @@ import (
 
 // Autoscaler windows (notes/autoscaling.md): one sample per tick.
 const (
-	StableWindow = 60 // ticks (seconds at the default 1 s tick)
-	PanicWindow  = 6  // ticks
+	StableWindow = 60 // ticks (seconds at the default 1 s tick); Config.StableWindow changes it
+	PanicWindow  = 6  // ticks; Config.PanicWindow changes it
 	// PanicFactor: the panic window wanting this many times the ready workers starts panic
 	// mode (scale up only), which lasts until a whole stable window passes without it.
 	PanicFactor = 2
@@ -75,8 +75,8 @@ type scaler struct {
 	lastSubmitted         int64
 }
 
-func newScaler() *scaler {
-	return &scaler{stable: newWindow(StableWindow), panic: newWindow(PanicWindow)}
+func newScaler(stable, panic int) *scaler {
+	return &scaler{stable: newWindow(stable), panic: newWindow(panic)}
 }
 
 // observeService folds the execution times of jobs ended since the last tick into the EWMA.
@@ -160,7 +160,7 @@ func (s *scaler) updatePanic(now bool) {
 	case now:
 		s.panicking, s.panicTicks = true, 0
 	case s.panicking:
-		if s.panicTicks++; s.panicTicks >= StableWindow {
+		if s.panicTicks++; s.panicTicks >= len(s.stable.buf) {
 			s.panicking = false
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"time"
 
@@ -22,6 +24,10 @@ type fakePool struct {
 	resumes   int
 	crash     error // a started worker exits at once with this
 	noSuspend bool
+	// http, when set, serves each LOAD_BALANCER worker (a spec with PortEnv): its addresses
+	// are a test server's.
+	http func(id string) http.Handler
+	srvs map[string]*httptest.Server
 }
 
 func (p *fakePool) Describe() core.Pool { return p.info }
@@ -38,7 +44,21 @@ func (p *fakePool) Start(_ context.Context, spec WorkerSpec) error {
 		delete(p.alive, spec.ID)
 	}
 	p.mu.Unlock()
-	spec.Report(WorkerEvent{Worker: spec.ID, State: WorkerRunning, At: time.Now()})
+	var addrs map[int]string
+	if len(spec.PortEnv) > 0 && p.http != nil {
+		srv := httptest.NewServer(p.http(spec.ID))
+		p.mu.Lock()
+		if p.srvs == nil {
+			p.srvs = map[string]*httptest.Server{}
+		}
+		p.srvs[spec.ID] = srv
+		p.mu.Unlock()
+		addrs = map[int]string{}
+		for _, port := range spec.PortEnv {
+			addrs[port] = srv.Listener.Addr().String()
+		}
+	}
+	spec.Report(WorkerEvent{Worker: spec.ID, State: WorkerRunning, At: time.Now(), Addrs: addrs})
 	if crash != nil {
 		spec.Report(WorkerEvent{Worker: spec.ID, State: WorkerExited, At: time.Now(), Err: crash})
 	}
@@ -50,7 +70,12 @@ func (p *fakePool) Stop(_ context.Context, id string) error {
 	spec, ok := p.alive[id]
 	delete(p.alive, id)
 	delete(p.suspended, id)
+	srv := p.srvs[id]
+	delete(p.srvs, id)
 	p.mu.Unlock()
+	if srv != nil {
+		srv.Close()
+	}
 	if ok {
 		spec.Report(WorkerEvent{Worker: id, State: WorkerExited, At: time.Now(), Stopped: true})
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -55,6 +56,9 @@ type Config struct {
 	// BackoffMin and BackoffMax bound the delay before the next start after workers crash
 	// before taking a job (doubling per crash in a row); 0 = the defaults.
 	BackoffMin, BackoffMax time.Duration
+	// StableWindow and PanicWindow are the autoscaler's windows in ticks; 0 = StableWindow
+	// (60) and PanicWindow (6).
+	StableWindow, PanicWindow int
 }
 
 // Scheduler runs every endpoint's workers: it autoscales them between workers.min and
@@ -71,10 +75,14 @@ type Scheduler struct {
 	susMu     sync.Mutex
 	suspended map[*workerRec]struct{} // every suspended worker, for reclaiming capacity
 
-	ctx    context.Context // pool calls; cancelled by Close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // pool calls in flight
-	closed atomic.Bool
+	healthOnce sync.Once
+	healthRT   http.RoundTripper // LOAD_BALANCER health checks
+
+	ctx     context.Context // pool calls; cancelled by Close
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // pool calls in flight
+	pollers sync.WaitGroup // LOAD_BALANCER health pollers, one per running worker
+	closed  atomic.Bool
 
 	metrics metrics
 }
@@ -89,6 +97,12 @@ type epState struct {
 	workers map[string]*workerRec
 	scaler  *scaler
 	active  atomic.Int32 // booting + ready workers, read without mu by Demand
+
+	// LOAD_BALANCER endpoints (balancer.go).
+	lb        atomic.Pointer[[]*backend] // the workers that take requests now
+	lbWaiting atomic.Int64               // requests waiting for a worker
+	lbReady   chan struct{}              // closed when a worker becomes ready; made by waiters
+	rr        atomic.Uint32              // round-robin start among equally loaded workers
 
 	failures  int       // workers in a row that crashed before their first poll
 	nextStart time.Time // no start before this while failures > 0
@@ -118,6 +132,7 @@ type workerRec struct {
 	failed    bool      // its stop counts as a crash (init timeout)
 	pinned    bool      // suspended by a PRIORITY_FLASHBOOT endpoint: reclaimed last
 	susAt     time.Time
+	lb        *backend // a LOAD_BALANCER worker's HTTP side; nil for queue workers
 }
 
 type workerPhase int
@@ -144,6 +159,11 @@ func New(cfg Config) (*Scheduler, error) {
 	cfg.InitTimeout = cmp.Or(cfg.InitTimeout, DefaultInitTimeout)
 	cfg.BackoffMin = cmp.Or(cfg.BackoffMin, DefaultBackoffMin)
 	cfg.BackoffMax = cmp.Or(cfg.BackoffMax, DefaultBackoffMax)
+	cfg.StableWindow = cmp.Or(cfg.StableWindow, StableWindow)
+	cfg.PanicWindow = cmp.Or(cfg.PanicWindow, PanicWindow)
+	if cfg.PanicWindow > cfg.StableWindow {
+		return nil, fmt.Errorf("scheduler: the panic window (%d) is longer than the stable window (%d)", cfg.PanicWindow, cfg.StableWindow)
+	}
 	if cfg.VolumeDC == nil {
 		cfg.VolumeDC = func(string) (string, bool) { return "", false }
 	}
@@ -159,7 +179,7 @@ func (s *Scheduler) Placer() *Placer { return s.placer }
 // effect at the next tick; workers running an old image, env or GPU choice are replaced as
 // they become idle.
 func (s *Scheduler) Set(ep core.Endpoint) {
-	v, loaded := s.eps.LoadOrStore(ep.ID, &epState{ep: ep, workers: map[string]*workerRec{}, scaler: newScaler()})
+	v, loaded := s.eps.LoadOrStore(ep.ID, &epState{ep: ep, workers: map[string]*workerRec{}, scaler: newScaler(s.cfg.StableWindow, s.cfg.PanicWindow)})
 	es := v.(*epState)
 	es.mu.Lock()
 	defer es.mu.Unlock()
@@ -272,6 +292,9 @@ func (s *Scheduler) WorkerReady(worker string) {
 	s.metrics.coldStart(es.ep.ID, w.resumed, d)
 	es.recount()
 	s.publish(es)
+	if w.lb != nil {
+		es.lbRebuild() // it takes requests from now on
+	}
 	s.cfg.Log.Info("worker ready", "endpoint", es.ep.ID, "worker", w.id, "coldStart", d, "resumed", w.resumed)
 }
 
@@ -326,6 +349,7 @@ func (s *Scheduler) Close() {
 	})
 	s.wg.Wait()
 	s.cancel()
+	s.pollers.Wait()
 }
 
 // count returns how many of the endpoint's workers are in the phases.
@@ -354,7 +378,6 @@ func (s *Scheduler) tick(es *epState, now time.Time, head []Queued) []Queued {
 	}
 	ep := &es.ep
 	js := s.cfg.Jobs
-	load := js.Load(ep.ID)
 
 	// Survey the workers: promote, recycle and time out; collect the idle ones.
 	var idle []idleWorker
@@ -364,7 +387,11 @@ func (s *Scheduler) tick(es *epState, now time.Time, head []Queued) []Queued {
 		switch w.state {
 		case phaseBooting:
 			if now.Sub(w.startedAt) > s.cfg.InitTimeout {
-				s.fail(es, now, fmt.Sprintf("worker %s did not poll for a job within %s of its start", w.id, s.cfg.InitTimeout))
+				what := "poll for a job"
+				if w.lb != nil {
+					what = "pass its health check"
+				}
+				s.fail(es, now, fmt.Sprintf("worker %s did not %s within %s of its start", w.id, what, s.cfg.InitTimeout))
 				w.failed = true
 				s.stopLocked(w, "init timeout")
 				s.metrics.decision(ep.ID, "down", "init_timeout")
@@ -372,11 +399,11 @@ func (s *Scheduler) tick(es *epState, now time.Time, head []Queued) []Queued {
 			}
 			booting = append(booting, w)
 		case phaseReady:
-			st, ok := js.WorkerStatus(w.id)
+			busy, idleFor, stopPod, ok := s.activity(w, now)
 			if !ok {
 				continue
 			}
-			if st.Busy == 0 && (st.StopPod || w.gen != es.gen) {
+			if !busy && (stopPod || w.gen != es.gen) {
 				why := "its last job asked for stopPod"
 				if w.gen != es.gen {
 					why = "the endpoint's image, env or GPU settings changed"
@@ -385,33 +412,39 @@ func (s *Scheduler) tick(es *epState, now time.Time, head []Queued) []Queued {
 				continue
 			}
 			ready++
-			if st.Busy == 0 {
-				idle = append(idle, idleWorker{w, now.Sub(st.IdleSince)})
+			if !busy {
+				idle = append(idle, idleWorker{w, idleFor})
 			}
 		}
-	}
-	if ep.Type != core.TypeQueue {
-		s.publish(es)
-		return head
 	}
 
-	sig := signals{Queued: load.Queued, InProgress: load.InProgress, Ready: ready, Booting: len(booting),
-		Arrivals: float64(load.Submitted - es.scaler.lastSubmitted)}
-	es.scaler.lastSubmitted = load.Submitted
-	es.scaler.observeService(load)
-	if load.Queued > 0 {
-		head = s.cfg.Queues.Head(ep.ID, headScan, head)
-		for _, q := range head {
-			if live, low := js.Waiting(q.Key); live && !low {
-				sig.OldestWait = max(now.Sub(time.Unix(0, q.At)), 0)
-				break
+	var sig signals
+	var load core.Load
+	if ep.Type == core.TypeQueue {
+		load = js.Load(ep.ID)
+		sig = signals{Queued: load.Queued, InProgress: load.InProgress, Arrivals: float64(load.Submitted - es.scaler.lastSubmitted)}
+		es.scaler.lastSubmitted = load.Submitted
+		es.scaler.observeService(load)
+		if load.Queued > 0 {
+			head = s.cfg.Queues.Head(ep.ID, headScan, head)
+			for _, q := range head {
+				if live, low := js.Waiting(q.Key); live && !low {
+					sig.OldestWait = max(now.Sub(time.Unix(0, q.At)), 0)
+					break
+				}
 			}
 		}
+	} else {
+		// LOAD_BALANCER: requests waiting for a worker and requests in flight (spec 2.4: these
+		// scale on REQUEST_COUNT).
+		sig.Queued, sig.InProgress = es.lbWaiting.Load(), es.inflight()
+		load.Queued = sig.Queued
 	}
+	sig.Ready, sig.Booting = ready, len(booting)
 	active := ready + len(booting)
 	want, hold, reason := es.scaler.desired(ep.Scaling, sig)
-	if load.Queued > 0 && active == 0 {
-		want, hold, reason = max(want, 1), false, "scale from zero: jobs are queued"
+	if sig.Queued > 0 && active == 0 {
+		want, hold, reason = max(want, 1), false, "scale from zero: work is waiting"
 	}
 	if hold {
 		want = active
@@ -426,7 +459,7 @@ func (s *Scheduler) tick(es *epState, now time.Time, head []Queued) []Queued {
 		}
 		code := "request_count"
 		switch {
-		case active == 0 && load.Queued > 0:
+		case active == 0 && sig.Queued > 0:
 			code = "scale_from_zero"
 		case want <= ep.Workers.Min:
 			code = "min"
@@ -524,6 +557,9 @@ func (s *Scheduler) publish(es *epState) {
 	case es.throttled > 0:
 		c.Reason = fmt.Sprintf("waiting for capacity: %s", es.noRoom)
 	}
+	if es.ep.Type == core.TypeLoadBalancer {
+		es.lbCounts(&c)
+	}
 	if c != es.lastCond {
 		es.lastCond = c
 		s.cfg.Jobs.SetCondition(es.ep.ID, c)
@@ -548,6 +584,10 @@ func (s *Scheduler) startLocked(es *epState, now time.Time, code string) error {
 				es.mu.Unlock()
 				return
 			}
+			if w.lb != nil {
+				w.lb.state.Store(lbInit) // ready again once its health says so
+				return
+			}
 			s.cfg.Jobs.ResumeWorker(w.id)
 		})
 		return nil
@@ -561,14 +601,19 @@ func (s *Scheduler) startLocked(es *epState, now time.Time, code string) error {
 	}
 	ep := &es.ep
 	id := ep.ID + "-" + core.NewID(8)
-	token := s.cfg.Jobs.RegisterWorker(ep.ID, id)
 	w := &workerRec{id: id, es: es, res: res, gen: es.gen, state: phaseBooting, startedAt: now}
+	spec := WorkerSpec{ID: id, Endpoint: ep.ID, Image: ep.Image, Args: ep.Args, Ports: ep.Ports, Disk: ep.Disk,
+		GPUs: res.GPUs, Report: func(ev WorkerEvent) { s.event(w, ev) }}
+	if ep.Type == core.TypeLoadBalancer {
+		w.lb = &backend{w: w}
+		s.lbSpec(ep, res, &spec)
+	} else {
+		spec.Env = s.env(ep, res, id, s.cfg.Jobs.RegisterWorker(ep.ID, id))
+	}
 	es.workers[id] = w
 	s.byID.Store(id, w)
 	es.recount()
 	s.metrics.decision(ep.ID, "up", code)
-	spec := WorkerSpec{ID: id, Endpoint: ep.ID, Image: ep.Image, Args: ep.Args, Ports: ep.Ports, Disk: ep.Disk,
-		Env: s.env(ep, res, id, token), GPUs: res.GPUs, Report: func(ev WorkerEvent) { s.event(w, ev) }}
 	s.call(func(ctx context.Context) {
 		if err := res.Pool().Start(ctx, spec); err != nil {
 			s.cfg.Log.Error("starting a worker", "endpoint", spec.Endpoint, "pool", res.PoolID(), "image", spec.Image, "err", err)
@@ -654,8 +699,12 @@ func (s *Scheduler) retireLocked(w *workerRec, why string, mayKeep bool) {
 	w.state = phaseSuspending
 	es.recount()
 	s.cfg.Log.Info("scaling down", "endpoint", es.ep.ID, "worker", w.id, "reason", why, "suspend", keep)
+	fenced := true
+	if w.lb != nil {
+		fenced = es.lbFence(w.lb)
+	}
 	s.call(func(ctx context.Context) {
-		if !s.cfg.Jobs.SuspendWorker(w.id) { // it took a job after all
+		if !fenced || (w.lb == nil && !s.cfg.Jobs.SuspendWorker(w.id)) { // it took work after all
 			es.mu.Lock()
 			if w.state == phaseSuspending {
 				w.state = prev
@@ -681,6 +730,9 @@ func (s *Scheduler) retireLocked(w *workerRec, why string, mayKeep bool) {
 		}
 		w.state, w.susAt = phaseSuspended, s.cfg.Clock.Now()
 		w.pinned = es.ep.Flashboot == core.FlashbootPriority
+		if w.lb != nil {
+			w.lb.state.Store(lbSuspended)
+		}
 		s.susMu.Lock()
 		s.suspended[w] = struct{}{}
 		s.susMu.Unlock()
@@ -719,10 +771,20 @@ func (s *Scheduler) forgetLocked(w *workerRec) {
 	s.byID.Delete(w.id)
 	w.res.Release()
 	w.es.recount()
+	if w.lb != nil {
+		w.lb.state.Store(lbDraining)
+		if w.lb.cancel != nil {
+			w.lb.cancel()
+		}
+		w.es.lbRebuild()
+	}
 }
 
 // event applies a pool's report about a worker.
 func (s *Scheduler) event(w *workerRec, ev WorkerEvent) {
+	if ev.State == WorkerRunning && w.lb != nil {
+		s.lbRunning(w, ev.Addrs)
+	}
 	if ev.State != WorkerExited {
 		return
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"os"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/scheduler"
 )
 
 // Config is what `gantry serve` runs with: flags override the config file, which overrides the
@@ -34,6 +36,8 @@ type Config struct {
 	// Images maps container images to the command the process pool runs for them, e.g.
 	// "my/worker:1": ["python3", "/srv/handler.py"]. Built-in images (gantry/echo) need none.
 	Images map[string][]string `yaml:"images"`
+	// Autoscaler tunes the scheduler; omitted fields keep their defaults.
+	Autoscaler AutoscalerConfig `yaml:"autoscaler"`
 
 	// devices names the GPUs of discovered pools (process.LocalDevices), by pool id.
 	devices map[string][]string
@@ -46,8 +50,18 @@ var DefaultQuota = core.Quota{Minute: 600, Hour: 20000, Day: 200000}
 var BuiltinTemplates = []core.Template{
 	{ID: "gantry-echo", Name: "Gantry echo worker", IsServerless: true,
 		Container: core.Container{Image: "gantry/echo", Env: map[string]string{"ECHO_PREFIX": ""}}},
+	{ID: "gantry-http-echo", Name: "Gantry HTTP echo worker (LOAD_BALANCER)", IsServerless: true,
+		Container: core.Container{Image: "gantry/http-echo", Ports: []string{"80/http"}}},
 	{ID: "gantry-pod-shell", Name: "Shell pod (not serverless)", IsServerless: false, StartSSH: true,
 		Container: core.Container{Image: "gantry/echo", Ports: []string{"22/tcp"}}},
+}
+
+// AutoscalerConfig tunes the autoscaler. Every field is in seconds; 0 = the default.
+type AutoscalerConfig struct {
+	StableWindow int `yaml:"stableWindow"` // averaging window of REQUEST_COUNT and arrivals; default 60
+	PanicWindow  int `yaml:"panicWindow"`  // the short window that detects bursts; default 6
+	InitTimeout  int `yaml:"initTimeout"`  // a worker not ready this long after its start is stopped; default 420
+	LBHold       int `yaml:"lbHold"`       // a LOAD_BALANCER request waits this long for a ready worker; default 60
 }
 
 // configFileHelp documents the config file in `gantry serve --help`.
@@ -70,6 +84,11 @@ const configFileHelp = `Config file (YAML, --config FILE; unknown keys are rejec
       cpu: false                  # true: a pool of CPU slots (then vcpus, memoryPerVcpu)
   networkVolumes:
     - {id: vol-models, dataCenterId: EU-RO-1, size: 100}
+  autoscaler:                     # seconds; 0 or omitted = the default
+    stableWindow: 60              # REQUEST_COUNT and arrival-rate averaging window
+    panicWindow: 6                # burst detection window (panic mode lasts a stable window)
+    initTimeout: 420              # a worker not ready this long after its start is stopped
+    lbHold: 60                    # a LOAD_BALANCER request waits this long for a ready worker
   images:                         # what the process pool runs for an image
     my/worker:1.0: [python3, /srv/worker/handler.py]   # e.g. a runpod-SDK handler
   templates:                      # extra public catalog templates
@@ -100,6 +119,13 @@ func loadConfig(path string) (Config, error) {
 
 // validate checks what the config file declares.
 func (c *Config) validate() error {
+	a := c.Autoscaler
+	switch {
+	case a.StableWindow < 0 || a.PanicWindow < 0 || a.InitTimeout < 0 || a.LBHold < 0:
+		return fmt.Errorf("autoscaler: %+v: seconds may not be negative", a)
+	case a.PanicWindow > cmp.Or(a.StableWindow, scheduler.StableWindow):
+		return fmt.Errorf("autoscaler: panicWindow %d is longer than stableWindow %d", a.PanicWindow, cmp.Or(a.StableWindow, scheduler.StableWindow))
+	}
 	seen := map[string]bool{}
 	for i, p := range c.Pools {
 		switch {

@@ -182,7 +182,9 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	catalog := core.NewCatalog(cfg.Pools, cfg.NetworkVolumes, templates)
 	sched, err := scheduler.New(scheduler.Config{Jobs: jobs, Queues: queues, Pools: pools,
 		BaseURL: "http://" + loopback(addr), Clock: clock, Log: log,
-		VolumeDC: func(id string) (string, bool) { v, ok := catalog.NetworkVolume(id); return v.DataCenter, ok }})
+		StableWindow: cfg.Autoscaler.StableWindow, PanicWindow: cfg.Autoscaler.PanicWindow,
+		InitTimeout: time.Duration(cfg.Autoscaler.InitTimeout) * time.Second,
+		VolumeDC:    func(id string) (string, bool) { v, ok := catalog.NetworkVolume(id); return v.DataCenter, ok }})
 	if err != nil {
 		return err
 	}
@@ -201,6 +203,8 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		Auth:      &core.Authenticator{Keys: keys, Defaults: quota, Clock: clock},
 		Limiter:   &core.RateLimiter{},
 		Jobs:      jobs,
+		Balancer:  sched,
+		LBHold:    time.Duration(cfg.Autoscaler.LBHold) * time.Second,
 		Clock:     clock,
 		PublicURL: cfg.PublicURL,
 		Log:       log,

@@ -191,6 +191,10 @@ func TestServeFlagsAndConfig(t *testing.T) {
 	if out, err := exec.Command(bin, "serve", "--config", bad).CombinedOutput(); err == nil || !strings.Contains(string(out), "poolz") {
 		t.Errorf("unknown config key: err %v, output %s; want a refusal naming it", err, out)
 	}
+	os.WriteFile(bad, []byte("autoscaler: {stableWindow: 5, panicWindow: 10}\n"), 0o600)
+	if out, err := exec.Command(bin, "serve", "--config", bad).CombinedOutput(); err == nil || !strings.Contains(string(out), "panicWindow 10 is longer") {
+		t.Errorf("panic window over the stable one: err %v, output %s; want a refusal saying so", err, out)
+	}
 	for _, args := range [][]string{
 		{"keys", "create", "--data", data},
 		{"keys", "create", "--data", data, "--user", "x", "--scope", "admin"},

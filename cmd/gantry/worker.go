@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os/signal"
 	"slices"
 	"syscall"
 
 	"github.com/gantryhq/gantry/worker"
 	"github.com/gantryhq/gantry/worker/echo"
+	"github.com/gantryhq/gantry/worker/httpecho"
 )
 
 // builtinWorkers are the workers `gantry worker NAME` runs; image "gantry/NAME" maps to them.
@@ -20,11 +22,21 @@ var builtinWorkers = map[string]worker.Handler{
 	"echo": echo.Handler,
 }
 
+// builtinServers are the built-in LOAD_BALANCER workers: HTTP servers on PORT.
+var builtinServers = map[string]func(ctx context.Context, log *slog.Logger) error{
+	"http-echo": func(ctx context.Context, log *slog.Logger) error {
+		cfg, err := httpecho.ConfigFromEnv()
+		if err != nil {
+			return err
+		}
+		cfg.Log = log
+		return httpecho.Run(ctx, cfg)
+	},
+}
+
 func builtinWorkerNames() []string {
-	names := make([]string, 0, len(builtinWorkers))
-	for n := range builtinWorkers {
-		names = append(names, n)
-	}
+	names := slices.Collect(maps.Keys(builtinWorkers))
+	names = slices.AppendSeq(names, maps.Keys(builtinServers))
 	slices.Sort(names)
 	return names
 }
@@ -44,6 +56,12 @@ func runWorker(args []string, stderr io.Writer) error {
 		fs.Usage()
 		return errors.New("name one built-in worker")
 	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if serve, ok := builtinServers[fs.Arg(0)]; ok {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		return serve(ctx, log)
+	}
 	h, ok := builtinWorkers[fs.Arg(0)]
 	if !ok {
 		return fmt.Errorf("no built-in worker %q (built-in: %v)", fs.Arg(0), builtinWorkerNames())
@@ -52,7 +70,7 @@ func runWorker(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg.Log = slog.New(slog.NewTextHandler(stderr, nil))
+	cfg.Log = log
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	return worker.Run(ctx, cfg, h)

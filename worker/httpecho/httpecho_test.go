@@ -146,7 +146,6 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 }
 
-
 // FuzzReadFrame: any bytes decode or fail cleanly, and what WriteFrame writes, masked or
 // not, reads back the same.
 func FuzzReadFrame(f *testing.F) {

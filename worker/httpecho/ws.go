@@ -159,4 +159,3 @@ func WriteFrame(w io.Writer, fin bool, op byte, payload, mask []byte) error {
 	_, err := w.Write(payload)
 	return err
 }
-

@@ -1,0 +1,154 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/oas"
+)
+
+// LBPrefix is where LOAD_BALANCER endpoints take requests: requestUrls.base is
+// {public}/lb/{id}, and {public}/lb/{id}/any/path?q reaches a worker as /any/path?q.
+const LBPrefix = "/lb/"
+
+// lbOperation names proxied requests for scope checks: a jobs key may send them.
+const lbOperation oas.OperationName = "loadBalancerRequest"
+
+func init() { access[lbOperation] = core.JobWrite }
+
+// DefaultLBHold is how long a request waits for a ready worker before a 503.
+const DefaultLBHold = 60 * time.Second
+
+type lbTarget struct {
+	endpoint   string
+	base       string // scheme://host of the worker
+	path, raw  string // the path after /lb/{id}, decoded and as sent
+	hasRawPath bool
+}
+
+type lbTargetKey struct{}
+
+// newProxy is the reverse proxy of LOAD_BALANCER endpoints: bodies stream both ways (nothing
+// is held whole), WebSocket and other upgrades pass through, responses are flushed as they
+// come, and a failed request is never retried: the worker's error, or the proxy's 502, goes
+// back as is.
+func (a *API) newProxy() *httputil.ReverseProxy {
+	transport := &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       30 * time.Second,
+		DisableCompression:    true,
+		ResponseHeaderTimeout: 0, // a worker may think as long as it likes
+	}
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			t := pr.In.Context().Value(lbTargetKey{}).(*lbTarget)
+			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", strings.TrimPrefix(t.base, "http://")
+			pr.Out.URL.Path, pr.Out.URL.RawPath = t.path, ""
+			if t.hasRawPath {
+				pr.Out.URL.RawPath = t.raw
+			}
+			pr.Out.Host = ""
+			pr.Out.Header.Del("Authorization") // the caller's key is Gantry's business, not the worker's
+			pr.SetXForwarded()
+			if pr.Out.Body == nil || pr.Out.Body == http.NoBody {
+				// net/http resends a bodiless GET whose reused connection broke after it was
+				// written, so a worker could get it twice: an empty body it cannot rewind
+				// makes the request non-replayable (net/http still sends no body for it).
+				pr.Out.Body, pr.Out.GetBody = io.NopCloser(strings.NewReader("")), nil
+			}
+		},
+		Transport:     transport,
+		FlushInterval: -1,
+		BufferPool:    bufferPool{},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+				return // the caller went away
+			}
+			t := r.Context().Value(lbTargetKey{}).(*lbTarget)
+			a.writeProblem(w, r, &core.Error{Kind: kindBadGateway, Detail: "the worker of endpoint " + t.endpoint + " did not answer: " + err.Error()})
+		},
+	}
+}
+
+// serveLB authenticates a request for a LOAD_BALANCER endpoint as job operations are (key
+// with or without "Bearer ", scope, rate limits with their headers) and proxies it to a ready
+// worker.
+func (a *API) serveLB(w http.ResponseWriter, r *http.Request) {
+	id, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, LBPrefix), "/")
+	if id == "" {
+		a.writeProblem(w, r, core.Errorf(core.KindNotFound, "name an endpoint: %s{endpoint_id}/...", LBPrefix))
+		return
+	}
+	key := strings.TrimSpace(r.Header.Get("Authorization"))
+	if scheme, rest, ok := strings.Cut(key, " "); ok && strings.EqualFold(scheme, "Bearer") {
+		key = strings.TrimSpace(rest)
+	}
+	ctx, err := a.h.authenticate(context.WithValue(r.Context(), writerKey{}, w), lbOperation, key)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	p := principalOf(ctx)
+	ep, err := a.cfg.Management.GetEndpoint(ctx, p.User, id)
+	switch {
+	case err != nil:
+		a.writeError(w, r, err)
+		return
+	case !p.AllowsEndpoint(ep.ID):
+		a.writeProblem(w, r, core.Errorf(core.KindForbidden, "this key may not use endpoint %q", ep.ID))
+		return
+	case ep.Type != core.TypeLoadBalancer:
+		a.writeProblem(w, r, core.Errorf(core.KindConflict, "endpoint %q is a QUEUE endpoint: send jobs to /v2/%s/run", ep.ID, ep.ID))
+		return
+	case a.cfg.Balancer == nil:
+		a.writeProblem(w, r, core.Errorf(core.KindUnavailable, "this server runs no LOAD_BALANCER workers"))
+		return
+	}
+	base, release, err := a.cfg.Balancer.Acquire(ctx, ep.ID, a.cfg.LBHold)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	defer release()
+	t := &lbTarget{endpoint: ep.ID, base: base.String()}
+	prefix := LBPrefix + id
+	t.path = cmpPath(strings.TrimPrefix(r.URL.Path, prefix))
+	if r.URL.RawPath != "" {
+		t.raw, t.hasRawPath = cmpPath(strings.TrimPrefix(r.URL.RawPath, prefix)), true
+	}
+	a.proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, lbTargetKey{}, t)))
+}
+
+func cmpPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	return p
+}
+
+// writeError renders any error the way the generated server's error handler does.
+func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var e *core.Error
+	if !errors.As(err, &e) {
+		e = core.Internal("proxying a request", err)
+	}
+	a.writeProblem(w, r, e)
+}
+
+// bufferPool recycles the proxy's copy buffers.
+type bufferPool struct{}
+
+var buffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (bufferPool) Get() []byte  { return *buffers.Get().(*[]byte) }
+func (bufferPool) Put(b []byte) { buffers.Put(&b) }

@@ -1,0 +1,108 @@
+package api_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gantryhq/gantry/core"
+)
+
+// fakeBalancer hands every request to one backend, or fails as told.
+type fakeBalancer struct {
+	base     *url.URL
+	fail     error
+	acquired atomic.Int64
+	released atomic.Int64
+}
+
+func (b *fakeBalancer) Acquire(_ context.Context, _ string, _ time.Duration) (*url.URL, func(), error) {
+	if b.fail != nil {
+		return nil, nil, b.fail
+	}
+	b.acquired.Add(1)
+	return b.base, func() { b.released.Add(1) }, nil
+}
+
+const minimalLB = `{"name":"web","type":"LOAD_BALANCER","image":"gantry/http-echo","gpu":{"pools":["cpu"]},"scaling":{"type":"REQUEST_COUNT","requestCount":2}}`
+
+func TestLoadBalancerProxy(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int64
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		switch r.URL.Path {
+		case "/hang-up": // the worker dies mid-request: the proxy answers 502 and does not retry
+			conn, _, _ := http.NewResponseController(w).Hijack()
+			conn.Close()
+			return
+		}
+		w.Header().Set("X-Seen-Auth", r.Header.Get("Authorization"))
+		w.WriteHeader(http.StatusTeapot)
+		b, _ := io.ReadAll(r.Body)
+		io.WriteString(w, r.Method+" "+r.URL.RequestURI()+" "+string(b))
+	}))
+	t.Cleanup(backend.Close)
+	u, _ := url.Parse(backend.URL)
+	bal := &fakeBalancer{base: u}
+	e := setup(t, setupOpts{quota: core.Quota{Minute: 6}, balancer: bal})
+	lb := e.create(minimalLB)
+	queue := e.create(minimalQueue)
+
+	r := e.do("PUT", "/lb/"+lb+"/a/b%2Fc?x=1", e.alice, "body")
+	if r.status != http.StatusTeapot || r.body != "PUT /a/b%2Fc?x=1 body" || r.header.Get("X-Seen-Auth") != "" {
+		t.Errorf("proxied PUT = %d %q (worker saw Authorization %q); want the worker's 418, path and body as sent, no key", r.status, r.body, r.header.Get("X-Seen-Auth"))
+	}
+	if r.header.Get("RateLimit") == "" || r.header.Get("RateLimit-Policy") == "" {
+		t.Errorf("proxied response headers %v; want RateLimit and RateLimit-Policy", r.header)
+	}
+	before := hits.Load()
+	if r := e.do("GET", "/lb/"+lb+"/hang-up", "Bearer "+e.alice, ""); r.status != http.StatusBadGateway ||
+		!strings.Contains(r.body, `"detail":"the worker of endpoint `+lb+` did not answer`) {
+		t.Errorf("a worker hanging up = %d %s; want a 502 problem", r.status, r.body)
+	}
+	if n := hits.Load() - before; n != 1 {
+		t.Errorf("the worker got the failed request %d times; want 1 (no retries)", n)
+	}
+	for _, tc := range []struct {
+		name, path, auth string
+		status           int
+		detail           string
+	}{
+		{"no key", "/lb/" + lb + "/x", "", 401, ""},
+		{"another user's endpoint", "/lb/" + lb + "/x", e.bob, 404, "not found"},
+		{"a jobs key for other endpoints", "/lb/" + lb + "/x", e.jobs, 403, "may not use endpoint"},
+		{"a queue endpoint", "/lb/" + queue + "/x", e.alice, 409, "QUEUE endpoint"},
+		{"no endpoint", "/lb/", e.alice, 404, "name an endpoint"},
+		{"rate limited", "/lb/" + lb + "/x", e.alice, 429, "minute window"},
+	} {
+		r := e.do("GET", tc.path, tc.auth, "")
+		if r.status != tc.status || !strings.Contains(r.body, tc.detail) || r.header.Get("Content-Type") != "application/problem+json" {
+			t.Errorf("%s: GET %s = %d %s; want a %d problem saying %q", tc.name, tc.path, r.status, r.body, tc.status, tc.detail)
+		}
+	}
+	if a, rel := bal.acquired.Load(), bal.released.Load(); a != rel || a != 2 {
+		t.Errorf("acquired %d, released %d; want every acquired worker released", a, rel)
+	}
+}
+
+func TestLoadBalancerNoWorker(t *testing.T) {
+	t.Parallel()
+	bal := &fakeBalancer{fail: core.Errorf(core.KindUnavailable, "no worker of endpoint x became ready within 1s")}
+	e := setup(t, setupOpts{quota: core.Quota{Minute: 100}, balancer: bal})
+	lb := e.create(minimalLB)
+	r := e.do("POST", "/lb/"+lb+"/generate", e.alice, `{}`)
+	if r.status != 503 || !strings.Contains(r.body, "became ready within") || !strings.Contains(r.body, `"error":`) {
+		t.Errorf("no worker = %d %s; want a 503 problem with the RunPod-style error field", r.status, r.body)
+	}
+	// Health works on LOAD_BALANCER endpoints too (requestUrls.health).
+	if r := e.as(e.alice, "GET", "/v2/"+lb+"/health", ""); r.status != 200 {
+		t.Errorf("health of a LOAD_BALANCER endpoint = %d %s", r.status, r.body)
+	}
+}

@@ -1,0 +1,177 @@
+package scheduler
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gantryhq/gantry/core"
+)
+
+// lbWorkers are fake LOAD_BALANCER workers whose health the test sets.
+type lbWorkers struct {
+	mu     sync.Mutex
+	health map[string]int // worker id -> code its health check answers; 0 = 200
+}
+
+func (l *lbWorkers) set(id string, code int) { l.mu.Lock(); l.health[id] = code; l.mu.Unlock() }
+
+func (l *lbWorkers) handler(id string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l.mu.Lock()
+		code := l.health[id]
+		l.mu.Unlock()
+		if code == 0 {
+			code = 200
+		}
+		w.WriteHeader(code)
+	})
+}
+
+func lbSetup(t *testing.T) (*rig, *lbWorkers, *core.Endpoint) {
+	t.Helper()
+	ws := &lbWorkers{health: map[string]int{}}
+	pool := &fakePool{info: core.Pool{ID: "P", GPUType: "CPU", GPUs: 8, CPU: true}, http: ws.handler}
+	r := setup(t, pool)
+	ep := r.endpoint(func(e *core.Endpoint) {
+		e.Type = core.TypeLoadBalancer
+		e.Scaling = core.Scaling{Type: core.ScaleRequestCount, RequestCount: 1}
+		e.Workers = core.Workers{Min: 0, Max: 4, IdleTimeout: 5}
+		e.Env = map[string]string{"PORT": "8000"}
+	})
+	return r, ws, ep
+}
+
+// eventually waits for cond, polling; health checks run in real time.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: never happened", what)
+		}
+	}
+}
+
+func TestLBScaleFromZeroHoldsTheRequest(t *testing.T) {
+	t.Parallel()
+	r, _, ep := lbSetup(t)
+	base, release, err := r.s.Acquire(context.Background(), ep.ID, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	spec := r.pool.started[0]
+	if spec.PortEnv["PORT"] != 8000 || spec.PortEnv["PORT_HEALTH"] != 8000 || spec.Env["HEALTH_CHECK_PATH"] != "/ping" ||
+		spec.Env["RUNPOD_WEBHOOK_GET_JOB"] != "" {
+		t.Errorf("spec = %+v; want ports 8000 and /ping from the env, no job protocol", spec)
+	}
+	if base == nil || base.Host == "" {
+		t.Fatalf("Acquire = %v; want the worker's address", base)
+	}
+	if h := r.jobs.Health(ep.ID); h.ColdStarts != 1 {
+		t.Errorf("cold starts = %d; want 1", h.ColdStarts)
+	}
+}
+
+func TestLBHoldTimesOut(t *testing.T) {
+	t.Parallel()
+	r, ws, ep := lbSetup(t)
+	ws.set("", 0)
+	// Every worker answers 204 (initializing) forever.
+	r.pool.http = func(id string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) })
+	}
+	waited := make(chan error)
+	go func() {
+		_, _, err := r.s.Acquire(context.Background(), ep.ID, 300*time.Millisecond)
+		waited <- err
+	}()
+	eventually(t, "a worker starting", func() bool { _, _, n := r.pool.counts(); return n == 1 })
+	r.tick(100 * time.Millisecond) // a request waits: the starting worker is wanted
+	if err := <-waited; core.KindOf(err) != core.KindUnavailable {
+		t.Fatalf("Acquire with no ready worker = %v; want KindUnavailable", err)
+	}
+	if h := r.jobs.Health(ep.ID); h.Initializing != 1 {
+		t.Errorf("health = %+v; want the worker initializing", h)
+	}
+	// Nobody waits any more: once the wait leaves the stable window, the starting worker is
+	// not needed.
+	for range StableWindow {
+		r.tick(time.Second)
+	}
+	if alive, _, started := r.pool.counts(); alive != 0 || started != 1 {
+		t.Errorf("alive %d, started %d; want the one started worker retired", alive, started)
+	}
+}
+
+func TestLBLeastInFlightAndHealth(t *testing.T) {
+	t.Parallel()
+	r, ws, ep := lbSetup(t)
+	ep.Workers.Min = 2
+	r.s.Set(*ep)
+	r.tick(time.Second)
+	es := r.s.state(ep.ID)
+	eventually(t, "two workers ready", func() bool { p := es.lb.Load(); return p != nil && len(*p) == 2 })
+	// least in flight: with one request held on a worker, the next two go to the other, then back
+	a, relA, _ := r.s.Acquire(context.Background(), ep.ID, time.Second)
+	b, relB, _ := r.s.Acquire(context.Background(), ep.ID, time.Second)
+	if a.Host == b.Host {
+		t.Errorf("two requests on the same worker %s while another is idle", a.Host)
+	}
+	relA()
+	c, relC, _ := r.s.Acquire(context.Background(), ep.ID, time.Second)
+	if c.Host != a.Host {
+		t.Errorf("third request on %s; want the idle worker %s", c.Host, a.Host)
+	}
+	relB()
+	relC()
+	// a worker failing its health check leaves the rotation
+	bad := r.pool.started[0].ID
+	ws.set(bad, 500)
+	eventually(t, "one worker out of rotation", func() bool { p := es.lb.Load(); return len(*p) == 1 })
+	r.tick(time.Second)
+	if h := r.jobs.Health(ep.ID); h.Unhealthy != 1 || h.Idle != 1 {
+		t.Errorf("health = %+v; want 1 unhealthy, 1 idle", h)
+	}
+	for range 5 {
+		u, rel, _ := r.s.Acquire(context.Background(), ep.ID, time.Second)
+		if u.Host == r.pool.srvs[bad].Listener.Addr().String() {
+			t.Error("a request went to the unhealthy worker")
+		}
+		rel()
+	}
+	ws.set(bad, 0) // healthy again
+	eventually(t, "back in rotation", func() bool { p := es.lb.Load(); return len(*p) == 2 })
+}
+
+func TestLBScaleUpOnInFlightAndDownAfterIdle(t *testing.T) {
+	t.Parallel()
+	r, _, ep := lbSetup(t)
+	var releases []func()
+	_, rel, err := r.s.Acquire(context.Background(), ep.ID, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	releases = append(releases, rel)
+	for range 2 {
+		_, rel, _ := r.s.Acquire(context.Background(), ep.ID, time.Second)
+		releases = append(releases, rel)
+	}
+	r.tick(time.Second) // 3 in flight, 1 per worker
+	if _, _, started := r.pool.counts(); started != 3 {
+		t.Fatalf("started %d workers for 3 requests in flight; want 3", started)
+	}
+	for _, rel := range releases {
+		rel()
+	}
+	es := r.s.state(ep.ID)
+	eventually(t, "three ready", func() bool { p := es.lb.Load(); return len(*p) == 3 })
+	for range StableWindow + 1 { // the bursts leave the windows; idle 5 s passes
+		r.tick(time.Second)
+	}
+	if alive, _, _ := r.pool.counts(); alive != 0 {
+		t.Errorf("%d workers alive after a minute idle; want 0 (workers.min 0)", alive)
+	}
+}
