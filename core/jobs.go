@@ -770,6 +770,11 @@ func (js *Jobs) sendWebhook(rec *Job) {
 		DelayTime: rec.DelayTime(now), ExecutionTime: rec.ExecutionTime(now), Retries: rec.Retries, WorkerID: rec.WorkerID}
 	url := rec.Webhook
 	go func() {
+		// The end was written (save) before this ran: once it is on disk, a crash cannot
+		// take the job back to a state that would end it, and webhook it, a second time.
+		if js.sync(true) != nil {
+			return
+		}
 		if in, err := js.store.Input(body.ID); err == nil {
 			body.Input = in
 		}
