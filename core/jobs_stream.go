@@ -47,11 +47,18 @@ func (js *Jobs) StreamPart(endpoint, worker, id string, part json.RawMessage) er
 
 // ReadStream hands out the chunks not yet read, waiting up to wait for one to arrive while the
 // job runs. Each chunk is handed out once.
-func (js *Jobs) ReadStream(ctx context.Context, endpoint, id string, wait time.Duration) (Job, []json.RawMessage, error) {
+func (js *Jobs) ReadStream(ctx context.Context, ref JobRef, wait time.Duration) (Job, []json.RawMessage, error) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
+	if ref.Owner != "" { // checked once: a job's owner never changes
+		e, err := js.lookupRef(ref)
+		if err != nil {
+			return Job{}, nil, err
+		}
+		e.unlock()
+	}
 	for {
-		e, err := js.lookup(endpoint, id)
+		e, err := js.lookup(ref.Endpoint, ref.ID)
 		if err != nil {
 			return Job{}, nil, err
 		}
@@ -72,10 +79,10 @@ func (js *Jobs) ReadStream(ctx context.Context, endpoint, id string, wait time.D
 		select {
 		case <-sig:
 		case <-deadline.C:
-			snap, err := js.Get(endpoint, id, 0)
+			snap, err := js.Get(ref, 0)
 			return snap, nil, err
 		case <-ctx.Done():
-			snap, err := js.Get(endpoint, id, 0)
+			snap, err := js.Get(ref, 0)
 			return snap, nil, err
 		}
 	}
