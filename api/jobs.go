@@ -65,6 +65,13 @@ func (h *handler) submit(ctx context.Context, req *oas.JobRequest, endpointID st
 	if in := bytes.TrimSpace(req.Input); len(in) == 0 || in[0] != '{' {
 		return core.Job{}, core.Invalid(core.FieldError{Path: "$.input", Message: "must be a JSON object"})
 	}
+	if t.shared { // a ready-made model: its parameters are known, so check them now
+		if m, ok := h.cfg.Models.Get(ep.ID); ok {
+			if err := m.CheckInput(req.Input); err != nil {
+				return core.Job{}, err
+			}
+		}
+	}
 	s := core.Submission{Owner: t.caller, Input: req.Input, Sync: sync, Wait: wait}
 	if s3, ok := req.S3Config.Get(); ok {
 		e := jx.Encoder{}
@@ -160,7 +167,13 @@ func (h *handler) stream(ctx context.Context, endpointID, jobID string) (*oas.St
 	}
 	out := oas.StreamResponse{Status: oas.JobStatus(j.Status), Stream: make([]oas.StreamChunk, len(chunks))}
 	for i, c := range chunks {
-		out.Stream[i] = oas.StreamChunk{Output: jx.Raw(c)}
+		out.Stream[i] = oas.StreamChunk{Output: jx.Raw(c.Output)}
+		if len(c.Metrics) > 0 {
+			var m oas.StreamMetrics
+			if m.Decode(jx.DecodeBytes(c.Metrics)) == nil {
+				out.Stream[i].Metrics = oas.NewOptStreamMetrics(m)
+			}
+		}
 	}
 	if j.Error != "" {
 		out.Error = oas.NewOptString(j.Error)
@@ -247,6 +260,9 @@ func (h *handler) job(j *core.Job) oas.Job {
 	}
 	if j.WorkerID != "" {
 		out.WorkerId = oas.NewOptString(j.WorkerID)
+	}
+	if j.Cost != nil {
+		out.Cost = oas.NewOptJobCost(cost(j.Cost))
 	}
 	return out
 }
@@ -353,7 +369,11 @@ func (h *handler) WorkerJobStream(ctx context.Context, req *oas.JobStreamRequest
 	if part == nil {
 		part = json.RawMessage("null")
 	}
-	if err := h.cfg.Jobs.StreamPart(p.EndpointId, p.WorkerId, p.JobId, part); err != nil {
+	var metrics json.RawMessage
+	if m := bytes.TrimSpace(req.Metrics); len(m) > 0 && m[0] == '{' {
+		metrics = json.RawMessage(m)
+	}
+	if err := h.cfg.Jobs.StreamPart(p.EndpointId, p.WorkerId, p.JobId, part, metrics); err != nil {
 		return nil, err
 	}
 	return &oas.WorkerAck{Status: "ok"}, nil

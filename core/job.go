@@ -119,6 +119,8 @@ type Job struct {
 	EndedAt   time.Time       `json:"endedAt"`
 	Retention time.Duration   `json:"retention"` // how long the result is kept after the end
 	ExpiresAt time.Time       `json:"expiresAt"` // when the job is removed
+	// Cost is what a COMPLETED job of a ready-made model was charged; nil for every other job.
+	Cost *Charge `json:"cost,omitempty"`
 }
 
 // DelayTime is the time the job waited in the queue before its last take, in milliseconds.

@@ -111,6 +111,8 @@ type Jobs struct {
 	store    JobStore
 	dispatch Dispatcher
 	notify   Notifier
+	meter    Meter
+	usage    UsageStore
 	clock    Clock
 	log      *slog.Logger
 
@@ -282,13 +284,20 @@ type JobsConfig struct {
 	Store    JobStore
 	Dispatch Dispatcher
 	Notify   Notifier // nil = webhooks are not delivered
-	Clock    Clock
-	Log      *slog.Logger
+	// Meter prices the jobs of metered endpoints (ready-made models) when they complete, and
+	// Usage records each charge; both or neither. nil = nothing is metered.
+	Meter Meter
+	Usage UsageStore
+	Clock Clock
+	Log   *slog.Logger
 }
 
 // NewJobs returns an engine with no jobs; call Recover to load stored ones.
 func NewJobs(c JobsConfig) *Jobs {
-	j := &Jobs{store: c.Store, dispatch: c.Dispatch, notify: c.Notify, clock: c.Clock, log: c.Log,
+	if (c.Meter == nil) != (c.Usage == nil) {
+		panic("core: JobsConfig needs both Meter and Usage, or neither")
+	}
+	j := &Jobs{store: c.Store, dispatch: c.Dispatch, notify: c.Notify, meter: c.Meter, usage: c.Usage, clock: c.Clock, log: c.Log,
 		workers: map[string]*workerState{}, tokens: map[string]string{}, epIDs: map[string]uint32{}}
 	if j.log == nil {
 		j.log = slog.Default()
@@ -681,7 +690,7 @@ func (js *Jobs) requeue(e *entry, rec *Job) {
 	now := js.clock.Now()
 	js.count(rec.Endpoint, rec.Status, InQueue)
 	rec.Status = InQueue
-	rec.Output, rec.Error, rec.WorkerID = nil, "", ""
+	rec.Output, rec.Error, rec.WorkerID, rec.Cost = nil, "", "", nil
 	rec.Retries++
 	rec.QueuedAt, rec.StartedAt, rec.EndedAt = now, time.Time{}, time.Time{}
 	rec.ExpiresAt = now.Add(ttlOf(rec))

@@ -51,6 +51,7 @@ type rig struct {
 	clock *clock
 	ep    *core.Endpoint
 	hooks *notifications
+	meter core.Meter // set before open to meter jobs (the store keeps the usage)
 }
 
 func newRig(t *testing.T) *rig {
@@ -71,8 +72,12 @@ func (r *rig) open() {
 	}
 	r.t.Cleanup(func() { st.Close() })
 	r.store = st
-	r.jobs = core.NewJobs(core.JobsConfig{Store: st, Dispatch: &scheduler.Queues{}, Clock: r.clock,
-		Notify: r.hooks, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cfg := core.JobsConfig{Store: st, Dispatch: &scheduler.Queues{}, Clock: r.clock,
+		Notify: r.hooks, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if r.meter != nil {
+		cfg.Meter, cfg.Usage = r.meter, st
+	}
+	r.jobs = core.NewJobs(cfg)
 }
 
 func (r *rig) submit(input string, mods ...func(*core.Submission)) core.Job {
@@ -174,7 +179,7 @@ func TestJobLifecycle(t *testing.T) {
 			t.Errorf("late Done(%+v) = %v; want a conflict", res, err)
 		}
 	}
-	if err := r.jobs.StreamPart("ep1", "w1", j.ID, json.RawMessage(`"x"`)); core.KindOf(err) != core.KindConflict {
+	if err := r.jobs.StreamPart("ep1", "w1", j.ID, json.RawMessage(`"x"`), nil); core.KindOf(err) != core.KindConflict {
 		t.Errorf("late stream = %v; want a conflict", err)
 	}
 	if got, _ := r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: j.ID}, 0); string(got.Output) != `"ok"` {
@@ -413,13 +418,18 @@ func TestStream(t *testing.T) {
 	j := r.submit(`{}`)
 	r.take("w")
 	for _, p := range []string{`"a"`, `{"text":["b"]}`} {
-		if err := r.jobs.StreamPart("ep1", "w", j.ID, json.RawMessage(p)); err != nil {
+		metrics := json.RawMessage(nil)
+		if p != `"a"` {
+			metrics = json.RawMessage(`{"output_tokens":1}`)
+		}
+		if err := r.jobs.StreamPart("ep1", "w", j.ID, json.RawMessage(p), metrics); err != nil {
 			t.Fatal(err)
 		}
 	}
 	_, chunks, err := r.jobs.ReadStream(context.Background(), core.JobRef{Endpoint: "ep1", ID: j.ID}, time.Second)
-	if err != nil || len(chunks) != 2 || string(chunks[1]) != `{"text":["b"]}` {
-		t.Fatalf("ReadStream = %q, %v", chunks, err)
+	if err != nil || len(chunks) != 2 || string(chunks[1].Output) != `{"text":["b"]}` ||
+		chunks[0].Metrics != nil || string(chunks[1].Metrics) != `{"output_tokens":1}` {
+		t.Fatalf("ReadStream = %q, %v; want the two parts, the second with its metrics", chunks, err)
 	}
 	_ = r.jobs.Done("ep1", "w", j.ID, core.Result{Output: json.RawMessage(`["a"]`)})
 	st, chunks, _ := r.jobs.ReadStream(context.Background(), core.JobRef{Endpoint: "ep1", ID: j.ID}, time.Second)
