@@ -26,6 +26,7 @@ var layers = map[string][]string{
 	"adapters":  {"store", "api"},
 	"store":     {"api", "scheduler", "adapters"},
 	"worker":    nil, // parsed, no arrows yet
+	"models":    {"api", "store", "scheduler", "adapters"}, // core and worker only
 }
 
 // brokenArrows returns one line for each import under root that breaks a layer's rule.
