@@ -47,17 +47,12 @@ func (h *handler) ListModels(ctx context.Context) (oas.ListModelsRes, error) {
 
 // GetUsage implements getUsage: the caller's usage of ready-made models.
 func (h *handler) GetUsage(ctx context.Context, p oas.GetUsageParams) (oas.GetUsageRes, error) {
-	f := core.UsageFilter{Model: p.Model.Or(""), Cursor: p.Cursor.Or(""), Limit: p.Limit.Or(100)}
-	from, ferr := core.ParseUsageTime("query.from", p.From.Or(""), false)
-	to, terr := core.ParseUsageTime("query.to", p.To.Or(""), true)
-	if err := joinInvalid(ferr, terr); err != nil {
-		return nil, err
-	}
-	f.From, f.To = from, to
-	rep, err := h.cfg.Billing.Report(principalOf(ctx).User, f)
+	rep, f, err := h.cfg.Billing.Query(principalOf(ctx).User, core.UsageQuery{Model: p.Model.Or(""),
+		From: p.From.Or(""), To: p.To.Or(""), Cursor: p.Cursor.Or(""), Limit: p.Limit.Or(100)})
 	if err != nil {
 		return nil, err
 	}
+	from, to := f.From, f.To
 	out := oas.UsageReport{Items: make([]oas.UsageRecord, len(rep.Items)), Totals: []oas.UsageTotal{},
 		Cost: core.FormatMicros(rep.CostMicros), CostMicros: rep.CostMicros, Currency: oas.UsageReportCurrencyUSD}
 	if !from.IsZero() {
@@ -83,24 +78,6 @@ func (h *handler) GetUsage(ctx context.Context, p oas.GetUsageParams) (oas.GetUs
 		out.NextCursor = oas.NewOptString(rep.NextCursor)
 	}
 	return &oas.UsageReportHeaders{Response: out}, nil
-}
-
-// joinInvalid merges validation errors so that every bad parameter is reported at once.
-func joinInvalid(errs ...error) error {
-	var fields []core.FieldError
-	for _, err := range errs {
-		if err == nil {
-			continue
-		}
-		if core.KindOf(err) != core.KindInvalid {
-			return err
-		}
-		fields = append(fields, err.(*core.Error).Fields...)
-	}
-	if len(fields) > 0 {
-		return core.Invalid(fields...)
-	}
-	return nil
 }
 
 // cost renders a job's charge.

@@ -274,14 +274,53 @@ type UsageReport struct {
 // MaxUsagePage bounds UsageFilter.Limit.
 const MaxUsagePage = 1000
 
-// Billing answers usage reports.
-type Billing struct {
-	Usage  UsageStore
-	Models *Models
+// UsageQuery is a usage request's parameters as given: the bounds are RFC 3339 date-times or
+// dates (see ParseUsageTime); "" = unbounded.
+type UsageQuery struct {
+	Model, From, To, Cursor string
+	Limit                   int
 }
 
-// Report returns a page of the user's usage and the totals of everything the filter selects.
-func (b *Billing) Report(owner string, f UsageFilter) (UsageReport, error) {
+// Query parses and checks a usage request, reporting every bad parameter at once, and
+// answers it with Report. The filter it applied comes back with the report.
+func (b *Billing) Query(owner string, q UsageQuery) (UsageReport, UsageFilter, error) {
+	f := UsageFilter{Model: q.Model, Cursor: q.Cursor, Limit: q.Limit}
+	from, ferr := ParseUsageTime("query.from", q.From, false)
+	to, terr := ParseUsageTime("query.to", q.To, true)
+	f.From, f.To = from, to
+	if err := b.check(f); ferr != nil || terr != nil || err != nil {
+		var fields []FieldError
+		for _, e := range []error{ferr, terr, err} {
+			if ce, ok := e.(*Error); ok {
+				fields = append(fields, ce.Fields...)
+			}
+		}
+		if ferr != nil || terr != nil { // the range check compared zero times: drop it
+			fields = slices.DeleteFunc(fields, func(f FieldError) bool { return f.Message == "must be after from" })
+		}
+		return UsageReport{}, f, Invalid(fields...)
+	}
+	rep, err := b.Report(owner, f)
+	return rep, f, err
+}
+
+// usageCursor is a decoded report cursor: the last record handed out.
+type usageCursor struct {
+	at time.Time
+	id string
+}
+
+func parseUsageCursor(c string) (usageCursor, bool) {
+	ns, id, ok := strings.Cut(c, "_")
+	n, err := strconv.ParseInt(ns, 10, 64)
+	if !ok || err != nil || id == "" {
+		return usageCursor{}, false
+	}
+	return usageCursor{time.Unix(0, n).UTC(), id}, true
+}
+
+// check validates a filter: a known model, from before to, a cursor a report returned.
+func (b *Billing) check(f UsageFilter) error {
 	var errs []FieldError
 	if f.Model != "" {
 		if _, ok := b.Models.Get(f.Model); !ok {
@@ -295,21 +334,27 @@ func (b *Billing) Report(owner string, f UsageFilter) (UsageReport, error) {
 	if !f.From.IsZero() && !f.To.IsZero() && !f.From.Before(f.To) {
 		errs = append(errs, FieldError{"query.to", "must be after from"})
 	}
-	var after struct {
-		at time.Time
-		id string
-	}
-	if f.Cursor != "" {
-		ns, id, ok := strings.Cut(f.Cursor, "_")
-		n, err := strconv.ParseInt(ns, 10, 64)
-		if !ok || err != nil || id == "" {
-			errs = append(errs, FieldError{"query.cursor", fmt.Sprintf("%q is not a cursor this report returned", f.Cursor)})
-		}
-		after.at, after.id = time.Unix(0, n).UTC(), id
+	if _, ok := parseUsageCursor(f.Cursor); f.Cursor != "" && !ok {
+		errs = append(errs, FieldError{"query.cursor", fmt.Sprintf("%q is not a cursor this report returned", f.Cursor)})
 	}
 	if len(errs) > 0 {
-		return UsageReport{}, Invalid(errs...)
+		return Invalid(errs...)
 	}
+	return nil
+}
+
+// Billing answers usage reports.
+type Billing struct {
+	Usage  UsageStore
+	Models *Models
+}
+
+// Report returns a page of the user's usage and the totals of everything the filter selects.
+func (b *Billing) Report(owner string, f UsageFilter) (UsageReport, error) {
+	if err := b.check(f); err != nil {
+		return UsageReport{}, err
+	}
+	after, _ := parseUsageCursor(f.Cursor)
 	if f.Limit <= 0 || f.Limit > MaxUsagePage {
 		f.Limit = MaxUsagePage
 	}

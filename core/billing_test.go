@@ -400,6 +400,40 @@ func TestBillingReport(t *testing.T) {
 	}
 }
 
+func TestBillingQuery(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	b := &core.Billing{Usage: r.store, Models: core.NewModels([]core.Model{{ID: "gantry-image"}})}
+	tests := []struct {
+		q    core.UsageQuery
+		want []string // the parameters named; nil = valid
+	}{
+		{core.UsageQuery{}, nil},
+		{core.UsageQuery{Model: "gantry-image", From: "2026-11-01", To: "2026-11-30T12:00:00Z", Limit: 5}, nil},
+		{core.UsageQuery{Model: "nope", From: "yesterday"}, []string{"query.from", "query.model"}},
+		{core.UsageQuery{From: "2026-11-02", To: "2026-11-01"}, []string{"query.to"}},
+		{core.UsageQuery{From: "2026-11-02", To: "soon"}, []string{"query.to"}},
+		{core.UsageQuery{Cursor: "x"}, []string{"query.cursor"}},
+	}
+	for _, tt := range tests {
+		_, f, err := b.Query("alice", tt.q)
+		var got []string
+		var ce *core.Error
+		if errors.As(err, &ce) {
+			for _, fe := range ce.Fields {
+				got = append(got, fe.Path)
+			}
+			slices.Sort(got)
+		}
+		if !slices.Equal(got, tt.want) || (err == nil) != (tt.want == nil) {
+			t.Errorf("Query(%+v) = %v (%v); want parameters %v named", tt.q, got, err, tt.want)
+		}
+		if err == nil && tt.q.To == "2026-11-30T12:00:00Z" && !f.To.Equal(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)) {
+			t.Errorf("Query(%+v) applied to = %v", tt.q, f.To)
+		}
+	}
+}
+
 func TestParseUsageTime(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -11,13 +11,18 @@ import (
 	"slices"
 	"syscall"
 
+	"github.com/gantryhq/gantry/models"
 	"github.com/gantryhq/gantry/worker"
 	"github.com/gantryhq/gantry/worker/echo"
 )
 
 // builtinWorkers are the workers `gantry worker NAME` runs; image "gantry/NAME" maps to them.
 var builtinWorkers = map[string]worker.Handler{
-	"echo": echo.Handler,
+	"echo":   echo.Handler,
+	"image":  models.Image,
+	"video":  models.Video,
+	"speech": models.Speech{}.Handle,
+	"text":   models.Text,
 }
 
 func builtinWorkerNames() []string {
