@@ -37,7 +37,6 @@ type Param struct {
 	Min, Max    int64           // integers: bounds, both inclusive; Max 0 = unbounded
 	MultipleOf  int64           // integers: 0 = any
 	MaxLength   int             // strings: 0 = unbounded
-	Pattern     string          // strings: a description of the accepted form, checked by the worker
 	Description string
 }
 

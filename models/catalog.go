@@ -1,7 +1,6 @@
 package models
 
 import (
-	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,7 +25,8 @@ type Spec struct {
 	Env   map[string]string
 	// Pools the workers are placed on, in order; empty = the first pool of the config.
 	Pools []string
-	// Workers bounds the endpoint's workers (idle timeout in seconds).
+	// WorkersMin and WorkersMax bound the endpoint's workers; IdleTimeout is how long an idle
+	// worker stays, seconds. WorkersMax 0 means no worker runs (jobs wait).
 	WorkersMin, WorkersMax, IdleTimeout int
 	// QueueDelay is the QUEUE_DELAY scaler's threshold, seconds.
 	QueueDelay float64
@@ -44,25 +44,39 @@ const (
 	DefaultTimeoutMs   = 300000 // milliseconds
 )
 
+// withDefaults is a spec of the given id with the endpoint defaults.
+func withDefaults(s Spec) Spec {
+	s.WorkersMax, s.IdleTimeout, s.QueueDelay, s.TimeoutMs = DefaultWorkersMax, DefaultIdleTimeout, DefaultQueueDelay, DefaultTimeoutMs
+	return s
+}
+
 // Builtin is the catalog every Gantry serves unless the config changes it. Prices are list
 // prices in the range of hosted models of each kind, in micro-dollars per unit.
-var Builtin = []Spec{
-	{ID: "gantry-image", Name: "Gantry test image (prompt-hashed PNG)", Type: core.ModelImage, Image: "gantry/image",
-		Description: "A CPU test model, not a diffusion model: it paints a PNG of the requested size whose colours " +
-			"and pattern are derived from a SHA-256 hash of the prompt, so the same prompt and size always give the same image.",
-		PriceMicros: 2400},
-	{ID: "gantry-video", Name: "Gantry test video (animated GIF)", Type: core.ModelVideo, Image: "gantry/video",
-		Description: "A CPU test model, not a video diffusion model: an animated GIF of frames painted like " +
-			"gantry-image's, drifting over time. Its duration is what the GIF's frame delays add up to.",
-		PriceMicros: 100000},
-	{ID: "gantry-tts", Name: "espeak-ng text to speech", Type: core.ModelSpeech, Image: "gantry/speech",
-		Description: "Speech from espeak-ng, a formant synthesiser (clear but robotic, not neural), as a WAV file. " +
-			"The worker's machine needs Debian's espeak-ng package; without it the job fails, saying so, and is not charged.",
-		PriceMicros: 15000},
-	{ID: "gantry-text", Name: "Gantry test text (reversed prompt)", Type: core.ModelText, Image: "gantry/text",
-		Description: "A CPU test model, not a language model: it streams the prompt's words back in reverse order, " +
-			"cycling, one token (a whitespace-separated word) at a time, with spec 2.9 chunks and metrics.",
-		PriceMicros: 200000},
+var Builtin = builtin()
+
+func builtin() []Spec {
+	specs := []Spec{
+		{ID: "gantry-image", Name: "Gantry test image (prompt-hashed PNG)", Type: core.ModelImage, Image: "gantry/image",
+			Description: "A CPU test model, not a diffusion model: it paints a PNG of the requested size whose colours " +
+				"and pattern are derived from a SHA-256 hash of the prompt, so the same prompt and size always give the same image.",
+			PriceMicros: 2400},
+		{ID: "gantry-video", Name: "Gantry test video (animated GIF)", Type: core.ModelVideo, Image: "gantry/video",
+			Description: "A CPU test model, not a video diffusion model: an animated GIF of frames painted like " +
+				"gantry-image's, drifting over time. Its duration is what the GIF's frame delays add up to.",
+			PriceMicros: 100000},
+		{ID: "gantry-tts", Name: "espeak-ng text to speech", Type: core.ModelSpeech, Image: "gantry/speech",
+			Description: "Speech from espeak-ng, a formant synthesiser (clear but robotic, not neural), as a WAV file. " +
+				"The worker's machine needs Debian's espeak-ng package; without it the job fails, saying so, and is not charged.",
+			PriceMicros: 15000},
+		{ID: "gantry-text", Name: "Gantry test text (reversed prompt)", Type: core.ModelText, Image: "gantry/text",
+			Description: "A CPU test model, not a language model: it streams the prompt's words back in reverse order, " +
+				"cycling, one token (a whitespace-separated word) at a time, with spec 2.9 chunks and metrics.",
+			PriceMicros: 200000},
+	}
+	for i := range specs {
+		specs[i] = withDefaults(specs[i])
+	}
+	return specs
 }
 
 // Override is a `models:` entry of the config file. An entry whose id is a built-in model
@@ -122,7 +136,7 @@ func Catalog(builtin []Spec, overrides []Override) ([]Spec, error) {
 				errs = append(errs, fmt.Errorf("models[%d]: new model %q needs type and image", i, o.ID))
 				continue
 			}
-			specs = append(specs, Spec{ID: o.ID})
+			specs = append(specs, withDefaults(Spec{ID: o.ID}))
 			at = len(specs) - 1
 		}
 		if err := apply(&specs[at], o); err != nil {
@@ -196,8 +210,17 @@ func check(s Spec) error {
 	if s.PriceMicros < 0 || s.PriceMicros > MaxPriceMicros {
 		errs = append(errs, fmt.Errorf("price must be between 0 and %s USD per unit", core.FormatMicros(MaxPriceMicros)))
 	}
-	if s.WorkersMin < 0 || s.WorkersMax < 0 || (s.WorkersMax > 0 && s.WorkersMin > s.WorkersMax) {
+	if s.WorkersMin < 0 || s.WorkersMin > s.WorkersMax {
 		errs = append(errs, fmt.Errorf("workers: need 0 <= min <= max (got %d, %d)", s.WorkersMin, s.WorkersMax))
+	}
+	if s.IdleTimeout < 1 || s.IdleTimeout > 3600 {
+		errs = append(errs, fmt.Errorf("workers.idleTimeout %d must be from 1 to 3600 seconds", s.IdleTimeout))
+	}
+	if s.QueueDelay < 0.5 {
+		errs = append(errs, fmt.Errorf("queueDelay %v must be at least 0.5 seconds", s.QueueDelay))
+	}
+	if s.TimeoutMs < 1 {
+		errs = append(errs, fmt.Errorf("timeoutMs %d must be positive", s.TimeoutMs))
 	}
 	return errors.Join(errs...)
 }
@@ -233,10 +256,9 @@ func (s Spec) Endpoint(defaultPool string) core.Endpoint {
 		ID: s.ID, Owner: core.PlatformOwner, Name: "ready-made model " + s.ID, Type: core.TypeQueue,
 		Container: core.Container{Image: s.Image, Env: maps.Clone(s.Env)},
 		GPU:       core.GPU{Pools: slices.Clone(pools), Count: 1},
-		Workers: core.Workers{Min: s.WorkersMin, Max: cmp.Or(s.WorkersMax, DefaultWorkersMax),
-			IdleTimeout: cmp.Or(s.IdleTimeout, DefaultIdleTimeout)},
-		Scaling:   core.Scaling{Type: core.ScaleQueueDelay, QueueDelay: cmp.Or(s.QueueDelay, DefaultQueueDelay)},
-		TimeoutMs: cmp.Or(s.TimeoutMs, DefaultTimeoutMs),
+		Workers:   core.Workers{Min: s.WorkersMin, Max: s.WorkersMax, IdleTimeout: s.IdleTimeout},
+		Scaling:   core.Scaling{Type: core.ScaleQueueDelay, QueueDelay: s.QueueDelay},
+		TimeoutMs: s.TimeoutMs,
 		Flashboot: core.FlashbootOff,
 	}
 }
@@ -322,7 +344,7 @@ var types = map[core.ModelType]typeInfo{
 	core.ModelSpeech: {
 		params: []core.Param{
 			{Name: "text", Type: "string", Required: true, MaxLength: MaxSpeechChars, Description: "The text to speak."},
-			{Name: "voice", Type: "string", Default: raw("en"), MaxLength: 32, Pattern: "an espeak-ng voice such as en, en-us, de, fr", Description: "espeak-ng voice (`espeak-ng --voices` lists them)."},
+			{Name: "voice", Type: "string", Default: raw("en"), MaxLength: 32, Description: "An espeak-ng voice such as en, en-us, de or fr (`espeak-ng --voices` lists them)."},
 			{Name: "speed", Type: "integer", Default: raw(175), Min: 80, Max: 450, Description: "Words per minute."},
 		},
 		output: []core.OutputField{

@@ -280,6 +280,7 @@ fileTtl: 10m
 		{"models:\n  - id: gantry-text\n    price: \"0.00000001\"\n", "at most 6 places"},
 		{"models:\n  - id: gantry-text\n    prize: 1\n", "prize"},
 		{"models:\n  - id: gantry-text\n    pools: [nowhere]\n", "unknown pool"},
+		{"models:\n  - id: gantry-text\n    workers: {min: 3, max: 1}\n", "min <= max"},
 	} {
 		p := filepath.Join(t.TempDir(), "bad.yaml")
 		_ = os.WriteFile(p, []byte(bad.yaml), 0o600)
