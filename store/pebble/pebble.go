@@ -23,7 +23,7 @@ type Store struct {
 	db *pebble.DB
 	mu sync.Mutex // serialises management writes (put and delete read the old record first)
 
-	usageMu sync.Mutex // serialises AddUsage's check and write
+	usageMu [16]sync.Mutex // AddUsage's check and write, striped by job id: other jobs' syncs group
 
 	closeOnce sync.Once
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -28,8 +29,11 @@ func (s *Store) AddUsage(u core.Usage) (core.Usage, bool, error) {
 	if err != nil {
 		return core.Usage{}, false, err
 	}
-	s.usageMu.Lock()
-	defer s.usageMu.Unlock()
+	h := fnv.New32a()
+	h.Write([]byte(u.JobID))
+	mu := &s.usageMu[h.Sum32()%uint32(len(s.usageMu))]
+	mu.Lock()
+	defer mu.Unlock()
 	var old core.Usage
 	switch err := s.getJSON([]byte(usagePrefix+u.JobID), &old); {
 	case err == nil:
