@@ -238,12 +238,21 @@ func (h *handler) GetHealth(ctx context.Context, p oas.GetHealthParams) (oas.Get
 		return nil, err
 	}
 	hl := h.cfg.Jobs.Health(t.ep.ID)
-	return &oas.HealthHeaders{Response: oas.Health{
+	out := oas.Health{
 		Jobs: oas.HealthJobs{Completed: int(hl.Completed), Failed: int(hl.Failed), InProgress: int(hl.InProgress),
 			InQueue: int(hl.InQueue), Retried: int(hl.Retried)},
 		Workers: oas.HealthWorkers{Idle: hl.Idle, Running: hl.Running, Initializing: oas.NewOptInt(hl.Initializing),
-			Unhealthy: oas.NewOptInt(hl.Unhealthy)},
-	}}, nil
+			Unhealthy: oas.NewOptInt(hl.Unhealthy), Throttled: oas.NewOptInt(hl.Throttled), Suspended: oas.NewOptInt(hl.Suspended)},
+	}
+	if hl.ColdStarts > 0 {
+		out.ColdStarts = oas.NewOptHealthColdStarts(oas.HealthColdStarts{Count: hl.ColdStarts,
+			LastMs: oas.NewOptInt64(hl.ColdStartLast.Milliseconds()),
+			MeanMs: oas.NewOptInt64((hl.ColdStartTotal / time.Duration(hl.ColdStarts)).Milliseconds())})
+	}
+	if hl.Reason != "" {
+		out.Reason = oas.NewOptString(hl.Reason)
+	}
+	return &oas.HealthHeaders{Response: out}, nil
 }
 
 // job renders a job (spec 2.9 plus RunPod's error, retries and workerId).
@@ -257,6 +266,9 @@ func (h *handler) job(j *core.Job) oas.Job {
 	}
 	if j.Error != "" {
 		out.Error = oas.NewOptString(j.Error)
+	}
+	if j.Reason != "" {
+		out.Reason = oas.NewOptString(j.Reason)
 	}
 	if j.WorkerID != "" {
 		out.WorkerId = oas.NewOptString(j.WorkerID)

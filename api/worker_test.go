@@ -63,7 +63,7 @@ func TestWorkerProtocol(t *testing.T) {
 	if r := e.workerCall("GET", "/v2/"+ep+"/ping/w3"+q+"&status=unhealthy&check=cuda&reason=no+GPU", tok3, ""); r.status != 200 {
 		t.Fatalf("unhealthy ping = %d", r.status)
 	}
-	if h := e.do("GET", "/v2/"+ep+"/health", e.alice, "").json(t); fmt.Sprint(h["workers"]) != "map[idle:0 initializing:2 running:0 unhealthy:1]" {
+	if h := e.do("GET", "/v2/"+ep+"/health", e.alice, "").json(t); fmt.Sprint(h["workers"]) != "map[idle:0 initializing:2 running:0 suspended:0 throttled:0 unhealthy:1]" {
 		t.Errorf("health workers = %v; want w1 and w2 initializing, w3 unhealthy", h["workers"])
 	}
 

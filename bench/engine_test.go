@@ -28,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -62,36 +63,46 @@ func newEngine(tb testing.TB) *engine {
 	clock := core.SystemClock{}
 	log := slog.New(slog.DiscardHandler)
 	queues := &scheduler.Queues{}
-	jobs := core.NewJobs(core.JobsConfig{Store: st, Dispatch: queues, Clock: clock, Log: log})
-	pools := []core.Pool{{ID: "local", Adapter: "process", GPUType: "CPU", DisplayName: "CPU slot", GPUs: runtime.NumCPU(),
+	var ready func(string)
+	jobs := core.NewJobs(core.JobsConfig{Store: st, Dispatch: queues, Clock: clock, Log: log,
+		OnWorkerReady: func(w string) { ready(w) }})
+	pools := []core.Pool{{ID: "local", Adapter: "process", GPUType: "CPU", DisplayName: "CPU slot", GPUs: 256,
 		PerWorker: 1, DataCenter: "LOCAL", CPU: true, VCPUs: runtime.NumCPU(), MemoryPerCPU: 1}}
 	templates := []core.Template{{ID: "gantry-echo", Name: "Gantry echo worker", IsServerless: true,
 		CreatedAt: time.Now().UTC().Truncate(time.Second), Container: core.Container{Image: "gantry/echo"}}}
+	pool := &inprocPool{info: pools[0], ws: map[string]*inprocWorker{}}
+	srv := httptest.NewUnstartedServer(nil) // its listener is open: workers get its address
+	sched, err := scheduler.New(scheduler.Config{Jobs: jobs, Queues: queues, Pools: []scheduler.Pool{pool}, Clock: clock, Log: log,
+		BaseURL: "http://" + srv.Listener.Addr().String()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ready = sched.WorkerReady
 	a, err := api.New(api.Config{
-		Management: &core.Management{Endpoints: st, Templates: st, Clock: clock, Catalog: core.NewCatalog(pools, nil, templates)},
-		Auth:       &core.Authenticator{Keys: keys, Clock: clock}, // zero quota: unlimited, as --quota-* 0
-		Limiter:    &core.RateLimiter{},
-		Jobs:       jobs,
-		Clock:      clock,
-		PublicURL:  "http://127.0.0.1",
-		Log:        log,
+		Management: &core.Management{Endpoints: st, Templates: st, Clock: clock, Catalog: core.NewCatalog(pools, nil, templates),
+			OnChange: sched.Set},
+		Auth:      &core.Authenticator{Keys: keys, Clock: clock}, // zero quota: unlimited, as --quota-* 0
+		Limiter:   &core.RateLimiter{},
+		Jobs:      jobs,
+		Clock:     clock,
+		PublicURL: "http://127.0.0.1",
+		Log:       log,
 	})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	serveCtx, stopServing := context.WithCancel(context.Background())
-	srv := httptest.NewUnstartedServer(a)
+	srv.Config.Handler = a
 	srv.Config.BaseContext = func(net.Listener) context.Context { return serveCtx }
 	srv.Start()
 	a.SetReady(true)
 
-	mgr := &scheduler.Manager{Jobs: jobs, Endpoints: st, BaseURL: srv.URL, GPU: "CPU", Log: log, Launcher: inprocLauncher{}}
 	if os.Getenv("BENCH_NO_DEMAND") == "" {
-		queues.OnEnqueue = mgr.Demand // as cmd/gantry wires it
+		queues.OnEnqueue = sched.Demand // as cmd/gantry wires it
 	}
 	var background sync.WaitGroup
 	background.Go(func() { jobs.Run(serveCtx, 250*time.Millisecond) })
-	background.Go(func() { mgr.Run(serveCtx, 100*time.Millisecond) })
+	background.Go(func() { sched.Run(serveCtx, st, 100*time.Millisecond, time.Minute) })
 
 	secret := core.NewKeySecret()
 	now := time.Now().UTC()
@@ -130,16 +141,22 @@ func (e *engine) endpoint(tb testing.TB, min, max int) string {
 	return id
 }
 
-// inprocLauncher runs each worker as worker.Run with the echo handler in a goroutine, with the
+// inprocPool runs each worker as worker.Run with the echo handler in a goroutine, with the
 // environment the process pool would hand a worker process.
-type inprocLauncher struct{}
-
-type inprocWorker struct {
-	cancel context.CancelFunc
-	done   chan struct{}
+type inprocPool struct {
+	info core.Pool
+	mu   sync.Mutex
+	ws   map[string]*inprocWorker
 }
 
-func (inprocLauncher) Launch(spec scheduler.WorkerSpec) (scheduler.Worker, error) {
+type inprocWorker struct {
+	cancel  context.CancelFunc
+	stopped atomic.Bool
+}
+
+func (p *inprocPool) Describe() core.Pool { return p.info }
+
+func (p *inprocPool) Start(_ context.Context, spec scheduler.WorkerSpec) error {
 	ping, _ := strconv.Atoi(spec.Env[worker.EnvPingInterval])
 	cfg := worker.Config{
 		TakeURL: spec.Env[worker.EnvTakeURL], DoneURL: spec.Env[worker.EnvDoneURL], StreamURL: spec.Env[worker.EnvStreamURL],
@@ -149,15 +166,39 @@ func (inprocLauncher) Launch(spec scheduler.WorkerSpec) (scheduler.Worker, error
 		Log:          slog.New(slog.DiscardHandler),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &inprocWorker{cancel: cancel, done: make(chan struct{})}
-	go func() { defer close(w.done); _ = worker.Run(ctx, cfg, echo.Handler) }()
-	return w, nil
+	w := &inprocWorker{cancel: cancel}
+	p.mu.Lock()
+	p.ws[spec.ID] = w
+	p.mu.Unlock()
+	spec.Report(scheduler.WorkerEvent{Worker: spec.ID, State: scheduler.WorkerRunning, At: time.Now()})
+	go func() {
+		err := worker.Run(ctx, cfg, echo.Handler)
+		p.mu.Lock()
+		delete(p.ws, spec.ID)
+		p.mu.Unlock()
+		if w.stopped.Load() {
+			err = nil
+		}
+		spec.Report(scheduler.WorkerEvent{Worker: spec.ID, State: scheduler.WorkerExited, At: time.Now(), Err: err, Stopped: w.stopped.Load()})
+	}()
+	return nil
 }
 
-func (w *inprocWorker) Wait() error { <-w.done; return nil }
-func (w *inprocWorker) Stop()       { w.cancel() }
+func (p *inprocPool) Stop(_ context.Context, id string) error {
+	p.mu.Lock()
+	w := p.ws[id]
+	p.mu.Unlock()
+	if w != nil {
+		w.stopped.Store(true)
+		w.cancel()
+	}
+	return nil
+}
 
-var _ scheduler.Launcher = inprocLauncher{}
+func (p *inprocPool) Suspend(context.Context, string) error { return scheduler.ErrUnsupported }
+func (p *inprocPool) Resume(context.Context, string) error  { return scheduler.ErrUnsupported }
+
+var _ scheduler.Pool = (*inprocPool)(nil)
 
 // BenchmarkRun is scenario 1 in process: durable /run from 64 concurrent keep-alive clients to
 // an endpoint with workers.max 0.

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -167,8 +168,14 @@ type gantry struct {
 // a key.
 func (b *bench) startGantry(label string) (*gantry, error) {
 	data := filepath.Join(b.tmp, label+"-data")
+	// One CPU pool with room for every worker a scenario starts (e2e runs 64).
+	config := filepath.Join(b.tmp, label+"-config.yaml")
+	pool := fmt.Sprintf("pools:\n  - {id: local, adapter: process, gpuType: CPU, displayName: CPU slot, count: 256, maxGpusPerWorker: 1, dataCenterId: LOCAL, cpu: true, vcpus: %d, memoryPerVcpu: 1}\n", runtime.NumCPU())
+	if err := os.WriteFile(config, []byte(pool), 0o600); err != nil {
+		return nil, err
+	}
 	s, err := startProcess("gantry serve ("+label+")", filepath.Join(b.tmp, label+"-gantry.log"),
-		b.o.gantryBin, "serve", "--listen", "127.0.0.1:0", "--data", data,
+		b.o.gantryBin, "serve", "--listen", "127.0.0.1:0", "--data", data, "--config", config,
 		"--quota-minute", "0", "--quota-hour", "0", "--quota-day", "0")
 	if err != nil {
 		return nil, err

@@ -123,8 +123,10 @@ type Jobs struct {
 	deadlines deadlineHeap
 
 	wmu     sync.Mutex
+	wcond   *sync.Cond              // on wmu: broadcast when a Take call ends
 	workers map[string]*workerState // by worker id
 	tokens  map[string]string       // token -> worker id
+	onReady func(worker string)
 
 	counts sync.Map // endpoint -> *endpointCounts
 
@@ -172,6 +174,7 @@ type liveJob struct {
 	ep        uint32 // interned endpoint id
 	state     jobState
 	sync      bool      // a runsync job: its state changes are not synced
+	low       bool      // policy.lowPriority: its wait does not scale the endpoint up
 	x         *jobExtra // nil for most queued jobs
 }
 
@@ -277,6 +280,10 @@ func signal(c chan struct{}) {
 
 type endpointCounts struct {
 	inQueue, inProgress, completed, failed, retried atomic.Int64
+	lowQueued                                       atomic.Int64 // lowPriority jobs among inQueue
+	submitted                                       atomic.Int64 // jobs ever submitted or requeued
+	execMs, execCount                               atomic.Int64 // execution time of ended jobs
+	cond                                            atomic.Pointer[Condition]
 }
 
 // JobsConfig wires a Jobs engine.
@@ -290,6 +297,9 @@ type JobsConfig struct {
 	Usage UsageStore
 	Clock Clock
 	Log   *slog.Logger
+	// OnWorkerReady, when set, is called (without locks held) when a worker polls for the
+	// first time since it started or resumed: the scheduler measures cold starts with it.
+	OnWorkerReady func(worker string)
 }
 
 // NewJobs returns an engine with no jobs; call Recover to load stored ones.
@@ -298,7 +308,9 @@ func NewJobs(c JobsConfig) *Jobs {
 		panic("core: JobsConfig needs both Meter and Usage, or neither")
 	}
 	j := &Jobs{store: c.Store, dispatch: c.Dispatch, notify: c.Notify, meter: c.Meter, usage: c.Usage, clock: c.Clock, log: c.Log,
-		workers: map[string]*workerState{}, tokens: map[string]string{}, epIDs: map[string]uint32{}}
+		workers: map[string]*workerState{}, tokens: map[string]string{}, epIDs: map[string]uint32{},
+		onReady: c.OnWorkerReady}
+	j.wcond = sync.NewCond(&j.wmu)
 	if j.log == nil {
 		j.log = slog.Default()
 	}
@@ -349,20 +361,27 @@ func (js *Jobs) countsOf(endpoint string) *endpointCounts {
 	return c.(*endpointCounts)
 }
 
-// count moves a job between the per-endpoint counters when its state changes.
-func (js *Jobs) count(endpoint string, from, to JobStatus) {
+// count moves a job between the per-endpoint counters when its state changes; low is the
+// job's policy.lowPriority.
+func (js *Jobs) count(endpoint string, from, to JobStatus, low bool) {
 	if from == to {
 		return
 	}
 	c := js.countsOf(endpoint)
-	c.add(from, -1)
-	c.add(to, +1)
+	c.add(from, -1, low)
+	c.add(to, +1, low)
+	if to == InQueue {
+		c.submitted.Add(1)
+	}
 }
 
-func (c *endpointCounts) add(s JobStatus, d int64) {
+func (c *endpointCounts) add(s JobStatus, d int64, low bool) {
 	switch s {
 	case InQueue:
 		c.inQueue.Add(d)
+		if low {
+			c.lowQueued.Add(d)
+		}
 	case InProgress:
 		c.inProgress.Add(d)
 	case Completed:
@@ -408,7 +427,8 @@ func (js *Jobs) Submit(ep *Endpoint, s Submission) (Job, error) {
 		return Job{}, Internal("storing the job", err)
 	}
 	snap := *rec // taken before the job is published: a worker may change rec from then on
-	lj := liveJob{expiresAt: rec.ExpiresAt.UnixNano(), ep: js.epIntern(ep.ID), state: stQueued, sync: s.Sync}
+	lj := liveJob{expiresAt: rec.ExpiresAt.UnixNano(), ep: js.epIntern(ep.ID), state: stQueued, sync: s.Sync,
+		low: s.Policy.LowPriority}
 	if size := int64(len(s.Input) + hotRecordOverhead); js.hotBytes.Add(size) <= HotQueueBytes {
 		lj.x = &jobExtra{hot: &hotCopy{rec: rec, input: s.Input, size: size}}
 	} else {
@@ -418,7 +438,7 @@ func (js *Jobs) Submit(ep *Endpoint, s Submission) (Job, error) {
 	sh.mu.Lock()
 	sh.jobs[key] = lj
 	sh.mu.Unlock()
-	js.count(ep.ID, "", InQueue)
+	js.count(ep.ID, "", InQueue, lj.low)
 	js.schedule(key, rec.ExpiresAt, dlExpire)
 	js.dispatch.Enqueue(ep.ID, key)
 	return snap, nil
@@ -576,7 +596,11 @@ func (js *Jobs) view(ref JobRef, fn func(e *entry, rec *Job)) (Job, error) {
 	if fn != nil {
 		fn(e, rec)
 	}
-	return *rec, nil
+	out := *rec
+	if out.Status == InQueue {
+		out.Reason = js.condition(ref.Endpoint).Reason
+	}
+	return out, nil
 }
 
 // Get returns a job. A positive ttl sets the job to expire ttl from now.
@@ -619,7 +643,12 @@ func (js *Jobs) end(e *entry, rec *Job, ev Event, to JobStatus) (syncNeeded bool
 	rec.Status = to
 	rec.EndedAt = now
 	rec.ExpiresAt = now.Add(rec.Retention)
-	js.count(rec.Endpoint, from, to)
+	js.count(rec.Endpoint, from, to, rec.Policy.LowPriority)
+	if from == InProgress && !rec.StartedAt.IsZero() {
+		c := js.countsOf(rec.Endpoint)
+		c.execMs.Add(now.Sub(rec.StartedAt).Milliseconds())
+		c.execCount.Add(1)
+	}
 	js.save(e, rec)
 	if e.x != nil {
 		e.x.rec = nil
@@ -688,7 +717,7 @@ func (js *Jobs) Retry(ref JobRef) (Job, error) {
 // with the shard locked; the caller syncs and enqueues the job once unlocked.
 func (js *Jobs) requeue(e *entry, rec *Job) {
 	now := js.clock.Now()
-	js.count(rec.Endpoint, rec.Status, InQueue)
+	js.count(rec.Endpoint, rec.Status, InQueue, rec.Policy.LowPriority)
 	rec.Status = InQueue
 	rec.Output, rec.Error, rec.WorkerID, rec.Cost = nil, "", "", nil
 	rec.Retries++
@@ -755,8 +784,15 @@ func (js *Jobs) PurgeOwned(endpoint, owner string) int {
 type Health struct {
 	InQueue, InProgress, Completed, Failed, Retried int64
 	Idle, Running, Initializing, Unhealthy          int
+	Throttled, Suspended                            int
 	// UnhealthyReasons are the reasons unhealthy workers gave, for operators.
 	UnhealthyReasons []string
+	// Reason says why queued jobs wait when something is wrong (crash loop, no capacity).
+	Reason string
+	// ColdStarts counts workers started or resumed for the endpoint; the durations run from
+	// the decision to the worker's first poll.
+	ColdStarts                    int64
+	ColdStartLast, ColdStartTotal time.Duration
 }
 
 // Health returns the endpoint's counts.
@@ -764,6 +800,9 @@ func (js *Jobs) Health(endpoint string) Health {
 	c := js.countsOf(endpoint)
 	h := Health{InQueue: c.inQueue.Load(), InProgress: c.inProgress.Load(), Completed: c.completed.Load(),
 		Failed: c.failed.Load(), Retried: c.retried.Load()}
+	cond := js.condition(endpoint)
+	h.Throttled, h.Suspended, h.Unhealthy, h.Reason = cond.Throttled, cond.Suspended, cond.Unhealthy, cond.Reason
+	h.ColdStarts, h.ColdStartLast, h.ColdStartTotal = cond.ColdStarts, cond.ColdStartLast, cond.ColdStartTotal
 	js.wmu.Lock()
 	defer js.wmu.Unlock()
 	for _, w := range js.workers {
@@ -772,6 +811,7 @@ func (js *Jobs) Health(endpoint string) Health {
 		case w.unhealthy != "":
 			h.Unhealthy++
 			h.UnhealthyReasons = append(h.UnhealthyReasons, w.unhealthy)
+		case w.suspended: // counted by the scheduler's condition
 		case len(w.held) > 0:
 			h.Running++
 		case !w.polled:

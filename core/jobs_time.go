@@ -88,7 +88,7 @@ func (js *Jobs) due(d deadline, now time.Time) bool {
 		if rec := e.attached(); e.state == stRunning && rec != nil {
 			js.release(rec.WorkerID, id, true)
 		}
-		js.count(js.epName(e.ep), e.status(), "")
+		js.count(js.epName(e.ep), e.status(), "", e.low)
 		js.dropHot(e)
 		delete(e.sh.jobs, d.key)
 		e.gone = true
@@ -145,7 +145,7 @@ func (js *Jobs) Recover() (queued, requeued int, err error) {
 			return
 		}
 		f := found{seq: rec.Seq, key: key, lj: liveJob{expiresAt: rec.ExpiresAt.UnixNano(), ep: js.epIntern(rec.Endpoint),
-			state: stateOf(rec.Status), sync: rec.Sync}}
+			state: stateOf(rec.Status), sync: rec.Sync, low: rec.Policy.LowPriority}}
 		if rec.Status == InProgress {
 			f.rec = rec
 		}
@@ -160,7 +160,7 @@ func (js *Jobs) Recover() (queued, requeued int, err error) {
 		sh.mu.Lock()
 		e := &entry{liveJob: f.lj, key: f.key, sh: sh}
 		endpoint := js.epName(e.ep)
-		js.count(endpoint, "", e.status())
+		js.count(endpoint, "", e.status(), e.low)
 		if f.rec != nil {
 			f.rec.WorkerID = ""
 			js.lostJob(e, f.rec)

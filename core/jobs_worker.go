@@ -13,11 +13,17 @@ type workerState struct {
 	id, endpoint string
 	token        string
 	lastSeen     time.Time
-	polled       bool // has polled for a job at least once
+	polled       bool      // has polled for a job since it started or resumed
+	idleSince    time.Time // when it last held no job (its first poll, or its last job's end)
 	held         map[string]bool
 	stop         chan string // job ids the worker must stop
 	stopPod      bool
 	unhealthy    string // why the worker reported itself unhealthy; "" = healthy
+	// Suspension (FLASHBOOT): a suspended worker's polls park until it resumes.
+	suspended bool
+	resumed   chan struct{}                 // closed on resume; made on suspend
+	takes     map[uint64]context.CancelFunc // Take calls past their suspension check: each one's end
+	nextTake  uint64
 }
 
 // RegisterWorker records a worker about to start and returns its token.
@@ -41,6 +47,9 @@ func (js *Jobs) ForgetWorker(worker string) {
 	if w, ok := js.workers[worker]; ok {
 		delete(js.tokens, w.token)
 		delete(js.workers, worker)
+		if w.suspended {
+			js.resumeLocked(w) // its parked polls end
+		}
 	}
 }
 
@@ -76,14 +85,49 @@ type Taken struct {
 }
 
 // Take waits for up to max jobs of the endpoint for the worker, moving each IN_PROGRESS.
-// It returns nothing when ctx ends first.
+// It returns nothing when ctx ends first. A suspended worker's Take waits for its resume.
 func (js *Jobs) Take(ctx context.Context, endpoint, worker string, max int) []Taken {
 	js.wmu.Lock()
-	if w, ok := js.workers[worker]; ok {
-		w.polled = true
-		w.lastSeen = js.clock.Now()
+	w, ok := js.workers[worker]
+	for ok && w.suspended {
+		resumed := w.resumed
+		js.wmu.Unlock()
+		select {
+		case <-resumed:
+		case <-ctx.Done():
+			return nil
+		}
+		js.wmu.Lock()
+	}
+	first := false
+	if ok {
+		now := js.clock.Now()
+		first = !w.polled
+		if first {
+			w.polled = true
+			w.idleSince = now
+		}
+		w.lastSeen = now
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		if w.takes == nil {
+			w.takes = map[uint64]context.CancelFunc{}
+		}
+		w.nextTake++
+		n := w.nextTake
+		w.takes[n] = cancel
+		defer func() {
+			cancel()
+			js.wmu.Lock()
+			delete(w.takes, n)
+			js.wmu.Unlock()
+			js.wcond.Broadcast()
+		}()
 	}
 	js.wmu.Unlock()
+	if first && js.onReady != nil {
+		js.onReady(worker)
+	}
 	for ctx.Err() == nil {
 		var out []Taken
 		for _, key := range js.dispatch.Take(ctx, endpoint, max) {
@@ -119,7 +163,7 @@ func (js *Jobs) take(endpoint, worker string, key JobKey) (Taken, bool) {
 		js.log.Error("taking a job", "job", key.String(), "err", err)
 		return Taken{}, false
 	}
-	js.count(endpoint, InQueue, InProgress)
+	js.count(endpoint, InQueue, InProgress, e.low)
 	rec.Status = InProgress
 	rec.WorkerID = worker
 	rec.StartedAt = now
@@ -304,6 +348,9 @@ func (js *Jobs) release(worker, id string, stop bool) {
 		return
 	}
 	delete(w.held, id)
+	if len(w.held) == 0 {
+		w.idleSince = js.clock.Now()
+	}
 	if stop {
 		select {
 		case w.stop <- id:
@@ -323,6 +370,7 @@ func (js *Jobs) loseWorker(worker string) {
 			ids = append(ids, id)
 		}
 		clear(w.held)
+		w.idleSince = js.clock.Now()
 	}
 	js.wmu.Unlock()
 	for _, id := range ids {

@@ -46,6 +46,9 @@ type Management struct {
 	// OnDelete, when set, is called with the id of each deleted endpoint (the job engine
 	// cancels its queued jobs).
 	OnDelete func(endpointID string)
+	// OnChange, when set, is called with each endpoint created or updated (the scheduler
+	// applies a new scaling policy, worker bounds or GPU choice at once).
+	OnChange func(Endpoint)
 
 	// cache holds endpoints read or written through this Management (id -> Endpoint). Every
 	// endpoint change goes through it (the store is this process's alone), so it stays exact;
@@ -59,6 +62,9 @@ func (m *Management) putEndpoint(ctx context.Context, e Endpoint) error {
 		return err
 	}
 	m.cache.Store(e.ID, e)
+	if m.OnChange != nil {
+		m.OnChange(e)
+	}
 	return nil
 }
 

@@ -2651,11 +2651,25 @@ func (s *Health) encodeFields(e *jx.Encoder) {
 		e.FieldStart("workers")
 		s.Workers.Encode(e)
 	}
+	{
+		if s.ColdStarts.Set {
+			e.FieldStart("coldStarts")
+			s.ColdStarts.Encode(e)
+		}
+	}
+	{
+		if s.Reason.Set {
+			e.FieldStart("reason")
+			s.Reason.Encode(e)
+		}
+	}
 }
 
-var jsonFieldsNameOfHealth = [2]string{
+var jsonFieldsNameOfHealth = [4]string{
 	0: "jobs",
 	1: "workers",
+	2: "coldStarts",
+	3: "reason",
 }
 
 // Decode decodes Health from json.
@@ -2686,6 +2700,26 @@ func (s *Health) Decode(d *jx.Decoder) error {
 				return nil
 			}(); err != nil {
 				return errors.Wrap(err, "decode field \"workers\"")
+			}
+		case "coldStarts":
+			if err := func() error {
+				s.ColdStarts.Reset()
+				if err := s.ColdStarts.Decode(d); err != nil {
+					return err
+				}
+				return nil
+			}(); err != nil {
+				return errors.Wrap(err, "decode field \"coldStarts\"")
+			}
+		case "reason":
+			if err := func() error {
+				s.Reason.Reset()
+				if err := s.Reason.Decode(d); err != nil {
+					return err
+				}
+				return nil
+			}(); err != nil {
+				return errors.Wrap(err, "decode field \"reason\"")
 			}
 		default:
 			return d.Skip()
@@ -2739,6 +2773,136 @@ func (s *Health) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON implements stdjson.Unmarshaler.
 func (s *Health) UnmarshalJSON(data []byte) error {
+	d := jx.DecodeBytes(data)
+	return s.Decode(d)
+}
+
+// Encode implements json.Marshaler.
+func (s *HealthColdStarts) Encode(e *jx.Encoder) {
+	e.ObjStart()
+	s.encodeFields(e)
+	e.ObjEnd()
+}
+
+// encodeFields encodes fields.
+func (s *HealthColdStarts) encodeFields(e *jx.Encoder) {
+	{
+		e.FieldStart("count")
+		e.Int64(s.Count)
+	}
+	{
+		if s.LastMs.Set {
+			e.FieldStart("lastMs")
+			s.LastMs.Encode(e)
+		}
+	}
+	{
+		if s.MeanMs.Set {
+			e.FieldStart("meanMs")
+			s.MeanMs.Encode(e)
+		}
+	}
+}
+
+var jsonFieldsNameOfHealthColdStarts = [3]string{
+	0: "count",
+	1: "lastMs",
+	2: "meanMs",
+}
+
+// Decode decodes HealthColdStarts from json.
+func (s *HealthColdStarts) Decode(d *jx.Decoder) error {
+	if s == nil {
+		return errors.New("invalid: unable to decode HealthColdStarts to nil")
+	}
+	var requiredBitSet [1]uint8
+
+	if err := d.ObjBytes(func(d *jx.Decoder, k []byte) error {
+		switch string(k) {
+		case "count":
+			requiredBitSet[0] |= 1 << 0
+			if err := func() error {
+				v, err := d.Int64()
+				s.Count = int64(v)
+				if err != nil {
+					return err
+				}
+				return nil
+			}(); err != nil {
+				return errors.Wrap(err, "decode field \"count\"")
+			}
+		case "lastMs":
+			if err := func() error {
+				s.LastMs.Reset()
+				if err := s.LastMs.Decode(d); err != nil {
+					return err
+				}
+				return nil
+			}(); err != nil {
+				return errors.Wrap(err, "decode field \"lastMs\"")
+			}
+		case "meanMs":
+			if err := func() error {
+				s.MeanMs.Reset()
+				if err := s.MeanMs.Decode(d); err != nil {
+					return err
+				}
+				return nil
+			}(); err != nil {
+				return errors.Wrap(err, "decode field \"meanMs\"")
+			}
+		default:
+			return d.Skip()
+		}
+		return nil
+	}); err != nil {
+		return errors.Wrap(err, "decode HealthColdStarts")
+	}
+	// Validate required fields.
+	var failures []validate.FieldError
+	for i, mask := range [1]uint8{
+		0b00000001,
+	} {
+		if result := (requiredBitSet[i] & mask) ^ mask; result != 0 {
+			// Mask only required fields and check equality to mask using XOR.
+			//
+			// If XOR result is not zero, result is not equal to expected, so some fields are missed.
+			// Bits of fields which would be set are actually bits of missed fields.
+			missed := bits.OnesCount8(result)
+			for bitN := 0; bitN < missed; bitN++ {
+				bitIdx := bits.TrailingZeros8(result)
+				fieldIdx := i*8 + bitIdx
+				var name string
+				if fieldIdx < len(jsonFieldsNameOfHealthColdStarts) {
+					name = jsonFieldsNameOfHealthColdStarts[fieldIdx]
+				} else {
+					name = strconv.Itoa(fieldIdx)
+				}
+				failures = append(failures, validate.FieldError{
+					Name:  name,
+					Error: validate.ErrFieldRequired,
+				})
+				// Reset bit.
+				result &^= 1 << bitIdx
+			}
+		}
+	}
+	if len(failures) > 0 {
+		return &validate.Error{Fields: failures}
+	}
+
+	return nil
+}
+
+// MarshalJSON implements stdjson.Marshaler.
+func (s *HealthColdStarts) MarshalJSON() ([]byte, error) {
+	e := jx.Encoder{}
+	s.Encode(&e)
+	return e.Bytes(), nil
+}
+
+// UnmarshalJSON implements stdjson.Unmarshaler.
+func (s *HealthColdStarts) UnmarshalJSON(data []byte) error {
 	d := jx.DecodeBytes(data)
 	return s.Decode(d)
 }
@@ -2948,15 +3112,22 @@ func (s *HealthWorkers) encodeFields(e *jx.Encoder) {
 			s.Unhealthy.Encode(e)
 		}
 	}
+	{
+		if s.Suspended.Set {
+			e.FieldStart("suspended")
+			s.Suspended.Encode(e)
+		}
+	}
 }
 
-var jsonFieldsNameOfHealthWorkers = [6]string{
+var jsonFieldsNameOfHealthWorkers = [7]string{
 	0: "idle",
 	1: "running",
 	2: "initializing",
 	3: "ready",
 	4: "throttled",
 	5: "unhealthy",
+	6: "suspended",
 }
 
 // Decode decodes HealthWorkers from json.
@@ -3031,6 +3202,16 @@ func (s *HealthWorkers) Decode(d *jx.Decoder) error {
 				return nil
 			}(); err != nil {
 				return errors.Wrap(err, "decode field \"unhealthy\"")
+			}
+		case "suspended":
+			if err := func() error {
+				s.Suspended.Reset()
+				if err := s.Suspended.Decode(d); err != nil {
+					return err
+				}
+				return nil
+			}(); err != nil {
+				return errors.Wrap(err, "decode field \"suspended\"")
 			}
 		default:
 			return d.Skip()
@@ -3142,6 +3323,12 @@ func (s *Job) encodeFields(e *jx.Encoder) {
 		}
 	}
 	{
+		if s.Reason.Set {
+			e.FieldStart("reason")
+			s.Reason.Encode(e)
+		}
+	}
+	{
 		if s.Cost.Set {
 			e.FieldStart("cost")
 			s.Cost.Encode(e)
@@ -3149,7 +3336,7 @@ func (s *Job) encodeFields(e *jx.Encoder) {
 	}
 }
 
-var jsonFieldsNameOfJob = [9]string{
+var jsonFieldsNameOfJob = [10]string{
 	0: "id",
 	1: "status",
 	2: "output",
@@ -3158,7 +3345,8 @@ var jsonFieldsNameOfJob = [9]string{
 	5: "executionTime",
 	6: "retries",
 	7: "workerId",
-	8: "cost",
+	8: "reason",
+	9: "cost",
 }
 
 // Decode decodes Job from json.
@@ -3252,6 +3440,16 @@ func (s *Job) Decode(d *jx.Decoder) error {
 				return nil
 			}(); err != nil {
 				return errors.Wrap(err, "decode field \"workerId\"")
+			}
+		case "reason":
+			if err := func() error {
+				s.Reason.Reset()
+				if err := s.Reason.Decode(d); err != nil {
+					return err
+				}
+				return nil
+			}(); err != nil {
+				return errors.Wrap(err, "decode field \"reason\"")
 			}
 		case "cost":
 			if err := func() error {
@@ -5529,6 +5727,39 @@ func (s OptGpuConfig) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON implements stdjson.Unmarshaler.
 func (s *OptGpuConfig) UnmarshalJSON(data []byte) error {
+	d := jx.DecodeBytes(data)
+	return s.Decode(d)
+}
+
+// Encode encodes HealthColdStarts as json.
+func (o OptHealthColdStarts) Encode(e *jx.Encoder) {
+	if !o.Set {
+		return
+	}
+	o.Value.Encode(e)
+}
+
+// Decode decodes HealthColdStarts from json.
+func (o *OptHealthColdStarts) Decode(d *jx.Decoder) error {
+	if o == nil {
+		return errors.New("invalid: unable to decode OptHealthColdStarts to nil")
+	}
+	o.Set = true
+	if err := o.Value.Decode(d); err != nil {
+		return err
+	}
+	return nil
+}
+
+// MarshalJSON implements stdjson.Marshaler.
+func (s OptHealthColdStarts) MarshalJSON() ([]byte, error) {
+	e := jx.Encoder{}
+	s.Encode(&e)
+	return e.Bytes(), nil
+}
+
+// UnmarshalJSON implements stdjson.Unmarshaler.
+func (s *OptHealthColdStarts) UnmarshalJSON(data []byte) error {
 	d := jx.DecodeBytes(data)
 	return s.Decode(d)
 }

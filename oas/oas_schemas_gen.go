@@ -1378,6 +1378,10 @@ func (s *GpuType) SetMaxGpuCount(val OptInt) {
 type Health struct {
 	Jobs    HealthJobs    `json:"jobs"`
 	Workers HealthWorkers `json:"workers"`
+	// Workers started or resumed for the endpoint, from the decision to the worker's first poll.
+	ColdStarts OptHealthColdStarts `json:"coldStarts"`
+	// Why queued jobs wait when something is wrong (workers crash-loop, no capacity).
+	Reason OptString `json:"reason"`
 }
 
 // GetJobs returns the value of Jobs.
@@ -1390,6 +1394,16 @@ func (s *Health) GetWorkers() HealthWorkers {
 	return s.Workers
 }
 
+// GetColdStarts returns the value of ColdStarts.
+func (s *Health) GetColdStarts() OptHealthColdStarts {
+	return s.ColdStarts
+}
+
+// GetReason returns the value of Reason.
+func (s *Health) GetReason() OptString {
+	return s.Reason
+}
+
 // SetJobs sets the value of Jobs.
 func (s *Health) SetJobs(val HealthJobs) {
 	s.Jobs = val
@@ -1398,6 +1412,53 @@ func (s *Health) SetJobs(val HealthJobs) {
 // SetWorkers sets the value of Workers.
 func (s *Health) SetWorkers(val HealthWorkers) {
 	s.Workers = val
+}
+
+// SetColdStarts sets the value of ColdStarts.
+func (s *Health) SetColdStarts(val OptHealthColdStarts) {
+	s.ColdStarts = val
+}
+
+// SetReason sets the value of Reason.
+func (s *Health) SetReason(val OptString) {
+	s.Reason = val
+}
+
+// Workers started or resumed for the endpoint, from the decision to the worker's first poll.
+type HealthColdStarts struct {
+	Count  int64    `json:"count"`
+	LastMs OptInt64 `json:"lastMs"`
+	MeanMs OptInt64 `json:"meanMs"`
+}
+
+// GetCount returns the value of Count.
+func (s *HealthColdStarts) GetCount() int64 {
+	return s.Count
+}
+
+// GetLastMs returns the value of LastMs.
+func (s *HealthColdStarts) GetLastMs() OptInt64 {
+	return s.LastMs
+}
+
+// GetMeanMs returns the value of MeanMs.
+func (s *HealthColdStarts) GetMeanMs() OptInt64 {
+	return s.MeanMs
+}
+
+// SetCount sets the value of Count.
+func (s *HealthColdStarts) SetCount(val int64) {
+	s.Count = val
+}
+
+// SetLastMs sets the value of LastMs.
+func (s *HealthColdStarts) SetLastMs(val OptInt64) {
+	s.LastMs = val
+}
+
+// SetMeanMs sets the value of MeanMs.
+func (s *HealthColdStarts) SetMeanMs(val OptInt64) {
+	s.MeanMs = val
 }
 
 // HealthHeaders wraps Health with response headers.
@@ -1502,8 +1563,12 @@ type HealthWorkers struct {
 	Running      int    `json:"running"`
 	Initializing OptInt `json:"initializing"`
 	Ready        OptInt `json:"ready"`
-	Throttled    OptInt `json:"throttled"`
-	Unhealthy    OptInt `json:"unhealthy"`
+	// Workers wanted that no pool has room for.
+	Throttled OptInt `json:"throttled"`
+	// Workers that reported themselves unhealthy or failed before taking a job.
+	Unhealthy OptInt `json:"unhealthy"`
+	// Workers kept suspended for a fast resume (FLASHBOOT).
+	Suspended OptInt `json:"suspended"`
 }
 
 // GetIdle returns the value of Idle.
@@ -1536,6 +1601,11 @@ func (s *HealthWorkers) GetUnhealthy() OptInt {
 	return s.Unhealthy
 }
 
+// GetSuspended returns the value of Suspended.
+func (s *HealthWorkers) GetSuspended() OptInt {
+	return s.Suspended
+}
+
 // SetIdle sets the value of Idle.
 func (s *HealthWorkers) SetIdle(val int) {
 	s.Idle = val
@@ -1566,6 +1636,11 @@ func (s *HealthWorkers) SetUnhealthy(val OptInt) {
 	s.Unhealthy = val
 }
 
+// SetSuspended sets the value of Suspended.
+func (s *HealthWorkers) SetSuspended(val OptInt) {
+	s.Suspended = val
+}
+
 // Ref: #/components/schemas/Job
 type Job struct {
 	ID     string    `json:"id"`
@@ -1577,10 +1652,13 @@ type Job struct {
 	// Milliseconds in the queue.
 	DelayTime OptInt64 `json:"delayTime"`
 	// Milliseconds running.
-	ExecutionTime OptInt64   `json:"executionTime"`
-	Retries       OptInt     `json:"retries"`
-	WorkerId      OptString  `json:"workerId"`
-	Cost          OptJobCost `json:"cost"`
+	ExecutionTime OptInt64  `json:"executionTime"`
+	Retries       OptInt    `json:"retries"`
+	WorkerId      OptString `json:"workerId"`
+	// Why an IN_QUEUE job waits when its endpoint cannot run it now: its workers keep failing before they
+	// take a job, or no pool has room for a worker.
+	Reason OptString  `json:"reason"`
+	Cost   OptJobCost `json:"cost"`
 }
 
 // GetID returns the value of ID.
@@ -1621,6 +1699,11 @@ func (s *Job) GetRetries() OptInt {
 // GetWorkerId returns the value of WorkerId.
 func (s *Job) GetWorkerId() OptString {
 	return s.WorkerId
+}
+
+// GetReason returns the value of Reason.
+func (s *Job) GetReason() OptString {
+	return s.Reason
 }
 
 // GetCost returns the value of Cost.
@@ -1666,6 +1749,11 @@ func (s *Job) SetRetries(val OptInt) {
 // SetWorkerId sets the value of WorkerId.
 func (s *Job) SetWorkerId(val OptString) {
 	s.WorkerId = val
+}
+
+// SetReason sets the value of Reason.
+func (s *Job) SetReason(val OptString) {
+	s.Reason = val
 }
 
 // SetCost sets the value of Cost.
@@ -3297,6 +3385,52 @@ func (o OptGpuConfig) Get() (v GpuConfig, ok bool) {
 
 // Or returns value if set, or given parameter if does not.
 func (o OptGpuConfig) Or(d GpuConfig) GpuConfig {
+	if v, ok := o.Get(); ok {
+		return v
+	}
+	return d
+}
+
+// NewOptHealthColdStarts returns new OptHealthColdStarts with value set to v.
+func NewOptHealthColdStarts(v HealthColdStarts) OptHealthColdStarts {
+	return OptHealthColdStarts{
+		Value: v,
+		Set:   true,
+	}
+}
+
+// OptHealthColdStarts is optional HealthColdStarts.
+type OptHealthColdStarts struct {
+	Value HealthColdStarts
+	Set   bool
+}
+
+// IsSet returns true if OptHealthColdStarts was set.
+func (o OptHealthColdStarts) IsSet() bool { return o.Set }
+
+// Reset unsets value.
+func (o *OptHealthColdStarts) Reset() {
+	var v HealthColdStarts
+	o.Value = v
+	o.Set = false
+}
+
+// SetTo sets value to v.
+func (o *OptHealthColdStarts) SetTo(v HealthColdStarts) {
+	o.Set = true
+	o.Value = v
+}
+
+// Get returns value and boolean that denotes whether value was set.
+func (o OptHealthColdStarts) Get() (v HealthColdStarts, ok bool) {
+	if !o.Set {
+		return v, false
+	}
+	return o.Value, true
+}
+
+// Or returns value if set, or given parameter if does not.
+func (o OptHealthColdStarts) Or(d HealthColdStarts) HealthColdStarts {
 	if v, ok := o.Get(); ok {
 		return v
 	}

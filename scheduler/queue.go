@@ -6,6 +6,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/gantryhq/gantry/core"
 )
@@ -16,13 +17,21 @@ import (
 type Queues struct {
 	mu  sync.Mutex
 	eps map[string]*queue
-	// OnEnqueue, when set, is called (without locks held) after each Enqueue: the worker
-	// manager uses it to start a worker on demand.
+	// OnEnqueue, when set, is called (without locks held) after each Enqueue: the scheduler
+	// uses it to start a worker at once on an endpoint that has none.
 	OnEnqueue func(endpoint string)
+	// Clock stamps enqueued keys (the autoscaler reads the oldest one's wait); nil = real time.
+	Clock core.Clock
+}
+
+// Queued is a key in a queue and when it was enqueued (Unix nanoseconds).
+type Queued struct {
+	Key core.JobKey
+	At  int64
 }
 
 type queue struct {
-	ids     []core.JobKey
+	ids     []Queued
 	head    int
 	waiters []chan struct{}
 }
@@ -31,7 +40,10 @@ func (q *queue) len() int { return len(q.ids) - q.head }
 
 func (q *queue) pop(max int) []core.JobKey {
 	n := min(max, q.len())
-	out := slices.Clone(q.ids[q.head : q.head+n])
+	out := make([]core.JobKey, n)
+	for i, e := range q.ids[q.head : q.head+n] {
+		out[i] = e.Key
+	}
 	clear(q.ids[q.head : q.head+n])
 	q.head += n
 	if q.head > 1024 && q.head*2 > len(q.ids) { // compact
@@ -55,9 +67,15 @@ func (qs *Queues) queue(endpoint string) *queue {
 
 // Enqueue appends a job key and wakes one parked worker of the endpoint.
 func (qs *Queues) Enqueue(endpoint string, id core.JobKey) {
+	var at int64
+	if qs.Clock != nil {
+		at = qs.Clock.Now().UnixNano()
+	} else {
+		at = time.Now().UnixNano()
+	}
 	qs.mu.Lock()
 	q := qs.queue(endpoint)
-	q.ids = append(q.ids, id)
+	q.ids = append(q.ids, Queued{Key: id, At: at})
 	qs.wakeOne(q)
 	qs.mu.Unlock()
 	if qs.OnEnqueue != nil {
@@ -104,6 +122,17 @@ func (qs *Queues) Take(ctx context.Context, endpoint string, max int) []core.Job
 			return nil
 		}
 	}
+}
+
+// Head appends up to n of the endpoint's oldest queued keys to buf (stale ones included).
+func (qs *Queues) Head(endpoint string, n int, buf []Queued) []Queued {
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	q, ok := qs.eps[endpoint]
+	if !ok {
+		return buf
+	}
+	return append(buf, q.ids[q.head:q.head+min(n, q.len())]...)
 }
 
 // Len returns the number of ids queued for the endpoint (stale ones included).

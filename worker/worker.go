@@ -164,6 +164,11 @@ func (r *runner) takeLoop(runCtx, takeCtx context.Context) {
 		case errors.Is(err, errThrottled):
 			r.log.Warn("job-take throttled", "retry_in", throttleDelay)
 			_ = r.cfg.sleep(takeCtx, throttleDelay)
+		case errors.Is(err, context.DeadlineExceeded) && bo.cur == 0:
+			// The poll outlived its own timeout: the worker was suspended (FLASHBOOT pauses
+			// it mid-poll) or something held the request. Ask again at once; a second
+			// failure in a row backs off.
+			bo.next()
 		default:
 			d := bo.next()
 			r.log.Warn("job-take failed", "err", err, "retry_in", d)

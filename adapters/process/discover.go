@@ -5,6 +5,7 @@ package process
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -126,7 +127,7 @@ func LocalPools(inv Inventory) []core.Pool {
 		n := runtime.NumCPU()
 		return []core.Pool{{
 			ID: "local", Adapter: "process", GPUType: "CPU", DisplayName: "CPU slot (no GPU found)",
-			GPUs: n, PerWorker: 1, DataCenter: "LOCAL", CPU: true, VCPUs: n, MemoryPerCPU: memoryPerCPU(n),
+			GPUs: n * CPUSlotsPerVCPU, PerWorker: 1, DataCenter: "LOCAL", CPU: true, VCPUs: n, MemoryPerCPU: memoryPerCPU(n),
 		}}
 	}
 	var pools []core.Pool
@@ -146,6 +147,22 @@ func LocalPools(inv Inventory) []core.Pool {
 		pools[i].GPUs++
 	}
 	return pools
+}
+
+// CPUSlotsPerVCPU is how many workers the CPU pool of a machine without GPUs runs per vCPU:
+// workers mostly wait on HTTP (the built-in ones do), so a core is shared by several.
+const CPUSlotsPerVCPU = 8
+
+// LocalDevices names the GPUs behind each pool LocalPools makes, by pool id: the UUIDs
+// nvidia-smi reported (their indices where it gave none), in the pools' device order.
+func LocalDevices(inv Inventory) map[string][]string {
+	pools := LocalPools(inv)
+	out := map[string][]string{}
+	for _, g := range inv.GPUs {
+		p := pools[indexOfType(pools, g.Name)]
+		out[p.ID] = append(out[p.ID], cmp.Or(g.UUID, strconv.Itoa(g.Index)))
+	}
+	return out
 }
 
 func indexOfType(pools []core.Pool, name string) int {

@@ -214,6 +214,13 @@ func TestLocalPoolsMixed(t *testing.T) {
 	if got, want := process.LocalPools(inv), []core.Pool{a100, l4}; !reflect.DeepEqual(got, want) {
 		t.Errorf("LocalPools(A100, L4, A100) = %+v; want %+v", got, want)
 	}
+	// The L4 pool's device 0 is the machine's second GPU here, and the A100 pool's device 1
+	// its third: workers get their UUIDs.
+	got := process.LocalDevices(inv)
+	want := map[string][]string{"local": {inv.GPUs[0].UUID, inv.GPUs[2].UUID}, "local-2": {inv.GPUs[1].UUID}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("LocalDevices(A100, L4, A100) = %v; want %v", got, want)
+	}
 }
 
 func TestLocalPoolsThreeTypes(t *testing.T) {
@@ -241,9 +248,9 @@ func TestLocalPoolsNoGPU(t *testing.T) {
 		t.Fatalf("LocalPools(no GPUs) = %+v; want one pool", got)
 	}
 	p, n := got[0], runtime.NumCPU()
-	if p.ID != "local" || !p.CPU || p.GPUType != "CPU" || p.PerWorker != 1 || p.GPUs != n || p.VCPUs != n ||
+	if p.ID != "local" || !p.CPU || p.GPUType != "CPU" || p.PerWorker != 1 || p.GPUs != n*process.CPUSlotsPerVCPU || p.VCPUs != n ||
 		p.MemoryPerCPU < 1 || p.DataCenter != "LOCAL" || p.Adapter != "process" || len(p.CUDAVersions) != 0 {
-		t.Errorf("LocalPools(no GPUs) = %+v; want {ID:local CPU:true GPUType:CPU PerWorker:1 GPUs:%d VCPUs:%d MemoryPerCPU:>=1 DataCenter:LOCAL Adapter:process}", p, n, n)
+		t.Errorf("LocalPools(no GPUs) = %+v; want {ID:local CPU:true GPUType:CPU PerWorker:1 GPUs:%d VCPUs:%d MemoryPerCPU:>=1 DataCenter:LOCAL Adapter:process}", p, n*process.CPUSlotsPerVCPU, n)
 	}
 	if m := p.GPUsPerWorkerMax(); m != 1 {
 		t.Errorf("LocalPools(no GPUs)[0].GPUsPerWorkerMax() = %d; want 1", m)

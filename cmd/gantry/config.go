@@ -45,6 +45,9 @@ type Config struct {
 
 	// catalog is the model catalog Models makes of the built-in one (set by validate).
 	catalog []models.Spec
+
+	// devices names the GPUs of discovered pools (process.LocalDevices), by pool id.
+	devices map[string][]string
 }
 
 // DefaultQuota is the default per-user rate limit.

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -130,6 +129,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		inv := process.Discover(ctx)
 		log.Info("local pool", "discovery", inv.Description)
 		cfg.Pools = process.LocalPools(inv)
+		cfg.devices = process.LocalDevices(inv)
 	}
 
 	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
@@ -166,8 +166,10 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	}
 	files := &core.Files{Store: fileDir, Key: fileKey, TTL: cfg.FileTTL, Clock: clock}
 	queues := &scheduler.Queues{}
+	var workerReady func(worker string) // the scheduler's, set below
 	jobs := core.NewJobs(core.JobsConfig{Store: st, Dispatch: queues, Clock: clock, Log: log,
-		Notify: &scheduler.Webhooks{Log: log}, Meter: models.NewMeter(cfg.catalog, files), Usage: st})
+		Notify: &scheduler.Webhooks{Log: log}, OnWorkerReady: func(w string) { workerReady(w) },
+		Meter: models.NewMeter(cfg.catalog, files), Usage: st})
 	queued, requeued, err := jobs.Recover()
 	if err != nil {
 		return err
@@ -181,10 +183,31 @@ func serve(args []string, stdout, stderr io.Writer) error {
 			templates[i].CreatedAt = clock.Now().UTC().Truncate(time.Second) // public templates are as old as this server
 		}
 	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding this binary for built-in workers: %w", err)
+	}
+	pools, err := newPools(&cfg, self)
+	if err != nil {
+		return err
+	}
+	catalog := core.NewCatalog(cfg.Pools, cfg.NetworkVolumes, templates)
+	sched, err := scheduler.New(scheduler.Config{Jobs: jobs, Queues: queues, Pools: pools,
+		BaseURL: "http://" + loopback(addr), Clock: clock, Log: log,
+		VolumeDC: func(id string) (string, bool) { v, ok := catalog.NetworkVolume(id); return v.DataCenter, ok }})
+	if err != nil {
+		return err
+	}
+	workerReady = sched.WorkerReady
+	queues.OnEnqueue = sched.Demand
+	catalog.Available = sched.Placer().Free
 	mgmt := &core.Management{
-		Endpoints: st, Templates: st, Clock: clock,
-		OnDelete: func(id string) { jobs.Purge(id) }, // a deleted endpoint's queue is cancelled
-		Catalog:  core.NewCatalog(cfg.Pools, cfg.NetworkVolumes, templates),
+		Endpoints: st, Templates: st, Clock: clock, Catalog: catalog,
+		OnChange: sched.Set, // new scaling, bounds or GPUs take effect at once
+		OnDelete: func(id string) {
+			jobs.Purge(id) // a deleted endpoint's queue is cancelled, its workers stopped
+			sched.Remove(id)
+		},
 	}
 	if err := syncModelEndpoints(ctx, mgmt, cfg.catalog, cfg.Pools[0].ID, log); err != nil {
 		return err
@@ -205,28 +228,24 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("finding this binary for built-in workers: %w", err)
-	}
-	mgr := &scheduler.Manager{
-		Jobs: jobs, Endpoints: st, BaseURL: "http://" + loopback(addr), GPU: url.QueryEscape(cfg.Pools[0].GPUType), Log: log,
-		Launcher: &process.Launcher{Self: self, Builtins: builtinWorkerNames(), Images: cfg.Images,
-			LogDir: filepath.Join(cfg.Data, "workers")},
-	}
-	queues.OnEnqueue = mgr.Demand
 	// Long polls and waits end when serving stops, so shutdown does not wait 30 s for them.
 	serveCtx, stopServing := context.WithCancel(context.Background())
 	defer stopServing()
 	var background sync.WaitGroup
 	background.Add(3)
 	go func() { defer background.Done(); jobs.Run(serveCtx, 250*time.Millisecond) }()
-	go func() { defer background.Done(); mgr.Run(serveCtx, time.Second) }()
+	go func() { defer background.Done(); sched.Run(serveCtx, st, time.Second, 30*time.Second) }()
 	go func() { defer background.Done(); sweepFiles(serveCtx, files, time.Minute, log) }()
 
+	mux := http.NewServeMux()
+	mux.Handle("/", a)
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		_ = sched.WriteMetrics(w)
+	})
 	srv := &http.Server{
 		BaseContext:       func(net.Listener) context.Context { return serveCtx },
-		Handler:           a,
+		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
@@ -469,4 +488,24 @@ func keysRevoke(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "Revoked key %s; a running server refuses it within 10 s.\n", fs.Arg(0))
 	return nil
+}
+
+// newPools makes the scheduler's pools from the configured (or discovered) catalog pools.
+// Every pool runs on the process adapter for now; the Docker and cloud adapters add theirs.
+func newPools(cfg *Config, self string) ([]scheduler.Pool, error) {
+	var pools []scheduler.Pool
+	for _, p := range cfg.Pools {
+		switch p.Adapter {
+		case "", "process":
+			pool, err := process.New(process.Config{Pool: p, Self: self, Builtins: builtinWorkerNames(),
+				Images: cfg.Images, LogDir: filepath.Join(cfg.Data, "workers"), Devices: cfg.devices[p.ID]})
+			if err != nil {
+				return nil, fmt.Errorf("pool %s: %w", p.ID, err)
+			}
+			pools = append(pools, pool)
+		default:
+			return nil, fmt.Errorf("pool %s: adapter %q is not available in this build (known: process)", p.ID, p.Adapter)
+		}
+	}
+	return pools, nil
 }

@@ -1,0 +1,111 @@
+package process
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/gantryhq/gantry/scheduler"
+)
+
+// BuiltinPrefix names the built-in workers: image "gantry/echo" runs `gantry worker echo`.
+const BuiltinPrefix = "gantry/"
+
+// hostEnv lists the only variables of the server's own environment a worker inherits: the
+// server's secrets (store URLs, keys) stay out of workers.
+var hostEnv = []string{"PATH", "HOME", "LANG", "TMPDIR", "PYTHONPATH", "GOCOVERDIR"}
+
+// commands maps images to command lines and builds a worker's process: the part of starting a
+// worker of the Pool.
+type commands struct {
+	self     string              // this binary, for built-in workers
+	builtins []string            // names `gantry worker` knows
+	images   map[string][]string // image -> command line, over the built-ins
+	logDir   string              // where LOGDIR/<worker id>.log goes; "" discards the output
+}
+
+// builtin reports whether the image runs a built-in worker (and is not mapped by the config).
+func (c commands) builtin(image string) bool {
+	if _, mapped := c.images[image]; mapped {
+		return false
+	}
+	name, ok := strings.CutPrefix(image, BuiltinPrefix)
+	return ok && slices.Contains(c.builtins, name)
+}
+
+// command returns the command line for an image.
+func (c commands) command(image string) ([]string, error) {
+	if argv, ok := c.images[image]; ok && len(argv) > 0 {
+		return argv, nil
+	}
+	if c.builtin(image) {
+		return []string{c.self, "worker", strings.TrimPrefix(image, BuiltinPrefix)}, nil
+	}
+	known := []string{}
+	for _, b := range c.builtins {
+		known = append(known, BuiltinPrefix+b)
+	}
+	for img := range c.images {
+		known = append(known, img)
+	}
+	sort.Strings(known)
+	return nil, fmt.Errorf("the process pool has no command for image %q: map it under `images:` in the config file (known: %s)", image, strings.Join(known, ", "))
+}
+
+// logPath is where a worker's output goes; "" when it is discarded.
+func (c commands) logPath(id string) string {
+	if c.logDir == "" {
+		return ""
+	}
+	return filepath.Join(c.logDir, id+".log")
+}
+
+// prepare builds the process of one worker, not started: the image's command line with the
+// spec's args; an environment of the few host variables in hostEnv, GOMAXPROCS=1 for built-in
+// workers (unless the spec sets it), the spec's env, then extraEnv over them all; its own
+// process group, killed with the server (Pdeathsig); output appended to its log file. The
+// caller closes the returned log file (nil when output is discarded) once the process started
+// or failed to: the child has its own descriptor.
+func (c commands) prepare(spec scheduler.WorkerSpec, extraEnv ...string) (*exec.Cmd, *os.File, error) {
+	argv, err := c.command(spec.Image)
+	if err != nil {
+		return nil, nil, err
+	}
+	argv = append(slices.Clone(argv), strings.Fields(spec.Args)...)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	env := []string{}
+	for _, k := range hostEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	if _, set := spec.Env["GOMAXPROCS"]; !set && c.builtin(spec.Image) {
+		// Built-in workers wait on HTTP, and many share a machine: one thread each is faster
+		// (less scheduling across processes) unless the endpoint's env says otherwise.
+		env = append(env, "GOMAXPROCS=1")
+	}
+	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
+		env = append(env, k+"="+spec.Env[k])
+	}
+	cmd.Env = append(env, extraEnv...) // exec keeps the last value of a repeated variable
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	path := c.logPath(spec.ID)
+	if path == "" {
+		return cmd, nil, nil
+	}
+	if err := os.MkdirAll(c.logDir, 0o700); err != nil {
+		return nil, nil, err
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd.Stdout, cmd.Stderr = f, f
+	return cmd, f, nil
+}

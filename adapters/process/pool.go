@@ -1,0 +1,501 @@
+package process
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/scheduler"
+)
+
+// DefaultStopGrace is how long Stop waits after SIGTERM before SIGKILL when Config.StopGrace
+// is 0.
+const DefaultStopGrace = 10 * time.Second
+
+// Config configures a Pool. New validates it once.
+type Config struct {
+	// Pool describes the pool as the catalog shows it: ID and GPUType are required, GPUs (the
+	// number of GPUs, or of CPU slots when CPU is set) must be > 0, CUDAVersions are
+	// "major.minor" values (New sorts them and drops repeats). Adapter defaults to "process".
+	Pool core.Pool
+	// Self is the path of this binary: image "gantry/NAME" runs `Self worker NAME` for each
+	// NAME in Builtins. Required when Builtins is not empty.
+	Self string
+	// Builtins are the built-in worker names `gantry worker` knows ("echo").
+	Builtins []string
+	// Images maps an image to the command line that runs it (argv[0] looked up in PATH, no
+	// shell); a spec's Args are appended, split at spaces. A mapped image wins over a built-in.
+	Images map[string][]string
+	// LogDir is the directory of the workers' logs: a worker's stdout and stderr are appended
+	// to LogDir/<worker id>.log (the directory is created, mode 0700). "" discards them.
+	LogDir string
+	// StopGrace is how long Stop waits after SIGTERM before it sends SIGKILL; 0 means
+	// DefaultStopGrace (10 s).
+	StopGrace time.Duration
+	// Devices names the machine's GPUs behind the pool's device indices, as
+	// CUDA_VISIBLE_DEVICES accepts them (GPU UUIDs, or machine indices): device i of the pool
+	// is Devices[i]. nil = the indices themselves (the pool holds GPUs 0..count-1). LocalDevices
+	// gives them for discovered pools, whose GPUs of one type need not be numbered from 0.
+	Devices []string
+}
+
+// Pool is the process adapter's scheduler.Pool: it runs each worker as a local process in its
+// own process group. Built-in images run this binary's `worker NAME`; other images run the
+// command the config maps them to. A worker gets a few variables of the server's environment
+// (PATH, HOME, LANG, TMPDIR, PYTHONPATH, GOCOVERDIR), the spec's env, and on GPU pools
+// CUDA_VISIBLE_DEVICES set to its device indices ("0,3"; "" hides every GPU from a worker
+// given none); on CPU pools nothing is added. Workers die with the server (Pdeathsig).
+//
+// Stop sends SIGTERM to the worker's process group, then SIGKILL after StopGrace. When the
+// worker's main process exits, whatever is left of its process group is killed too, so a
+// crashed worker leaves no children behind.
+//
+// FLASHBOOT with this adapter means a paused process: Suspend stops the worker's process group
+// with SIGSTOP (it keeps its memory, its loaded model and its devices, and uses no CPU), and
+// Resume continues it with SIGCONT, which is much faster than starting a process. A suspended
+// worker can still be stopped: Stop follows SIGTERM with SIGCONT so that it can act on it.
+//
+// The pool accounts for the device indices (or CPU slot indices) of its workers: Start refuses
+// a spec that asks for more than the pool has, for an index out of range, twice, or held by a
+// live worker, with an error wrapping scheduler.ErrNoCapacity. A worker's indices are free
+// again before its WorkerExited event is sent.
+type Pool struct {
+	desc    core.Pool
+	cmds    commands
+	grace   time.Duration
+	devices []string // machine device names by pool index; nil = the index
+
+	mu      sync.Mutex
+	workers map[string]*worker // live workers: from Start until their exit
+	held    []bool             // held[i]: device i belongs to a live worker
+}
+
+// New returns a pool running the workers cfg describes, or what is wrong with cfg.
+func New(cfg Config) (*Pool, error) {
+	d := cfg.Pool
+	d.Adapter = cmp.Or(d.Adapter, "process")
+	var errs []error
+	if d.ID == "" || d.GPUType == "" {
+		errs = append(errs, errors.New("the pool needs an ID and a GPUType"))
+	}
+	if d.Adapter != "process" {
+		errs = append(errs, fmt.Errorf("adapter %q; want process", d.Adapter))
+	}
+	if d.GPUs <= 0 || d.PerWorker < 0 {
+		errs = append(errs, fmt.Errorf("count %d, maxGpusPerWorker %d: want count > 0 and maxGpusPerWorker >= 0", d.GPUs, d.PerWorker))
+	}
+	cuda, err := sortVersions(d.CUDAVersions)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	d.CUDAVersions = cuda
+	if len(cfg.Builtins) > 0 && cfg.Self == "" {
+		errs = append(errs, errors.New("built-in workers need Self, the path of this binary"))
+	}
+	for img, argv := range cfg.Images {
+		if len(argv) == 0 || argv[0] == "" {
+			errs = append(errs, fmt.Errorf("image %q maps to no command", img))
+		}
+	}
+	if cfg.Devices != nil && len(cfg.Devices) != d.GPUs {
+		errs = append(errs, fmt.Errorf("%d device names for %d GPUs", len(cfg.Devices), d.GPUs))
+	}
+	if cfg.StopGrace < 0 {
+		errs = append(errs, fmt.Errorf("stop grace %v is negative", cfg.StopGrace))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("process pool %q: %w", d.ID, err)
+	}
+	return &Pool{
+		desc:    d,
+		cmds:    commands{self: cfg.Self, builtins: slices.Clone(cfg.Builtins), images: cloneImages(cfg.Images), logDir: cfg.LogDir},
+		grace:   cmp.Or(cfg.StopGrace, DefaultStopGrace),
+		devices: slices.Clone(cfg.Devices),
+		workers: map[string]*worker{},
+		held:    make([]bool, d.GPUs),
+	}, nil
+}
+
+// sortVersions returns CUDA versions ("12.4") in ascending order without repeats, or an error
+// naming one that is not major.minor.
+func sortVersions(vs []string) ([]string, error) {
+	type version struct {
+		s          string
+		major, min int
+	}
+	parsed := make([]version, 0, len(vs))
+	for _, v := range vs {
+		maj, mnr, ok := strings.Cut(v, ".")
+		a, err1 := strconv.Atoi(maj)
+		b, err2 := strconv.Atoi(mnr)
+		if !ok || err1 != nil || err2 != nil || a < 0 || b < 0 {
+			return nil, fmt.Errorf("CUDA version %q is not major.minor", v)
+		}
+		parsed = append(parsed, version{strconv.Itoa(a) + "." + strconv.Itoa(b), a, b})
+	}
+	slices.SortFunc(parsed, func(x, y version) int { return cmp.Or(cmp.Compare(x.major, y.major), cmp.Compare(x.min, y.min)) })
+	parsed = slices.CompactFunc(parsed, func(x, y version) bool { return x.s == y.s })
+	var out []string
+	for _, v := range parsed {
+		out = append(out, v.s)
+	}
+	return out, nil
+}
+
+func cloneImages(images map[string][]string) map[string][]string {
+	out := make(map[string][]string, len(images))
+	for img, argv := range images {
+		out[img] = slices.Clone(argv)
+	}
+	return out
+}
+
+// Describe returns the pool's description (a copy).
+func (p *Pool) Describe() core.Pool {
+	d := p.desc
+	d.CUDAVersions = slices.Clone(d.CUDAVersions)
+	return d
+}
+
+// Start starts the worker's process and reports WorkerRunning. The process outlives ctx.
+func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("starting worker %s: %w", spec.ID, err)
+	}
+	if spec.ID == "" || spec.Report == nil {
+		return fmt.Errorf("starting worker %q: the spec needs an ID and a Report", spec.ID)
+	}
+	w := &worker{
+		id: spec.ID, gpus: slices.Clone(spec.GPUs), report: spec.Report,
+		log: p.cmds.logPath(spec.ID), exited: make(chan struct{}),
+	}
+	if err := p.reserve(w); err != nil {
+		return fmt.Errorf("starting worker %s: %w", spec.ID, err)
+	}
+	portEnv, addrs, err := hostPorts(spec.PortEnv)
+	if err != nil {
+		p.release(w)
+		return fmt.Errorf("starting worker %s: %w", spec.ID, err)
+	}
+	w.addrs = addrs
+	cmd, log, err := p.cmds.prepare(spec, append(p.deviceEnv(spec.GPUs), portEnv...)...)
+	if err == nil {
+		err = cmd.Start()
+		if err != nil {
+			err = fmt.Errorf("%s: %w", cmd.Args[0], err)
+		}
+	}
+	if log != nil {
+		log.Close() // the child has its own descriptor
+	}
+	if err != nil {
+		p.release(w)
+		return fmt.Errorf("starting worker %s: %w", spec.ID, err)
+	}
+	w.mu.Lock()
+	w.pid = cmd.Process.Pid
+	w.emit(scheduler.WorkerRunning, nil, false)
+	if w.stopping { // Stop came while the process was being started
+		w.terminate(p.grace)
+	}
+	w.mu.Unlock()
+	go p.wait(w, cmd)
+	w.flush()
+	return nil
+}
+
+// deviceEnv is what tells a worker its devices: CUDA_VISIBLE_DEVICES on GPU pools, nothing on
+// CPU pools.
+func (p *Pool) deviceEnv(gpus []int) []string {
+	if p.desc.CPU {
+		return nil
+	}
+	ids := make([]string, len(gpus))
+	for i, g := range gpus {
+		ids[i] = strconv.Itoa(g)
+		if p.devices != nil {
+			ids[i] = p.devices[g]
+		}
+	}
+	return []string{"CUDA_VISIBLE_DEVICES=" + strings.Join(ids, ",")}
+}
+
+// reserve registers a starting worker and holds its devices, or says why it cannot.
+func (p *Pool) reserve(w *worker) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, dup := p.workers[w.id]; dup {
+		return errors.New("the pool already runs a worker with this id")
+	}
+	if len(w.gpus) > len(p.held) {
+		return fmt.Errorf("%d devices asked of a pool of %d: %w", len(w.gpus), len(p.held), scheduler.ErrNoCapacity)
+	}
+	for i, g := range w.gpus {
+		switch {
+		case g < 0 || g >= len(p.held):
+			return fmt.Errorf("device %d is out of range (the pool has %d): %w", g, len(p.held), scheduler.ErrNoCapacity)
+		case slices.Contains(w.gpus[:i], g):
+			return fmt.Errorf("device %d asked twice: %w", g, scheduler.ErrNoCapacity)
+		case p.held[g]:
+			return fmt.Errorf("device %d is in use: %w", g, scheduler.ErrNoCapacity)
+		}
+	}
+	for _, g := range w.gpus {
+		p.held[g] = true
+	}
+	p.workers[w.id] = w
+	return nil
+}
+
+// release frees a worker's devices and forgets it.
+func (p *Pool) release(w *worker) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, g := range w.gpus {
+		p.held[g] = false
+	}
+	delete(p.workers, w.id)
+}
+
+// lookup returns a live worker, or an error for op naming the id.
+func (p *Pool) lookup(op, id string) (*worker, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if w, ok := p.workers[id]; ok {
+		return w, nil
+	}
+	return nil, fmt.Errorf("%s worker %s: the process pool has no such worker (it exited, or never started)", op, id)
+}
+
+// wait waits for the worker's process to exit, kills what is left of its process group, frees
+// its devices and reports WorkerExited.
+func (p *Pool) wait(w *worker, cmd *exec.Cmd) {
+	// Until the process is reaped its pid, and so its process group's id, stays its own: only
+	// then may the group be signalled without hitting a stranger.
+	unreaped := waitExited(w.pid) == nil
+	if unreaped {
+		w.mu.Lock()
+		w.dead = true
+		close(w.exited)
+		_ = syscall.Kill(-w.pid, syscall.SIGKILL) // children the worker left behind
+		w.mu.Unlock()
+	}
+	err := cmd.Wait()
+	if !unreaped { // waitid failed: no sweep, no more signals
+		w.mu.Lock()
+		w.dead = true
+		close(w.exited)
+		w.mu.Unlock()
+	}
+	p.release(w)
+	w.mu.Lock()
+	if w.stopping || err == nil {
+		err = nil
+	} else if w.log != "" {
+		err = fmt.Errorf("worker %s exited: %w (log: %s)", w.id, err, w.log)
+	} else {
+		err = fmt.Errorf("worker %s exited: %w (no log: the pool discards worker output)", w.id, err)
+	}
+	w.emit(scheduler.WorkerExited, err, w.stopping)
+	w.mu.Unlock()
+	w.flush()
+}
+
+// Stop sends SIGTERM to the worker's process group (and SIGCONT when it is suspended), then
+// SIGKILL after the grace. Stopping an unknown, exited or stopping worker does nothing.
+func (p *Pool) Stop(_ context.Context, id string) error {
+	w, err := p.lookup("stopping", id)
+	if err != nil {
+		return nil // exited or unknown: nothing to stop
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.dead || w.stopping {
+		return nil
+	}
+	w.stopping = true
+	if w.pid != 0 { // else Start sends the signals once the process is up
+		w.terminate(p.grace)
+	}
+	return nil
+}
+
+// Suspend stops the worker's process group with SIGSTOP and reports WorkerSuspended.
+// Suspending a suspended worker does nothing.
+func (p *Pool) Suspend(_ context.Context, id string) error {
+	return p.pause(id, true)
+}
+
+// Resume continues the worker's process group with SIGCONT and reports WorkerResumed. Resuming
+// a worker that is not suspended does nothing.
+func (p *Pool) Resume(_ context.Context, id string) error {
+	return p.pause(id, false)
+}
+
+// pause suspends (stop) or resumes (!stop) a worker.
+func (p *Pool) pause(id string, stop bool) error {
+	op, sig, state := "resuming", syscall.SIGCONT, scheduler.WorkerResumed
+	if stop {
+		op, sig, state = "suspending", syscall.SIGSTOP, scheduler.WorkerSuspended
+	}
+	w, err := p.lookup(op, id)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	switch {
+	case w.dead:
+		err = fmt.Errorf("%s worker %s: it has exited", op, id)
+	case w.stopping:
+		err = fmt.Errorf("%s worker %s: it is being stopped", op, id)
+	case w.pid == 0:
+		err = fmt.Errorf("%s worker %s: it is still starting", op, id)
+	case w.suspended == stop:
+		// already so
+	default:
+		if err = syscall.Kill(-w.pid, sig); err != nil {
+			err = fmt.Errorf("%s worker %s: %w", op, id, err)
+			break
+		}
+		w.suspended = stop
+		w.emit(state, nil, false)
+	}
+	w.mu.Unlock()
+	w.flush()
+	return err
+}
+
+// worker is one worker process and the events it has yet to report.
+type worker struct {
+	id     string
+	gpus   []int
+	report func(scheduler.WorkerEvent)
+	log    string        // its log file; "" when output is discarded
+	exited chan struct{} // closed when the process has exited
+
+	addrs map[int]string // where its HTTP ports are reached (spec.PortEnv)
+
+	mu        sync.Mutex
+	pid       int  // 0 while the process is being started
+	stopping  bool // Stop was called
+	suspended bool
+	dead      bool // the process exited: its group is not signalled any more
+	queue     []scheduler.WorkerEvent
+	flushing  bool // a goroutine is reporting the queue
+}
+
+// emit queues an event; w.mu is held. Events are queued under the lock, in the order of the
+// changes, and reported by flush outside it.
+func (w *worker) emit(state scheduler.WorkerState, err error, stopped bool) {
+	e := scheduler.WorkerEvent{Worker: w.id, State: state, At: time.Now(), Err: err, Stopped: stopped}
+	if state == scheduler.WorkerRunning {
+		e.Addrs = w.addrs
+	}
+	w.queue = append(w.queue, e)
+}
+
+// hostPorts gives each port a worker asks for a free port of this host (workers share its
+// network, so two workers cannot both listen on 80): the variables naming a port get the host
+// port, and addrs says where each asked-for port is reached. Variables asking for the same
+// port get the same host port.
+func hostPorts(portEnv map[string]int) (env []string, addrs map[int]string, err error) {
+	if len(portEnv) == 0 {
+		return nil, nil, nil
+	}
+	addrs = map[int]string{}
+	for _, name := range slices.Sorted(maps.Keys(portEnv)) {
+		want := portEnv[name]
+		addr, ok := addrs[want]
+		if !ok {
+			if addr, err = freePort(); err != nil {
+				return nil, nil, fmt.Errorf("finding a free port for %s: %w", name, err)
+			}
+			addrs[want] = addr
+		}
+		_, port, _ := net.SplitHostPort(addr)
+		env = append(env, name+"="+port)
+	}
+	return env, addrs, nil
+}
+
+// freePort returns a loopback address with a port no one listens on now.
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// flush reports the queued events in order, unless another goroutine is already doing so (it
+// reports these too). No lock is held while Report runs, so Report may call the pool.
+func (w *worker) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.flushing {
+		return
+	}
+	w.flushing = true
+	for len(w.queue) > 0 {
+		e := w.queue[0]
+		w.queue = w.queue[1:]
+		w.mu.Unlock()
+		w.report(e)
+		w.mu.Lock()
+	}
+	w.flushing = false
+}
+
+// terminate sends SIGTERM to the worker's process group, and SIGCONT when it is suspended so
+// that it can act on it, then SIGKILL after grace unless it exited; w.mu is held.
+func (w *worker) terminate(grace time.Duration) {
+	_ = syscall.Kill(-w.pid, syscall.SIGTERM)
+	if w.suspended {
+		_ = syscall.Kill(-w.pid, syscall.SIGCONT)
+		w.suspended = false
+	}
+	go func() {
+		timer := time.NewTimer(grace)
+		defer timer.Stop()
+		select {
+		case <-w.exited:
+		case <-timer.C:
+			w.mu.Lock()
+			if !w.dead {
+				_ = syscall.Kill(-w.pid, syscall.SIGKILL)
+			}
+			w.mu.Unlock()
+		}
+	}()
+}
+
+// waitExited blocks until process pid has exited, leaving it to be reaped (waitid with
+// WNOWAIT, as os.Process does before it reaps).
+func waitExited(pid int) error {
+	const pPID = 1      // P_PID: wait for the process with the given id
+	var info [16]uint64 // a siginfo_t: 128 bytes
+	for {
+		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid), uintptr(unsafe.Pointer(&info[0])), syscall.WEXITED|syscall.WNOWAIT, 0, 0)
+		if errno != syscall.EINTR {
+			if errno != 0 {
+				return errno
+			}
+			return nil
+		}
+	}
+}
+
+var _ scheduler.Pool = (*Pool)(nil)

@@ -1,0 +1,124 @@
+package core
+
+import "time"
+
+// This file is what the scheduler reads from and tells the job engine about an endpoint's
+// workers: their activity, suspension (FLASHBOOT), and the condition /health reports.
+
+// WorkerStatus is a worker's activity as the job engine sees it.
+type WorkerStatus struct {
+	Polled    bool      // it has polled for a job since it started or resumed
+	Busy      int       // jobs it holds
+	IdleSince time.Time // when it last held no job; zero before its first poll
+	StopPod   bool      // its last job asked for the worker to be recycled
+	Unhealthy string    // the reason it reported itself unhealthy; "" = healthy
+}
+
+// WorkerStatus returns a registered worker's activity.
+func (js *Jobs) WorkerStatus(worker string) (WorkerStatus, bool) {
+	js.wmu.Lock()
+	defer js.wmu.Unlock()
+	w, ok := js.workers[worker]
+	if !ok {
+		return WorkerStatus{}, false
+	}
+	return WorkerStatus{Polled: w.polled, Busy: len(w.held), IdleSince: w.idleSince, StopPod: w.stopPod,
+		Unhealthy: w.unhealthy}, true
+}
+
+// SuspendWorker stops handing jobs to an idle worker before its pool suspends it: its polls
+// park until ResumeWorker. It reports false, and changes nothing, when the worker holds a job
+// (or takes one meanwhile) or is unknown.
+func (js *Jobs) SuspendWorker(worker string) bool {
+	js.wmu.Lock()
+	defer js.wmu.Unlock()
+	w, ok := js.workers[worker]
+	if !ok || len(w.held) > 0 {
+		return false
+	}
+	if !w.suspended {
+		w.suspended = true
+		w.resumed = make(chan struct{})
+	}
+	for _, cancel := range w.takes {
+		cancel()
+	}
+	for len(w.takes) > 0 { // a Take may be moving a job to the worker right now
+		js.wcond.Wait()
+	}
+	if len(w.held) > 0 {
+		js.resumeLocked(w)
+		return false
+	}
+	return true
+}
+
+// ResumeWorker lets a suspended worker take jobs again; its next poll counts as its first.
+func (js *Jobs) ResumeWorker(worker string) {
+	js.wmu.Lock()
+	defer js.wmu.Unlock()
+	if w, ok := js.workers[worker]; ok && w.suspended {
+		js.resumeLocked(w)
+		w.polled = false
+		w.lastSeen = js.clock.Now()
+	}
+}
+
+func (js *Jobs) resumeLocked(w *workerState) {
+	w.suspended = false
+	close(w.resumed)
+}
+
+// Condition is what the scheduler reports about an endpoint beyond its workers' own state:
+// workers it cannot place or that crash, and its cold starts.
+type Condition struct {
+	Throttled int    // workers wanted that no pool has room for
+	Unhealthy int    // workers that crashed or missed their init timeout in the current streak
+	Suspended int    // FLASHBOOT workers kept suspended
+	Reason    string // why queued jobs wait, when something is wrong; shown on their status
+	// Cold starts: how many, and how long they took (from the decision to start or resume a
+	// worker to its first poll).
+	ColdStarts     int64
+	ColdStartLast  time.Duration
+	ColdStartTotal time.Duration
+}
+
+// SetCondition records the scheduler's view of an endpoint for /health and job status.
+func (js *Jobs) SetCondition(endpoint string, c Condition) {
+	js.countsOf(endpoint).cond.Store(&c)
+}
+
+// condition returns the endpoint's last condition (zero if none).
+func (js *Jobs) condition(endpoint string) Condition {
+	if c := js.countsOf(endpoint).cond.Load(); c != nil {
+		return *c
+	}
+	return Condition{}
+}
+
+// Load is an endpoint's job counts as the autoscaler reads them.
+type Load struct {
+	Queued     int64 // IN_QUEUE jobs that may scale the endpoint up (not lowPriority)
+	LowQueued  int64 // lowPriority IN_QUEUE jobs
+	InProgress int64
+	Submitted  int64 // jobs that ever entered IN_QUEUE (submits, retries, requeues)
+	ExecMs     int64 // total execution time of jobs that left IN_PROGRESS
+	ExecCount  int64 // how many jobs that is
+}
+
+// Load returns the endpoint's counts; it costs a few atomic loads.
+func (js *Jobs) Load(endpoint string) Load {
+	c := js.countsOf(endpoint)
+	low := c.lowQueued.Load()
+	return Load{Queued: c.inQueue.Load() - low, LowQueued: low, InProgress: c.inProgress.Load(),
+		Submitted: c.submitted.Load(), ExecMs: c.execMs.Load(), ExecCount: c.execCount.Load()}
+}
+
+// Waiting reports whether a job is queued, and whether it is lowPriority.
+func (js *Jobs) Waiting(key JobKey) (queued, low bool) {
+	sh := js.shard(key)
+	sh.mu.Lock()
+	lj, ok := sh.jobs[key]
+	sh.mu.Unlock()
+	return ok && lj.state == stQueued, lj.low
+}

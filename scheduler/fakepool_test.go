@@ -1,0 +1,103 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gantryhq/gantry/core"
+)
+
+// fakePool is an in-memory pool for the scheduler's own tests: workers "run" until stopped,
+// or crash at once when crash is set. The real adapters pass adapters/adaptertest.
+type fakePool struct {
+	info core.Pool
+
+	mu        sync.Mutex
+	alive     map[string]WorkerSpec
+	suspended map[string]bool
+	started   []WorkerSpec
+	resumes   int
+	crash     error // a started worker exits at once with this
+	noSuspend bool
+}
+
+func (p *fakePool) Describe() core.Pool { return p.info }
+
+func (p *fakePool) Start(_ context.Context, spec WorkerSpec) error {
+	p.mu.Lock()
+	if p.alive == nil {
+		p.alive, p.suspended = map[string]WorkerSpec{}, map[string]bool{}
+	}
+	p.alive[spec.ID] = spec
+	p.started = append(p.started, spec)
+	crash := p.crash
+	if crash != nil {
+		delete(p.alive, spec.ID)
+	}
+	p.mu.Unlock()
+	spec.Report(WorkerEvent{Worker: spec.ID, State: WorkerRunning, At: time.Now()})
+	if crash != nil {
+		spec.Report(WorkerEvent{Worker: spec.ID, State: WorkerExited, At: time.Now(), Err: crash})
+	}
+	return nil
+}
+
+func (p *fakePool) Stop(_ context.Context, id string) error {
+	p.mu.Lock()
+	spec, ok := p.alive[id]
+	delete(p.alive, id)
+	delete(p.suspended, id)
+	p.mu.Unlock()
+	if ok {
+		spec.Report(WorkerEvent{Worker: id, State: WorkerExited, At: time.Now(), Stopped: true})
+	}
+	return nil
+}
+
+func (p *fakePool) Suspend(_ context.Context, id string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.noSuspend {
+		return ErrUnsupported
+	}
+	if _, ok := p.alive[id]; !ok {
+		return fmt.Errorf("no worker %s", id)
+	}
+	p.suspended[id] = true
+	return nil
+}
+
+func (p *fakePool) Resume(_ context.Context, id string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.suspended[id] {
+		return errors.New("not suspended")
+	}
+	delete(p.suspended, id)
+	p.resumes++
+	return nil
+}
+
+// running returns the ids of the workers alive and not suspended.
+func (p *fakePool) running() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var ids []string
+	for id := range p.alive {
+		if !p.suspended[id] {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+func (p *fakePool) counts() (alive, suspended, started int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.alive), len(p.suspended), len(p.started)
+}
+
+var _ Pool = (*fakePool)(nil)

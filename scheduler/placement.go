@@ -1,0 +1,194 @@
+package scheduler
+
+import (
+	"fmt"
+	"math/bits"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/gantryhq/gantry/core"
+)
+
+// Placer reserves pool capacity for workers without a lock: a pool's free count and its
+// device bitmap change only by atomic operations, so placements on different pools never
+// wait for each other and placements on one pool never block.
+type Placer struct {
+	slots map[string]*slot // by pool id; fixed after NewPlacer
+	order []*slot          // as given
+}
+
+// slot is one pool's capacity.
+type slot struct {
+	pool  Pool
+	info  core.Pool
+	free  atomic.Int64    // GPUs (or CPU slots) not reserved
+	words []atomic.Uint64 // bit i of the bitmap: device i is reserved
+}
+
+// NewPlacer returns a placer over the pools, each with its whole capacity free. Pool ids must
+// be unique.
+func NewPlacer(pools []Pool) (*Placer, error) {
+	p := &Placer{slots: map[string]*slot{}}
+	for _, pool := range pools {
+		info := pool.Describe()
+		if _, dup := p.slots[info.ID]; dup {
+			return nil, fmt.Errorf("two pools have the id %q", info.ID)
+		}
+		s := &slot{pool: pool, info: info, words: make([]atomic.Uint64, (info.GPUs+63)/64)}
+		s.free.Store(int64(info.GPUs))
+		p.slots[info.ID] = s
+		p.order = append(p.order, s)
+	}
+	return p, nil
+}
+
+// Pool returns the pool with the id.
+func (p *Placer) Pool(id string) (Pool, bool) {
+	s, ok := p.slots[id]
+	if !ok {
+		return nil, false
+	}
+	return s.pool, true
+}
+
+// Free returns how many GPUs (or CPU slots) of the pool are not reserved; 0 for an unknown pool.
+func (p *Placer) Free(id string) int {
+	if s, ok := p.slots[id]; ok {
+		return int(s.free.Load())
+	}
+	return 0
+}
+
+// Reservation is capacity held for one worker until Release.
+type Reservation struct {
+	s        *slot
+	GPUs     []int // device indices within the pool
+	released atomic.Bool
+}
+
+// Pool returns the pool the capacity is in.
+func (r *Reservation) Pool() Pool { return r.s.pool }
+
+// PoolID returns the id of the pool the capacity is in.
+func (r *Reservation) PoolID() string { return r.s.info.ID }
+
+// Release gives the capacity back; releasing twice is harmless.
+func (r *Reservation) Release() {
+	if r == nil || !r.released.CompareAndSwap(false, true) {
+		return
+	}
+	for _, d := range r.GPUs {
+		r.s.words[d/64].And(^(uint64(1) << (d % 64)))
+	}
+	r.s.free.Add(int64(len(r.GPUs)))
+}
+
+// Want is what a worker needs from a pool.
+type Want struct {
+	Pools        []string // in preference order
+	Count        int      // GPUs per worker; 0 means 1
+	DataCenters  []string // allowed data centers; empty = any
+	CUDAVersions []string // allowed CUDA versions, exact match; empty = any
+}
+
+// WantOf is what an endpoint's workers need. Network volumes pin their data centers:
+// volumeDC returns a volume's data center.
+func WantOf(ep *core.Endpoint, volumeDC func(id string) (string, bool)) Want {
+	w := Want{Pools: ep.GPU.Pools, Count: max(ep.GPU.Count, 1), DataCenters: ep.DataCenterIDs,
+		CUDAVersions: ep.AllowedCudaVersions}
+	var pinned []string
+	for _, v := range ep.NetworkVolumes {
+		if dc, ok := volumeDC(v); ok && !slices.Contains(pinned, dc) {
+			pinned = append(pinned, dc)
+		}
+	}
+	if len(pinned) > 0 {
+		if len(w.DataCenters) > 0 {
+			pinned = slices.DeleteFunc(pinned, func(dc string) bool { return !slices.Contains(w.DataCenters, dc) })
+			if len(pinned) == 0 {
+				pinned = []string{"(none: the network volumes are outside dataCenterIds)"}
+			}
+		}
+		w.DataCenters = pinned
+	}
+	return w
+}
+
+// NoRoomError says why no pool could take a worker, pool by pool.
+type NoRoomError struct{ Reasons []string }
+
+func (e *NoRoomError) Error() string {
+	if len(e.Reasons) == 0 {
+		return "no pool has room: the endpoint lists no pool"
+	}
+	return "no pool has room: " + strings.Join(e.Reasons, "; ")
+}
+
+// Place reserves capacity for one worker on the first pool in w.Pools that is in an allowed
+// data center, runs an allowed CUDA version and has w.Count GPUs free. It returns a
+// *NoRoomError naming each pool's reason when none has.
+func (p *Placer) Place(w Want) (*Reservation, error) {
+	count := max(w.Count, 1)
+	var reasons []string
+	for _, id := range w.Pools {
+		s, ok := p.slots[id]
+		switch {
+		case !ok:
+			reasons = append(reasons, id+": no such pool on this server")
+		case len(w.DataCenters) > 0 && !slices.Contains(w.DataCenters, s.info.DataCenter):
+			reasons = append(reasons, fmt.Sprintf("%s: in data center %q, not an allowed one", id, s.info.DataCenter))
+		case len(w.CUDAVersions) > 0 && !slices.ContainsFunc(w.CUDAVersions, func(v string) bool { return slices.Contains(s.info.CUDAVersions, v) }):
+			reasons = append(reasons, fmt.Sprintf("%s: runs CUDA %s, none of the allowed %s", id,
+				strings.Join(s.info.CUDAVersions, ", "), strings.Join(w.CUDAVersions, ", ")))
+		case count > s.info.GPUsPerWorkerMax():
+			reasons = append(reasons, fmt.Sprintf("%s: a worker may take at most %d GPUs here, not %d", id, s.info.GPUsPerWorkerMax(), count))
+		default:
+			if r := s.reserve(count); r != nil {
+				return r, nil
+			}
+			reasons = append(reasons, fmt.Sprintf("%s: %d of %d in use", id, s.info.GPUs-int(s.free.Load()), s.info.GPUs))
+		}
+	}
+	return nil, &NoRoomError{Reasons: reasons}
+}
+
+// reserve takes n units of the slot's capacity, or nothing. The free count is the gate: once
+// it is decremented, n clear bits exist in the bitmap (bits are cleared before the count is
+// given back), so the claim loop always finds them.
+func (s *slot) reserve(n int) *Reservation {
+	for {
+		f := s.free.Load()
+		if f < int64(n) {
+			return nil
+		}
+		if s.free.CompareAndSwap(f, f-int64(n)) {
+			break
+		}
+	}
+	r := &Reservation{s: s, GPUs: make([]int, 0, n)}
+	for len(r.GPUs) < n {
+		for wi := range s.words {
+			for len(r.GPUs) < n {
+				word := &s.words[wi]
+				avail := ^word.Load() & s.mask(wi)
+				if avail == 0 {
+					break
+				}
+				bit := uint64(1) << bits.TrailingZeros64(avail)
+				if word.Or(bit)&bit == 0 { // it was clear: ours now
+					r.GPUs = append(r.GPUs, wi*64+bits.TrailingZeros64(bit))
+				}
+			}
+		}
+	}
+	return r
+}
+
+// mask has a bit set for each device of word wi that exists.
+func (s *slot) mask(wi int) uint64 {
+	if n := s.info.GPUs - wi*64; n < 64 {
+		return uint64(1)<<n - 1
+	}
+	return ^uint64(0)
+}

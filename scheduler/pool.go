@@ -1,0 +1,106 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/gantryhq/gantry/core"
+)
+
+// Pool is a place workers run: the one interface a GPU pool adapter implements (process, docker,
+// kubernetes, a cloud GPU API). The scheduler decides how many workers run where and reserves
+// the pool's capacity itself; a pool only starts, stops, suspends and resumes the workers it is
+// told to, and reports what happens to them. adapters/adaptertest checks an implementation.
+//
+// Every method may be called concurrently, for different workers and for the same one.
+type Pool interface {
+	// Describe returns the pool's capacity: its id, GPU type, how many GPUs (or CPU slots) it
+	// has, the CUDA versions its driver runs and its data center. It does not change while the
+	// pool is in use.
+	Describe() core.Pool
+	// Start starts a worker from spec and returns once it is starting (a process forked, a
+	// container created and started). Every worker that Start accepted ends with exactly one
+	// WorkerExited event, sent through spec.Report, whether it crashes or is stopped.
+	// An error means no worker was started and no event follows.
+	Start(ctx context.Context, spec WorkerSpec) error
+	// Stop stops a worker: a polite signal, then force after the adapter's grace period. It
+	// returns without waiting for the exit (the WorkerExited event says when). Stopping a
+	// worker that already exited, or is unknown, is not an error.
+	Stop(ctx context.Context, id string) error
+	// Suspend keeps a worker but stops it running (a paused process, a stopped container), so
+	// that Resume brings it back faster than a fresh start. Pools that cannot return
+	// ErrUnsupported. A suspended worker sends WorkerSuspended; it can still be stopped.
+	Suspend(ctx context.Context, id string) error
+	// Resume runs a suspended worker again and sends WorkerResumed.
+	Resume(ctx context.Context, id string) error
+}
+
+// ErrUnsupported is what a pool answers to Suspend or Resume when it cannot.
+var ErrUnsupported = errors.New("not supported by this pool")
+
+// ErrNoCapacity is what a pool answers when a spec asks for more than it has (the scheduler
+// reserves capacity before it starts a worker, so this means the two disagree).
+var ErrNoCapacity = errors.New("not enough capacity in the pool")
+
+// WorkerSpec is what a pool needs to start one worker.
+type WorkerSpec struct {
+	ID       string
+	Endpoint string
+	Image    string
+	Args     string
+	Ports    []string          // the endpoint's ports ("8000/http")
+	Disk     int               // GB; 0 = the pool's default
+	Env      map[string]string // the endpoint's env with the worker-protocol variables over it
+	// GPUs are the device indices reserved for the worker within its pool (for
+	// CUDA_VISIBLE_DEVICES or a device request); empty on CPU pools.
+	GPUs []int
+	// PortEnv names the environment variables that carry the ports the worker serves HTTP on,
+	// each with the port it asks for (a LOAD_BALANCER worker: {"PORT": 80, "PORT_HEALTH": 80}).
+	// The pool makes each port reachable from Gantry: it may change the variables' values (the
+	// process pool gives each worker free ports of the host, as workers share its network),
+	// and reports where each asked-for port is reached in the WorkerRunning event's Addrs.
+	PortEnv map[string]int
+	// Report receives the worker's state changes. It must not block for long; it is never nil
+	// when the scheduler calls Start.
+	Report func(WorkerEvent)
+}
+
+// WorkerState is what a worker's event says happened.
+type WorkerState int
+
+// Worker state changes a pool reports.
+const (
+	WorkerRunning   WorkerState = iota + 1 // started (the process or container is up)
+	WorkerSuspended                        // suspended by Suspend
+	WorkerResumed                          // running again after Resume
+	WorkerExited                           // gone, for good: the last event of a worker
+)
+
+func (s WorkerState) String() string {
+	switch s {
+	case WorkerRunning:
+		return "running"
+	case WorkerSuspended:
+		return "suspended"
+	case WorkerResumed:
+		return "resumed"
+	case WorkerExited:
+		return "exited"
+	}
+	return "unknown"
+}
+
+// WorkerEvent is one state change of a worker.
+type WorkerEvent struct {
+	Worker string
+	State  WorkerState
+	At     time.Time
+	// Err says why a worker exited: nil when it exited with status 0 or was stopped by Stop.
+	Err error
+	// Stopped is true on WorkerExited when the exit followed a Stop.
+	Stopped bool
+	// Addrs, on WorkerRunning, maps each port of the spec's PortEnv to the "host:port" where
+	// Gantry reaches it.
+	Addrs map[int]string
+}

@@ -1,0 +1,780 @@
+package scheduler
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gantryhq/gantry/core"
+)
+
+// PingInterval is the heartbeat period handed to workers; well inside core.WorkerLostAfter.
+const PingInterval = 10 * time.Second
+
+// Defaults of Config.
+const (
+	DefaultInitTimeout = 7 * time.Minute // RunPod marks workers unhealthy after about as long
+	DefaultBackoffMin  = time.Second
+	DefaultBackoffMax  = 5 * time.Minute
+	// RequestCountIdleGrace is how long a worker of a QUEUE endpoint scaling on REQUEST_COUNT
+	// (which has no idleTimeout, spec 2.3) must be idle before scale-down retires it.
+	RequestCountIdleGrace = core.DefaultIdleTimeout * time.Second
+	// headScan bounds how many queued keys a tick reads to find the oldest job that counts.
+	headScan = 32
+)
+
+// EndpointSource is where the scheduler reads endpoints from at start and on resync.
+type EndpointSource interface {
+	ScanEndpoints(ctx context.Context, fn func(core.Endpoint) error) error
+}
+
+// Config wires a Scheduler. Units and special values are on each field.
+type Config struct {
+	Jobs   *core.Jobs
+	Queues *Queues
+	Pools  []Pool
+	// VolumeDC returns a network volume's data center: an endpoint's volumes pin its workers
+	// there. nil = no volumes are known.
+	VolumeDC func(id string) (string, bool)
+	// BaseURL is where workers reach Gantry, e.g. "http://127.0.0.1:8080".
+	BaseURL string
+	Clock   core.Clock
+	Log     *slog.Logger
+	// InitTimeout stops a worker that has not polled for a job this long after it started;
+	// 0 = DefaultInitTimeout.
+	InitTimeout time.Duration
+	// BackoffMin and BackoffMax bound the delay before the next start after workers crash
+	// before taking a job (doubling per crash in a row); 0 = the defaults.
+	BackoffMin, BackoffMax time.Duration
+}
+
+// Scheduler runs every endpoint's workers: it autoscales them between workers.min and
+// workers.max by the endpoint's scaling policy, places them on pools with lock-free
+// reservations, suspends and resumes them (FLASHBOOT), and reports what it cannot do on
+// /health. Tick is one autoscaler pass; Demand starts a worker at once for the first job on an
+// endpoint scaled to zero; WorkerReady measures cold starts.
+type Scheduler struct {
+	cfg    Config
+	placer *Placer
+	eps    sync.Map // endpoint id -> *epState
+	byID   sync.Map // worker id -> *workerRec
+
+	susMu     sync.Mutex
+	suspended map[*workerRec]struct{} // every suspended worker, for reclaiming capacity
+
+	ctx    context.Context // pool calls; cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // pool calls in flight
+	closed atomic.Bool
+
+	metrics metrics
+}
+
+// epState is one endpoint as the scheduler runs it. mu guards everything but active.
+type epState struct {
+	mu      sync.Mutex
+	ep      core.Endpoint
+	want    Want
+	gen     int // bumped when what workers run changes (image, env, gpu...)
+	deleted bool
+	workers map[string]*workerRec
+	scaler  *scaler
+	active  atomic.Int32 // booting + ready workers, read without mu by Demand
+
+	failures  int       // workers in a row that crashed before their first poll
+	nextStart time.Time // no start before this while failures > 0
+	failure   string    // the last failure
+	throttled int       // workers wanted that no pool had room for at the last try
+	noRoom    string
+	cold      coldStats
+	lastCond  core.Condition
+}
+
+type coldStats struct {
+	n           int64
+	last, total time.Duration
+}
+
+// workerRec is one worker of an endpoint.
+type workerRec struct {
+	id        string
+	es        *epState
+	res       *Reservation
+	gen       int
+	state     workerPhase
+	startedAt time.Time // last start or resume decision
+	polled    bool      // it polled at least once since it started
+	resumed   bool      // the current cold start is a resume
+	stopping  bool      // Stop was called: its exit is expected
+	failed    bool      // its stop counts as a crash (init timeout)
+	pinned    bool      // suspended by a PRIORITY_FLASHBOOT endpoint: reclaimed last
+	susAt     time.Time
+}
+
+type workerPhase int
+
+const (
+	phaseBooting    workerPhase = iota + 1 // started or resuming, not polling yet
+	phaseReady                             // polls for jobs
+	phaseSuspending                        // being suspended
+	phaseSuspended                         // suspended (FLASHBOOT)
+	phaseStopping                          // stopped, waiting for its exit
+)
+
+// New returns a scheduler over the pools.
+func New(cfg Config) (*Scheduler, error) {
+	if cfg.Jobs == nil || cfg.Queues == nil {
+		return nil, errors.New("scheduler: Jobs and Queues are required")
+	}
+	placer, err := NewPlacer(cfg.Pools)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Clock = cmp.Or[core.Clock](cfg.Clock, core.SystemClock{})
+	cfg.Log = cmp.Or(cfg.Log, slog.Default())
+	cfg.InitTimeout = cmp.Or(cfg.InitTimeout, DefaultInitTimeout)
+	cfg.BackoffMin = cmp.Or(cfg.BackoffMin, DefaultBackoffMin)
+	cfg.BackoffMax = cmp.Or(cfg.BackoffMax, DefaultBackoffMax)
+	if cfg.VolumeDC == nil {
+		cfg.VolumeDC = func(string) (string, bool) { return "", false }
+	}
+	s := &Scheduler{cfg: cfg, placer: placer, suspended: map[*workerRec]struct{}{}}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// Placer returns the scheduler's placer (its pools' free capacity).
+func (s *Scheduler) Placer() *Placer { return s.placer }
+
+// Set adds an endpoint or applies its new settings: scaling, worker bounds and GPU choice take
+// effect at the next tick; workers running an old image, env or GPU choice are replaced as
+// they become idle.
+func (s *Scheduler) Set(ep core.Endpoint) {
+	v, loaded := s.eps.LoadOrStore(ep.ID, &epState{ep: ep, workers: map[string]*workerRec{}, scaler: newScaler()})
+	es := v.(*epState)
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	if loaded && workerSpecChanged(es.ep, ep) {
+		es.gen++
+	}
+	es.ep = ep
+	es.deleted = false
+	es.want = WantOf(&es.ep, s.cfg.VolumeDC)
+}
+
+// workerSpecChanged reports whether workers started for a must be replaced to match b.
+func workerSpecChanged(a, b core.Endpoint) bool {
+	return a.Image != b.Image || a.Args != b.Args || !maps.Equal(a.Env, b.Env) || a.Disk != b.Disk ||
+		!slices.Equal(a.Ports, b.Ports) || !slices.Equal(a.GPU.Pools, b.GPU.Pools) || a.GPU.Count != b.GPU.Count ||
+		!slices.Equal(a.DataCenterIDs, b.DataCenterIDs) || !slices.Equal(a.AllowedCudaVersions, b.AllowedCudaVersions) ||
+		!slices.Equal(a.NetworkVolumes, b.NetworkVolumes)
+}
+
+// Remove stops every worker of a deleted endpoint, suspended ones too.
+func (s *Scheduler) Remove(id string) {
+	v, ok := s.eps.LoadAndDelete(id)
+	if !ok {
+		return
+	}
+	es := v.(*epState)
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	es.deleted = true
+	for _, w := range es.workers {
+		s.stopLocked(w, "its endpoint was deleted")
+	}
+}
+
+// Sync reads every endpoint from src: new and changed ones are Set, missing ones removed.
+func (s *Scheduler) Sync(ctx context.Context, src EndpointSource) error {
+	seen := map[string]bool{}
+	err := src.ScanEndpoints(ctx, func(ep core.Endpoint) error {
+		seen[ep.ID] = true
+		if v, ok := s.eps.Load(ep.ID); ok {
+			es := v.(*epState)
+			es.mu.Lock()
+			same := es.ep.UpdatedAt.Equal(ep.UpdatedAt)
+			es.mu.Unlock()
+			if same {
+				return nil
+			}
+		}
+		s.Set(ep)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("listing endpoints: %w", err)
+	}
+	s.eps.Range(func(k, _ any) bool {
+		if !seen[k.(string)] {
+			s.Remove(k.(string))
+		}
+		return true
+	})
+	return nil
+}
+
+// Demand starts a worker at once when a job that may scale up is queued on an endpoint with
+// no worker: the first job on a scaled-to-zero endpoint skips the autoscaler's windows. It is
+// called for every enqueued job, so it costs an atomic load when workers exist.
+func (s *Scheduler) Demand(endpoint string) {
+	v, ok := s.eps.Load(endpoint)
+	if !ok {
+		return
+	}
+	es := v.(*epState)
+	if es.active.Load() > 0 || s.closed.Load() {
+		return
+	}
+	if s.cfg.Jobs.Load(endpoint).Queued == 0 {
+		return // lowPriority jobs do not scale up
+	}
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	now := s.cfg.Clock.Now()
+	if es.deleted || es.ep.Type != core.TypeQueue || es.count(phaseBooting, phaseReady) > 0 || es.ep.Workers.Max == 0 || s.backingOff(es, now) {
+		return
+	}
+	if err := s.startLocked(es, now, "scale_from_zero"); err == nil {
+		s.cfg.Log.Info("scaling up", "endpoint", es.ep.ID, "from", 0, "to", 1, "reason", "scale from zero: a job arrived")
+	}
+}
+
+// WorkerReady records a worker's first poll since it started or resumed: the end of its cold
+// start. Wire it to core.JobsConfig.OnWorkerReady.
+func (s *Scheduler) WorkerReady(worker string) {
+	v, ok := s.byID.Load(worker)
+	if !ok {
+		return
+	}
+	w := v.(*workerRec)
+	es := w.es
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	if w.state != phaseBooting {
+		return
+	}
+	d := s.cfg.Clock.Now().Sub(w.startedAt)
+	w.state, w.polled = phaseReady, true
+	es.failures, es.failure = 0, ""
+	es.cold.n++
+	es.cold.last = d
+	es.cold.total += d
+	s.metrics.coldStart(es.ep.ID, w.resumed, d)
+	es.recount()
+	s.publish(es)
+	s.cfg.Log.Info("worker ready", "endpoint", es.ep.ID, "worker", w.id, "coldStart", d, "resumed", w.resumed)
+}
+
+// Tick runs one autoscaler pass over every endpoint at now.
+func (s *Scheduler) Tick(now time.Time) {
+	var head []Queued
+	s.eps.Range(func(_, v any) bool {
+		head = s.tick(v.(*epState), now, head[:0])
+		return true
+	})
+}
+
+// Run ticks every interval and resyncs endpoints from src every resync, until ctx ends; then
+// it stops every worker and waits for them.
+func (s *Scheduler) Run(ctx context.Context, src EndpointSource, interval, resync time.Duration) {
+	if err := s.Sync(ctx, src); err != nil && ctx.Err() == nil {
+		s.cfg.Log.Error("reading endpoints", "err", err)
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			s.Close()
+			return
+		case <-t.C:
+		}
+		if time.Since(last) >= resync {
+			last = time.Now()
+			if err := s.Sync(ctx, src); err != nil && ctx.Err() == nil {
+				s.cfg.Log.Error("reading endpoints", "err", err)
+			}
+		}
+		s.Tick(s.cfg.Clock.Now())
+	}
+}
+
+// Close stops every worker, suspended ones too, and waits for the pool calls in flight.
+func (s *Scheduler) Close() {
+	if s.closed.Swap(true) {
+		return
+	}
+	s.eps.Range(func(_, v any) bool {
+		es := v.(*epState)
+		es.mu.Lock()
+		for _, w := range es.workers {
+			s.stopLocked(w, "the server is stopping")
+		}
+		es.mu.Unlock()
+		return true
+	})
+	s.wg.Wait()
+	s.cancel()
+}
+
+// count returns how many of the endpoint's workers are in the phases.
+func (es *epState) count(phases ...workerPhase) int {
+	n := 0
+	for _, w := range es.workers {
+		if slices.Contains(phases, w.state) {
+			n++
+		}
+	}
+	return n
+}
+
+func (es *epState) recount() { es.active.Store(int32(es.count(phaseBooting, phaseReady))) }
+
+func (s *Scheduler) backingOff(es *epState, now time.Time) bool {
+	return es.failures > 0 && now.Before(es.nextStart)
+}
+
+// tick is one autoscaler pass over one endpoint.
+func (s *Scheduler) tick(es *epState, now time.Time, head []Queued) []Queued {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	if es.deleted {
+		return head
+	}
+	ep := &es.ep
+	js := s.cfg.Jobs
+	load := js.Load(ep.ID)
+
+	// Survey the workers: promote, recycle and time out; collect the idle ones.
+	var idle []idleWorker
+	var booting []*workerRec
+	ready := 0
+	for _, w := range es.workers {
+		switch w.state {
+		case phaseBooting:
+			if now.Sub(w.startedAt) > s.cfg.InitTimeout {
+				s.fail(es, now, fmt.Sprintf("worker %s did not poll for a job within %s of its start", w.id, s.cfg.InitTimeout))
+				w.failed = true
+				s.stopLocked(w, "init timeout")
+				s.metrics.decision(ep.ID, "down", "init_timeout")
+				continue
+			}
+			booting = append(booting, w)
+		case phaseReady:
+			st, ok := js.WorkerStatus(w.id)
+			if !ok {
+				continue
+			}
+			if st.Busy == 0 && (st.StopPod || w.gen != es.gen) {
+				why := "its last job asked for stopPod"
+				if w.gen != es.gen {
+					why = "the endpoint's image, env or GPU settings changed"
+				}
+				s.retireLocked(w, why, false)
+				continue
+			}
+			ready++
+			if st.Busy == 0 {
+				idle = append(idle, idleWorker{w, now.Sub(st.IdleSince)})
+			}
+		}
+	}
+	if ep.Type != core.TypeQueue {
+		s.publish(es)
+		return head
+	}
+
+	sig := signals{Queued: load.Queued, InProgress: load.InProgress, Ready: ready, Booting: len(booting),
+		Arrivals: float64(load.Submitted - es.scaler.lastSubmitted)}
+	es.scaler.lastSubmitted = load.Submitted
+	es.scaler.observeService(load)
+	if load.Queued > 0 {
+		head = s.cfg.Queues.Head(ep.ID, headScan, head)
+		for _, q := range head {
+			if live, low := js.Waiting(q.Key); live && !low {
+				sig.OldestWait = max(now.Sub(time.Unix(0, q.At)), 0)
+				break
+			}
+		}
+	}
+	active := ready + len(booting)
+	want, hold, reason := es.scaler.desired(ep.Scaling, sig)
+	if load.Queued > 0 && active == 0 {
+		want, hold, reason = max(want, 1), false, "scale from zero: jobs are queued"
+	}
+	if hold {
+		want = active
+	}
+	target := bound(want, active, ep.Workers)
+	es.throttled, es.noRoom = 0, ""
+
+	switch {
+	case target > active:
+		if s.backingOff(es, now) {
+			break
+		}
+		code := "request_count"
+		switch {
+		case active == 0 && load.Queued > 0:
+			code = "scale_from_zero"
+		case want <= ep.Workers.Min:
+			code = "min"
+		case ep.Scaling.Type == core.ScaleQueueDelay:
+			code = "queue_delay"
+		case es.scaler.panicking:
+			code = "panic"
+		}
+		started := 0
+		for range target - active {
+			if err := s.startLocked(es, now, code); err != nil {
+				break
+			}
+			started++
+		}
+		if started > 0 {
+			s.cfg.Log.Info("scaling up", "endpoint", ep.ID, "from", active, "to", active+started, "reason", cmp.Or(reason, "workers.min"))
+		}
+	default:
+		s.scaleDown(es, active, target, hold, load.Queued+load.LowQueued > 0, booting, idle)
+	}
+	s.publish(es)
+	return head
+}
+
+type idleWorker struct {
+	w    *workerRec
+	idle time.Duration
+}
+
+// scaleDown retires workers beyond the target: booting ones first (they hold nothing, and only
+// while no job waits), then idle ones, longest idle first, once idle past the endpoint's idle
+// timeout. A worker holding a job is never retired. With hold (QUEUE_DELAY with no delay to
+// fix) the idle timers alone retire workers down to workers.min. Workers beyond workers.max
+// (lowered by PATCH) go without waiting for the idle timeout.
+func (s *Scheduler) scaleDown(es *epState, active, target int, hold, queued bool, booting []*workerRec, idle []idleWorker) {
+	ep := &es.ep
+	excess := active - target
+	if hold {
+		excess = active - ep.Workers.Min
+	}
+	over := active - ep.Workers.Max
+	if excess <= 0 && over <= 0 {
+		return
+	}
+	if !hold || over > 0 {
+		for i := len(booting) - 1; i >= 0 && excess > 0 && (!queued || over > 0); i-- {
+			s.stopLocked(booting[i], "scale-down: not needed any more")
+			s.metrics.decision(ep.ID, "down", "booting_not_needed")
+			excess--
+			over--
+		}
+	}
+	grace := RequestCountIdleGrace
+	if ep.IdleTimeoutApplies() {
+		grace = time.Duration(ep.Workers.IdleTimeout) * time.Second
+	}
+	slices.SortFunc(idle, func(a, b idleWorker) int { return cmp.Compare(b.idle, a.idle) })
+	for _, iw := range idle {
+		if (excess <= 0 || queued) && over <= 0 {
+			break // an idle worker takes queued jobs as soon as it polls
+		}
+		if iw.idle < grace && over <= 0 {
+			break
+		}
+		why := fmt.Sprintf("idle for %s (idle timeout %s)", iw.idle.Round(time.Millisecond), grace)
+		if over > 0 {
+			why = fmt.Sprintf("over workers.max %d", ep.Workers.Max)
+		}
+		s.retireLocked(iw.w, why, over <= 0)
+		s.metrics.decision(ep.ID, "down", "idle")
+		excess--
+		over--
+	}
+}
+
+// fail records a worker that crashed or never became ready, and backs off further starts.
+func (s *Scheduler) fail(es *epState, now time.Time, why string) {
+	es.failures++
+	es.failure = why
+	d := s.cfg.BackoffMin << min(es.failures-1, 20)
+	es.nextStart = now.Add(min(d, s.cfg.BackoffMax))
+	s.cfg.Log.Warn("worker failed", "endpoint", es.ep.ID, "inARow", es.failures, "why", why, "nextStartIn", min(d, s.cfg.BackoffMax))
+}
+
+// publish hands the endpoint's condition to the job engine for /health and job status.
+func (s *Scheduler) publish(es *epState) {
+	c := core.Condition{Throttled: es.throttled, Suspended: es.count(phaseSuspended, phaseSuspending),
+		ColdStarts: es.cold.n, ColdStartLast: es.cold.last, ColdStartTotal: es.cold.total}
+	switch {
+	case es.failures > 0:
+		c.Unhealthy = min(es.failures, max(es.ep.Workers.Max, 1))
+		c.Reason = fmt.Sprintf("workers keep failing before they take a job (%d in a row; last: %s); next start at %s",
+			es.failures, es.failure, es.nextStart.UTC().Format(time.RFC3339))
+	case es.throttled > 0:
+		c.Reason = fmt.Sprintf("waiting for capacity: %s", es.noRoom)
+	}
+	if c != es.lastCond {
+		es.lastCond = c
+		s.cfg.Jobs.SetCondition(es.ep.ID, c)
+	}
+}
+
+// startLocked starts one worker for the endpoint (resuming a suspended one first). es.mu is
+// held; the pool call runs in the background.
+func (s *Scheduler) startLocked(es *epState, now time.Time, code string) error {
+	if s.closed.Load() {
+		return errors.New("the scheduler is closed")
+	}
+	if w := s.resumable(es); w != nil {
+		w.state, w.startedAt, w.resumed, w.polled = phaseBooting, now, true, false
+		es.recount()
+		s.metrics.decision(es.ep.ID, "up", code)
+		s.call(func(ctx context.Context) {
+			if err := w.res.Pool().Resume(ctx, w.id); err != nil {
+				s.cfg.Log.Warn("resuming a worker; starting a fresh one instead", "endpoint", es.ep.ID, "worker", w.id, "err", err)
+				es.mu.Lock()
+				s.stopLocked(w, "resume failed")
+				es.mu.Unlock()
+				return
+			}
+			s.cfg.Jobs.ResumeWorker(w.id)
+		})
+		return nil
+	}
+	res, err := s.placer.Place(es.want)
+	if err != nil {
+		es.throttled++
+		es.noRoom = err.Error()
+		s.reclaim(es.want)
+		return err
+	}
+	ep := &es.ep
+	id := ep.ID + "-" + core.NewID(8)
+	token := s.cfg.Jobs.RegisterWorker(ep.ID, id)
+	w := &workerRec{id: id, es: es, res: res, gen: es.gen, state: phaseBooting, startedAt: now}
+	es.workers[id] = w
+	s.byID.Store(id, w)
+	es.recount()
+	s.metrics.decision(ep.ID, "up", code)
+	spec := WorkerSpec{ID: id, Endpoint: ep.ID, Image: ep.Image, Args: ep.Args, Ports: ep.Ports, Disk: ep.Disk,
+		Env: s.env(ep, res, id, token), GPUs: res.GPUs, Report: func(ev WorkerEvent) { s.event(w, ev) }}
+	s.call(func(ctx context.Context) {
+		if err := res.Pool().Start(ctx, spec); err != nil {
+			s.cfg.Log.Error("starting a worker", "endpoint", spec.Endpoint, "pool", res.PoolID(), "image", spec.Image, "err", err)
+			es.mu.Lock()
+			s.fail(es, s.cfg.Clock.Now(), fmt.Sprintf("pool %s could not start it: %v", res.PoolID(), err))
+			s.forgetLocked(w)
+			es.mu.Unlock()
+			s.cfg.Jobs.ForgetWorker(id)
+			return
+		}
+		s.cfg.Log.Info("worker started", "endpoint", spec.Endpoint, "worker", id, "pool", res.PoolID(), "gpus", res.GPUs)
+	})
+	return nil
+}
+
+// call runs a pool call in the background, tracked by Close.
+func (s *Scheduler) call(fn func(ctx context.Context)) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		fn(s.ctx)
+	}()
+}
+
+// resumable takes the endpoint's most recently suspended worker out of the suspended set.
+func (s *Scheduler) resumable(es *epState) *workerRec {
+	var best *workerRec
+	for _, w := range es.workers {
+		if w.state == phaseSuspended && w.gen == es.gen && (best == nil || w.susAt.After(best.susAt)) {
+			best = w
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	s.susMu.Lock()
+	defer s.susMu.Unlock()
+	if _, ok := s.suspended[best]; !ok {
+		return nil // being reclaimed
+	}
+	delete(s.suspended, best)
+	return best
+}
+
+// reclaim stops one suspended worker on a pool the want could use, to free its capacity:
+// FLASHBOOT workers before PRIORITY_FLASHBOOT ones, the longest suspended first.
+func (s *Scheduler) reclaim(want Want) {
+	s.susMu.Lock()
+	var best *workerRec
+	for w := range s.suspended {
+		if !slices.Contains(want.Pools, w.res.PoolID()) {
+			continue
+		}
+		if best == nil || (best.pinned && !w.pinned) || (best.pinned == w.pinned && w.susAt.Before(best.susAt)) {
+			best = w
+		}
+	}
+	if best != nil {
+		delete(s.suspended, best)
+	}
+	s.susMu.Unlock()
+	if best == nil {
+		return
+	}
+	s.call(func(context.Context) { // another endpoint's lock: taken outside ours
+		best.es.mu.Lock()
+		defer best.es.mu.Unlock()
+		if best.state == phaseSuspended {
+			s.stopLocked(best, "its capacity is needed by another endpoint")
+			s.metrics.decision(best.es.ep.ID, "down", "reclaimed")
+		}
+	})
+}
+
+// retireLocked takes an idle worker out of service: suspended when the endpoint uses
+// FLASHBOOT (and the worker still matches it), stopped otherwise. The job engine first stops
+// handing it jobs; if it took one meanwhile, it stays.
+func (s *Scheduler) retireLocked(w *workerRec, why string, mayKeep bool) {
+	es := w.es
+	keep := mayKeep && es.ep.Flashboot != core.FlashbootOff && w.gen == es.gen &&
+		es.count(phaseSuspended, phaseSuspending) < max(es.ep.Workers.Max, 1)
+	prev := w.state
+	w.state = phaseSuspending
+	es.recount()
+	s.cfg.Log.Info("scaling down", "endpoint", es.ep.ID, "worker", w.id, "reason", why, "suspend", keep)
+	s.call(func(ctx context.Context) {
+		if !s.cfg.Jobs.SuspendWorker(w.id) { // it took a job after all
+			es.mu.Lock()
+			if w.state == phaseSuspending {
+				w.state = prev
+				es.recount()
+			}
+			es.mu.Unlock()
+			return
+		}
+		var err error
+		if keep {
+			if err = w.res.Pool().Suspend(ctx, w.id); err != nil && !errors.Is(err, ErrUnsupported) {
+				s.cfg.Log.Warn("suspending a worker; stopping it", "worker", w.id, "err", err)
+			}
+		}
+		es.mu.Lock()
+		defer es.mu.Unlock()
+		if w.state != phaseSuspending {
+			return // stopped meanwhile
+		}
+		if !keep || err != nil {
+			s.stopLocked(w, why)
+			return
+		}
+		w.state, w.susAt = phaseSuspended, s.cfg.Clock.Now()
+		w.pinned = es.ep.Flashboot == core.FlashbootPriority
+		s.susMu.Lock()
+		s.suspended[w] = struct{}{}
+		s.susMu.Unlock()
+	})
+}
+
+// stopLocked stops a worker; its exit event forgets it. es.mu is held.
+func (s *Scheduler) stopLocked(w *workerRec, why string) {
+	if w.state == phaseStopping {
+		return
+	}
+	if w.state == phaseSuspended {
+		s.susMu.Lock()
+		delete(s.suspended, w)
+		s.susMu.Unlock()
+	}
+	w.state, w.stopping = phaseStopping, true
+	w.es.recount()
+	s.cfg.Log.Info("stopping a worker", "endpoint", w.es.ep.ID, "worker", w.id, "reason", why)
+	pool := w.res.Pool()
+	s.call(func(ctx context.Context) {
+		if err := pool.Stop(ctx, w.id); err != nil {
+			s.cfg.Log.Error("stopping a worker", "worker", w.id, "err", err)
+		}
+	})
+}
+
+// forgetLocked drops a worker that is gone and gives its capacity back.
+func (s *Scheduler) forgetLocked(w *workerRec) {
+	if w.state == phaseSuspended {
+		s.susMu.Lock()
+		delete(s.suspended, w)
+		s.susMu.Unlock()
+	}
+	delete(w.es.workers, w.id)
+	s.byID.Delete(w.id)
+	w.res.Release()
+	w.es.recount()
+}
+
+// event applies a pool's report about a worker.
+func (s *Scheduler) event(w *workerRec, ev WorkerEvent) {
+	if ev.State != WorkerExited {
+		return
+	}
+	es := w.es
+	es.mu.Lock()
+	if !w.stopping && !w.polled {
+		why := "it exited before taking a job"
+		if ev.Err != nil {
+			why = fmt.Sprintf("it exited before taking a job: %v", ev.Err)
+		}
+		s.fail(es, s.cfg.Clock.Now(), fmt.Sprintf("worker %s: %s", w.id, why))
+		s.metrics.decision(es.ep.ID, "down", "crashed")
+	}
+	s.forgetLocked(w)
+	s.publish(es)
+	es.mu.Unlock()
+	s.cfg.Log.Info("worker exited", "endpoint", es.ep.ID, "worker", w.id, "err", ev.Err, "stopped", ev.Stopped)
+	s.cfg.Jobs.ForgetWorker(w.id) // its jobs follow the worker-lost rule; this may call Demand
+}
+
+// env is the worker-protocol environment (notes/runpod-compat.md) over the endpoint's env.
+// Every URL already carries a query, as the RunPod SDK appends with a bare '&'.
+func (s *Scheduler) env(ep *core.Endpoint, res *Reservation, id, token string) map[string]string {
+	env := maps.Clone(ep.Env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	info := res.s.info
+	q := "?gpu=" + url.QueryEscape(info.GPUType)
+	base := s.cfg.BaseURL + "/v2/" + ep.ID
+	for k, v := range map[string]string{
+		"RUNPOD_WEBHOOK_GET_JOB":         base + "/job-take/" + id + q,
+		"RUNPOD_WEBHOOK_POST_OUTPUT":     base + "/job-done/" + id + "/$ID" + q,
+		"RUNPOD_WEBHOOK_POST_STREAM":     base + "/job-stream/" + id + "/$ID" + q,
+		"RUNPOD_WEBHOOK_PING":            base + "/ping/" + id + q,
+		"RUNPOD_POD_ID":                  id,
+		"RUNPOD_AI_API_KEY":              token,
+		"RUNPOD_ENDPOINT_ID":             ep.ID,
+		"RUNPOD_GPU_COUNT":               strconv.Itoa(len(res.GPUs)),
+		"RUNPOD_DC_ID":                   info.DataCenter,
+		"RUNPOD_PING_INTERVAL":           strconv.FormatInt(PingInterval.Milliseconds(), 10),
+		"RUNPOD_SKIP_AUTO_SYSTEM_CHECKS": "true",
+		"RUNPOD_SKIP_GPU_CHECK":          "true",
+	} {
+		env[k] = v
+	}
+	return env
+}
+
+// state returns an endpoint's state (tests).
+func (s *Scheduler) state(id string) *epState {
+	v, _ := s.eps.Load(id)
+	es, _ := v.(*epState)
+	return es
+}

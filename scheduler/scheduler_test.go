@@ -1,0 +1,570 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/store/pebble"
+)
+
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *testClock) Advance(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	return c.now
+}
+
+// rig is a scheduler over fake pools, with a real job engine on Pebble and an injected clock.
+// Workers are played by the test: poll marks one ready, take and done run a job on it.
+type rig struct {
+	t      *testing.T
+	clock  *testClock
+	jobs   *core.Jobs
+	queues *Queues
+	s      *Scheduler
+	pool   *fakePool
+}
+
+func setup(t *testing.T, pools ...*fakePool) *rig {
+	t.Helper()
+	if len(pools) == 0 {
+		pools = []*fakePool{{info: core.Pool{ID: "P", GPUType: "CPU", GPUs: 16, CPU: true}}}
+	}
+	st, err := pebble.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	r := &rig{t: t, clock: &testClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}, pool: pools[0]}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	r.queues = &Queues{Clock: r.clock}
+	var ready func(string)
+	r.jobs = core.NewJobs(core.JobsConfig{Store: st, Dispatch: r.queues, Clock: r.clock, Log: log,
+		OnWorkerReady: func(w string) { ready(w) }})
+	var ps []Pool
+	for _, p := range pools {
+		ps = append(ps, p)
+	}
+	r.s, err = New(Config{Jobs: r.jobs, Queues: r.queues, Pools: ps, BaseURL: "http://127.0.0.1:1", Clock: r.clock, Log: log,
+		InitTimeout: time.Minute, BackoffMin: time.Second, BackoffMax: 8 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready = r.s.WorkerReady
+	r.queues.OnEnqueue = r.s.Demand
+	t.Cleanup(r.s.Close)
+	return r
+}
+
+// endpoint adds a QUEUE endpoint to the scheduler.
+func (r *rig) endpoint(mod func(*core.Endpoint)) *core.Endpoint {
+	ep := &core.Endpoint{ID: fmt.Sprint("ep", len(r.t.Name())), Owner: "alice", Type: core.TypeQueue, Container: core.Container{Image: "gantry/echo"},
+		GPU: core.GPU{Pools: []string{"P"}, Count: 1}, Workers: core.Workers{Min: 0, Max: 5, IdleTimeout: 5},
+		Scaling: core.Scaling{Type: core.ScaleQueueDelay, QueueDelay: 2}, Flashboot: core.FlashbootOff, TimeoutMs: 600000}
+	if mod != nil {
+		mod(ep)
+	}
+	r.s.Set(*ep)
+	return ep
+}
+
+// settle waits for the scheduler's pool calls in flight.
+func (r *rig) settle() { r.s.wg.Wait() }
+
+// tick advances the clock by d and runs one autoscaler pass.
+func (r *rig) tick(d time.Duration) {
+	r.s.Tick(r.clock.Advance(d))
+	r.settle()
+}
+
+func (r *rig) submit(ep *core.Endpoint, n int, low bool) []string {
+	var ids []string
+	for range n {
+		j, err := r.jobs.Submit(ep, core.Submission{Input: []byte(`{}`), Policy: core.JobPolicy{LowPriority: low}})
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		ids = append(ids, j.ID)
+	}
+	r.settle()
+	return ids
+}
+
+// poll plays each running worker's first job-take poll (it returns at once).
+func (r *rig) poll() {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, id := range r.pool.running() {
+		r.jobs.Take(ctx, r.pool.alive[id].Endpoint, id, 1)
+	}
+	r.settle()
+}
+
+// take has a worker take one queued job.
+func (r *rig) take(ep *core.Endpoint, worker string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	got := r.jobs.Take(ctx, ep.ID, worker, 1)
+	if len(got) != 1 {
+		r.t.Fatalf("worker %s took %d jobs; want 1", worker, len(got))
+	}
+	return got[0].ID
+}
+
+func (r *rig) done(ep *core.Endpoint, worker, id string) {
+	if err := r.jobs.Done(ep.ID, worker, id, core.Result{Output: []byte(`1`)}); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *rig) running(want int) []string {
+	r.t.Helper()
+	ids := r.pool.running()
+	if len(ids) != want {
+		r.t.Fatalf("%d workers run; want %d", len(ids), want)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func TestScaleFromZeroAtOnce(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	ep := r.endpoint(nil)
+	r.tick(time.Second)
+	r.running(0)
+	r.submit(ep, 1, false) // no tick: Demand starts it
+	w := r.running(1)[0]
+	if h := r.jobs.Health(ep.ID); h.Initializing != 1 {
+		t.Errorf("health = %+v; want 1 initializing", h)
+	}
+	r.clock.Advance(120 * time.Millisecond)
+	r.poll()
+	h := r.jobs.Health(ep.ID)
+	if h.ColdStarts != 1 || h.ColdStartLast != 120*time.Millisecond {
+		t.Errorf("cold starts = %d, last %s; want 1, 120ms", h.ColdStarts, h.ColdStartLast)
+	}
+	id := r.take(ep, w)
+	r.done(ep, w, id)
+	r.submit(ep, 1, false)
+	r.running(1) // a second job does not start a second worker
+}
+
+func TestLowPriorityDoesNotScaleUp(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	ep := r.endpoint(nil)
+	r.submit(ep, 3, true)
+	for range 5 {
+		r.tick(time.Second)
+	}
+	r.running(0)
+	r.submit(ep, 1, false)
+	r.running(1)
+}
+
+func TestMinAndMax(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	ep := r.endpoint(func(e *core.Endpoint) { e.Workers = core.Workers{Min: 2, Max: 3, IdleTimeout: 5} })
+	r.tick(time.Second)
+	r.running(2) // workers.min with no job
+	r.poll()
+	r.submit(ep, 100, false)
+	for range 10 {
+		r.tick(time.Second)
+		r.poll()
+	}
+	r.running(3) // workers.max
+	for range 10 {
+		r.tick(10 * time.Second) // idle, but busy: none retired
+	}
+	if n := len(r.pool.running()); n != 3 {
+		t.Fatalf("%d workers after long idle ticks with jobs queued; want 3", n)
+	}
+}
+
+func TestScaleUpOnRequestCount(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	ep := r.endpoint(func(e *core.Endpoint) {
+		e.Scaling = core.Scaling{Type: core.ScaleRequestCount, RequestCount: 2}
+		e.Workers = core.Workers{Min: 0, Max: 10}
+	})
+	r.submit(ep, 1, false) // scale from zero: 1
+	r.poll()
+	r.submit(ep, 8, false) // 9 jobs, 2 per worker: 5
+	r.tick(time.Second)
+	r.running(5)
+	r.poll()
+	r.tick(time.Second)
+	r.running(5)
+}
+
+func TestScaleUpOnQueueDelay(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	ep := r.endpoint(func(e *core.Endpoint) { e.Scaling = core.Scaling{Type: core.ScaleQueueDelay, QueueDelay: 4} })
+	r.submit(ep, 1, false)
+	w := r.running(1)[0]
+	r.poll()
+	r.take(ep, w) // busy
+	r.submit(ep, 1, false)
+	r.tick(time.Second) // waited 1 s of 4; one job drains within 4 s (1 s assumed per job)
+	r.tick(time.Second)
+	r.running(1)
+	r.tick(3 * time.Second) // waited 5 s > 4 s
+	r.running(2)
+}
+
+func TestScaleUpOnPredictedDrain(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	ep := r.endpoint(func(e *core.Endpoint) { e.Scaling = core.Scaling{Type: core.ScaleQueueDelay, QueueDelay: 4} })
+	r.submit(ep, 1, false)
+	w := r.running(1)[0]
+	r.poll()
+	id := r.take(ep, w)
+	r.clock.Advance(2 * time.Second)
+	r.done(ep, w, id)       // service time 2 s
+	r.submit(ep, 10, false) // 9 x 2 s on one worker: 18 s > 4 s, though nobody waited yet
+	r.take(ep, w)
+	r.tick(100 * time.Millisecond)
+	if n := len(r.pool.running()); n < 4 {
+		t.Errorf("%d workers; want at least 4 (to drain 10 jobs of 2 s within 4 s)", n)
+	}
+}
+
+func TestPanicScalesUpOnlyAndOnBursts(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	ep := r.endpoint(func(e *core.Endpoint) {
+		e.Scaling = core.Scaling{Type: core.ScaleRequestCount, RequestCount: 1}
+		e.Workers = core.Workers{Min: 1, Max: 20}
+	})
+	for range StableWindow {
+		r.tick(time.Second) // a quiet minute: the stable window holds zeros
+	}
+	r.poll()
+	r.running(1)
+	r.submit(ep, 12, false)
+	r.tick(time.Second)
+	// stable average 12/60 wants 1; the panic window (12/6 = 2) wants 2 = 2x ready: panic.
+	r.running(2)
+	r.poll()
+	r.tick(time.Second) // panic average 24/6 = 4
+	r.running(4)
+	if !r.s.state(ep.ID).scaler.panicking {
+		t.Fatal("not panicking after a 12x burst")
+	}
+	r.poll()
+	r.jobs.Purge(ep.ID) // the burst vanishes: panic mode does not scale down
+	for range 10 {
+		r.tick(time.Minute / 10)
+	}
+	if n := len(r.pool.running()); n < 4 {
+		t.Errorf("%d workers while panicking; want no scale-down", n)
+	}
+}
+
+func TestScaleDownAfterIdle(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	ep := r.endpoint(func(e *core.Endpoint) { e.Workers = core.Workers{Min: 0, Max: 3, IdleTimeout: 5} })
+	r.submit(ep, 1, false)
+	w := r.running(1)[0]
+	r.poll()
+	id := r.take(ep, w)
+	r.tick(10 * time.Second) // busy for 10 s: not idle
+	r.done(ep, w, id)
+	r.tick(4 * time.Second)
+	r.running(1)
+	// a new job resets the idle timer
+	id2 := r.submit(ep, 1, false)[0]
+	if got := r.take(ep, w); got != id2 {
+		t.Fatalf("took %s; want %s", got, id2)
+	}
+	r.done(ep, w, id2)
+	r.tick(4 * time.Second)
+	r.running(1)
+	r.tick(2 * time.Second)
+	r.running(0)
+	if alive, _, _ := r.pool.counts(); alive != 0 {
+		t.Errorf("%d workers alive after scale-down with FLASHBOOT off; want 0", alive)
+	}
+}
+
+func TestScaleDownNeverRetiresABusyWorker(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	ep := r.endpoint(func(e *core.Endpoint) {
+		e.Workers = core.Workers{Min: 0, Max: 3, IdleTimeout: 1}
+	})
+	r.submit(ep, 1, false)
+	w := r.running(1)[0]
+	r.poll()
+	r.take(ep, w)
+	// Lower workers.max to 0 with a PATCH: the busy worker keeps its job.
+	ep.Workers.Max = 0
+	r.s.Set(*ep)
+	for range 5 {
+		r.tick(time.Minute)
+	}
+	r.running(1)
+	st, _ := r.jobs.WorkerStatus(w)
+	if st.Busy != 1 {
+		t.Errorf("worker status = %+v; want it still busy", st)
+	}
+}
+
+func TestIdleWorkerTakingAJobIsNotRetired(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	ep := r.endpoint(func(e *core.Endpoint) { e.Workers = core.Workers{Min: 0, Max: 3, IdleTimeout: 1} })
+	r.submit(ep, 1, false)
+	w := r.running(1)[0]
+	r.poll()
+	id := r.take(ep, w)
+	r.done(ep, w, id)
+	r.clock.Advance(2 * time.Second)
+	// The worker takes a job just as it is retired: SuspendWorker refuses, it stays.
+	r.submit(ep, 1, false)
+	r.take(ep, w)
+	if r.jobs.SuspendWorker(w) {
+		t.Fatal("SuspendWorker of a busy worker = true")
+	}
+	r.tick(time.Second)
+	r.running(1)
+}
+
+func TestPatchTakesEffectLive(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	ep := r.endpoint(func(e *core.Endpoint) { e.Workers = core.Workers{Min: 1, Max: 3, IdleTimeout: 5} })
+	r.tick(time.Second)
+	r.running(1)
+	ep.Workers.Min = 3
+	r.s.Set(*ep)
+	r.tick(time.Second)
+	r.running(3)
+	r.poll()
+	ep.Workers = core.Workers{Min: 0, Max: 1, IdleTimeout: 5}
+	r.s.Set(*ep)
+	r.tick(time.Second) // over workers.max: idle ones go at once
+	r.running(1)
+	old := r.running(1)[0]
+	ep.Image = "gantry/other"
+	r.s.Set(*ep)
+	r.tick(time.Second) // an idle worker with the old image is replaced
+	if ids := r.pool.running(); slices.Contains(ids, old) {
+		t.Errorf("worker %s with the old image still runs", old)
+	}
+}
+
+func TestCrashLoopBacksOffAndShowsUnhealthy(t *testing.T) {
+	t.Parallel()
+	pool := &fakePool{info: core.Pool{ID: "P", GPUs: 4, CPU: true}, crash: errors.New("exit status 3")}
+	r := setup(t, pool)
+	ep := r.endpoint(nil)
+	ids := r.submit(ep, 1, false)
+	_, _, started := pool.counts()
+	if started != 1 {
+		t.Fatalf("started %d; want 1", started)
+	}
+	h := r.jobs.Health(ep.ID)
+	if h.Unhealthy != 1 || !strings.Contains(h.Reason, "exit status 3") {
+		t.Errorf("health = %+v; want 1 unhealthy with the exit status as reason", h)
+	}
+	j, _ := r.jobs.Get(ep.ID, ids[0], 0)
+	if !strings.Contains(j.Reason, "exit status 3") {
+		t.Errorf("queued job reason = %q; want the crash", j.Reason)
+	}
+	// backoff: 1 s, then 2 s, 4 s, 8 s (the max)
+	for i, wait := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 8 * time.Second} {
+		r.tick(wait - 100*time.Millisecond)
+		if _, _, n := pool.counts(); n != i+1 {
+			t.Fatalf("crash %d: %d starts before the backoff of %s passed; want %d", i+1, n, wait, i+1)
+		}
+		r.tick(100 * time.Millisecond)
+		if _, _, n := pool.counts(); n != i+2 {
+			t.Fatalf("crash %d: %d starts after the backoff of %s; want %d", i+1, n, wait, i+2)
+		}
+	}
+	// the workers are fixed: the next one polls, the endpoint is healthy again
+	pool.mu.Lock()
+	pool.crash = nil
+	pool.mu.Unlock()
+	r.tick(8 * time.Second)
+	r.poll()
+	r.tick(time.Second)
+	if h := r.jobs.Health(ep.ID); h.Unhealthy != 0 || h.Reason != "" {
+		t.Errorf("health after recovery = %+v; want healthy", h)
+	}
+}
+
+func TestInitTimeout(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	ep := r.endpoint(nil)
+	r.submit(ep, 1, false)
+	r.running(1)
+	r.tick(59 * time.Second)
+	r.running(1)
+	r.tick(2 * time.Second) // never polled within a minute
+	if alive, _, _ := r.pool.counts(); alive != 0 {
+		t.Fatalf("%d workers alive after the init timeout; want 0", alive)
+	}
+	if h := r.jobs.Health(ep.ID); h.Unhealthy != 1 || !strings.Contains(h.Reason, "did not poll") {
+		t.Errorf("health = %+v; want unhealthy, reason the init timeout", h)
+	}
+}
+
+func TestThrottledWhenNoPoolHasRoom(t *testing.T) {
+	t.Parallel()
+	pool := &fakePool{info: core.Pool{ID: "P", GPUs: 2}}
+	r := setup(t, pool)
+	ep := r.endpoint(func(e *core.Endpoint) {
+		e.Scaling = core.Scaling{Type: core.ScaleRequestCount, RequestCount: 1}
+		e.Workers = core.Workers{Max: 4}
+		e.GPU.Count = 1
+	})
+	r.submit(ep, 4, false)
+	r.tick(time.Second)
+	r.running(2)
+	h := r.jobs.Health(ep.ID)
+	if h.Throttled != 1 || !strings.Contains(h.Reason, "P: 2 of 2 in use") {
+		t.Errorf("health = %+v; want throttled with the pool's reason", h)
+	}
+}
+
+func TestFlashbootSuspendsAndResumes(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	ep := r.endpoint(func(e *core.Endpoint) { e.Flashboot = core.FlashbootOn })
+	r.submit(ep, 1, false)
+	w := r.running(1)[0]
+	r.poll()
+	r.done(ep, w, r.take(ep, w))
+	r.tick(6 * time.Second) // idle past the 5 s timeout: suspended, not stopped
+	alive, suspended, _ := r.pool.counts()
+	if alive != 1 || suspended != 1 {
+		t.Fatalf("alive %d, suspended %d; want 1, 1", alive, suspended)
+	}
+	if h := r.jobs.Health(ep.ID); h.Suspended != 1 || h.Idle != 0 {
+		t.Errorf("health = %+v; want 1 suspended, 0 idle", h)
+	}
+	r.clock.Advance(time.Hour)
+	r.submit(ep, 1, false) // Demand resumes it
+	if _, _, started := r.pool.counts(); started != 1 || r.pool.resumes != 1 {
+		t.Fatalf("started %d, resumed %d; want the suspended worker resumed", started, r.pool.resumes)
+	}
+	r.clock.Advance(3 * time.Millisecond)
+	r.poll()
+	h := r.jobs.Health(ep.ID)
+	if h.ColdStarts != 2 || h.ColdStartLast != 3*time.Millisecond {
+		t.Errorf("cold starts %d, last %s; want 2, 3ms (the resume)", h.ColdStarts, h.ColdStartLast)
+	}
+	r.take(ep, w)
+}
+
+func TestSuspendedWorkersAreReclaimedFlashbootFirst(t *testing.T) {
+	t.Parallel()
+	pool := &fakePool{info: core.Pool{ID: "P", GPUs: 2}}
+	r := setup(t, pool)
+	mk := func(id string, fb core.Flashboot) *core.Endpoint {
+		return r.endpoint(func(e *core.Endpoint) { e.ID, e.Flashboot = id, fb })
+	}
+	pri, plain := mk("pri", core.FlashbootPriority), mk("plain", core.FlashbootOn)
+	for _, ep := range []*core.Endpoint{pri, plain} {
+		r.submit(ep, 1, false)
+		r.poll()
+		w := slices.IndexFunc(pool.started, func(s WorkerSpec) bool { return s.Endpoint == ep.ID })
+		r.done(ep, pool.started[w].ID, r.take(ep, pool.started[w].ID))
+	}
+	r.tick(6 * time.Second) // both idle: suspended, holding both GPUs
+	if _, s, _ := pool.counts(); s != 2 {
+		t.Fatalf("%d suspended; want 2", s)
+	}
+	third := mk("third", core.FlashbootOff)
+	r.submit(third, 1, false) // no room: reclaims the plain FLASHBOOT worker
+	alive, suspended, _ := pool.counts()
+	if alive != 1 || suspended != 1 {
+		t.Fatalf("alive %d, suspended %d after a reclaim; want 1, 1", alive, suspended)
+	}
+	if h := r.jobs.Health(plain.ID); h.Suspended != 0 {
+		t.Errorf("plain FLASHBOOT endpoint keeps %d suspended; want its worker reclaimed first", h.Suspended)
+	}
+	r.tick(time.Second) // the freed GPU is used
+	if h := r.jobs.Health(third.ID); h.Initializing != 1 {
+		t.Errorf("third endpoint health = %+v; want a worker starting", h)
+	}
+}
+
+func TestDeletedEndpointStopsItsWorkers(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	ep := r.endpoint(func(e *core.Endpoint) { e.Workers.Min = 2 })
+	r.tick(time.Second)
+	r.running(2)
+	r.s.Remove(ep.ID)
+	r.settle()
+	if alive, _, _ := r.pool.counts(); alive != 0 {
+		t.Errorf("%d workers alive after delete; want 0", alive)
+	}
+	if free := r.s.Placer().Free("P"); free != 16 {
+		t.Errorf("%d free in the pool; want 16", free)
+	}
+}
+
+func TestWorkerEnvAndGPUs(t *testing.T) {
+	t.Parallel()
+	pool := &fakePool{info: core.Pool{ID: "G", GPUType: "NVIDIA L4", GPUs: 4, DataCenter: "DC-1"}}
+	r := setup(t, pool)
+	ep := r.endpoint(func(e *core.Endpoint) {
+		e.GPU = core.GPU{Pools: []string{"G"}, Count: 2}
+		e.Env = map[string]string{"MODEL": "x"}
+	})
+	r.submit(ep, 1, false)
+	spec := pool.started[0]
+	if !slices.Equal(spec.GPUs, []int{0, 1}) || spec.Env["RUNPOD_GPU_COUNT"] != "2" || spec.Env["MODEL"] != "x" ||
+		!strings.HasSuffix(spec.Env["RUNPOD_WEBHOOK_GET_JOB"], "/job-take/"+spec.ID+"?gpu=NVIDIA+L4") {
+		t.Errorf("spec = %+v; want GPUs [0 1], the endpoint's env and worker URLs with a query", spec)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	ep := r.endpoint(nil)
+	r.submit(ep, 1, false)
+	r.poll()
+	var b strings.Builder
+	if err := r.s.WriteMetrics(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		fmt.Sprintf(`gantry_scaling_decisions_total{endpoint=%q,direction="up",reason="scale_from_zero"} 1`, ep.ID),
+		fmt.Sprintf(`gantry_cold_start_seconds_count{endpoint=%q,mode="start"} 1`, ep.ID),
+		fmt.Sprintf(`gantry_workers{endpoint=%q,state="ready"} 1`, ep.ID),
+		`gantry_pool_gpus{pool="P",state="free"} 15`,
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("metrics lack %s:\n%s", want, b.String())
+		}
+	}
+}
