@@ -24,6 +24,8 @@ fuzz: ## run each fuzz target for FUZZTIME (default 10s)
 	$(GO) test ./api -run '^$$' -fuzz '^FuzzUpdateEndpoint$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./worker -run '^$$' -fuzz '^FuzzDecodeJob$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./worker/echo -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./models -run '^$$' -fuzz '^FuzzReadGIFInfo$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./models -run '^$$' -fuzz '^FuzzReadWAVInfo$$' -fuzztime $(FUZZTIME)
 
 lint: ## gofmt and go vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '^oas/'))" || (gofmt -l $$(git ls-files '*.go' | grep -v '^oas/'); exit 1)

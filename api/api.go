@@ -36,7 +36,12 @@ type Config struct {
 	Auth       *core.Authenticator
 	Limiter    *core.RateLimiter
 	Jobs       *core.Jobs
-	Clock      core.Clock
+	// Models is the catalog of ready-made models (nil = none), Billing answers usage reports,
+	// and Files keeps the files model jobs produce (nil = none).
+	Models  *core.Models
+	Billing *core.Billing
+	Files   *core.Files
+	Clock   core.Clock
 	// TakeWait bounds the job-take and job-stop long polls (default 30 s).
 	TakeWait time.Duration
 	// PublicURL is the base of the request URLs handed out, e.g. "http://127.0.0.1:8080".
@@ -73,7 +78,7 @@ func New(cfg Config) (*API, error) {
 	h := &handler{cfg: &a.cfg}
 	a.h = h
 	a.proxy = a.newProxy()
-	srv, err := oas.NewServer(h, h, oas.WithErrorHandler(a.renderError), oas.WithNotFound(a.notFound),
+	srv, err := oas.NewServer(h, h, h, oas.WithErrorHandler(a.renderError), oas.WithNotFound(a.notFound),
 		oas.WithMethodNotAllowed(a.methodNotAllowed))
 	if err != nil {
 		return nil, err
@@ -118,7 +123,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			a.writeProblem(w, r, core.Errorf(core.KindMalformed, "reading the body: %v", err))
 			return
 		}
-		if isWorkerOp(op) {
+		if isWorkerOp(op) && op != "workerJobFile" { // job-file's body is the file
 			r.Header.Set("Content-Type", "application/json")
 		}
 		if len(bytes.TrimSpace(body)) > 0 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") && !jx.Valid(body) {
@@ -127,7 +132,8 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
-	a.oas.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), writerKey{}, w)))
+	ctx := context.WithValue(context.WithValue(r.Context(), writerKey{}, w), requestKey{}, r)
+	a.oas.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // refuseResult fails a job whose result was too large to read, so it does not vanish: the
@@ -148,7 +154,7 @@ func bodyCap(op string) int64 {
 		return RunBodyCap
 	case "runSyncJob":
 		return RunSyncBodyCap
-	case "workerJobDone", "workerJobStream":
+	case "workerJobDone", "workerJobStream", "workerJobFile":
 		return WorkerBodyCap
 	}
 	return DefaultBodyCap

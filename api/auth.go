@@ -39,6 +39,8 @@ var access = map[oas.OperationName]core.Access{
 	oas.RetryJobOperation:             core.JobWrite,
 	oas.PurgeQueueOperation:           core.JobWrite,
 	oas.GetHealthOperation:            core.JobRead,
+	oas.ListModelsOperation:           core.JobRead,
+	oas.GetUsageOperation:             core.ManageRead,
 }
 
 // isJobOp reports whether an operation id (as the router names it) is a job or worker

@@ -20,42 +20,65 @@ const (
 	StreamWait      = 2 * time.Second  // /stream holds this long for a chunk while the job runs
 )
 
-// jobEndpoint resolves the endpoint of a job operation for the caller: another user's endpoint
-// is not found; a jobs key limited to other endpoints is forbidden.
-func (h *handler) jobEndpoint(ctx context.Context, id string) (*core.Endpoint, error) {
-	ep, err := h.anyEndpoint(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	if ep.Type != core.TypeQueue {
-		return nil, core.Errorf(core.KindConflict, "endpoint %q is a LOAD_BALANCER endpoint: it has no job queue", ep.ID)
-	}
-	return ep, nil
+// jobTarget is the endpoint a job operation addresses, as the caller may use it.
+type jobTarget struct {
+	ep     *core.Endpoint
+	caller string
+	shared bool // a ready-made model's platform endpoint: the caller sees only their own jobs
 }
 
-// anyEndpoint is jobEndpoint for operations both kinds of endpoint have (health).
-func (h *handler) anyEndpoint(ctx context.Context, id string) (*core.Endpoint, error) {
+// ref names a job of the target for the caller: any job of their own endpoint, only their own
+// jobs on a shared one.
+func (t jobTarget) ref(id string) core.JobRef {
+	r := core.JobRef{Endpoint: t.ep.ID, ID: id}
+	if t.shared {
+		r.Owner = t.caller
+	}
+	return r
+}
+
+// jobEndpoint resolves the QUEUE endpoint of a job operation for the caller.
+func (h *handler) jobEndpoint(ctx context.Context, id string) (jobTarget, error) {
+	t, err := h.anyEndpoint(ctx, id)
+	if err == nil && t.ep.Type != core.TypeQueue {
+		return jobTarget{}, core.Errorf(core.KindConflict, "endpoint %q is a LOAD_BALANCER endpoint: it has no job queue", t.ep.ID)
+	}
+	return t, err
+}
+
+// anyEndpoint resolves the endpoint of an operation both kinds of endpoint have (health): the
+// caller's own endpoint or a ready-made model's (by its slug); another user's endpoint is not
+// found; a jobs key limited to other endpoints is forbidden.
+func (h *handler) anyEndpoint(ctx context.Context, id string) (jobTarget, error) {
 	p := principalOf(ctx)
-	ep, err := h.mgmt().GetEndpoint(ctx, p.User, id)
+	ep, shared, err := h.mgmt().JobEndpoint(ctx, p.User, id)
 	if err != nil {
-		return nil, err
+		return jobTarget{}, err
 	}
 	if !p.AllowsEndpoint(ep.ID) {
-		return nil, core.Errorf(core.KindForbidden, "this key may not use endpoint %q", ep.ID)
+		return jobTarget{}, core.Errorf(core.KindForbidden, "this key may not use endpoint %q", ep.ID)
 	}
-	return &ep, nil
+	return jobTarget{ep: &ep, caller: p.User, shared: shared}, nil
 }
 
 func (h *handler) submit(ctx context.Context, req *oas.JobRequest, endpointID string, sync bool, wait time.Duration) (core.Job, error) {
-	ep, err := h.jobEndpoint(ctx, endpointID)
+	t, err := h.jobEndpoint(ctx, endpointID)
 	if err != nil {
 		return core.Job{}, err
 	}
+	ep := t.ep
 	// input is kept byte for byte (x-ogen-type RawMessage), so its object type is checked here.
 	if in := bytes.TrimSpace(req.Input); len(in) == 0 || in[0] != '{' {
 		return core.Job{}, core.Invalid(core.FieldError{Path: "$.input", Message: "must be a JSON object"})
 	}
-	s := core.Submission{Input: req.Input, Sync: sync, Wait: wait}
+	if t.shared { // a ready-made model: its parameters are known, so check them now
+		if m, ok := h.cfg.Models.Get(ep.ID); ok {
+			if err := m.CheckInput(req.Input); err != nil {
+				return core.Job{}, err
+			}
+		}
+	}
+	s := core.Submission{Owner: t.caller, Input: req.Input, Sync: sync, Wait: wait}
 	if s3, ok := req.S3Config.Get(); ok {
 		e := jx.Encoder{}
 		s3.Encode(&e)
@@ -89,7 +112,7 @@ func (h *handler) RunSyncJob(ctx context.Context, req *oas.JobRequest, params oa
 	if err != nil {
 		return nil, err
 	}
-	j, err = h.cfg.Jobs.Wait(ctx, j.Endpoint, j.ID, wait)
+	j, err = h.cfg.Jobs.Wait(ctx, core.JobRef{Endpoint: j.Endpoint, ID: j.ID}, wait) // the caller's own job
 	if err != nil {
 		return nil, err
 	}
@@ -97,21 +120,21 @@ func (h *handler) RunSyncJob(ctx context.Context, req *oas.JobRequest, params oa
 }
 
 func (h *handler) status(ctx context.Context, endpointID, jobID string, ttl int64, wait time.Duration) (*oas.JobHeaders, error) {
-	ep, err := h.jobEndpoint(ctx, endpointID)
+	t, err := h.jobEndpoint(ctx, endpointID)
 	if err != nil {
 		return nil, err
 	}
 	var j core.Job
 	if wait > 0 {
-		j, err = h.cfg.Jobs.Wait(ctx, ep.ID, jobID, wait)
+		j, err = h.cfg.Jobs.Wait(ctx, t.ref(jobID), wait)
 	} else {
-		j, err = h.cfg.Jobs.Get(ep.ID, jobID, time.Duration(ttl)*time.Millisecond)
+		j, err = h.cfg.Jobs.Get(t.ref(jobID), time.Duration(ttl)*time.Millisecond)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if wait > 0 && ttl > 0 {
-		j, err = h.cfg.Jobs.Get(ep.ID, jobID, time.Duration(ttl)*time.Millisecond)
+		j, err = h.cfg.Jobs.Get(t.ref(jobID), time.Duration(ttl)*time.Millisecond)
 		if err != nil {
 			return nil, err
 		}
@@ -140,17 +163,23 @@ func (h *handler) PostJobStatusSync(ctx context.Context, p oas.PostJobStatusSync
 }
 
 func (h *handler) stream(ctx context.Context, endpointID, jobID string) (*oas.StreamResponseHeaders, error) {
-	ep, err := h.jobEndpoint(ctx, endpointID)
+	t, err := h.jobEndpoint(ctx, endpointID)
 	if err != nil {
 		return nil, err
 	}
-	j, chunks, err := h.cfg.Jobs.ReadStream(ctx, ep.ID, jobID, StreamWait)
+	j, chunks, err := h.cfg.Jobs.ReadStream(ctx, t.ref(jobID), StreamWait)
 	if err != nil {
 		return nil, err
 	}
 	out := oas.StreamResponse{Status: oas.JobStatus(j.Status), Stream: make([]oas.StreamChunk, len(chunks))}
 	for i, c := range chunks {
-		out.Stream[i] = oas.StreamChunk{Output: jx.Raw(c)}
+		out.Stream[i] = oas.StreamChunk{Output: jx.Raw(c.Output)}
+		if len(c.Metrics) > 0 {
+			var m oas.StreamMetrics
+			if m.Decode(jx.DecodeBytes(c.Metrics)) == nil {
+				out.Stream[i].Metrics = oas.NewOptStreamMetrics(m)
+			}
+		}
 	}
 	if j.Error != "" {
 		out.Error = oas.NewOptString(j.Error)
@@ -170,11 +199,11 @@ func (h *handler) PostJobStream(ctx context.Context, p oas.PostJobStreamParams) 
 
 // CancelJob implements cancel.
 func (h *handler) CancelJob(ctx context.Context, p oas.CancelJobParams) (oas.CancelJobRes, error) {
-	ep, err := h.jobEndpoint(ctx, p.EndpointId)
+	t, err := h.jobEndpoint(ctx, p.EndpointId)
 	if err != nil {
 		return nil, err
 	}
-	j, err := h.cfg.Jobs.Cancel(ep.ID, p.JobId)
+	j, err := h.cfg.Jobs.Cancel(t.ref(p.JobId))
 	if err != nil {
 		return nil, err
 	}
@@ -183,11 +212,11 @@ func (h *handler) CancelJob(ctx context.Context, p oas.CancelJobParams) (oas.Can
 
 // RetryJob implements retry.
 func (h *handler) RetryJob(ctx context.Context, p oas.RetryJobParams) (oas.RetryJobRes, error) {
-	ep, err := h.jobEndpoint(ctx, p.EndpointId)
+	t, err := h.jobEndpoint(ctx, p.EndpointId)
 	if err != nil {
 		return nil, err
 	}
-	j, err := h.cfg.Jobs.Retry(ep.ID, p.JobId)
+	j, err := h.cfg.Jobs.Retry(t.ref(p.JobId))
 	if err != nil {
 		return nil, err
 	}
@@ -196,21 +225,25 @@ func (h *handler) RetryJob(ctx context.Context, p oas.RetryJobParams) (oas.Retry
 
 // PurgeQueue implements purge-queue.
 func (h *handler) PurgeQueue(ctx context.Context, p oas.PurgeQueueParams) (oas.PurgeQueueRes, error) {
-	ep, err := h.jobEndpoint(ctx, p.EndpointId)
+	t, err := h.jobEndpoint(ctx, p.EndpointId)
 	if err != nil {
 		return nil, err
 	}
-	n := h.cfg.Jobs.Purge(ep.ID)
+	owner := ""
+	if t.shared {
+		owner = t.caller // a model's queue is shared: purge only the caller's jobs
+	}
+	n := h.cfg.Jobs.PurgeOwned(t.ep.ID, owner)
 	return &oas.PurgeResponseHeaders{Response: oas.PurgeResponse{Removed: n, Status: "completed"}}, nil
 }
 
 // GetHealth implements health.
 func (h *handler) GetHealth(ctx context.Context, p oas.GetHealthParams) (oas.GetHealthRes, error) {
-	ep, err := h.anyEndpoint(ctx, p.EndpointId)
+	t, err := h.anyEndpoint(ctx, p.EndpointId)
 	if err != nil {
 		return nil, err
 	}
-	hl := h.cfg.Jobs.Health(ep.ID)
+	hl := h.cfg.Jobs.Health(t.ep.ID)
 	out := oas.Health{
 		Jobs: oas.HealthJobs{Completed: int(hl.Completed), Failed: int(hl.Failed), InProgress: int(hl.InProgress),
 			InQueue: int(hl.InQueue), Retried: int(hl.Retried)},
@@ -245,6 +278,9 @@ func (h *handler) job(j *core.Job) oas.Job {
 	}
 	if j.WorkerID != "" {
 		out.WorkerId = oas.NewOptString(j.WorkerID)
+	}
+	if j.Cost != nil {
+		out.Cost = oas.NewOptJobCost(cost(j.Cost))
 	}
 	return out
 }
@@ -351,7 +387,11 @@ func (h *handler) WorkerJobStream(ctx context.Context, req *oas.JobStreamRequest
 	if part == nil {
 		part = json.RawMessage("null")
 	}
-	if err := h.cfg.Jobs.StreamPart(p.EndpointId, p.WorkerId, p.JobId, part); err != nil {
+	var metrics json.RawMessage
+	if m := bytes.TrimSpace(req.Metrics); len(m) > 0 && m[0] == '{' {
+		metrics = json.RawMessage(m)
+	}
+	if err := h.cfg.Jobs.StreamPart(p.EndpointId, p.WorkerId, p.JobId, part, metrics); err != nil {
 		return nil, err
 	}
 	return &oas.WorkerAck{Status: "ok"}, nil

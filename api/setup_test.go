@@ -14,7 +14,9 @@ import (
 
 	"github.com/gantryhq/gantry/api"
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/models"
 	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/store/filedir"
 	"github.com/gantryhq/gantry/store/keydir"
 	"github.com/gantryhq/gantry/store/pebble"
 )
@@ -65,6 +67,7 @@ type env struct {
 type setupOpts struct {
 	quota    core.Quota
 	balancer core.Balancer
+	models   bool // serve the built-in ready-made models (metered, with a file store)
 }
 
 func setup(t testing.TB, opts ...setupOpts) *env {
@@ -86,20 +89,39 @@ func setup(t testing.TB, opts ...setupOpts) *env {
 	t.Cleanup(keys.Close)
 	clock := &fakeClock{now: t0}
 	queues := &scheduler.Queues{}
-	jobs := core.NewJobs(core.JobsConfig{Store: st, Dispatch: queues, Clock: clock, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	a, err := api.New(api.Config{
-		Management: &core.Management{Endpoints: st, Templates: st, Clock: clock, OnDelete: func(id string) { jobs.Purge(id) },
-			Catalog: core.NewCatalog(testPools, []core.NetworkVolume{{ID: "vol-eu", DataCenter: "EU-RO-1", SizeGB: 10}}, testTemplates)},
+	jc := core.JobsConfig{Store: st, Dispatch: queues, Clock: clock, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	cfg := api.Config{
 		Auth:      &core.Authenticator{Keys: keys, Defaults: o.quota, Clock: clock},
 		Limiter:   &core.RateLimiter{},
-		Jobs:      jobs,
 		Clock:     clock,
 		PublicURL: "https://gantry.example",
 		TakeWait:  300 * time.Millisecond,
 		Balancer:  o.balancer,
 		LBHold:    time.Second,
 		Log:       slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	}
+	var specs []models.Spec
+	if o.models {
+		fd, err := filedir.Open(dir + "/files")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Files = &core.Files{Store: fd, Key: []byte("0123456789abcdef0123456789abcdef"), Clock: clock}
+		specs = models.Builtin
+		cfg.Models = models.CoreCatalog(specs)
+		cfg.Billing = &core.Billing{Usage: st, Models: cfg.Models}
+		jc.Meter, jc.Usage = models.NewMeter(specs, cfg.Files), st
+	}
+	jobs := core.NewJobs(jc)
+	cfg.Jobs = jobs
+	cfg.Management = &core.Management{Endpoints: st, Templates: st, Clock: clock, OnDelete: func(id string) { jobs.Purge(id) },
+		Catalog: core.NewCatalog(testPools, []core.NetworkVolume{{ID: "vol-eu", DataCenter: "EU-RO-1", SizeGB: 10}}, testTemplates)}
+	for _, s := range specs {
+		if _, err := cfg.Management.PutPlatformEndpoint(context.Background(), s.Endpoint("cpu")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := api.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,6 +119,8 @@ type Job struct {
 	EndedAt   time.Time       `json:"endedAt"`
 	Retention time.Duration   `json:"retention"` // how long the result is kept after the end
 	ExpiresAt time.Time       `json:"expiresAt"` // when the job is removed
+	// Cost is what a COMPLETED job of a ready-made model was charged; nil for every other job.
+	Cost *Charge `json:"cost,omitempty"`
 	// Reason says why a queued job waits when its endpoint cannot run it (workers crash-loop,
 	// no pool has room). Not stored: the scheduler's current view, set on reads.
 	Reason string `json:"-"`

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -110,6 +111,8 @@ type Jobs struct {
 	store    JobStore
 	dispatch Dispatcher
 	notify   Notifier
+	meter    Meter
+	usage    UsageStore
 	clock    Clock
 	log      *slog.Logger
 
@@ -288,8 +291,12 @@ type JobsConfig struct {
 	Store    JobStore
 	Dispatch Dispatcher
 	Notify   Notifier // nil = webhooks are not delivered
-	Clock    Clock
-	Log      *slog.Logger
+	// Meter prices the jobs of metered endpoints (ready-made models) when they complete, and
+	// Usage records each charge; both or neither. nil = nothing is metered.
+	Meter Meter
+	Usage UsageStore
+	Clock Clock
+	Log   *slog.Logger
 	// OnWorkerReady, when set, is called (without locks held) when a worker polls for the
 	// first time since it started or resumed: the scheduler measures cold starts with it.
 	OnWorkerReady func(worker string)
@@ -297,7 +304,10 @@ type JobsConfig struct {
 
 // NewJobs returns an engine with no jobs; call Recover to load stored ones.
 func NewJobs(c JobsConfig) *Jobs {
-	j := &Jobs{store: c.Store, dispatch: c.Dispatch, notify: c.Notify, clock: c.Clock, log: c.Log,
+	if (c.Meter == nil) != (c.Usage == nil) {
+		panic("core: JobsConfig needs both Meter and Usage, or neither")
+	}
+	j := &Jobs{store: c.Store, dispatch: c.Dispatch, notify: c.Notify, meter: c.Meter, usage: c.Usage, clock: c.Clock, log: c.Log,
 		workers: map[string]*workerState{}, tokens: map[string]string{}, epIDs: map[string]uint32{},
 		onReady: c.OnWorkerReady}
 	j.wcond = sync.NewCond(&j.wmu)
@@ -383,6 +393,9 @@ func (c *endpointCounts) add(s JobStatus, d int64, low bool) {
 
 // Submission is a job request as the API decoded it.
 type Submission struct {
+	// Owner is the user submitting the job; "" = the endpoint's owner. On a shared endpoint
+	// (a ready-made model's) it is the caller, and only they can see the job.
+	Owner    string
 	Input    []byte // the raw JSON of `input`
 	Webhook  string
 	Policy   JobPolicy
@@ -397,7 +410,7 @@ func (js *Jobs) Submit(ep *Endpoint, s Submission) (Job, error) {
 	now := js.clock.Now()
 	key := newJobKey(s.Sync)
 	rec := &Job{
-		ID: key.String(), Endpoint: ep.ID, Owner: ep.Owner, Status: InQueue, Sync: s.Sync,
+		ID: key.String(), Endpoint: ep.ID, Owner: cmp.Or(s.Owner, ep.Owner), Status: InQueue, Sync: s.Sync,
 		Webhook: s.Webhook, Policy: s.Policy, S3Config: s.S3Config,
 		TimeoutMs: cmpOr(s.Policy.ExecutionTimeoutMs, ep.TimeoutMs),
 		Seq:       js.seq.Add(1), CreatedAt: now, QueuedAt: now,
@@ -450,6 +463,15 @@ func notFound(id string) error {
 	return Errorf(KindNotFound, "job %q not found (unknown, or its result expired)", id)
 }
 
+// JobRef names a job for a caller's operation: the endpoint it was submitted to, its id and,
+// when set, the user asking. A job whose Owner is not that user is not found for them: the jobs
+// of a shared ready-made model endpoint belong to whoever submitted them.
+type JobRef struct {
+	Endpoint string
+	ID       string
+	Owner    string // "" = any owner (internal callers)
+}
+
 // lookup returns the locked index entry of an endpoint's live job, or KindNotFound when it is
 // unknown, expired or another endpoint's. Call unlock on the entry when done.
 func (js *Jobs) lookup(endpoint, id string) (*entry, error) {
@@ -466,6 +488,42 @@ func (js *Jobs) lookup(endpoint, id string) (*entry, error) {
 		return nil, notFound(id)
 	}
 	return e, nil
+}
+
+// lookupRef is lookup that also checks the job's owner (see JobRef) without taking the record
+// from the entry: the attached record or hot copy answers when there is one, else the store.
+func (js *Jobs) lookupRef(ref JobRef) (*entry, error) {
+	e, err := js.lookup(ref.Endpoint, ref.ID)
+	if err != nil || ref.Owner == "" {
+		return e, err
+	}
+	owner := ""
+	switch {
+	case e.attached() != nil:
+		owner = e.attached().Owner
+	case e.x != nil && e.x.hot != nil:
+		owner = e.x.hot.rec.Owner
+	default:
+		rec, err := js.store.GetJob(ref.ID)
+		if err != nil {
+			e.unlock()
+			return nil, Internal("reading the job", err)
+		}
+		owner = rec.Owner
+	}
+	if owner != ref.Owner {
+		e.unlock()
+		return nil, notFound(ref.ID)
+	}
+	return e, nil
+}
+
+// owned checks a record read under the entry's lock against the ref's owner.
+func owned(ref JobRef, rec *Job) error {
+	if ref.Owner != "" && rec.Owner != ref.Owner {
+		return notFound(ref.ID)
+	}
+	return nil
 }
 
 // lock returns the locked entry of a key, or nil (unlocked) when there is none.
@@ -522,8 +580,8 @@ func (js *Jobs) sync(needed bool) error {
 }
 
 // view runs fn on a job's record with its shard locked and returns a copy of the record.
-func (js *Jobs) view(endpoint, id string, fn func(e *entry, rec *Job)) (Job, error) {
-	e, err := js.lookup(endpoint, id)
+func (js *Jobs) view(ref JobRef, fn func(e *entry, rec *Job)) (Job, error) {
+	e, err := js.lookup(ref.Endpoint, ref.ID)
 	if err != nil {
 		return Job{}, err
 	}
@@ -532,22 +590,25 @@ func (js *Jobs) view(endpoint, id string, fn func(e *entry, rec *Job)) (Job, err
 	if err != nil {
 		return Job{}, err
 	}
+	if err := owned(ref, rec); err != nil {
+		return Job{}, err
+	}
 	if fn != nil {
 		fn(e, rec)
 	}
 	out := *rec
 	if out.Status == InQueue {
-		out.Reason = js.condition(endpoint).Reason
+		out.Reason = js.condition(ref.Endpoint).Reason
 	}
 	return out, nil
 }
 
-// Get returns a job of the endpoint. A positive ttl sets the job to expire ttl from now.
-func (js *Jobs) Get(endpoint, id string, ttl time.Duration) (Job, error) {
+// Get returns a job. A positive ttl sets the job to expire ttl from now.
+func (js *Jobs) Get(ref JobRef, ttl time.Duration) (Job, error) {
 	if ttl <= 0 {
-		return js.view(endpoint, id, nil)
+		return js.view(ref, nil)
 	}
-	return js.view(endpoint, id, func(e *entry, rec *Job) {
+	return js.view(ref, func(e *entry, rec *Job) {
 		rec.ExpiresAt = js.clock.Now().Add(ttl)
 		js.save(e, rec)
 		js.schedule(e.key, rec.ExpiresAt, dlExpire)
@@ -555,8 +616,8 @@ func (js *Jobs) Get(endpoint, id string, ttl time.Duration) (Job, error) {
 }
 
 // Wait returns the job once it ends or when wait passes (or ctx ends), whichever is first.
-func (js *Jobs) Wait(ctx context.Context, endpoint, id string, wait time.Duration) (Job, error) {
-	e, err := js.lookup(endpoint, id)
+func (js *Jobs) Wait(ctx context.Context, ref JobRef, wait time.Duration) (Job, error) {
+	e, err := js.lookupRef(ref)
 	if err != nil {
 		return Job{}, err
 	}
@@ -569,7 +630,7 @@ func (js *Jobs) Wait(ctx context.Context, endpoint, id string, wait time.Duratio
 	case <-t.C:
 	case <-ctx.Done():
 	}
-	return js.Get(endpoint, id, 0)
+	return js.Get(ref, 0)
 }
 
 // end moves a job to a terminal state: retention starts, waiters wake, the webhook fires, and
@@ -604,10 +665,11 @@ func (js *Jobs) end(e *entry, rec *Job, ev Event, to JobStatus) (syncNeeded bool
 	return !rec.Sync
 }
 
-// begin locks a job of the endpoint for a caller's event: it checks the transition is allowed
-// and returns the entry (locked), its record and the state the event leads to.
-func (js *Jobs) begin(endpoint, id string, ev Event) (*entry, *Job, JobStatus, error) {
-	e, err := js.lookup(endpoint, id)
+// begin locks a job for a caller's event: it checks the caller may see the job and the
+// transition is allowed, and returns the entry (locked), its record and the state the event
+// leads to.
+func (js *Jobs) begin(ref JobRef, ev Event) (*entry, *Job, JobStatus, error) {
+	e, err := js.lookupRef(ref)
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -623,8 +685,8 @@ func (js *Jobs) begin(endpoint, id string, ev Event) (*entry, *Job, JobStatus, e
 }
 
 // Cancel cancels a queued or running job; a running job's worker is told to stop.
-func (js *Jobs) Cancel(endpoint, id string) (Job, error) {
-	e, rec, to, err := js.begin(endpoint, id, EvCancel)
+func (js *Jobs) Cancel(ref JobRef) (Job, error) {
+	e, rec, to, err := js.begin(ref, EvCancel)
 	if err != nil {
 		return Job{}, err
 	}
@@ -635,19 +697,19 @@ func (js *Jobs) Cancel(endpoint, id string) (Job, error) {
 }
 
 // Retry puts a FAILED or TIMED_OUT job back in the queue: same id, same input, output removed.
-func (js *Jobs) Retry(endpoint, id string) (Job, error) {
-	e, rec, _, err := js.begin(endpoint, id, EvRetry)
+func (js *Jobs) Retry(ref JobRef) (Job, error) {
+	e, rec, _, err := js.begin(ref, EvRetry)
 	if err != nil {
 		return Job{}, err
 	}
 	js.requeue(e, rec)
-	js.countsOf(endpoint).retried.Add(1)
+	js.countsOf(ref.Endpoint).retried.Add(1)
 	snap, key := *rec, e.key
 	e.unlock()
 	if err := js.sync(!snap.Sync); err != nil {
 		return Job{}, err
 	}
-	js.dispatch.Enqueue(endpoint, key)
+	js.dispatch.Enqueue(ref.Endpoint, key)
 	return snap, nil
 }
 
@@ -657,7 +719,7 @@ func (js *Jobs) requeue(e *entry, rec *Job) {
 	now := js.clock.Now()
 	js.count(rec.Endpoint, rec.Status, InQueue, rec.Policy.LowPriority)
 	rec.Status = InQueue
-	rec.Output, rec.Error, rec.WorkerID = nil, "", ""
+	rec.Output, rec.Error, rec.WorkerID, rec.Cost = nil, "", "", nil
 	rec.Retries++
 	rec.QueuedAt, rec.StartedAt, rec.EndedAt = now, time.Time{}, time.Time{}
 	rec.ExpiresAt = now.Add(ttlOf(rec))
@@ -676,7 +738,11 @@ func (js *Jobs) requeue(e *entry, rec *Job) {
 }
 
 // Purge cancels every queued job of the endpoint; running jobs are not touched.
-func (js *Jobs) Purge(endpoint string) int {
+func (js *Jobs) Purge(endpoint string) int { return js.PurgeOwned(endpoint, "") }
+
+// PurgeOwned cancels the endpoint's queued jobs that owner submitted ("" = every owner's), as
+// purge-queue on a shared ready-made model endpoint does; running jobs are not touched.
+func (js *Jobs) PurgeOwned(endpoint, owner string) int {
 	epID, ok := js.epFind(endpoint)
 	if !ok {
 		return 0
@@ -690,10 +756,18 @@ func (js *Jobs) Purge(endpoint string) int {
 				continue
 			}
 			e := &entry{liveJob: lj, key: key, sh: sh}
+			if owner != "" {
+				if e.x != nil && e.x.hot != nil && e.x.hot.rec.Owner != owner {
+					continue // peeked at without taking the hot copy
+				}
+			}
 			rec, err := js.record(e)
 			if err != nil {
 				js.log.Error("purging a job", "job", key.String(), "err", err)
 				continue
+			}
+			if owner != "" && rec.Owner != owner {
+				continue // read from the store: the entry is unchanged
 			}
 			rec.Error = "purged from the queue"
 			needSync = js.end(e, rec, EvPurge, Cancelled) || needSync

@@ -7,9 +7,16 @@ import (
 	"time"
 )
 
+// StreamChunk is one chunk of a job's stream (spec 2.9): the handler-defined output and, when
+// the worker sent them, metrics (an object of numbers, such as a text model's token counts).
+type StreamChunk struct {
+	Output  json.RawMessage
+	Metrics json.RawMessage // nil = none
+}
+
 // streamState holds a running job's stream chunks not read yet.
 type streamState struct {
-	chunks []json.RawMessage
+	chunks []StreamChunk
 	bytes  int
 	sig    chan struct{} // signalled when a chunk arrives or the job ends
 }
@@ -22,8 +29,9 @@ func (e *entry) streamOf() *streamState {
 	return x.stream
 }
 
-// StreamPart records one part a worker streamed, split into chunks of at most MaxStreamChunk.
-func (js *Jobs) StreamPart(endpoint, worker, id string, part json.RawMessage) error {
+// StreamPart records one part a worker streamed, split into chunks of at most MaxStreamChunk;
+// metrics (nil = none) go with the last of them.
+func (js *Jobs) StreamPart(endpoint, worker, id string, part, metrics json.RawMessage) error {
 	e, rec, err := js.held(endpoint, worker, id)
 	if err != nil {
 		return err
@@ -33,8 +41,12 @@ func (js *Jobs) StreamPart(endpoint, worker, id string, part json.RawMessage) er
 	rec.Streamed = true
 	st := e.streamOf()
 	for _, c := range SplitChunk(part, MaxStreamChunk) {
-		st.chunks = append(st.chunks, c)
+		st.chunks = append(st.chunks, StreamChunk{Output: c})
 		st.bytes += len(c)
+	}
+	if len(metrics) > 0 {
+		st.chunks[len(st.chunks)-1].Metrics = metrics
+		st.bytes += len(metrics)
 	}
 	if st.bytes > MaxStreamBacklog {
 		rec.Error = fmt.Sprintf("the job streamed more than %d MB that no one read; read /stream while it runs", MaxStreamBacklog>>20)
@@ -47,11 +59,18 @@ func (js *Jobs) StreamPart(endpoint, worker, id string, part json.RawMessage) er
 
 // ReadStream hands out the chunks not yet read, waiting up to wait for one to arrive while the
 // job runs. Each chunk is handed out once.
-func (js *Jobs) ReadStream(ctx context.Context, endpoint, id string, wait time.Duration) (Job, []json.RawMessage, error) {
+func (js *Jobs) ReadStream(ctx context.Context, ref JobRef, wait time.Duration) (Job, []StreamChunk, error) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
+	if ref.Owner != "" { // checked once: a job's owner never changes
+		e, err := js.lookupRef(ref)
+		if err != nil {
+			return Job{}, nil, err
+		}
+		e.unlock()
+	}
 	for {
-		e, err := js.lookup(endpoint, id)
+		e, err := js.lookup(ref.Endpoint, ref.ID)
 		if err != nil {
 			return Job{}, nil, err
 		}
@@ -72,10 +91,10 @@ func (js *Jobs) ReadStream(ctx context.Context, endpoint, id string, wait time.D
 		select {
 		case <-sig:
 		case <-deadline.C:
-			snap, err := js.Get(endpoint, id, 0)
+			snap, err := js.Get(ref, 0)
 			return snap, nil, err
 		case <-ctx.Done():
-			snap, err := js.Get(endpoint, id, 0)
+			snap, err := js.Get(ref, 0)
 			return snap, nil, err
 		}
 	}

@@ -51,6 +51,7 @@ type rig struct {
 	clock *clock
 	ep    *core.Endpoint
 	hooks *notifications
+	meter core.Meter // set before open to meter jobs (the store keeps the usage)
 }
 
 func newRig(t *testing.T) *rig {
@@ -71,8 +72,12 @@ func (r *rig) open() {
 	}
 	r.t.Cleanup(func() { st.Close() })
 	r.store = st
-	r.jobs = core.NewJobs(core.JobsConfig{Store: st, Dispatch: &scheduler.Queues{}, Clock: r.clock,
-		Notify: r.hooks, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	cfg := core.JobsConfig{Store: st, Dispatch: &scheduler.Queues{}, Clock: r.clock,
+		Notify: r.hooks, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if r.meter != nil {
+		cfg.Meter, cfg.Usage = r.meter, st
+	}
+	r.jobs = core.NewJobs(cfg)
 }
 
 func (r *rig) submit(input string, mods ...func(*core.Submission)) core.Job {
@@ -102,7 +107,7 @@ func (r *rig) take(w string) core.Taken {
 
 func (r *rig) status(id string) core.JobStatus {
 	r.t.Helper()
-	j, err := r.jobs.Get(r.ep.ID, id, 0)
+	j, err := r.jobs.Get(core.JobRef{Endpoint: r.ep.ID, ID: id}, 0)
 	if err != nil {
 		r.t.Fatalf("Get(%s): %v", id, err)
 	}
@@ -110,7 +115,7 @@ func (r *rig) status(id string) core.JobStatus {
 }
 
 func (r *rig) gone(id string) bool {
-	_, err := r.jobs.Get(r.ep.ID, id, 0)
+	_, err := r.jobs.Get(core.JobRef{Endpoint: r.ep.ID, ID: id}, 0)
 	return core.KindOf(err) == core.KindNotFound
 }
 
@@ -155,7 +160,7 @@ func TestJobLifecycle(t *testing.T) {
 	if err := r.jobs.Done("ep1", "w1", j.ID, core.Result{Output: json.RawMessage(`{"p":1}`), Progress: true}); err != nil {
 		t.Fatal(err)
 	}
-	got, _ := r.jobs.Get("ep1", j.ID, 0)
+	got, _ := r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: j.ID}, 0)
 	if got.Status != core.InProgress || string(got.Output) != `{"p":1}` {
 		t.Errorf("after progress: %s %s; want IN_PROGRESS with the progress as output", got.Status, got.Output)
 	}
@@ -163,7 +168,7 @@ func TestJobLifecycle(t *testing.T) {
 	if err := r.jobs.Done("ep1", "w1", j.ID, core.Result{Output: json.RawMessage(`"ok"`)}); err != nil {
 		t.Fatal(err)
 	}
-	got, _ = r.jobs.Get("ep1", j.ID, 0)
+	got, _ = r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: j.ID}, 0)
 	now := r.clock.Now()
 	if got.Status != core.Completed || string(got.Output) != `"ok"` || got.DelayTime(now) != 250 || got.ExecutionTime(now) != 1000 {
 		t.Errorf("done: %s %s delay %d exec %d; want COMPLETED \"ok\" 250 1000", got.Status, got.Output, got.DelayTime(now), got.ExecutionTime(now))
@@ -174,10 +179,10 @@ func TestJobLifecycle(t *testing.T) {
 			t.Errorf("late Done(%+v) = %v; want a conflict", res, err)
 		}
 	}
-	if err := r.jobs.StreamPart("ep1", "w1", j.ID, json.RawMessage(`"x"`)); core.KindOf(err) != core.KindConflict {
+	if err := r.jobs.StreamPart("ep1", "w1", j.ID, json.RawMessage(`"x"`), nil); core.KindOf(err) != core.KindConflict {
 		t.Errorf("late stream = %v; want a conflict", err)
 	}
-	if got, _ := r.jobs.Get("ep1", j.ID, 0); string(got.Output) != `"ok"` {
+	if got, _ := r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: j.ID}, 0); string(got.Output) != `"ok"` {
 		t.Errorf("output after late posts = %s", got.Output)
 	}
 	// The webhook got the final job with its input.
@@ -238,7 +243,7 @@ func TestRetention(t *testing.T) {
 	j := r.submit(`{}`)
 	r.take("w")
 	_ = r.jobs.Done("ep1", "w", j.ID, core.Result{Output: json.RawMessage(`1`)})
-	if _, err := r.jobs.Get("ep1", j.ID, 6*time.Second); err != nil {
+	if _, err := r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: j.ID}, 6*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	r.jobs.Tick(r.clock.Advance(6 * time.Second))
@@ -263,14 +268,14 @@ func TestCancel(t *testing.T) {
 	r := newRig(t)
 	r.jobs.RegisterWorker("ep1", "w1")
 	queued := r.submit(`{"n":1}`)
-	if j, err := r.jobs.Cancel("ep1", queued.ID); err != nil || j.Status != core.Cancelled {
+	if j, err := r.jobs.Cancel(core.JobRef{Endpoint: "ep1", ID: queued.ID}); err != nil || j.Status != core.Cancelled {
 		t.Fatalf("Cancel queued = %v %v", j.Status, err)
 	}
 	running := r.submit(`{"n":2}`)
 	if tk := r.take("w1"); tk.ID != running.ID {
 		t.Fatalf("took %s; want %s (the cancelled job is skipped)", tk.ID, running.ID)
 	}
-	if _, err := r.jobs.Cancel("ep1", running.ID); err != nil {
+	if _, err := r.jobs.Cancel(core.JobRef{Endpoint: "ep1", ID: running.ID}); err != nil {
 		t.Fatal(err)
 	}
 	if ids := r.jobs.JobsToStop(context.Background(), "w1", time.Second); len(ids) != 1 || ids[0] != running.ID {
@@ -279,13 +284,13 @@ func TestCancel(t *testing.T) {
 	if err := r.jobs.Done("ep1", "w1", running.ID, core.Result{Output: json.RawMessage(`1`)}); core.KindOf(err) != core.KindConflict {
 		t.Errorf("done after cancel = %v; want a conflict", err)
 	}
-	if _, err := r.jobs.Cancel("ep1", running.ID); core.KindOf(err) != core.KindConflict {
+	if _, err := r.jobs.Cancel(core.JobRef{Endpoint: "ep1", ID: running.ID}); core.KindOf(err) != core.KindConflict {
 		t.Errorf("second cancel = %v; want a conflict (409)", err)
 	}
-	if _, err := r.jobs.Cancel("ep1", "nope"); core.KindOf(err) != core.KindNotFound {
+	if _, err := r.jobs.Cancel(core.JobRef{Endpoint: "ep1", ID: "nope"}); core.KindOf(err) != core.KindNotFound {
 		t.Errorf("cancel unknown = %v; want not found", err)
 	}
-	if _, err := r.jobs.Cancel("other-endpoint", running.ID); core.KindOf(err) != core.KindNotFound {
+	if _, err := r.jobs.Cancel(core.JobRef{Endpoint: "other-endpoint", ID: running.ID}); core.KindOf(err) != core.KindNotFound {
 		t.Errorf("cancel through another endpoint = %v; want not found", err)
 	}
 }
@@ -301,14 +306,14 @@ func TestRetryAndTimeout(t *testing.T) {
 		t.Fatalf("before the timeout: %s", s)
 	}
 	r.jobs.Tick(r.clock.Advance(time.Millisecond))
-	got, _ := r.jobs.Get("ep1", j.ID, 0)
+	got, _ := r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: j.ID}, 0)
 	if got.Status != core.TimedOut || !strings.Contains(got.Error, "5000 ms") {
 		t.Fatalf("after the timeout: %s %q; want TIMED_OUT naming 5000 ms", got.Status, got.Error)
 	}
 	if ids := r.jobs.JobsToStop(context.Background(), "w1", time.Second); len(ids) != 1 {
 		t.Errorf("the worker was not told to stop the timed-out job: %v", ids)
 	}
-	if j2, err := r.jobs.Retry("ep1", j.ID); err != nil || j2.Status != core.InQueue || j2.ID != j.ID || j2.Retries != 1 || j2.Error != "" {
+	if j2, err := r.jobs.Retry(core.JobRef{Endpoint: "ep1", ID: j.ID}); err != nil || j2.Status != core.InQueue || j2.ID != j.ID || j2.Retries != 1 || j2.Error != "" {
 		t.Fatalf("Retry = %+v, %v; want IN_QUEUE, same id, retries 1, error cleared", j2, err)
 	}
 	tk := r.take("w1")
@@ -316,12 +321,12 @@ func TestRetryAndTimeout(t *testing.T) {
 		t.Errorf("retried input = %s; want the original", tk.Input)
 	}
 	_ = r.jobs.Done("ep1", "w1", j.ID, core.Result{Error: "bad"})
-	if _, err := r.jobs.Retry("ep1", j.ID); err != nil {
+	if _, err := r.jobs.Retry(core.JobRef{Endpoint: "ep1", ID: j.ID}); err != nil {
 		t.Errorf("retry FAILED = %v", err)
 	}
 	r.take("w1")
 	_ = r.jobs.Done("ep1", "w1", j.ID, core.Result{Output: json.RawMessage(`1`)})
-	if _, err := r.jobs.Retry("ep1", j.ID); core.KindOf(err) != core.KindConflict {
+	if _, err := r.jobs.Retry(core.JobRef{Endpoint: "ep1", ID: j.ID}); core.KindOf(err) != core.KindConflict {
 		t.Errorf("retry COMPLETED = %v; want a conflict", err)
 	}
 	if h := r.jobs.Health("ep1"); h.Retried != 2 || h.Completed != 1 || h.Failed != 0 {
@@ -337,14 +342,14 @@ func TestWorkerLost(t *testing.T) {
 	for i := 1; i <= core.RetryBudget; i++ {
 		r.take("w1")
 		r.jobs.Tick(r.clock.Advance(core.WorkerLostAfter + time.Second))
-		got, _ := r.jobs.Get("ep1", j.ID, 0)
+		got, _ := r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: j.ID}, 0)
 		if got.Status != core.InQueue || got.Retries != i {
 			t.Fatalf("loss %d: %s retries %d; want IN_QUEUE, %d", i, got.Status, got.Retries, i)
 		}
 	}
 	r.take("w1")
 	r.jobs.Tick(r.clock.Advance(core.WorkerLostAfter + time.Second))
-	got, _ := r.jobs.Get("ep1", j.ID, 0)
+	got, _ := r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: j.ID}, 0)
 	if got.Status != core.Failed || !strings.Contains(got.Error, "lost") {
 		t.Errorf("after the budget: %s %q; want FAILED", got.Status, got.Error)
 	}
@@ -401,7 +406,7 @@ func TestResultTooLarge(t *testing.T) {
 	if err := r.jobs.Done("ep1", "w", j.ID, core.Result{Output: big}); err != nil {
 		t.Fatal(err)
 	}
-	got, _ := r.jobs.Get("ep1", j.ID, 0)
+	got, _ := r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: j.ID}, 0)
 	if got.Status != core.Failed || !strings.Contains(got.Error, "over the 20 MB limit") {
 		t.Errorf("oversized result: %s %q; want FAILED with a clear error", got.Status, got.Error)
 	}
@@ -413,16 +418,21 @@ func TestStream(t *testing.T) {
 	j := r.submit(`{}`)
 	r.take("w")
 	for _, p := range []string{`"a"`, `{"text":["b"]}`} {
-		if err := r.jobs.StreamPart("ep1", "w", j.ID, json.RawMessage(p)); err != nil {
+		metrics := json.RawMessage(nil)
+		if p != `"a"` {
+			metrics = json.RawMessage(`{"output_tokens":1}`)
+		}
+		if err := r.jobs.StreamPart("ep1", "w", j.ID, json.RawMessage(p), metrics); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_, chunks, err := r.jobs.ReadStream(context.Background(), "ep1", j.ID, time.Second)
-	if err != nil || len(chunks) != 2 || string(chunks[1]) != `{"text":["b"]}` {
-		t.Fatalf("ReadStream = %q, %v", chunks, err)
+	_, chunks, err := r.jobs.ReadStream(context.Background(), core.JobRef{Endpoint: "ep1", ID: j.ID}, time.Second)
+	if err != nil || len(chunks) != 2 || string(chunks[1].Output) != `{"text":["b"]}` ||
+		chunks[0].Metrics != nil || string(chunks[1].Metrics) != `{"output_tokens":1}` {
+		t.Fatalf("ReadStream = %q, %v; want the two parts, the second with its metrics", chunks, err)
 	}
 	_ = r.jobs.Done("ep1", "w", j.ID, core.Result{Output: json.RawMessage(`["a"]`)})
-	st, chunks, _ := r.jobs.ReadStream(context.Background(), "ep1", j.ID, time.Second)
+	st, chunks, _ := r.jobs.ReadStream(context.Background(), core.JobRef{Endpoint: "ep1", ID: j.ID}, time.Second)
 	if st.Status != core.Completed || len(chunks) != 0 {
 		t.Errorf("second read = %s %q; want COMPLETED with nothing (chunks are handed out once)", st.Status, chunks)
 	}
@@ -476,7 +486,7 @@ func TestRecover(t *testing.T) {
 	if err != nil || queued != 2 || requeued != 1 {
 		t.Fatalf("Recover = %d, %d, %v; want 2 queued, 1 requeued", queued, requeued, err)
 	}
-	if got, _ := r.jobs.Get("ep1", done.ID, 0); got.Status != core.Completed || string(got.Output) != `"kept"` {
+	if got, _ := r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: done.ID}, 0); got.Status != core.Completed || string(got.Output) != `"kept"` {
 		t.Errorf("finished job after restart: %s %s", got.Status, got.Output)
 	}
 	var order []string
@@ -486,7 +496,7 @@ func TestRecover(t *testing.T) {
 	if want := []string{running.ID, q1.ID, q2.ID}; strings.Join(order, ",") != strings.Join(want, ",") {
 		t.Errorf("order after restart = %v; want %v (original order)", order, want)
 	}
-	if got, _ := r.jobs.Get("ep1", running.ID, 0); got.Retries != 1 {
+	if got, _ := r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: running.ID}, 0); got.Retries != 1 {
 		t.Errorf("requeued job retries = %d; want 1", got.Retries)
 	}
 	if fresh := r.submit(`{}`); fresh.Seq <= q2.Seq {
@@ -528,7 +538,7 @@ func TestHotQueue(t *testing.T) {
 
 	// A status ttl on a hot queued job changes the stored record; the take sees the change.
 	j := r.submit(`{"k":1}`)
-	if _, err := r.jobs.Get("ep1", j.ID, 20*time.Second); err != nil {
+	if _, err := r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: j.ID}, 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	tk := r.take("w")
@@ -577,7 +587,7 @@ func TestConcurrentSubmitTakeDone(t *testing.T) {
 			for i := range perSubmitter {
 				j := r.submit(fmt.Sprintf(`{"s":%d,"i":%d}`, s, i))
 				ids.Store(j.ID, true)
-				if _, err := r.jobs.Get("ep1", j.ID, 0); err != nil { // status reads race with takes
+				if _, err := r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: j.ID}, 0); err != nil { // status reads race with takes
 					t.Errorf("Get: %v", err)
 				}
 			}
@@ -618,7 +628,7 @@ func TestJobKey(t *testing.T) {
 		if _, ok := core.ParseJobKey(bad); ok {
 			t.Errorf("ParseJobKey(%q) accepted a malformed id", bad)
 		}
-		if _, err := r.jobs.Get("ep1", bad, 0); core.KindOf(err) != core.KindNotFound {
+		if _, err := r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: bad}, 0); core.KindOf(err) != core.KindNotFound {
 			t.Errorf("Get(%q) = %v; want not found", bad, err)
 		}
 	}

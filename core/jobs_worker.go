@@ -219,7 +219,21 @@ type Result struct {
 
 // Done applies a worker's job-done post. The worker hears success only once the result is on
 // disk.
+//
+// A result that completes a job of a metered endpoint (a ready-made model's) is measured first
+// (reading the files it names happens before the job is locked); then, under the job's lock and
+// only if the job is still the worker's to complete, the charge is recorded in the usage ledger,
+// durably, before the job turns COMPLETED with its cost. A job completes once, and the ledger
+// keeps one record per job, so a job is charged exactly once whatever posts race or repeat.
+// An output that cannot be measured fails the job, and a failed job is charged nothing.
 func (js *Jobs) Done(endpoint, worker, id string, r Result) error {
+	var charge Charge
+	var unmeasured error
+	metered := js.meter != nil && !r.Progress && r.Error == "" && r.TooLarge == 0 && len(r.Output) <= MaxResult &&
+		js.meter.Metered(endpoint)
+	if metered {
+		charge, unmeasured = js.measure(endpoint, id, r.Output)
+	}
 	e, rec, err := js.held(endpoint, worker, id)
 	if err != nil {
 		return err
@@ -247,12 +261,42 @@ func (js *Jobs) Done(endpoint, worker, id string, r Result) error {
 			rec.Output = r.Output
 		}
 		needSync = js.end(e, rec, EvFail, Failed)
+	case unmeasured != nil:
+		rec.Output = r.Output
+		rec.Error = "the model's output could not be measured for billing, so the job failed and nothing is charged: " + unmeasured.Error()
+		needSync = js.end(e, rec, EvFail, Failed)
+	case metered:
+		u, _, err := js.usage.AddUsage(Usage{Charge: charge, JobID: rec.ID, Owner: rec.Owner, At: js.clock.Now()})
+		if err != nil {
+			js.log.Error("recording a charge", "job", rec.ID, "err", err)
+			rec.Error = "recording the job's charge failed, so the job failed and nothing is charged; retry it"
+			needSync = js.end(e, rec, EvFail, Failed)
+			break
+		}
+		rec.Output, rec.Cost = r.Output, &u.Charge // the ledger's record: an earlier one if there was
+		needSync = js.end(e, rec, EvDone, Completed)
 	default:
 		rec.Output = r.Output
 		needSync = js.end(e, rec, EvDone, Completed)
 	}
 	e.unlock()
 	return js.sync(needSync)
+}
+
+// measure prices a completing job's output with the meter.
+func (js *Jobs) measure(endpoint, id string, output json.RawMessage) (Charge, error) {
+	input, err := js.store.Input(id)
+	if err != nil {
+		return Charge{}, fmt.Errorf("reading the job's input: %w", err)
+	}
+	c, err := js.meter.Measure(MeterJob{ID: id, Endpoint: endpoint, Input: input, Output: output})
+	if err != nil {
+		return Charge{}, err
+	}
+	if c.CostMicros < 0 || c.UnitsMicros < 0 || c.Quantity < 0 {
+		return Charge{}, fmt.Errorf("the meter returned a negative charge %+v", c)
+	}
+	return c, nil
 }
 
 // JobsToStop waits up to wait for jobs the worker must stop (cancelled or timed out).
@@ -362,4 +406,15 @@ func (js *Jobs) lostJob(e *entry, rec *Job) {
 		return
 	}
 	js.requeue(e, rec)
+}
+
+// Holds returns nil when the worker holds the job (IN_PROGRESS, taken by it), else the error a
+// post for the job would get: a worker may store files only for a job it runs.
+func (js *Jobs) Holds(endpoint, worker, id string) error {
+	e, _, err := js.held(endpoint, worker, id)
+	if err != nil {
+		return err
+	}
+	e.unlock()
+	return nil
 }

@@ -398,3 +398,77 @@ func orEmpty(s []string) []string {
 	}
 	return s
 }
+
+// PlatformOwner owns the endpoints of ready-made models. It is not a valid user name ('@' is
+// refused in user names), so no API key can belong to it and no user can manage its endpoints.
+const PlatformOwner = "@gantry"
+
+// JobEndpoint resolves the endpoint of a job operation for user: their own endpoint, or a
+// platform endpoint (a ready-made model's), which every user may run jobs on. shared reports the
+// latter: its jobs belong to whoever submitted them. Anything else is not found.
+func (m *Management) JobEndpoint(ctx context.Context, user, id string) (e Endpoint, shared bool, err error) {
+	e, err = m.GetEndpoint(ctx, user, id)
+	if KindOf(err) != KindNotFound {
+		return e, false, err
+	}
+	if p, perr := m.GetEndpoint(ctx, PlatformOwner, id); perr == nil {
+		return p, true, nil
+	}
+	return Endpoint{}, false, err
+}
+
+// PutPlatformEndpoint creates or replaces the platform endpoint e (e.Owner must be
+// PlatformOwner; e.ID is chosen by the caller, a model slug). It must pass every create rule;
+// CreatedAt is kept from the stored endpoint when there is one.
+func (m *Management) PutPlatformEndpoint(ctx context.Context, e Endpoint) (Endpoint, error) {
+	if e.Owner != PlatformOwner {
+		return Endpoint{}, Errorf(KindInvalid, "endpoint %q is not owned by %s", e.ID, PlatformOwner)
+	}
+	now := m.Clock.Now().UTC()
+	old, err := m.Endpoints.GetEndpoint(ctx, e.ID)
+	switch {
+	case err == nil && old.Owner != PlatformOwner:
+		return Endpoint{}, Errorf(KindConflict, "endpoint id %q already belongs to user %q", e.ID, old.Owner)
+	case err == nil:
+		e.CreatedAt = old.CreatedAt
+	case errors.Is(err, ErrNotFound):
+		e.CreatedAt = now
+	default:
+		return Endpoint{}, Internal("reading the endpoint", err)
+	}
+	e.UpdatedAt = now
+	e.DataCenterIDs, e.NetworkVolumes, e.AllowedCudaVersions = orEmpty(e.DataCenterIDs), orEmpty(e.NetworkVolumes), orEmpty(e.AllowedCudaVersions)
+	if errs := checkRules(&e, e.Workers.IdleTimeout != 0 && !e.IdleTimeoutApplies(), m.Catalog); len(errs) > 0 {
+		return Endpoint{}, Invalid(errs...)
+	}
+	if !e.IdleTimeoutApplies() {
+		e.Workers.IdleTimeout = 0
+	}
+	if err := m.putEndpoint(ctx, e); err != nil {
+		return Endpoint{}, Internal("storing the endpoint", err)
+	}
+	return e, nil
+}
+
+// PlatformEndpoints returns every platform endpoint.
+func (m *Management) PlatformEndpoints(ctx context.Context) ([]Endpoint, error) {
+	var all []Endpoint
+	cursor := ""
+	for {
+		es, next, err := m.Endpoints.ListEndpoints(ctx, PlatformOwner, cursor, MaxEndpointsPerPage)
+		if err != nil {
+			return nil, listError(err)
+		}
+		all = append(all, es...)
+		if next == "" {
+			return all, nil
+		}
+		cursor = next
+	}
+}
+
+// DeletePlatformEndpoint removes a platform endpoint (a model dropped from the catalog): its
+// workers stop and its queued jobs are cancelled.
+func (m *Management) DeletePlatformEndpoint(ctx context.Context, id string) error {
+	return m.DeleteEndpoint(ctx, PlatformOwner, id)
+}

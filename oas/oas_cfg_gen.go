@@ -18,8 +18,9 @@ import (
 )
 
 var regexMap = map[string]ogenregex.Regexp{
-	"^[0-9]{1,5}/(http|tcp|udp)$": ogenregex.MustCompile("^[0-9]{1,5}/(http|tcp|udp)$"),
-	"^\\d+\\.\\d+$":               ogenregex.MustCompile("^\\d+\\.\\d+$"),
+	"^[0-9]{1,5}/(http|tcp|udp)$":  ogenregex.MustCompile("^[0-9]{1,5}/(http|tcp|udp)$"),
+	"^[a-z0-9-]+\\.(png|gif|wav)$": ogenregex.MustCompile("^[a-z0-9-]+\\.(png|gif|wav)$"),
+	"^\\d+\\.\\d+$":                ogenregex.MustCompile("^\\d+\\.\\d+$"),
 }
 var (
 	// Allocate option closure once.

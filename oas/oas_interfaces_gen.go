@@ -29,6 +29,10 @@ type GetEndpointRes interface {
 	getEndpointRes()
 }
 
+type GetFileRes interface {
+	getFileRes()
+}
+
 type GetHealthRes interface {
 	getHealthRes()
 }
@@ -49,6 +53,10 @@ type GetTemplateRes interface {
 	getTemplateRes()
 }
 
+type GetUsageRes interface {
+	getUsageRes()
+}
+
 type ListCatalogCpusRes interface {
 	listCatalogCpusRes()
 }
@@ -63,6 +71,10 @@ type ListCatalogTemplatesRes interface {
 
 type ListEndpointsRes interface {
 	listEndpointsRes()
+}
+
+type ListModelsRes interface {
+	listModelsRes()
 }
 
 type ListTemplatesRes interface {
@@ -107,6 +119,10 @@ type UpdateTemplateRes interface {
 
 type WorkerJobDoneRes interface {
 	workerJobDoneRes()
+}
+
+type WorkerJobFileRes interface {
+	workerJobFileRes()
 }
 
 type WorkerJobStopRes interface {

@@ -122,6 +122,16 @@ func encodeWorkerJobDoneRequest(
 	return nil
 }
 
+func encodeWorkerJobFileRequest(
+	req WorkerJobFileReq,
+	r *http.Request,
+) error {
+	const contentType = "application/octet-stream"
+	body := req
+	ht.SetBody(r, body, contentType)
+	return nil
+}
+
 func encodeWorkerJobStreamRequest(
 	req *JobStreamRequest,
 	r *http.Request,

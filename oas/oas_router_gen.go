@@ -14,13 +14,19 @@ var (
 	rn7AllowedHeaders = map[string]string{
 		"POST": "Authorization,Content-Type",
 	}
-	rn23AllowedHeaders = map[string]string{
-		"GET": "Authorization",
-	}
-	rn25AllowedHeaders = map[string]string{
-		"GET": "Authorization",
-	}
 	rn26AllowedHeaders = map[string]string{
+		"GET": "Authorization",
+	}
+	rn27AllowedHeaders = map[string]string{
+		"GET": "Authorization",
+	}
+	rn29AllowedHeaders = map[string]string{
+		"GET": "Authorization",
+	}
+	rn30AllowedHeaders = map[string]string{
+		"GET": "Authorization",
+	}
+	rn31AllowedHeaders = map[string]string{
 		"GET": "Authorization",
 	}
 	rn5AllowedHeaders = map[string]string{
@@ -44,48 +50,51 @@ var (
 	rn4AllowedHeaders = map[string]string{
 		"POST": "Authorization",
 	}
-	rn14AllowedHeaders = map[string]string{
+	rn17AllowedHeaders = map[string]string{
 		"GET": "Authorization",
+	}
+	rn41AllowedHeaders = map[string]string{
+		"POST": "Authorization,Content-Type",
+	}
+	rn46AllowedHeaders = map[string]string{
+		"POST": "Authorization,Content-Type",
+	}
+	rn48AllowedHeaders = map[string]string{
+		"GET": "Authorization",
+	}
+	rn53AllowedHeaders = map[string]string{
+		"POST": "Authorization,Content-Type",
+	}
+	rn58AllowedHeaders = map[string]string{
+		"GET": "Authorization",
+	}
+	rn55AllowedHeaders = map[string]string{
+		"GET": "Authorization",
+	}
+	rn61AllowedHeaders = map[string]string{
+		"GET": "Authorization",
+	}
+	rn32AllowedHeaders = map[string]string{
+		"POST": "Authorization",
+	}
+	rn34AllowedHeaders = map[string]string{
+		"POST": "Authorization",
 	}
 	rn36AllowedHeaders = map[string]string{
 		"POST": "Authorization,Content-Type",
 	}
-	rn39AllowedHeaders = map[string]string{
-		"GET": "Authorization",
-	}
-	rn44AllowedHeaders = map[string]string{
+	rn37AllowedHeaders = map[string]string{
 		"POST": "Authorization,Content-Type",
 	}
-	rn49AllowedHeaders = map[string]string{
-		"GET": "Authorization",
-	}
-	rn46AllowedHeaders = map[string]string{
-		"GET": "Authorization",
-	}
-	rn52AllowedHeaders = map[string]string{
-		"GET": "Authorization",
-	}
-	rn27AllowedHeaders = map[string]string{
+	rn22AllowedHeaders = map[string]string{
+		"GET":  "Authorization",
 		"POST": "Authorization",
-	}
-	rn29AllowedHeaders = map[string]string{
-		"POST": "Authorization",
-	}
-	rn31AllowedHeaders = map[string]string{
-		"POST": "Authorization,Content-Type",
-	}
-	rn32AllowedHeaders = map[string]string{
-		"POST": "Authorization,Content-Type",
 	}
 	rn19AllowedHeaders = map[string]string{
 		"GET":  "Authorization",
 		"POST": "Authorization",
 	}
-	rn16AllowedHeaders = map[string]string{
-		"GET":  "Authorization",
-		"POST": "Authorization",
-	}
-	rn22AllowedHeaders = map[string]string{
+	rn25AllowedHeaders = map[string]string{
 		"GET":  "Authorization",
 		"POST": "Authorization",
 	}
@@ -130,9 +139,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		switch elem[0] {
-		case '/': // Prefix: "/v"
+		case '/': // Prefix: "/"
 
-			if l := len("/v"); len(elem) >= l && elem[0:l] == "/v" {
+			if l := len("/"); len(elem) >= l && elem[0:l] == "/" {
 				elem = elem[l:]
 			} else {
 				break
@@ -142,24 +151,35 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				break
 			}
 			switch elem[0] {
-			case '1': // Prefix: "1/endpoints"
+			case 'f': // Prefix: "files/"
 
-				if l := len("1/endpoints"); len(elem) >= l && elem[0:l] == "1/endpoints" {
+				if l := len("files/"); len(elem) >= l && elem[0:l] == "files/" {
 					elem = elem[l:]
 				} else {
 					break
 				}
 
+				// Param: "name"
+				// Leaf parameter, slashes are prohibited
+				idx := strings.IndexByte(elem, '/')
+				if idx >= 0 {
+					break
+				}
+				args[0] = elem
+				elem = ""
+
 				if len(elem) == 0 {
 					// Leaf node.
 					switch r.Method {
-					case "POST":
-						s.handleCreateEndpointV1Request([0]string{}, elemIsEscaped, w, r)
+					case "GET":
+						s.handleGetFileRequest([1]string{
+							args[0],
+						}, elemIsEscaped, w, r)
 					default:
 						s.notAllowed(w, r, notAllowedParams{
-							allowedMethods: "POST",
-							allowedHeaders: rn7AllowedHeaders,
-							acceptPost:     "application/json",
+							allowedMethods: "GET",
+							allowedHeaders: nil,
+							acceptPost:     "",
 							acceptPatch:    "",
 						})
 					}
@@ -167,9 +187,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 					return
 				}
 
-			case '2': // Prefix: "2/"
+			case 'v': // Prefix: "v"
 
-				if l := len("2/"); len(elem) >= l && elem[0:l] == "2/" {
+				if l := len("v"); len(elem) >= l && elem[0:l] == "v" {
 					elem = elem[l:]
 				} else {
 					break
@@ -179,9 +199,34 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 					break
 				}
 				switch elem[0] {
-				case 'c': // Prefix: "catalog/"
-					origElem := elem
-					if l := len("catalog/"); len(elem) >= l && elem[0:l] == "catalog/" {
+				case '1': // Prefix: "1/endpoints"
+
+					if l := len("1/endpoints"); len(elem) >= l && elem[0:l] == "1/endpoints" {
+						elem = elem[l:]
+					} else {
+						break
+					}
+
+					if len(elem) == 0 {
+						// Leaf node.
+						switch r.Method {
+						case "POST":
+							s.handleCreateEndpointV1Request([0]string{}, elemIsEscaped, w, r)
+						default:
+							s.notAllowed(w, r, notAllowedParams{
+								allowedMethods: "POST",
+								allowedHeaders: rn7AllowedHeaders,
+								acceptPost:     "application/json",
+								acceptPatch:    "",
+							})
+						}
+
+						return
+					}
+
+				case '2': // Prefix: "2/"
+
+					if l := len("2/"); len(elem) >= l && elem[0:l] == "2/" {
 						elem = elem[l:]
 					} else {
 						break
@@ -191,9 +236,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 						break
 					}
 					switch elem[0] {
-					case 'c': // Prefix: "cpus"
-
-						if l := len("cpus"); len(elem) >= l && elem[0:l] == "cpus" {
+					case 'b': // Prefix: "billing/usage"
+						origElem := elem
+						if l := len("billing/usage"); len(elem) >= l && elem[0:l] == "billing/usage" {
 							elem = elem[l:]
 						} else {
 							break
@@ -203,57 +248,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 							// Leaf node.
 							switch r.Method {
 							case "GET":
-								s.handleListCatalogCpusRequest([0]string{}, elemIsEscaped, w, r)
-							default:
-								s.notAllowed(w, r, notAllowedParams{
-									allowedMethods: "GET",
-									allowedHeaders: rn23AllowedHeaders,
-									acceptPost:     "",
-									acceptPatch:    "",
-								})
-							}
-
-							return
-						}
-
-					case 'g': // Prefix: "gpus"
-
-						if l := len("gpus"); len(elem) >= l && elem[0:l] == "gpus" {
-							elem = elem[l:]
-						} else {
-							break
-						}
-
-						if len(elem) == 0 {
-							// Leaf node.
-							switch r.Method {
-							case "GET":
-								s.handleListCatalogGpusRequest([0]string{}, elemIsEscaped, w, r)
-							default:
-								s.notAllowed(w, r, notAllowedParams{
-									allowedMethods: "GET",
-									allowedHeaders: rn25AllowedHeaders,
-									acceptPost:     "",
-									acceptPatch:    "",
-								})
-							}
-
-							return
-						}
-
-					case 't': // Prefix: "templates"
-
-						if l := len("templates"); len(elem) >= l && elem[0:l] == "templates" {
-							elem = elem[l:]
-						} else {
-							break
-						}
-
-						if len(elem) == 0 {
-							// Leaf node.
-							switch r.Method {
-							case "GET":
-								s.handleListCatalogTemplatesRequest([0]string{}, elemIsEscaped, w, r)
+								s.handleGetUsageRequest([0]string{}, elemIsEscaped, w, r)
 							default:
 								s.notAllowed(w, r, notAllowedParams{
 									allowedMethods: "GET",
@@ -266,248 +261,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 							return
 						}
 
-					}
-
-					elem = origElem
-				case 's': // Prefix: "serverless"
-					origElem := elem
-					if l := len("serverless"); len(elem) >= l && elem[0:l] == "serverless" {
-						elem = elem[l:]
-					} else {
-						break
-					}
-
-					if len(elem) == 0 {
-						switch r.Method {
-						case "GET":
-							s.handleListEndpointsRequest([0]string{}, elemIsEscaped, w, r)
-						case "POST":
-							s.handleCreateEndpointRequest([0]string{}, elemIsEscaped, w, r)
-						default:
-							s.notAllowed(w, r, notAllowedParams{
-								allowedMethods: "GET,POST",
-								allowedHeaders: rn5AllowedHeaders,
-								acceptPost:     "application/json",
-								acceptPatch:    "",
-							})
-						}
-
-						return
-					}
-					switch elem[0] {
-					case '/': // Prefix: "/"
-
-						if l := len("/"); len(elem) >= l && elem[0:l] == "/" {
-							elem = elem[l:]
-						} else {
-							break
-						}
-
-						// Param: "endpointId"
-						// Leaf parameter, slashes are prohibited
-						idx := strings.IndexByte(elem, '/')
-						if idx >= 0 {
-							break
-						}
-						args[0] = elem
-						elem = ""
-
-						if len(elem) == 0 {
-							// Leaf node.
-							switch r.Method {
-							case "DELETE":
-								s.handleDeleteEndpointRequest([1]string{
-									args[0],
-								}, elemIsEscaped, w, r)
-							case "GET":
-								s.handleGetEndpointRequest([1]string{
-									args[0],
-								}, elemIsEscaped, w, r)
-							case "PATCH":
-								s.handleUpdateEndpointRequest([1]string{
-									args[0],
-								}, elemIsEscaped, w, r)
-							default:
-								s.notAllowed(w, r, notAllowedParams{
-									allowedMethods: "DELETE,GET,PATCH",
-									allowedHeaders: rn10AllowedHeaders,
-									acceptPost:     "",
-									acceptPatch:    "application/json",
-								})
-							}
-
-							return
-						}
-
-					}
-
-					elem = origElem
-				case 't': // Prefix: "templates"
-					origElem := elem
-					if l := len("templates"); len(elem) >= l && elem[0:l] == "templates" {
-						elem = elem[l:]
-					} else {
-						break
-					}
-
-					if len(elem) == 0 {
-						switch r.Method {
-						case "GET":
-							s.handleListTemplatesRequest([0]string{}, elemIsEscaped, w, r)
-						case "POST":
-							s.handleCreateTemplateRequest([0]string{}, elemIsEscaped, w, r)
-						default:
-							s.notAllowed(w, r, notAllowedParams{
-								allowedMethods: "GET,POST",
-								allowedHeaders: rn8AllowedHeaders,
-								acceptPost:     "application/json",
-								acceptPatch:    "",
-							})
-						}
-
-						return
-					}
-					switch elem[0] {
-					case '/': // Prefix: "/"
-
-						if l := len("/"); len(elem) >= l && elem[0:l] == "/" {
-							elem = elem[l:]
-						} else {
-							break
-						}
-
-						// Param: "templateId"
-						// Leaf parameter, slashes are prohibited
-						idx := strings.IndexByte(elem, '/')
-						if idx >= 0 {
-							break
-						}
-						args[0] = elem
-						elem = ""
-
-						if len(elem) == 0 {
-							// Leaf node.
-							switch r.Method {
-							case "DELETE":
-								s.handleDeleteTemplateRequest([1]string{
-									args[0],
-								}, elemIsEscaped, w, r)
-							case "GET":
-								s.handleGetTemplateRequest([1]string{
-									args[0],
-								}, elemIsEscaped, w, r)
-							case "PATCH":
-								s.handleUpdateTemplateRequest([1]string{
-									args[0],
-								}, elemIsEscaped, w, r)
-							default:
-								s.notAllowed(w, r, notAllowedParams{
-									allowedMethods: "DELETE,GET,PATCH",
-									allowedHeaders: rn12AllowedHeaders,
-									acceptPost:     "",
-									acceptPatch:    "application/json",
-								})
-							}
-
-							return
-						}
-
-					}
-
-					elem = origElem
-				}
-				// Param: "endpointId"
-				// Match until "/"
-				idx := strings.IndexByte(elem, '/')
-				if idx < 0 {
-					idx = len(elem)
-				}
-				args[0] = elem[:idx]
-				elem = elem[idx:]
-
-				if len(elem) == 0 {
-					break
-				}
-				switch elem[0] {
-				case '/': // Prefix: "/"
-
-					if l := len("/"); len(elem) >= l && elem[0:l] == "/" {
-						elem = elem[l:]
-					} else {
-						break
-					}
-
-					if len(elem) == 0 {
-						break
-					}
-					switch elem[0] {
-					case 'c': // Prefix: "cancel/"
-
-						if l := len("cancel/"); len(elem) >= l && elem[0:l] == "cancel/" {
-							elem = elem[l:]
-						} else {
-							break
-						}
-
-						// Param: "jobId"
-						// Leaf parameter, slashes are prohibited
-						idx := strings.IndexByte(elem, '/')
-						if idx >= 0 {
-							break
-						}
-						args[1] = elem
-						elem = ""
-
-						if len(elem) == 0 {
-							// Leaf node.
-							switch r.Method {
-							case "POST":
-								s.handleCancelJobRequest([2]string{
-									args[0],
-									args[1],
-								}, elemIsEscaped, w, r)
-							default:
-								s.notAllowed(w, r, notAllowedParams{
-									allowedMethods: "POST",
-									allowedHeaders: rn4AllowedHeaders,
-									acceptPost:     "",
-									acceptPatch:    "",
-								})
-							}
-
-							return
-						}
-
-					case 'h': // Prefix: "health"
-
-						if l := len("health"); len(elem) >= l && elem[0:l] == "health" {
-							elem = elem[l:]
-						} else {
-							break
-						}
-
-						if len(elem) == 0 {
-							// Leaf node.
-							switch r.Method {
-							case "GET":
-								s.handleGetHealthRequest([1]string{
-									args[0],
-								}, elemIsEscaped, w, r)
-							default:
-								s.notAllowed(w, r, notAllowedParams{
-									allowedMethods: "GET",
-									allowedHeaders: rn14AllowedHeaders,
-									acceptPost:     "",
-									acceptPatch:    "",
-								})
-							}
-
-							return
-						}
-
-					case 'j': // Prefix: "job-"
-
-						if l := len("job-"); len(elem) >= l && elem[0:l] == "job-" {
+						elem = origElem
+					case 'c': // Prefix: "catalog/"
+						origElem := elem
+						if l := len("catalog/"); len(elem) >= l && elem[0:l] == "catalog/" {
 							elem = elem[l:]
 						} else {
 							break
@@ -517,70 +274,349 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 							break
 						}
 						switch elem[0] {
-						case 'd': // Prefix: "done/"
+						case 'c': // Prefix: "cpus"
 
-							if l := len("done/"); len(elem) >= l && elem[0:l] == "done/" {
+							if l := len("cpus"); len(elem) >= l && elem[0:l] == "cpus" {
 								elem = elem[l:]
 							} else {
 								break
 							}
 
-							// Param: "workerId"
-							// Match until "/"
+							if len(elem) == 0 {
+								// Leaf node.
+								switch r.Method {
+								case "GET":
+									s.handleListCatalogCpusRequest([0]string{}, elemIsEscaped, w, r)
+								default:
+									s.notAllowed(w, r, notAllowedParams{
+										allowedMethods: "GET",
+										allowedHeaders: rn27AllowedHeaders,
+										acceptPost:     "",
+										acceptPatch:    "",
+									})
+								}
+
+								return
+							}
+
+						case 'g': // Prefix: "gpus"
+
+							if l := len("gpus"); len(elem) >= l && elem[0:l] == "gpus" {
+								elem = elem[l:]
+							} else {
+								break
+							}
+
+							if len(elem) == 0 {
+								// Leaf node.
+								switch r.Method {
+								case "GET":
+									s.handleListCatalogGpusRequest([0]string{}, elemIsEscaped, w, r)
+								default:
+									s.notAllowed(w, r, notAllowedParams{
+										allowedMethods: "GET",
+										allowedHeaders: rn29AllowedHeaders,
+										acceptPost:     "",
+										acceptPatch:    "",
+									})
+								}
+
+								return
+							}
+
+						case 't': // Prefix: "templates"
+
+							if l := len("templates"); len(elem) >= l && elem[0:l] == "templates" {
+								elem = elem[l:]
+							} else {
+								break
+							}
+
+							if len(elem) == 0 {
+								// Leaf node.
+								switch r.Method {
+								case "GET":
+									s.handleListCatalogTemplatesRequest([0]string{}, elemIsEscaped, w, r)
+								default:
+									s.notAllowed(w, r, notAllowedParams{
+										allowedMethods: "GET",
+										allowedHeaders: rn30AllowedHeaders,
+										acceptPost:     "",
+										acceptPatch:    "",
+									})
+								}
+
+								return
+							}
+
+						}
+
+						elem = origElem
+					case 'm': // Prefix: "models"
+						origElem := elem
+						if l := len("models"); len(elem) >= l && elem[0:l] == "models" {
+							elem = elem[l:]
+						} else {
+							break
+						}
+
+						if len(elem) == 0 {
+							// Leaf node.
+							switch r.Method {
+							case "GET":
+								s.handleListModelsRequest([0]string{}, elemIsEscaped, w, r)
+							default:
+								s.notAllowed(w, r, notAllowedParams{
+									allowedMethods: "GET",
+									allowedHeaders: rn31AllowedHeaders,
+									acceptPost:     "",
+									acceptPatch:    "",
+								})
+							}
+
+							return
+						}
+
+						elem = origElem
+					case 's': // Prefix: "serverless"
+						origElem := elem
+						if l := len("serverless"); len(elem) >= l && elem[0:l] == "serverless" {
+							elem = elem[l:]
+						} else {
+							break
+						}
+
+						if len(elem) == 0 {
+							switch r.Method {
+							case "GET":
+								s.handleListEndpointsRequest([0]string{}, elemIsEscaped, w, r)
+							case "POST":
+								s.handleCreateEndpointRequest([0]string{}, elemIsEscaped, w, r)
+							default:
+								s.notAllowed(w, r, notAllowedParams{
+									allowedMethods: "GET,POST",
+									allowedHeaders: rn5AllowedHeaders,
+									acceptPost:     "application/json",
+									acceptPatch:    "",
+								})
+							}
+
+							return
+						}
+						switch elem[0] {
+						case '/': // Prefix: "/"
+
+							if l := len("/"); len(elem) >= l && elem[0:l] == "/" {
+								elem = elem[l:]
+							} else {
+								break
+							}
+
+							// Param: "endpointId"
+							// Leaf parameter, slashes are prohibited
 							idx := strings.IndexByte(elem, '/')
-							if idx < 0 {
-								idx = len(elem)
-							}
-							args[1] = elem[:idx]
-							elem = elem[idx:]
-
-							if len(elem) == 0 {
+							if idx >= 0 {
 								break
 							}
-							switch elem[0] {
-							case '/': // Prefix: "/"
+							args[0] = elem
+							elem = ""
 
-								if l := len("/"); len(elem) >= l && elem[0:l] == "/" {
-									elem = elem[l:]
-								} else {
-									break
+							if len(elem) == 0 {
+								// Leaf node.
+								switch r.Method {
+								case "DELETE":
+									s.handleDeleteEndpointRequest([1]string{
+										args[0],
+									}, elemIsEscaped, w, r)
+								case "GET":
+									s.handleGetEndpointRequest([1]string{
+										args[0],
+									}, elemIsEscaped, w, r)
+								case "PATCH":
+									s.handleUpdateEndpointRequest([1]string{
+										args[0],
+									}, elemIsEscaped, w, r)
+								default:
+									s.notAllowed(w, r, notAllowedParams{
+										allowedMethods: "DELETE,GET,PATCH",
+										allowedHeaders: rn10AllowedHeaders,
+										acceptPost:     "",
+										acceptPatch:    "application/json",
+									})
 								}
 
-								// Param: "jobId"
-								// Leaf parameter, slashes are prohibited
-								idx := strings.IndexByte(elem, '/')
-								if idx >= 0 {
-									break
-								}
-								args[2] = elem
-								elem = ""
-
-								if len(elem) == 0 {
-									// Leaf node.
-									switch r.Method {
-									case "POST":
-										s.handleWorkerJobDoneRequest([3]string{
-											args[0],
-											args[1],
-											args[2],
-										}, elemIsEscaped, w, r)
-									default:
-										s.notAllowed(w, r, notAllowedParams{
-											allowedMethods: "POST",
-											allowedHeaders: rn36AllowedHeaders,
-											acceptPost:     "application/json",
-											acceptPatch:    "",
-										})
-									}
-
-									return
-								}
-
+								return
 							}
 
-						case 's': // Prefix: "st"
+						}
 
-							if l := len("st"); len(elem) >= l && elem[0:l] == "st" {
+						elem = origElem
+					case 't': // Prefix: "templates"
+						origElem := elem
+						if l := len("templates"); len(elem) >= l && elem[0:l] == "templates" {
+							elem = elem[l:]
+						} else {
+							break
+						}
+
+						if len(elem) == 0 {
+							switch r.Method {
+							case "GET":
+								s.handleListTemplatesRequest([0]string{}, elemIsEscaped, w, r)
+							case "POST":
+								s.handleCreateTemplateRequest([0]string{}, elemIsEscaped, w, r)
+							default:
+								s.notAllowed(w, r, notAllowedParams{
+									allowedMethods: "GET,POST",
+									allowedHeaders: rn8AllowedHeaders,
+									acceptPost:     "application/json",
+									acceptPatch:    "",
+								})
+							}
+
+							return
+						}
+						switch elem[0] {
+						case '/': // Prefix: "/"
+
+							if l := len("/"); len(elem) >= l && elem[0:l] == "/" {
+								elem = elem[l:]
+							} else {
+								break
+							}
+
+							// Param: "templateId"
+							// Leaf parameter, slashes are prohibited
+							idx := strings.IndexByte(elem, '/')
+							if idx >= 0 {
+								break
+							}
+							args[0] = elem
+							elem = ""
+
+							if len(elem) == 0 {
+								// Leaf node.
+								switch r.Method {
+								case "DELETE":
+									s.handleDeleteTemplateRequest([1]string{
+										args[0],
+									}, elemIsEscaped, w, r)
+								case "GET":
+									s.handleGetTemplateRequest([1]string{
+										args[0],
+									}, elemIsEscaped, w, r)
+								case "PATCH":
+									s.handleUpdateTemplateRequest([1]string{
+										args[0],
+									}, elemIsEscaped, w, r)
+								default:
+									s.notAllowed(w, r, notAllowedParams{
+										allowedMethods: "DELETE,GET,PATCH",
+										allowedHeaders: rn12AllowedHeaders,
+										acceptPost:     "",
+										acceptPatch:    "application/json",
+									})
+								}
+
+								return
+							}
+
+						}
+
+						elem = origElem
+					}
+					// Param: "endpointId"
+					// Match until "/"
+					idx := strings.IndexByte(elem, '/')
+					if idx < 0 {
+						idx = len(elem)
+					}
+					args[0] = elem[:idx]
+					elem = elem[idx:]
+
+					if len(elem) == 0 {
+						break
+					}
+					switch elem[0] {
+					case '/': // Prefix: "/"
+
+						if l := len("/"); len(elem) >= l && elem[0:l] == "/" {
+							elem = elem[l:]
+						} else {
+							break
+						}
+
+						if len(elem) == 0 {
+							break
+						}
+						switch elem[0] {
+						case 'c': // Prefix: "cancel/"
+
+							if l := len("cancel/"); len(elem) >= l && elem[0:l] == "cancel/" {
+								elem = elem[l:]
+							} else {
+								break
+							}
+
+							// Param: "jobId"
+							// Leaf parameter, slashes are prohibited
+							idx := strings.IndexByte(elem, '/')
+							if idx >= 0 {
+								break
+							}
+							args[1] = elem
+							elem = ""
+
+							if len(elem) == 0 {
+								// Leaf node.
+								switch r.Method {
+								case "POST":
+									s.handleCancelJobRequest([2]string{
+										args[0],
+										args[1],
+									}, elemIsEscaped, w, r)
+								default:
+									s.notAllowed(w, r, notAllowedParams{
+										allowedMethods: "POST",
+										allowedHeaders: rn4AllowedHeaders,
+										acceptPost:     "",
+										acceptPatch:    "",
+									})
+								}
+
+								return
+							}
+
+						case 'h': // Prefix: "health"
+
+							if l := len("health"); len(elem) >= l && elem[0:l] == "health" {
+								elem = elem[l:]
+							} else {
+								break
+							}
+
+							if len(elem) == 0 {
+								// Leaf node.
+								switch r.Method {
+								case "GET":
+									s.handleGetHealthRequest([1]string{
+										args[0],
+									}, elemIsEscaped, w, r)
+								default:
+									s.notAllowed(w, r, notAllowedParams{
+										allowedMethods: "GET",
+										allowedHeaders: rn17AllowedHeaders,
+										acceptPost:     "",
+										acceptPatch:    "",
+									})
+								}
+
+								return
+							}
+
+						case 'j': // Prefix: "job-"
+
+							if l := len("job-"); len(elem) >= l && elem[0:l] == "job-" {
 								elem = elem[l:]
 							} else {
 								break
@@ -590,46 +626,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 								break
 							}
 							switch elem[0] {
-							case 'o': // Prefix: "op/"
+							case 'd': // Prefix: "done/"
 
-								if l := len("op/"); len(elem) >= l && elem[0:l] == "op/" {
-									elem = elem[l:]
-								} else {
-									break
-								}
-
-								// Param: "workerId"
-								// Leaf parameter, slashes are prohibited
-								idx := strings.IndexByte(elem, '/')
-								if idx >= 0 {
-									break
-								}
-								args[1] = elem
-								elem = ""
-
-								if len(elem) == 0 {
-									// Leaf node.
-									switch r.Method {
-									case "GET":
-										s.handleWorkerJobStopRequest([2]string{
-											args[0],
-											args[1],
-										}, elemIsEscaped, w, r)
-									default:
-										s.notAllowed(w, r, notAllowedParams{
-											allowedMethods: "GET",
-											allowedHeaders: rn39AllowedHeaders,
-											acceptPost:     "",
-											acceptPatch:    "",
-										})
-									}
-
-									return
-								}
-
-							case 'r': // Prefix: "ream/"
-
-								if l := len("ream/"); len(elem) >= l && elem[0:l] == "ream/" {
+								if l := len("done/"); len(elem) >= l && elem[0:l] == "done/" {
 									elem = elem[l:]
 								} else {
 									break
@@ -669,7 +668,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 										// Leaf node.
 										switch r.Method {
 										case "POST":
-											s.handleWorkerJobStreamRequest([3]string{
+											s.handleWorkerJobDoneRequest([3]string{
 												args[0],
 												args[1],
 												args[2],
@@ -677,7 +676,452 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 										default:
 											s.notAllowed(w, r, notAllowedParams{
 												allowedMethods: "POST",
-												allowedHeaders: rn44AllowedHeaders,
+												allowedHeaders: rn41AllowedHeaders,
+												acceptPost:     "application/json",
+												acceptPatch:    "",
+											})
+										}
+
+										return
+									}
+
+								}
+
+							case 'f': // Prefix: "file/"
+
+								if l := len("file/"); len(elem) >= l && elem[0:l] == "file/" {
+									elem = elem[l:]
+								} else {
+									break
+								}
+
+								// Param: "workerId"
+								// Match until "/"
+								idx := strings.IndexByte(elem, '/')
+								if idx < 0 {
+									idx = len(elem)
+								}
+								args[1] = elem[:idx]
+								elem = elem[idx:]
+
+								if len(elem) == 0 {
+									break
+								}
+								switch elem[0] {
+								case '/': // Prefix: "/"
+
+									if l := len("/"); len(elem) >= l && elem[0:l] == "/" {
+										elem = elem[l:]
+									} else {
+										break
+									}
+
+									// Param: "jobId"
+									// Leaf parameter, slashes are prohibited
+									idx := strings.IndexByte(elem, '/')
+									if idx >= 0 {
+										break
+									}
+									args[2] = elem
+									elem = ""
+
+									if len(elem) == 0 {
+										// Leaf node.
+										switch r.Method {
+										case "POST":
+											s.handleWorkerJobFileRequest([3]string{
+												args[0],
+												args[1],
+												args[2],
+											}, elemIsEscaped, w, r)
+										default:
+											s.notAllowed(w, r, notAllowedParams{
+												allowedMethods: "POST",
+												allowedHeaders: rn46AllowedHeaders,
+												acceptPost:     "application/octet-stream",
+												acceptPatch:    "",
+											})
+										}
+
+										return
+									}
+
+								}
+
+							case 's': // Prefix: "st"
+
+								if l := len("st"); len(elem) >= l && elem[0:l] == "st" {
+									elem = elem[l:]
+								} else {
+									break
+								}
+
+								if len(elem) == 0 {
+									break
+								}
+								switch elem[0] {
+								case 'o': // Prefix: "op/"
+
+									if l := len("op/"); len(elem) >= l && elem[0:l] == "op/" {
+										elem = elem[l:]
+									} else {
+										break
+									}
+
+									// Param: "workerId"
+									// Leaf parameter, slashes are prohibited
+									idx := strings.IndexByte(elem, '/')
+									if idx >= 0 {
+										break
+									}
+									args[1] = elem
+									elem = ""
+
+									if len(elem) == 0 {
+										// Leaf node.
+										switch r.Method {
+										case "GET":
+											s.handleWorkerJobStopRequest([2]string{
+												args[0],
+												args[1],
+											}, elemIsEscaped, w, r)
+										default:
+											s.notAllowed(w, r, notAllowedParams{
+												allowedMethods: "GET",
+												allowedHeaders: rn48AllowedHeaders,
+												acceptPost:     "",
+												acceptPatch:    "",
+											})
+										}
+
+										return
+									}
+
+								case 'r': // Prefix: "ream/"
+
+									if l := len("ream/"); len(elem) >= l && elem[0:l] == "ream/" {
+										elem = elem[l:]
+									} else {
+										break
+									}
+
+									// Param: "workerId"
+									// Match until "/"
+									idx := strings.IndexByte(elem, '/')
+									if idx < 0 {
+										idx = len(elem)
+									}
+									args[1] = elem[:idx]
+									elem = elem[idx:]
+
+									if len(elem) == 0 {
+										break
+									}
+									switch elem[0] {
+									case '/': // Prefix: "/"
+
+										if l := len("/"); len(elem) >= l && elem[0:l] == "/" {
+											elem = elem[l:]
+										} else {
+											break
+										}
+
+										// Param: "jobId"
+										// Leaf parameter, slashes are prohibited
+										idx := strings.IndexByte(elem, '/')
+										if idx >= 0 {
+											break
+										}
+										args[2] = elem
+										elem = ""
+
+										if len(elem) == 0 {
+											// Leaf node.
+											switch r.Method {
+											case "POST":
+												s.handleWorkerJobStreamRequest([3]string{
+													args[0],
+													args[1],
+													args[2],
+												}, elemIsEscaped, w, r)
+											default:
+												s.notAllowed(w, r, notAllowedParams{
+													allowedMethods: "POST",
+													allowedHeaders: rn53AllowedHeaders,
+													acceptPost:     "application/json",
+													acceptPatch:    "",
+												})
+											}
+
+											return
+										}
+
+									}
+
+								}
+
+							case 't': // Prefix: "take"
+
+								if l := len("take"); len(elem) >= l && elem[0:l] == "take" {
+									elem = elem[l:]
+								} else {
+									break
+								}
+
+								if len(elem) == 0 {
+									break
+								}
+								switch elem[0] {
+								case '-': // Prefix: "-batch/"
+
+									if l := len("-batch/"); len(elem) >= l && elem[0:l] == "-batch/" {
+										elem = elem[l:]
+									} else {
+										break
+									}
+
+									// Param: "workerId"
+									// Leaf parameter, slashes are prohibited
+									idx := strings.IndexByte(elem, '/')
+									if idx >= 0 {
+										break
+									}
+									args[1] = elem
+									elem = ""
+
+									if len(elem) == 0 {
+										// Leaf node.
+										switch r.Method {
+										case "GET":
+											s.handleWorkerJobTakeBatchRequest([2]string{
+												args[0],
+												args[1],
+											}, elemIsEscaped, w, r)
+										default:
+											s.notAllowed(w, r, notAllowedParams{
+												allowedMethods: "GET",
+												allowedHeaders: rn58AllowedHeaders,
+												acceptPost:     "",
+												acceptPatch:    "",
+											})
+										}
+
+										return
+									}
+
+								case '/': // Prefix: "/"
+
+									if l := len("/"); len(elem) >= l && elem[0:l] == "/" {
+										elem = elem[l:]
+									} else {
+										break
+									}
+
+									// Param: "workerId"
+									// Leaf parameter, slashes are prohibited
+									idx := strings.IndexByte(elem, '/')
+									if idx >= 0 {
+										break
+									}
+									args[1] = elem
+									elem = ""
+
+									if len(elem) == 0 {
+										// Leaf node.
+										switch r.Method {
+										case "GET":
+											s.handleWorkerJobTakeRequest([2]string{
+												args[0],
+												args[1],
+											}, elemIsEscaped, w, r)
+										default:
+											s.notAllowed(w, r, notAllowedParams{
+												allowedMethods: "GET",
+												allowedHeaders: rn55AllowedHeaders,
+												acceptPost:     "",
+												acceptPatch:    "",
+											})
+										}
+
+										return
+									}
+
+								}
+
+							}
+
+						case 'p': // Prefix: "p"
+
+							if l := len("p"); len(elem) >= l && elem[0:l] == "p" {
+								elem = elem[l:]
+							} else {
+								break
+							}
+
+							if len(elem) == 0 {
+								break
+							}
+							switch elem[0] {
+							case 'i': // Prefix: "ing/"
+
+								if l := len("ing/"); len(elem) >= l && elem[0:l] == "ing/" {
+									elem = elem[l:]
+								} else {
+									break
+								}
+
+								// Param: "workerId"
+								// Leaf parameter, slashes are prohibited
+								idx := strings.IndexByte(elem, '/')
+								if idx >= 0 {
+									break
+								}
+								args[1] = elem
+								elem = ""
+
+								if len(elem) == 0 {
+									// Leaf node.
+									switch r.Method {
+									case "GET":
+										s.handleWorkerPingRequest([2]string{
+											args[0],
+											args[1],
+										}, elemIsEscaped, w, r)
+									default:
+										s.notAllowed(w, r, notAllowedParams{
+											allowedMethods: "GET",
+											allowedHeaders: rn61AllowedHeaders,
+											acceptPost:     "",
+											acceptPatch:    "",
+										})
+									}
+
+									return
+								}
+
+							case 'u': // Prefix: "urge-queue"
+
+								if l := len("urge-queue"); len(elem) >= l && elem[0:l] == "urge-queue" {
+									elem = elem[l:]
+								} else {
+									break
+								}
+
+								if len(elem) == 0 {
+									// Leaf node.
+									switch r.Method {
+									case "POST":
+										s.handlePurgeQueueRequest([1]string{
+											args[0],
+										}, elemIsEscaped, w, r)
+									default:
+										s.notAllowed(w, r, notAllowedParams{
+											allowedMethods: "POST",
+											allowedHeaders: rn32AllowedHeaders,
+											acceptPost:     "",
+											acceptPatch:    "",
+										})
+									}
+
+									return
+								}
+
+							}
+
+						case 'r': // Prefix: "r"
+
+							if l := len("r"); len(elem) >= l && elem[0:l] == "r" {
+								elem = elem[l:]
+							} else {
+								break
+							}
+
+							if len(elem) == 0 {
+								break
+							}
+							switch elem[0] {
+							case 'e': // Prefix: "etry/"
+
+								if l := len("etry/"); len(elem) >= l && elem[0:l] == "etry/" {
+									elem = elem[l:]
+								} else {
+									break
+								}
+
+								// Param: "jobId"
+								// Leaf parameter, slashes are prohibited
+								idx := strings.IndexByte(elem, '/')
+								if idx >= 0 {
+									break
+								}
+								args[1] = elem
+								elem = ""
+
+								if len(elem) == 0 {
+									// Leaf node.
+									switch r.Method {
+									case "POST":
+										s.handleRetryJobRequest([2]string{
+											args[0],
+											args[1],
+										}, elemIsEscaped, w, r)
+									default:
+										s.notAllowed(w, r, notAllowedParams{
+											allowedMethods: "POST",
+											allowedHeaders: rn34AllowedHeaders,
+											acceptPost:     "",
+											acceptPatch:    "",
+										})
+									}
+
+									return
+								}
+
+							case 'u': // Prefix: "un"
+
+								if l := len("un"); len(elem) >= l && elem[0:l] == "un" {
+									elem = elem[l:]
+								} else {
+									break
+								}
+
+								if len(elem) == 0 {
+									switch r.Method {
+									case "POST":
+										s.handleRunJobRequest([1]string{
+											args[0],
+										}, elemIsEscaped, w, r)
+									default:
+										s.notAllowed(w, r, notAllowedParams{
+											allowedMethods: "POST",
+											allowedHeaders: rn36AllowedHeaders,
+											acceptPost:     "application/json",
+											acceptPatch:    "",
+										})
+									}
+
+									return
+								}
+								switch elem[0] {
+								case 's': // Prefix: "sync"
+
+									if l := len("sync"); len(elem) >= l && elem[0:l] == "sync" {
+										elem = elem[l:]
+									} else {
+										break
+									}
+
+									if len(elem) == 0 {
+										// Leaf node.
+										switch r.Method {
+										case "POST":
+											s.handleRunSyncJobRequest([1]string{
+												args[0],
+											}, elemIsEscaped, w, r)
+										default:
+											s.notAllowed(w, r, notAllowedParams{
+												allowedMethods: "POST",
+												allowedHeaders: rn37AllowedHeaders,
 												acceptPost:     "application/json",
 												acceptPatch:    "",
 											})
@@ -690,9 +1134,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 							}
 
-						case 't': // Prefix: "take"
+						case 's': // Prefix: "st"
 
-							if l := len("take"); len(elem) >= l && elem[0:l] == "take" {
+							if l := len("st"); len(elem) >= l && elem[0:l] == "st" {
 								elem = elem[l:]
 							} else {
 								break
@@ -702,295 +1146,107 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 								break
 							}
 							switch elem[0] {
-							case '-': // Prefix: "-batch/"
+							case 'a': // Prefix: "atus"
 
-								if l := len("-batch/"); len(elem) >= l && elem[0:l] == "-batch/" {
-									elem = elem[l:]
-								} else {
-									break
-								}
-
-								// Param: "workerId"
-								// Leaf parameter, slashes are prohibited
-								idx := strings.IndexByte(elem, '/')
-								if idx >= 0 {
-									break
-								}
-								args[1] = elem
-								elem = ""
-
-								if len(elem) == 0 {
-									// Leaf node.
-									switch r.Method {
-									case "GET":
-										s.handleWorkerJobTakeBatchRequest([2]string{
-											args[0],
-											args[1],
-										}, elemIsEscaped, w, r)
-									default:
-										s.notAllowed(w, r, notAllowedParams{
-											allowedMethods: "GET",
-											allowedHeaders: rn49AllowedHeaders,
-											acceptPost:     "",
-											acceptPatch:    "",
-										})
-									}
-
-									return
-								}
-
-							case '/': // Prefix: "/"
-
-								if l := len("/"); len(elem) >= l && elem[0:l] == "/" {
-									elem = elem[l:]
-								} else {
-									break
-								}
-
-								// Param: "workerId"
-								// Leaf parameter, slashes are prohibited
-								idx := strings.IndexByte(elem, '/')
-								if idx >= 0 {
-									break
-								}
-								args[1] = elem
-								elem = ""
-
-								if len(elem) == 0 {
-									// Leaf node.
-									switch r.Method {
-									case "GET":
-										s.handleWorkerJobTakeRequest([2]string{
-											args[0],
-											args[1],
-										}, elemIsEscaped, w, r)
-									default:
-										s.notAllowed(w, r, notAllowedParams{
-											allowedMethods: "GET",
-											allowedHeaders: rn46AllowedHeaders,
-											acceptPost:     "",
-											acceptPatch:    "",
-										})
-									}
-
-									return
-								}
-
-							}
-
-						}
-
-					case 'p': // Prefix: "p"
-
-						if l := len("p"); len(elem) >= l && elem[0:l] == "p" {
-							elem = elem[l:]
-						} else {
-							break
-						}
-
-						if len(elem) == 0 {
-							break
-						}
-						switch elem[0] {
-						case 'i': // Prefix: "ing/"
-
-							if l := len("ing/"); len(elem) >= l && elem[0:l] == "ing/" {
-								elem = elem[l:]
-							} else {
-								break
-							}
-
-							// Param: "workerId"
-							// Leaf parameter, slashes are prohibited
-							idx := strings.IndexByte(elem, '/')
-							if idx >= 0 {
-								break
-							}
-							args[1] = elem
-							elem = ""
-
-							if len(elem) == 0 {
-								// Leaf node.
-								switch r.Method {
-								case "GET":
-									s.handleWorkerPingRequest([2]string{
-										args[0],
-										args[1],
-									}, elemIsEscaped, w, r)
-								default:
-									s.notAllowed(w, r, notAllowedParams{
-										allowedMethods: "GET",
-										allowedHeaders: rn52AllowedHeaders,
-										acceptPost:     "",
-										acceptPatch:    "",
-									})
-								}
-
-								return
-							}
-
-						case 'u': // Prefix: "urge-queue"
-
-							if l := len("urge-queue"); len(elem) >= l && elem[0:l] == "urge-queue" {
-								elem = elem[l:]
-							} else {
-								break
-							}
-
-							if len(elem) == 0 {
-								// Leaf node.
-								switch r.Method {
-								case "POST":
-									s.handlePurgeQueueRequest([1]string{
-										args[0],
-									}, elemIsEscaped, w, r)
-								default:
-									s.notAllowed(w, r, notAllowedParams{
-										allowedMethods: "POST",
-										allowedHeaders: rn27AllowedHeaders,
-										acceptPost:     "",
-										acceptPatch:    "",
-									})
-								}
-
-								return
-							}
-
-						}
-
-					case 'r': // Prefix: "r"
-
-						if l := len("r"); len(elem) >= l && elem[0:l] == "r" {
-							elem = elem[l:]
-						} else {
-							break
-						}
-
-						if len(elem) == 0 {
-							break
-						}
-						switch elem[0] {
-						case 'e': // Prefix: "etry/"
-
-							if l := len("etry/"); len(elem) >= l && elem[0:l] == "etry/" {
-								elem = elem[l:]
-							} else {
-								break
-							}
-
-							// Param: "jobId"
-							// Leaf parameter, slashes are prohibited
-							idx := strings.IndexByte(elem, '/')
-							if idx >= 0 {
-								break
-							}
-							args[1] = elem
-							elem = ""
-
-							if len(elem) == 0 {
-								// Leaf node.
-								switch r.Method {
-								case "POST":
-									s.handleRetryJobRequest([2]string{
-										args[0],
-										args[1],
-									}, elemIsEscaped, w, r)
-								default:
-									s.notAllowed(w, r, notAllowedParams{
-										allowedMethods: "POST",
-										allowedHeaders: rn29AllowedHeaders,
-										acceptPost:     "",
-										acceptPatch:    "",
-									})
-								}
-
-								return
-							}
-
-						case 'u': // Prefix: "un"
-
-							if l := len("un"); len(elem) >= l && elem[0:l] == "un" {
-								elem = elem[l:]
-							} else {
-								break
-							}
-
-							if len(elem) == 0 {
-								switch r.Method {
-								case "POST":
-									s.handleRunJobRequest([1]string{
-										args[0],
-									}, elemIsEscaped, w, r)
-								default:
-									s.notAllowed(w, r, notAllowedParams{
-										allowedMethods: "POST",
-										allowedHeaders: rn31AllowedHeaders,
-										acceptPost:     "application/json",
-										acceptPatch:    "",
-									})
-								}
-
-								return
-							}
-							switch elem[0] {
-							case 's': // Prefix: "sync"
-
-								if l := len("sync"); len(elem) >= l && elem[0:l] == "sync" {
+								if l := len("atus"); len(elem) >= l && elem[0:l] == "atus" {
 									elem = elem[l:]
 								} else {
 									break
 								}
 
 								if len(elem) == 0 {
-									// Leaf node.
-									switch r.Method {
-									case "POST":
-										s.handleRunSyncJobRequest([1]string{
-											args[0],
-										}, elemIsEscaped, w, r)
-									default:
-										s.notAllowed(w, r, notAllowedParams{
-											allowedMethods: "POST",
-											allowedHeaders: rn32AllowedHeaders,
-											acceptPost:     "application/json",
-											acceptPatch:    "",
-										})
+									break
+								}
+								switch elem[0] {
+								case '-': // Prefix: "-sync/"
+
+									if l := len("-sync/"); len(elem) >= l && elem[0:l] == "-sync/" {
+										elem = elem[l:]
+									} else {
+										break
 									}
 
-									return
+									// Param: "jobId"
+									// Leaf parameter, slashes are prohibited
+									idx := strings.IndexByte(elem, '/')
+									if idx >= 0 {
+										break
+									}
+									args[1] = elem
+									elem = ""
+
+									if len(elem) == 0 {
+										// Leaf node.
+										switch r.Method {
+										case "GET":
+											s.handleGetJobStatusSyncRequest([2]string{
+												args[0],
+												args[1],
+											}, elemIsEscaped, w, r)
+										case "POST":
+											s.handlePostJobStatusSyncRequest([2]string{
+												args[0],
+												args[1],
+											}, elemIsEscaped, w, r)
+										default:
+											s.notAllowed(w, r, notAllowedParams{
+												allowedMethods: "GET,POST",
+												allowedHeaders: rn22AllowedHeaders,
+												acceptPost:     "",
+												acceptPatch:    "",
+											})
+										}
+
+										return
+									}
+
+								case '/': // Prefix: "/"
+
+									if l := len("/"); len(elem) >= l && elem[0:l] == "/" {
+										elem = elem[l:]
+									} else {
+										break
+									}
+
+									// Param: "jobId"
+									// Leaf parameter, slashes are prohibited
+									idx := strings.IndexByte(elem, '/')
+									if idx >= 0 {
+										break
+									}
+									args[1] = elem
+									elem = ""
+
+									if len(elem) == 0 {
+										// Leaf node.
+										switch r.Method {
+										case "GET":
+											s.handleGetJobStatusRequest([2]string{
+												args[0],
+												args[1],
+											}, elemIsEscaped, w, r)
+										case "POST":
+											s.handlePostJobStatusRequest([2]string{
+												args[0],
+												args[1],
+											}, elemIsEscaped, w, r)
+										default:
+											s.notAllowed(w, r, notAllowedParams{
+												allowedMethods: "GET,POST",
+												allowedHeaders: rn19AllowedHeaders,
+												acceptPost:     "",
+												acceptPatch:    "",
+											})
+										}
+
+										return
+									}
+
 								}
 
-							}
+							case 'r': // Prefix: "ream/"
 
-						}
-
-					case 's': // Prefix: "st"
-
-						if l := len("st"); len(elem) >= l && elem[0:l] == "st" {
-							elem = elem[l:]
-						} else {
-							break
-						}
-
-						if len(elem) == 0 {
-							break
-						}
-						switch elem[0] {
-						case 'a': // Prefix: "atus"
-
-							if l := len("atus"); len(elem) >= l && elem[0:l] == "atus" {
-								elem = elem[l:]
-							} else {
-								break
-							}
-
-							if len(elem) == 0 {
-								break
-							}
-							switch elem[0] {
-							case '-': // Prefix: "-sync/"
-
-								if l := len("-sync/"); len(elem) >= l && elem[0:l] == "-sync/" {
+								if l := len("ream/"); len(elem) >= l && elem[0:l] == "ream/" {
 									elem = elem[l:]
 								} else {
 									break
@@ -1009,19 +1265,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 									// Leaf node.
 									switch r.Method {
 									case "GET":
-										s.handleGetJobStatusSyncRequest([2]string{
+										s.handleGetJobStreamRequest([2]string{
 											args[0],
 											args[1],
 										}, elemIsEscaped, w, r)
 									case "POST":
-										s.handlePostJobStatusSyncRequest([2]string{
+										s.handlePostJobStreamRequest([2]string{
 											args[0],
 											args[1],
 										}, elemIsEscaped, w, r)
 									default:
 										s.notAllowed(w, r, notAllowedParams{
 											allowedMethods: "GET,POST",
-											allowedHeaders: rn19AllowedHeaders,
+											allowedHeaders: rn25AllowedHeaders,
 											acceptPost:     "",
 											acceptPatch:    "",
 										})
@@ -1030,90 +1286,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 									return
 								}
 
-							case '/': // Prefix: "/"
-
-								if l := len("/"); len(elem) >= l && elem[0:l] == "/" {
-									elem = elem[l:]
-								} else {
-									break
-								}
-
-								// Param: "jobId"
-								// Leaf parameter, slashes are prohibited
-								idx := strings.IndexByte(elem, '/')
-								if idx >= 0 {
-									break
-								}
-								args[1] = elem
-								elem = ""
-
-								if len(elem) == 0 {
-									// Leaf node.
-									switch r.Method {
-									case "GET":
-										s.handleGetJobStatusRequest([2]string{
-											args[0],
-											args[1],
-										}, elemIsEscaped, w, r)
-									case "POST":
-										s.handlePostJobStatusRequest([2]string{
-											args[0],
-											args[1],
-										}, elemIsEscaped, w, r)
-									default:
-										s.notAllowed(w, r, notAllowedParams{
-											allowedMethods: "GET,POST",
-											allowedHeaders: rn16AllowedHeaders,
-											acceptPost:     "",
-											acceptPatch:    "",
-										})
-									}
-
-									return
-								}
-
-							}
-
-						case 'r': // Prefix: "ream/"
-
-							if l := len("ream/"); len(elem) >= l && elem[0:l] == "ream/" {
-								elem = elem[l:]
-							} else {
-								break
-							}
-
-							// Param: "jobId"
-							// Leaf parameter, slashes are prohibited
-							idx := strings.IndexByte(elem, '/')
-							if idx >= 0 {
-								break
-							}
-							args[1] = elem
-							elem = ""
-
-							if len(elem) == 0 {
-								// Leaf node.
-								switch r.Method {
-								case "GET":
-									s.handleGetJobStreamRequest([2]string{
-										args[0],
-										args[1],
-									}, elemIsEscaped, w, r)
-								case "POST":
-									s.handlePostJobStreamRequest([2]string{
-										args[0],
-										args[1],
-									}, elemIsEscaped, w, r)
-								default:
-									s.notAllowed(w, r, notAllowedParams{
-										allowedMethods: "GET,POST",
-										allowedHeaders: rn22AllowedHeaders,
-										acceptPost:     "",
-										acceptPatch:    "",
-									})
-								}
-
-								return
 							}
 
 						}
@@ -1210,9 +1382,9 @@ func (s *Server) FindPath(method string, u *url.URL) (r Route, _ bool) {
 			break
 		}
 		switch elem[0] {
-		case '/': // Prefix: "/v"
+		case '/': // Prefix: "/"
 
-			if l := len("/v"); len(elem) >= l && elem[0:l] == "/v" {
+			if l := len("/"); len(elem) >= l && elem[0:l] == "/" {
 				elem = elem[l:]
 			} else {
 				break
@@ -1222,34 +1394,43 @@ func (s *Server) FindPath(method string, u *url.URL) (r Route, _ bool) {
 				break
 			}
 			switch elem[0] {
-			case '1': // Prefix: "1/endpoints"
+			case 'f': // Prefix: "files/"
 
-				if l := len("1/endpoints"); len(elem) >= l && elem[0:l] == "1/endpoints" {
+				if l := len("files/"); len(elem) >= l && elem[0:l] == "files/" {
 					elem = elem[l:]
 				} else {
 					break
 				}
 
+				// Param: "name"
+				// Leaf parameter, slashes are prohibited
+				idx := strings.IndexByte(elem, '/')
+				if idx >= 0 {
+					break
+				}
+				args[0] = elem
+				elem = ""
+
 				if len(elem) == 0 {
 					// Leaf node.
 					switch method {
-					case "POST":
-						r.name = CreateEndpointV1Operation
-						r.summary = "Create an endpoint through the older management API."
-						r.operationID = "createEndpointV1"
+					case "GET":
+						r.name = GetFileOperation
+						r.summary = "A file a model job produced, at the signed URL its output gave (no key needed)."
+						r.operationID = "getFile"
 						r.operationGroup = ""
-						r.pathPattern = "/v1/endpoints"
+						r.pathPattern = "/files/{name}"
 						r.args = args
-						r.count = 0
+						r.count = 1
 						return r, true
 					default:
 						return
 					}
 				}
 
-			case '2': // Prefix: "2/"
+			case 'v': // Prefix: "v"
 
-				if l := len("2/"); len(elem) >= l && elem[0:l] == "2/" {
+				if l := len("v"); len(elem) >= l && elem[0:l] == "v" {
 					elem = elem[l:]
 				} else {
 					break
@@ -1259,121 +1440,23 @@ func (s *Server) FindPath(method string, u *url.URL) (r Route, _ bool) {
 					break
 				}
 				switch elem[0] {
-				case 'c': // Prefix: "catalog/"
-					origElem := elem
-					if l := len("catalog/"); len(elem) >= l && elem[0:l] == "catalog/" {
+				case '1': // Prefix: "1/endpoints"
+
+					if l := len("1/endpoints"); len(elem) >= l && elem[0:l] == "1/endpoints" {
 						elem = elem[l:]
 					} else {
 						break
 					}
 
 					if len(elem) == 0 {
-						break
-					}
-					switch elem[0] {
-					case 'c': // Prefix: "cpus"
-
-						if l := len("cpus"); len(elem) >= l && elem[0:l] == "cpus" {
-							elem = elem[l:]
-						} else {
-							break
-						}
-
-						if len(elem) == 0 {
-							// Leaf node.
-							switch method {
-							case "GET":
-								r.name = ListCatalogCpusOperation
-								r.summary = "CPU flavors."
-								r.operationID = "listCatalogCpus"
-								r.operationGroup = ""
-								r.pathPattern = "/v2/catalog/cpus"
-								r.args = args
-								r.count = 0
-								return r, true
-							default:
-								return
-							}
-						}
-
-					case 'g': // Prefix: "gpus"
-
-						if l := len("gpus"); len(elem) >= l && elem[0:l] == "gpus" {
-							elem = elem[l:]
-						} else {
-							break
-						}
-
-						if len(elem) == 0 {
-							// Leaf node.
-							switch method {
-							case "GET":
-								r.name = ListCatalogGpusOperation
-								r.summary = "GPU types per serverless pool."
-								r.operationID = "listCatalogGpus"
-								r.operationGroup = ""
-								r.pathPattern = "/v2/catalog/gpus"
-								r.args = args
-								r.count = 0
-								return r, true
-							default:
-								return
-							}
-						}
-
-					case 't': // Prefix: "templates"
-
-						if l := len("templates"); len(elem) >= l && elem[0:l] == "templates" {
-							elem = elem[l:]
-						} else {
-							break
-						}
-
-						if len(elem) == 0 {
-							// Leaf node.
-							switch method {
-							case "GET":
-								r.name = ListCatalogTemplatesOperation
-								r.summary = "Public catalog templates."
-								r.operationID = "listCatalogTemplates"
-								r.operationGroup = ""
-								r.pathPattern = "/v2/catalog/templates"
-								r.args = args
-								r.count = 0
-								return r, true
-							default:
-								return
-							}
-						}
-
-					}
-
-					elem = origElem
-				case 's': // Prefix: "serverless"
-					origElem := elem
-					if l := len("serverless"); len(elem) >= l && elem[0:l] == "serverless" {
-						elem = elem[l:]
-					} else {
-						break
-					}
-
-					if len(elem) == 0 {
+						// Leaf node.
 						switch method {
-						case "GET":
-							r.name = ListEndpointsOperation
-							r.summary = "List the caller's endpoints, oldest first."
-							r.operationID = "listEndpoints"
-							r.operationGroup = ""
-							r.pathPattern = "/v2/serverless"
-							r.args = args
-							r.count = 0
-							return r, true
 						case "POST":
-							r.name = CreateEndpointOperation
-							r.summary = "Create a serverless endpoint."
-							r.operationID = "createEndpoint"
+							r.name = CreateEndpointV1Operation
+							r.summary = "Create an endpoint through the older management API."
+							r.operationID = "createEndpointV1"
 							r.operationGroup = ""
-							r.pathPattern = "/v2/serverless"
+							r.pathPattern = "/v1/endpoints"
 							r.args = args
 							r.count = 0
 							return r, true
@@ -1381,167 +1464,10 @@ func (s *Server) FindPath(method string, u *url.URL) (r Route, _ bool) {
 							return
 						}
 					}
-					switch elem[0] {
-					case '/': // Prefix: "/"
 
-						if l := len("/"); len(elem) >= l && elem[0:l] == "/" {
-							elem = elem[l:]
-						} else {
-							break
-						}
+				case '2': // Prefix: "2/"
 
-						// Param: "endpointId"
-						// Leaf parameter, slashes are prohibited
-						idx := strings.IndexByte(elem, '/')
-						if idx >= 0 {
-							break
-						}
-						args[0] = elem
-						elem = ""
-
-						if len(elem) == 0 {
-							// Leaf node.
-							switch method {
-							case "DELETE":
-								r.name = DeleteEndpointOperation
-								r.summary = ""
-								r.operationID = "deleteEndpoint"
-								r.operationGroup = ""
-								r.pathPattern = "/v2/serverless/{endpointId}"
-								r.args = args
-								r.count = 1
-								return r, true
-							case "GET":
-								r.name = GetEndpointOperation
-								r.summary = ""
-								r.operationID = "getEndpoint"
-								r.operationGroup = ""
-								r.pathPattern = "/v2/serverless/{endpointId}"
-								r.args = args
-								r.count = 1
-								return r, true
-							case "PATCH":
-								r.name = UpdateEndpointOperation
-								r.summary = "Partially update an endpoint; the same rules as create apply to the result."
-								r.operationID = "updateEndpoint"
-								r.operationGroup = ""
-								r.pathPattern = "/v2/serverless/{endpointId}"
-								r.args = args
-								r.count = 1
-								return r, true
-							default:
-								return
-							}
-						}
-
-					}
-
-					elem = origElem
-				case 't': // Prefix: "templates"
-					origElem := elem
-					if l := len("templates"); len(elem) >= l && elem[0:l] == "templates" {
-						elem = elem[l:]
-					} else {
-						break
-					}
-
-					if len(elem) == 0 {
-						switch method {
-						case "GET":
-							r.name = ListTemplatesOperation
-							r.summary = "List the caller's own templates, oldest first."
-							r.operationID = "listTemplates"
-							r.operationGroup = ""
-							r.pathPattern = "/v2/templates"
-							r.args = args
-							r.count = 0
-							return r, true
-						case "POST":
-							r.name = CreateTemplateOperation
-							r.summary = ""
-							r.operationID = "createTemplate"
-							r.operationGroup = ""
-							r.pathPattern = "/v2/templates"
-							r.args = args
-							r.count = 0
-							return r, true
-						default:
-							return
-						}
-					}
-					switch elem[0] {
-					case '/': // Prefix: "/"
-
-						if l := len("/"); len(elem) >= l && elem[0:l] == "/" {
-							elem = elem[l:]
-						} else {
-							break
-						}
-
-						// Param: "templateId"
-						// Leaf parameter, slashes are prohibited
-						idx := strings.IndexByte(elem, '/')
-						if idx >= 0 {
-							break
-						}
-						args[0] = elem
-						elem = ""
-
-						if len(elem) == 0 {
-							// Leaf node.
-							switch method {
-							case "DELETE":
-								r.name = DeleteTemplateOperation
-								r.summary = ""
-								r.operationID = "deleteTemplate"
-								r.operationGroup = ""
-								r.pathPattern = "/v2/templates/{templateId}"
-								r.args = args
-								r.count = 1
-								return r, true
-							case "GET":
-								r.name = GetTemplateOperation
-								r.summary = ""
-								r.operationID = "getTemplate"
-								r.operationGroup = ""
-								r.pathPattern = "/v2/templates/{templateId}"
-								r.args = args
-								r.count = 1
-								return r, true
-							case "PATCH":
-								r.name = UpdateTemplateOperation
-								r.summary = ""
-								r.operationID = "updateTemplate"
-								r.operationGroup = ""
-								r.pathPattern = "/v2/templates/{templateId}"
-								r.args = args
-								r.count = 1
-								return r, true
-							default:
-								return
-							}
-						}
-
-					}
-
-					elem = origElem
-				}
-				// Param: "endpointId"
-				// Match until "/"
-				idx := strings.IndexByte(elem, '/')
-				if idx < 0 {
-					idx = len(elem)
-				}
-				args[0] = elem[:idx]
-				elem = elem[idx:]
-
-				if len(elem) == 0 {
-					break
-				}
-				switch elem[0] {
-				case '/': // Prefix: "/"
-
-					if l := len("/"); len(elem) >= l && elem[0:l] == "/" {
+					if l := len("2/"); len(elem) >= l && elem[0:l] == "2/" {
 						elem = elem[l:]
 					} else {
 						break
@@ -1551,43 +1477,9 @@ func (s *Server) FindPath(method string, u *url.URL) (r Route, _ bool) {
 						break
 					}
 					switch elem[0] {
-					case 'c': // Prefix: "cancel/"
-
-						if l := len("cancel/"); len(elem) >= l && elem[0:l] == "cancel/" {
-							elem = elem[l:]
-						} else {
-							break
-						}
-
-						// Param: "jobId"
-						// Leaf parameter, slashes are prohibited
-						idx := strings.IndexByte(elem, '/')
-						if idx >= 0 {
-							break
-						}
-						args[1] = elem
-						elem = ""
-
-						if len(elem) == 0 {
-							// Leaf node.
-							switch method {
-							case "POST":
-								r.name = CancelJobOperation
-								r.summary = ""
-								r.operationID = "cancelJob"
-								r.operationGroup = ""
-								r.pathPattern = "/v2/{endpointId}/cancel/{jobId}"
-								r.args = args
-								r.count = 2
-								return r, true
-							default:
-								return
-							}
-						}
-
-					case 'h': // Prefix: "health"
-
-						if l := len("health"); len(elem) >= l && elem[0:l] == "health" {
+					case 'b': // Prefix: "billing/usage"
+						origElem := elem
+						if l := len("billing/usage"); len(elem) >= l && elem[0:l] == "billing/usage" {
 							elem = elem[l:]
 						} else {
 							break
@@ -1597,22 +1489,23 @@ func (s *Server) FindPath(method string, u *url.URL) (r Route, _ bool) {
 							// Leaf node.
 							switch method {
 							case "GET":
-								r.name = GetHealthOperation
-								r.summary = ""
-								r.operationID = "getHealth"
+								r.name = GetUsageOperation
+								r.summary = "The caller's usage of ready-made models, one record per completed job, with totals."
+								r.operationID = "getUsage"
 								r.operationGroup = ""
-								r.pathPattern = "/v2/{endpointId}/health"
+								r.pathPattern = "/v2/billing/usage"
 								r.args = args
-								r.count = 1
+								r.count = 0
 								return r, true
 							default:
 								return
 							}
 						}
 
-					case 'j': // Prefix: "job-"
-
-						if l := len("job-"); len(elem) >= l && elem[0:l] == "job-" {
+						elem = origElem
+					case 'c': // Prefix: "catalog/"
+						origElem := elem
+						if l := len("catalog/"); len(elem) >= l && elem[0:l] == "catalog/" {
 							elem = elem[l:]
 						} else {
 							break
@@ -1622,66 +1515,374 @@ func (s *Server) FindPath(method string, u *url.URL) (r Route, _ bool) {
 							break
 						}
 						switch elem[0] {
-						case 'd': // Prefix: "done/"
+						case 'c': // Prefix: "cpus"
 
-							if l := len("done/"); len(elem) >= l && elem[0:l] == "done/" {
+							if l := len("cpus"); len(elem) >= l && elem[0:l] == "cpus" {
 								elem = elem[l:]
 							} else {
 								break
 							}
 
-							// Param: "workerId"
-							// Match until "/"
+							if len(elem) == 0 {
+								// Leaf node.
+								switch method {
+								case "GET":
+									r.name = ListCatalogCpusOperation
+									r.summary = "CPU flavors."
+									r.operationID = "listCatalogCpus"
+									r.operationGroup = ""
+									r.pathPattern = "/v2/catalog/cpus"
+									r.args = args
+									r.count = 0
+									return r, true
+								default:
+									return
+								}
+							}
+
+						case 'g': // Prefix: "gpus"
+
+							if l := len("gpus"); len(elem) >= l && elem[0:l] == "gpus" {
+								elem = elem[l:]
+							} else {
+								break
+							}
+
+							if len(elem) == 0 {
+								// Leaf node.
+								switch method {
+								case "GET":
+									r.name = ListCatalogGpusOperation
+									r.summary = "GPU types per serverless pool."
+									r.operationID = "listCatalogGpus"
+									r.operationGroup = ""
+									r.pathPattern = "/v2/catalog/gpus"
+									r.args = args
+									r.count = 0
+									return r, true
+								default:
+									return
+								}
+							}
+
+						case 't': // Prefix: "templates"
+
+							if l := len("templates"); len(elem) >= l && elem[0:l] == "templates" {
+								elem = elem[l:]
+							} else {
+								break
+							}
+
+							if len(elem) == 0 {
+								// Leaf node.
+								switch method {
+								case "GET":
+									r.name = ListCatalogTemplatesOperation
+									r.summary = "Public catalog templates."
+									r.operationID = "listCatalogTemplates"
+									r.operationGroup = ""
+									r.pathPattern = "/v2/catalog/templates"
+									r.args = args
+									r.count = 0
+									return r, true
+								default:
+									return
+								}
+							}
+
+						}
+
+						elem = origElem
+					case 'm': // Prefix: "models"
+						origElem := elem
+						if l := len("models"); len(elem) >= l && elem[0:l] == "models" {
+							elem = elem[l:]
+						} else {
+							break
+						}
+
+						if len(elem) == 0 {
+							// Leaf node.
+							switch method {
+							case "GET":
+								r.name = ListModelsOperation
+								r.summary = "The catalog of ready-made models, their parameters, outputs, billing units and prices."
+								r.operationID = "listModels"
+								r.operationGroup = ""
+								r.pathPattern = "/v2/models"
+								r.args = args
+								r.count = 0
+								return r, true
+							default:
+								return
+							}
+						}
+
+						elem = origElem
+					case 's': // Prefix: "serverless"
+						origElem := elem
+						if l := len("serverless"); len(elem) >= l && elem[0:l] == "serverless" {
+							elem = elem[l:]
+						} else {
+							break
+						}
+
+						if len(elem) == 0 {
+							switch method {
+							case "GET":
+								r.name = ListEndpointsOperation
+								r.summary = "List the caller's endpoints, oldest first."
+								r.operationID = "listEndpoints"
+								r.operationGroup = ""
+								r.pathPattern = "/v2/serverless"
+								r.args = args
+								r.count = 0
+								return r, true
+							case "POST":
+								r.name = CreateEndpointOperation
+								r.summary = "Create a serverless endpoint."
+								r.operationID = "createEndpoint"
+								r.operationGroup = ""
+								r.pathPattern = "/v2/serverless"
+								r.args = args
+								r.count = 0
+								return r, true
+							default:
+								return
+							}
+						}
+						switch elem[0] {
+						case '/': // Prefix: "/"
+
+							if l := len("/"); len(elem) >= l && elem[0:l] == "/" {
+								elem = elem[l:]
+							} else {
+								break
+							}
+
+							// Param: "endpointId"
+							// Leaf parameter, slashes are prohibited
 							idx := strings.IndexByte(elem, '/')
-							if idx < 0 {
-								idx = len(elem)
-							}
-							args[1] = elem[:idx]
-							elem = elem[idx:]
-
-							if len(elem) == 0 {
+							if idx >= 0 {
 								break
 							}
-							switch elem[0] {
-							case '/': // Prefix: "/"
+							args[0] = elem
+							elem = ""
 
-								if l := len("/"); len(elem) >= l && elem[0:l] == "/" {
-									elem = elem[l:]
-								} else {
-									break
+							if len(elem) == 0 {
+								// Leaf node.
+								switch method {
+								case "DELETE":
+									r.name = DeleteEndpointOperation
+									r.summary = ""
+									r.operationID = "deleteEndpoint"
+									r.operationGroup = ""
+									r.pathPattern = "/v2/serverless/{endpointId}"
+									r.args = args
+									r.count = 1
+									return r, true
+								case "GET":
+									r.name = GetEndpointOperation
+									r.summary = ""
+									r.operationID = "getEndpoint"
+									r.operationGroup = ""
+									r.pathPattern = "/v2/serverless/{endpointId}"
+									r.args = args
+									r.count = 1
+									return r, true
+								case "PATCH":
+									r.name = UpdateEndpointOperation
+									r.summary = "Partially update an endpoint; the same rules as create apply to the result."
+									r.operationID = "updateEndpoint"
+									r.operationGroup = ""
+									r.pathPattern = "/v2/serverless/{endpointId}"
+									r.args = args
+									r.count = 1
+									return r, true
+								default:
+									return
 								}
-
-								// Param: "jobId"
-								// Leaf parameter, slashes are prohibited
-								idx := strings.IndexByte(elem, '/')
-								if idx >= 0 {
-									break
-								}
-								args[2] = elem
-								elem = ""
-
-								if len(elem) == 0 {
-									// Leaf node.
-									switch method {
-									case "POST":
-										r.name = WorkerJobDoneOperation
-										r.summary = "A job's result, error or progress update. The body is JSON whatever the Content-Type."
-										r.operationID = "workerJobDone"
-										r.operationGroup = ""
-										r.pathPattern = "/v2/{endpointId}/job-done/{workerId}/{jobId}"
-										r.args = args
-										r.count = 3
-										return r, true
-									default:
-										return
-									}
-								}
-
 							}
 
-						case 's': // Prefix: "st"
+						}
 
-							if l := len("st"); len(elem) >= l && elem[0:l] == "st" {
+						elem = origElem
+					case 't': // Prefix: "templates"
+						origElem := elem
+						if l := len("templates"); len(elem) >= l && elem[0:l] == "templates" {
+							elem = elem[l:]
+						} else {
+							break
+						}
+
+						if len(elem) == 0 {
+							switch method {
+							case "GET":
+								r.name = ListTemplatesOperation
+								r.summary = "List the caller's own templates, oldest first."
+								r.operationID = "listTemplates"
+								r.operationGroup = ""
+								r.pathPattern = "/v2/templates"
+								r.args = args
+								r.count = 0
+								return r, true
+							case "POST":
+								r.name = CreateTemplateOperation
+								r.summary = ""
+								r.operationID = "createTemplate"
+								r.operationGroup = ""
+								r.pathPattern = "/v2/templates"
+								r.args = args
+								r.count = 0
+								return r, true
+							default:
+								return
+							}
+						}
+						switch elem[0] {
+						case '/': // Prefix: "/"
+
+							if l := len("/"); len(elem) >= l && elem[0:l] == "/" {
+								elem = elem[l:]
+							} else {
+								break
+							}
+
+							// Param: "templateId"
+							// Leaf parameter, slashes are prohibited
+							idx := strings.IndexByte(elem, '/')
+							if idx >= 0 {
+								break
+							}
+							args[0] = elem
+							elem = ""
+
+							if len(elem) == 0 {
+								// Leaf node.
+								switch method {
+								case "DELETE":
+									r.name = DeleteTemplateOperation
+									r.summary = ""
+									r.operationID = "deleteTemplate"
+									r.operationGroup = ""
+									r.pathPattern = "/v2/templates/{templateId}"
+									r.args = args
+									r.count = 1
+									return r, true
+								case "GET":
+									r.name = GetTemplateOperation
+									r.summary = ""
+									r.operationID = "getTemplate"
+									r.operationGroup = ""
+									r.pathPattern = "/v2/templates/{templateId}"
+									r.args = args
+									r.count = 1
+									return r, true
+								case "PATCH":
+									r.name = UpdateTemplateOperation
+									r.summary = ""
+									r.operationID = "updateTemplate"
+									r.operationGroup = ""
+									r.pathPattern = "/v2/templates/{templateId}"
+									r.args = args
+									r.count = 1
+									return r, true
+								default:
+									return
+								}
+							}
+
+						}
+
+						elem = origElem
+					}
+					// Param: "endpointId"
+					// Match until "/"
+					idx := strings.IndexByte(elem, '/')
+					if idx < 0 {
+						idx = len(elem)
+					}
+					args[0] = elem[:idx]
+					elem = elem[idx:]
+
+					if len(elem) == 0 {
+						break
+					}
+					switch elem[0] {
+					case '/': // Prefix: "/"
+
+						if l := len("/"); len(elem) >= l && elem[0:l] == "/" {
+							elem = elem[l:]
+						} else {
+							break
+						}
+
+						if len(elem) == 0 {
+							break
+						}
+						switch elem[0] {
+						case 'c': // Prefix: "cancel/"
+
+							if l := len("cancel/"); len(elem) >= l && elem[0:l] == "cancel/" {
+								elem = elem[l:]
+							} else {
+								break
+							}
+
+							// Param: "jobId"
+							// Leaf parameter, slashes are prohibited
+							idx := strings.IndexByte(elem, '/')
+							if idx >= 0 {
+								break
+							}
+							args[1] = elem
+							elem = ""
+
+							if len(elem) == 0 {
+								// Leaf node.
+								switch method {
+								case "POST":
+									r.name = CancelJobOperation
+									r.summary = ""
+									r.operationID = "cancelJob"
+									r.operationGroup = ""
+									r.pathPattern = "/v2/{endpointId}/cancel/{jobId}"
+									r.args = args
+									r.count = 2
+									return r, true
+								default:
+									return
+								}
+							}
+
+						case 'h': // Prefix: "health"
+
+							if l := len("health"); len(elem) >= l && elem[0:l] == "health" {
+								elem = elem[l:]
+							} else {
+								break
+							}
+
+							if len(elem) == 0 {
+								// Leaf node.
+								switch method {
+								case "GET":
+									r.name = GetHealthOperation
+									r.summary = ""
+									r.operationID = "getHealth"
+									r.operationGroup = ""
+									r.pathPattern = "/v2/{endpointId}/health"
+									r.args = args
+									r.count = 1
+									return r, true
+								default:
+									return
+								}
+							}
+
+						case 'j': // Prefix: "job-"
+
+							if l := len("job-"); len(elem) >= l && elem[0:l] == "job-" {
 								elem = elem[l:]
 							} else {
 								break
@@ -1691,43 +1892,9 @@ func (s *Server) FindPath(method string, u *url.URL) (r Route, _ bool) {
 								break
 							}
 							switch elem[0] {
-							case 'o': // Prefix: "op/"
+							case 'd': // Prefix: "done/"
 
-								if l := len("op/"); len(elem) >= l && elem[0:l] == "op/" {
-									elem = elem[l:]
-								} else {
-									break
-								}
-
-								// Param: "workerId"
-								// Leaf parameter, slashes are prohibited
-								idx := strings.IndexByte(elem, '/')
-								if idx >= 0 {
-									break
-								}
-								args[1] = elem
-								elem = ""
-
-								if len(elem) == 0 {
-									// Leaf node.
-									switch method {
-									case "GET":
-										r.name = WorkerJobStopOperation
-										r.summary = "Long-poll for jobs the worker must stop (cancelled or timed out)."
-										r.operationID = "workerJobStop"
-										r.operationGroup = ""
-										r.pathPattern = "/v2/{endpointId}/job-stop/{workerId}"
-										r.args = args
-										r.count = 2
-										return r, true
-									default:
-										return
-									}
-								}
-
-							case 'r': // Prefix: "ream/"
-
-								if l := len("ream/"); len(elem) >= l && elem[0:l] == "ream/" {
+								if l := len("done/"); len(elem) >= l && elem[0:l] == "done/" {
 									elem = elem[l:]
 								} else {
 									break
@@ -1767,11 +1934,11 @@ func (s *Server) FindPath(method string, u *url.URL) (r Route, _ bool) {
 										// Leaf node.
 										switch method {
 										case "POST":
-											r.name = WorkerJobStreamOperation
-											r.summary = "One streamed part of a job's output."
-											r.operationID = "workerJobStream"
+											r.name = WorkerJobDoneOperation
+											r.summary = "A job's result, error or progress update. The body is JSON whatever the Content-Type."
+											r.operationID = "workerJobDone"
 											r.operationGroup = ""
-											r.pathPattern = "/v2/{endpointId}/job-stream/{workerId}/{jobId}"
+											r.pathPattern = "/v2/{endpointId}/job-done/{workerId}/{jobId}"
 											r.args = args
 											r.count = 3
 											return r, true
@@ -1782,11 +1949,255 @@ func (s *Server) FindPath(method string, u *url.URL) (r Route, _ bool) {
 
 								}
 
+							case 'f': // Prefix: "file/"
+
+								if l := len("file/"); len(elem) >= l && elem[0:l] == "file/" {
+									elem = elem[l:]
+								} else {
+									break
+								}
+
+								// Param: "workerId"
+								// Match until "/"
+								idx := strings.IndexByte(elem, '/')
+								if idx < 0 {
+									idx = len(elem)
+								}
+								args[1] = elem[:idx]
+								elem = elem[idx:]
+
+								if len(elem) == 0 {
+									break
+								}
+								switch elem[0] {
+								case '/': // Prefix: "/"
+
+									if l := len("/"); len(elem) >= l && elem[0:l] == "/" {
+										elem = elem[l:]
+									} else {
+										break
+									}
+
+									// Param: "jobId"
+									// Leaf parameter, slashes are prohibited
+									idx := strings.IndexByte(elem, '/')
+									if idx >= 0 {
+										break
+									}
+									args[2] = elem
+									elem = ""
+
+									if len(elem) == 0 {
+										// Leaf node.
+										switch method {
+										case "POST":
+											r.name = WorkerJobFileOperation
+											r.summary = "Store a file a running job produced (Gantry's extension of the worker protocol)."
+											r.operationID = "workerJobFile"
+											r.operationGroup = ""
+											r.pathPattern = "/v2/{endpointId}/job-file/{workerId}/{jobId}"
+											r.args = args
+											r.count = 3
+											return r, true
+										default:
+											return
+										}
+									}
+
+								}
+
+							case 's': // Prefix: "st"
+
+								if l := len("st"); len(elem) >= l && elem[0:l] == "st" {
+									elem = elem[l:]
+								} else {
+									break
+								}
+
+								if len(elem) == 0 {
+									break
+								}
+								switch elem[0] {
+								case 'o': // Prefix: "op/"
+
+									if l := len("op/"); len(elem) >= l && elem[0:l] == "op/" {
+										elem = elem[l:]
+									} else {
+										break
+									}
+
+									// Param: "workerId"
+									// Leaf parameter, slashes are prohibited
+									idx := strings.IndexByte(elem, '/')
+									if idx >= 0 {
+										break
+									}
+									args[1] = elem
+									elem = ""
+
+									if len(elem) == 0 {
+										// Leaf node.
+										switch method {
+										case "GET":
+											r.name = WorkerJobStopOperation
+											r.summary = "Long-poll for jobs the worker must stop (cancelled or timed out)."
+											r.operationID = "workerJobStop"
+											r.operationGroup = ""
+											r.pathPattern = "/v2/{endpointId}/job-stop/{workerId}"
+											r.args = args
+											r.count = 2
+											return r, true
+										default:
+											return
+										}
+									}
+
+								case 'r': // Prefix: "ream/"
+
+									if l := len("ream/"); len(elem) >= l && elem[0:l] == "ream/" {
+										elem = elem[l:]
+									} else {
+										break
+									}
+
+									// Param: "workerId"
+									// Match until "/"
+									idx := strings.IndexByte(elem, '/')
+									if idx < 0 {
+										idx = len(elem)
+									}
+									args[1] = elem[:idx]
+									elem = elem[idx:]
+
+									if len(elem) == 0 {
+										break
+									}
+									switch elem[0] {
+									case '/': // Prefix: "/"
+
+										if l := len("/"); len(elem) >= l && elem[0:l] == "/" {
+											elem = elem[l:]
+										} else {
+											break
+										}
+
+										// Param: "jobId"
+										// Leaf parameter, slashes are prohibited
+										idx := strings.IndexByte(elem, '/')
+										if idx >= 0 {
+											break
+										}
+										args[2] = elem
+										elem = ""
+
+										if len(elem) == 0 {
+											// Leaf node.
+											switch method {
+											case "POST":
+												r.name = WorkerJobStreamOperation
+												r.summary = "One streamed part of a job's output."
+												r.operationID = "workerJobStream"
+												r.operationGroup = ""
+												r.pathPattern = "/v2/{endpointId}/job-stream/{workerId}/{jobId}"
+												r.args = args
+												r.count = 3
+												return r, true
+											default:
+												return
+											}
+										}
+
+									}
+
+								}
+
+							case 't': // Prefix: "take"
+
+								if l := len("take"); len(elem) >= l && elem[0:l] == "take" {
+									elem = elem[l:]
+								} else {
+									break
+								}
+
+								if len(elem) == 0 {
+									break
+								}
+								switch elem[0] {
+								case '-': // Prefix: "-batch/"
+
+									if l := len("-batch/"); len(elem) >= l && elem[0:l] == "-batch/" {
+										elem = elem[l:]
+									} else {
+										break
+									}
+
+									// Param: "workerId"
+									// Leaf parameter, slashes are prohibited
+									idx := strings.IndexByte(elem, '/')
+									if idx >= 0 {
+										break
+									}
+									args[1] = elem
+									elem = ""
+
+									if len(elem) == 0 {
+										// Leaf node.
+										switch method {
+										case "GET":
+											r.name = WorkerJobTakeBatchOperation
+											r.summary = ""
+											r.operationID = "workerJobTakeBatch"
+											r.operationGroup = ""
+											r.pathPattern = "/v2/{endpointId}/job-take-batch/{workerId}"
+											r.args = args
+											r.count = 2
+											return r, true
+										default:
+											return
+										}
+									}
+
+								case '/': // Prefix: "/"
+
+									if l := len("/"); len(elem) >= l && elem[0:l] == "/" {
+										elem = elem[l:]
+									} else {
+										break
+									}
+
+									// Param: "workerId"
+									// Leaf parameter, slashes are prohibited
+									idx := strings.IndexByte(elem, '/')
+									if idx >= 0 {
+										break
+									}
+									args[1] = elem
+									elem = ""
+
+									if len(elem) == 0 {
+										// Leaf node.
+										switch method {
+										case "GET":
+											r.name = WorkerJobTakeOperation
+											r.summary = "Long-poll for one job (about 30 s, then 204)."
+											r.operationID = "workerJobTake"
+											r.operationGroup = ""
+											r.pathPattern = "/v2/{endpointId}/job-take/{workerId}"
+											r.args = args
+											r.count = 2
+											return r, true
+										default:
+											return
+										}
+									}
+
+								}
+
 							}
 
-						case 't': // Prefix: "take"
+						case 'p': // Prefix: "p"
 
-							if l := len("take"); len(elem) >= l && elem[0:l] == "take" {
+							if l := len("p"); len(elem) >= l && elem[0:l] == "p" {
 								elem = elem[l:]
 							} else {
 								break
@@ -1796,9 +2207,9 @@ func (s *Server) FindPath(method string, u *url.URL) (r Route, _ bool) {
 								break
 							}
 							switch elem[0] {
-							case '-': // Prefix: "-batch/"
+							case 'i': // Prefix: "ing/"
 
-								if l := len("-batch/"); len(elem) >= l && elem[0:l] == "-batch/" {
+								if l := len("ing/"); len(elem) >= l && elem[0:l] == "ing/" {
 									elem = elem[l:]
 								} else {
 									break
@@ -1817,11 +2228,11 @@ func (s *Server) FindPath(method string, u *url.URL) (r Route, _ bool) {
 									// Leaf node.
 									switch method {
 									case "GET":
-										r.name = WorkerJobTakeBatchOperation
-										r.summary = ""
-										r.operationID = "workerJobTakeBatch"
+										r.name = WorkerPingOperation
+										r.summary = "Heartbeat; names the jobs in progress."
+										r.operationID = "workerPing"
 										r.operationGroup = ""
-										r.pathPattern = "/v2/{endpointId}/job-take-batch/{workerId}"
+										r.pathPattern = "/v2/{endpointId}/ping/{workerId}"
 										r.args = args
 										r.count = 2
 										return r, true
@@ -1830,190 +2241,9 @@ func (s *Server) FindPath(method string, u *url.URL) (r Route, _ bool) {
 									}
 								}
 
-							case '/': // Prefix: "/"
+							case 'u': // Prefix: "urge-queue"
 
-								if l := len("/"); len(elem) >= l && elem[0:l] == "/" {
-									elem = elem[l:]
-								} else {
-									break
-								}
-
-								// Param: "workerId"
-								// Leaf parameter, slashes are prohibited
-								idx := strings.IndexByte(elem, '/')
-								if idx >= 0 {
-									break
-								}
-								args[1] = elem
-								elem = ""
-
-								if len(elem) == 0 {
-									// Leaf node.
-									switch method {
-									case "GET":
-										r.name = WorkerJobTakeOperation
-										r.summary = "Long-poll for one job (about 30 s, then 204)."
-										r.operationID = "workerJobTake"
-										r.operationGroup = ""
-										r.pathPattern = "/v2/{endpointId}/job-take/{workerId}"
-										r.args = args
-										r.count = 2
-										return r, true
-									default:
-										return
-									}
-								}
-
-							}
-
-						}
-
-					case 'p': // Prefix: "p"
-
-						if l := len("p"); len(elem) >= l && elem[0:l] == "p" {
-							elem = elem[l:]
-						} else {
-							break
-						}
-
-						if len(elem) == 0 {
-							break
-						}
-						switch elem[0] {
-						case 'i': // Prefix: "ing/"
-
-							if l := len("ing/"); len(elem) >= l && elem[0:l] == "ing/" {
-								elem = elem[l:]
-							} else {
-								break
-							}
-
-							// Param: "workerId"
-							// Leaf parameter, slashes are prohibited
-							idx := strings.IndexByte(elem, '/')
-							if idx >= 0 {
-								break
-							}
-							args[1] = elem
-							elem = ""
-
-							if len(elem) == 0 {
-								// Leaf node.
-								switch method {
-								case "GET":
-									r.name = WorkerPingOperation
-									r.summary = "Heartbeat; names the jobs in progress."
-									r.operationID = "workerPing"
-									r.operationGroup = ""
-									r.pathPattern = "/v2/{endpointId}/ping/{workerId}"
-									r.args = args
-									r.count = 2
-									return r, true
-								default:
-									return
-								}
-							}
-
-						case 'u': // Prefix: "urge-queue"
-
-							if l := len("urge-queue"); len(elem) >= l && elem[0:l] == "urge-queue" {
-								elem = elem[l:]
-							} else {
-								break
-							}
-
-							if len(elem) == 0 {
-								// Leaf node.
-								switch method {
-								case "POST":
-									r.name = PurgeQueueOperation
-									r.summary = ""
-									r.operationID = "purgeQueue"
-									r.operationGroup = ""
-									r.pathPattern = "/v2/{endpointId}/purge-queue"
-									r.args = args
-									r.count = 1
-									return r, true
-								default:
-									return
-								}
-							}
-
-						}
-
-					case 'r': // Prefix: "r"
-
-						if l := len("r"); len(elem) >= l && elem[0:l] == "r" {
-							elem = elem[l:]
-						} else {
-							break
-						}
-
-						if len(elem) == 0 {
-							break
-						}
-						switch elem[0] {
-						case 'e': // Prefix: "etry/"
-
-							if l := len("etry/"); len(elem) >= l && elem[0:l] == "etry/" {
-								elem = elem[l:]
-							} else {
-								break
-							}
-
-							// Param: "jobId"
-							// Leaf parameter, slashes are prohibited
-							idx := strings.IndexByte(elem, '/')
-							if idx >= 0 {
-								break
-							}
-							args[1] = elem
-							elem = ""
-
-							if len(elem) == 0 {
-								// Leaf node.
-								switch method {
-								case "POST":
-									r.name = RetryJobOperation
-									r.summary = ""
-									r.operationID = "retryJob"
-									r.operationGroup = ""
-									r.pathPattern = "/v2/{endpointId}/retry/{jobId}"
-									r.args = args
-									r.count = 2
-									return r, true
-								default:
-									return
-								}
-							}
-
-						case 'u': // Prefix: "un"
-
-							if l := len("un"); len(elem) >= l && elem[0:l] == "un" {
-								elem = elem[l:]
-							} else {
-								break
-							}
-
-							if len(elem) == 0 {
-								switch method {
-								case "POST":
-									r.name = RunJobOperation
-									r.summary = "Submit an asynchronous job (payload at most 10 MB)."
-									r.operationID = "runJob"
-									r.operationGroup = ""
-									r.pathPattern = "/v2/{endpointId}/run"
-									r.args = args
-									r.count = 1
-									return r, true
-								default:
-									return
-								}
-							}
-							switch elem[0] {
-							case 's': // Prefix: "sync"
-
-								if l := len("sync"); len(elem) >= l && elem[0:l] == "sync" {
+								if l := len("urge-queue"); len(elem) >= l && elem[0:l] == "urge-queue" {
 									elem = elem[l:]
 								} else {
 									break
@@ -2023,11 +2253,11 @@ func (s *Server) FindPath(method string, u *url.URL) (r Route, _ bool) {
 									// Leaf node.
 									switch method {
 									case "POST":
-										r.name = RunSyncJobOperation
-										r.summary = "Submit a job and wait for it (payload at most 20 MB)."
-										r.operationID = "runSyncJob"
+										r.name = PurgeQueueOperation
+										r.summary = ""
+										r.operationID = "purgeQueue"
 										r.operationGroup = ""
-										r.pathPattern = "/v2/{endpointId}/runsync"
+										r.pathPattern = "/v2/{endpointId}/purge-queue"
 										r.args = args
 										r.count = 1
 										return r, true
@@ -2038,23 +2268,9 @@ func (s *Server) FindPath(method string, u *url.URL) (r Route, _ bool) {
 
 							}
 
-						}
+						case 'r': // Prefix: "r"
 
-					case 's': // Prefix: "st"
-
-						if l := len("st"); len(elem) >= l && elem[0:l] == "st" {
-							elem = elem[l:]
-						} else {
-							break
-						}
-
-						if len(elem) == 0 {
-							break
-						}
-						switch elem[0] {
-						case 'a': // Prefix: "atus"
-
-							if l := len("atus"); len(elem) >= l && elem[0:l] == "atus" {
+							if l := len("r"); len(elem) >= l && elem[0:l] == "r" {
 								elem = elem[l:]
 							} else {
 								break
@@ -2064,9 +2280,9 @@ func (s *Server) FindPath(method string, u *url.URL) (r Route, _ bool) {
 								break
 							}
 							switch elem[0] {
-							case '-': // Prefix: "-sync/"
+							case 'e': // Prefix: "etry/"
 
-								if l := len("-sync/"); len(elem) >= l && elem[0:l] == "-sync/" {
+								if l := len("etry/"); len(elem) >= l && elem[0:l] == "etry/" {
 									elem = elem[l:]
 								} else {
 									break
@@ -2084,21 +2300,12 @@ func (s *Server) FindPath(method string, u *url.URL) (r Route, _ bool) {
 								if len(elem) == 0 {
 									// Leaf node.
 									switch method {
-									case "GET":
-										r.name = GetJobStatusSyncOperation
-										r.summary = "Status that waits like runsync until the job ends or `wait` passes."
-										r.operationID = "getJobStatusSync"
-										r.operationGroup = ""
-										r.pathPattern = "/v2/{endpointId}/status-sync/{jobId}"
-										r.args = args
-										r.count = 2
-										return r, true
 									case "POST":
-										r.name = PostJobStatusSyncOperation
+										r.name = RetryJobOperation
 										r.summary = ""
-										r.operationID = "postJobStatusSync"
+										r.operationID = "retryJob"
 										r.operationGroup = ""
-										r.pathPattern = "/v2/{endpointId}/status-sync/{jobId}"
+										r.pathPattern = "/v2/{endpointId}/retry/{jobId}"
 										r.args = args
 										r.count = 2
 										return r, true
@@ -2107,92 +2314,214 @@ func (s *Server) FindPath(method string, u *url.URL) (r Route, _ bool) {
 									}
 								}
 
-							case '/': // Prefix: "/"
+							case 'u': // Prefix: "un"
 
-								if l := len("/"); len(elem) >= l && elem[0:l] == "/" {
+								if l := len("un"); len(elem) >= l && elem[0:l] == "un" {
 									elem = elem[l:]
 								} else {
 									break
 								}
 
-								// Param: "jobId"
-								// Leaf parameter, slashes are prohibited
-								idx := strings.IndexByte(elem, '/')
-								if idx >= 0 {
-									break
-								}
-								args[1] = elem
-								elem = ""
-
 								if len(elem) == 0 {
-									// Leaf node.
 									switch method {
-									case "GET":
-										r.name = GetJobStatusOperation
-										r.summary = ""
-										r.operationID = "getJobStatus"
-										r.operationGroup = ""
-										r.pathPattern = "/v2/{endpointId}/status/{jobId}"
-										r.args = args
-										r.count = 2
-										return r, true
 									case "POST":
-										r.name = PostJobStatusOperation
-										r.summary = "The status operation by POST (the Go SDK's form)."
-										r.operationID = "postJobStatus"
+										r.name = RunJobOperation
+										r.summary = "Submit an asynchronous job (payload at most 10 MB)."
+										r.operationID = "runJob"
 										r.operationGroup = ""
-										r.pathPattern = "/v2/{endpointId}/status/{jobId}"
+										r.pathPattern = "/v2/{endpointId}/run"
 										r.args = args
-										r.count = 2
+										r.count = 1
 										return r, true
 									default:
 										return
 									}
+								}
+								switch elem[0] {
+								case 's': // Prefix: "sync"
+
+									if l := len("sync"); len(elem) >= l && elem[0:l] == "sync" {
+										elem = elem[l:]
+									} else {
+										break
+									}
+
+									if len(elem) == 0 {
+										// Leaf node.
+										switch method {
+										case "POST":
+											r.name = RunSyncJobOperation
+											r.summary = "Submit a job and wait for it (payload at most 20 MB)."
+											r.operationID = "runSyncJob"
+											r.operationGroup = ""
+											r.pathPattern = "/v2/{endpointId}/runsync"
+											r.args = args
+											r.count = 1
+											return r, true
+										default:
+											return
+										}
+									}
+
 								}
 
 							}
 
-						case 'r': // Prefix: "ream/"
+						case 's': // Prefix: "st"
 
-							if l := len("ream/"); len(elem) >= l && elem[0:l] == "ream/" {
+							if l := len("st"); len(elem) >= l && elem[0:l] == "st" {
 								elem = elem[l:]
 							} else {
 								break
 							}
 
-							// Param: "jobId"
-							// Leaf parameter, slashes are prohibited
-							idx := strings.IndexByte(elem, '/')
-							if idx >= 0 {
+							if len(elem) == 0 {
 								break
 							}
-							args[1] = elem
-							elem = ""
+							switch elem[0] {
+							case 'a': // Prefix: "atus"
 
-							if len(elem) == 0 {
-								// Leaf node.
-								switch method {
-								case "GET":
-									r.name = GetJobStreamOperation
-									r.summary = "Stream chunks not yet handed out (each at most 1 MB)."
-									r.operationID = "getJobStream"
-									r.operationGroup = ""
-									r.pathPattern = "/v2/{endpointId}/stream/{jobId}"
-									r.args = args
-									r.count = 2
-									return r, true
-								case "POST":
-									r.name = PostJobStreamOperation
-									r.summary = ""
-									r.operationID = "postJobStream"
-									r.operationGroup = ""
-									r.pathPattern = "/v2/{endpointId}/stream/{jobId}"
-									r.args = args
-									r.count = 2
-									return r, true
-								default:
-									return
+								if l := len("atus"); len(elem) >= l && elem[0:l] == "atus" {
+									elem = elem[l:]
+								} else {
+									break
 								}
+
+								if len(elem) == 0 {
+									break
+								}
+								switch elem[0] {
+								case '-': // Prefix: "-sync/"
+
+									if l := len("-sync/"); len(elem) >= l && elem[0:l] == "-sync/" {
+										elem = elem[l:]
+									} else {
+										break
+									}
+
+									// Param: "jobId"
+									// Leaf parameter, slashes are prohibited
+									idx := strings.IndexByte(elem, '/')
+									if idx >= 0 {
+										break
+									}
+									args[1] = elem
+									elem = ""
+
+									if len(elem) == 0 {
+										// Leaf node.
+										switch method {
+										case "GET":
+											r.name = GetJobStatusSyncOperation
+											r.summary = "Status that waits like runsync until the job ends or `wait` passes."
+											r.operationID = "getJobStatusSync"
+											r.operationGroup = ""
+											r.pathPattern = "/v2/{endpointId}/status-sync/{jobId}"
+											r.args = args
+											r.count = 2
+											return r, true
+										case "POST":
+											r.name = PostJobStatusSyncOperation
+											r.summary = ""
+											r.operationID = "postJobStatusSync"
+											r.operationGroup = ""
+											r.pathPattern = "/v2/{endpointId}/status-sync/{jobId}"
+											r.args = args
+											r.count = 2
+											return r, true
+										default:
+											return
+										}
+									}
+
+								case '/': // Prefix: "/"
+
+									if l := len("/"); len(elem) >= l && elem[0:l] == "/" {
+										elem = elem[l:]
+									} else {
+										break
+									}
+
+									// Param: "jobId"
+									// Leaf parameter, slashes are prohibited
+									idx := strings.IndexByte(elem, '/')
+									if idx >= 0 {
+										break
+									}
+									args[1] = elem
+									elem = ""
+
+									if len(elem) == 0 {
+										// Leaf node.
+										switch method {
+										case "GET":
+											r.name = GetJobStatusOperation
+											r.summary = ""
+											r.operationID = "getJobStatus"
+											r.operationGroup = ""
+											r.pathPattern = "/v2/{endpointId}/status/{jobId}"
+											r.args = args
+											r.count = 2
+											return r, true
+										case "POST":
+											r.name = PostJobStatusOperation
+											r.summary = "The status operation by POST (the Go SDK's form)."
+											r.operationID = "postJobStatus"
+											r.operationGroup = ""
+											r.pathPattern = "/v2/{endpointId}/status/{jobId}"
+											r.args = args
+											r.count = 2
+											return r, true
+										default:
+											return
+										}
+									}
+
+								}
+
+							case 'r': // Prefix: "ream/"
+
+								if l := len("ream/"); len(elem) >= l && elem[0:l] == "ream/" {
+									elem = elem[l:]
+								} else {
+									break
+								}
+
+								// Param: "jobId"
+								// Leaf parameter, slashes are prohibited
+								idx := strings.IndexByte(elem, '/')
+								if idx >= 0 {
+									break
+								}
+								args[1] = elem
+								elem = ""
+
+								if len(elem) == 0 {
+									// Leaf node.
+									switch method {
+									case "GET":
+										r.name = GetJobStreamOperation
+										r.summary = "Stream chunks not yet handed out (each at most 1 MB)."
+										r.operationID = "getJobStream"
+										r.operationGroup = ""
+										r.pathPattern = "/v2/{endpointId}/stream/{jobId}"
+										r.args = args
+										r.count = 2
+										return r, true
+									case "POST":
+										r.name = PostJobStreamOperation
+										r.summary = ""
+										r.operationID = "postJobStream"
+										r.operationGroup = ""
+										r.pathPattern = "/v2/{endpointId}/stream/{jobId}"
+										r.args = args
+										r.count = 2
+										return r, true
+									default:
+										return
+									}
+								}
+
 							}
 
 						}

@@ -4,6 +4,8 @@ package oas
 
 import (
 	json2 "encoding/json"
+	"io"
+	"net/http"
 	"time"
 
 	"github.com/go-faster/errors"
@@ -33,6 +35,34 @@ func (s *BearerAuth) SetToken(val string) {
 // SetRoles sets the value of Roles.
 func (s *BearerAuth) SetRoles(val []string) {
 	s.Roles = val
+}
+
+// Ref: #/components/schemas/BillingUnit
+type BillingUnit struct {
+	// `megapixel`, `5_seconds`, `1k_characters` or `1m_tokens`.
+	ID string `json:"id"`
+	// What is measured and how it is rounded.
+	Description string `json:"description"`
+}
+
+// GetID returns the value of ID.
+func (s *BillingUnit) GetID() string {
+	return s.ID
+}
+
+// GetDescription returns the value of Description.
+func (s *BillingUnit) GetDescription() string {
+	return s.Description
+}
+
+// SetID sets the value of ID.
+func (s *BillingUnit) SetID(val string) {
+	s.ID = val
+}
+
+// SetDescription sets the value of Description.
+func (s *BillingUnit) SetDescription(val string) {
+	s.Description = val
 }
 
 // ConflictHeaders wraps Problem with response headers.
@@ -75,6 +105,7 @@ func (s *ConflictHeaders) SetResponse(val Problem) {
 func (*ConflictHeaders) cancelJobRes()       {}
 func (*ConflictHeaders) retryJobRes()        {}
 func (*ConflictHeaders) workerJobDoneRes()   {}
+func (*ConflictHeaders) workerJobFileRes()   {}
 func (*ConflictHeaders) workerJobStreamRes() {}
 
 // Ref: #/components/schemas/CpuConfig
@@ -1056,15 +1087,18 @@ func (*ErrorStatusCode) createTemplateRes()       {}
 func (*ErrorStatusCode) deleteEndpointRes()       {}
 func (*ErrorStatusCode) deleteTemplateRes()       {}
 func (*ErrorStatusCode) getEndpointRes()          {}
+func (*ErrorStatusCode) getFileRes()              {}
 func (*ErrorStatusCode) getHealthRes()            {}
 func (*ErrorStatusCode) getJobStatusRes()         {}
 func (*ErrorStatusCode) getJobStatusSyncRes()     {}
 func (*ErrorStatusCode) getJobStreamRes()         {}
 func (*ErrorStatusCode) getTemplateRes()          {}
+func (*ErrorStatusCode) getUsageRes()             {}
 func (*ErrorStatusCode) listCatalogCpusRes()      {}
 func (*ErrorStatusCode) listCatalogGpusRes()      {}
 func (*ErrorStatusCode) listCatalogTemplatesRes() {}
 func (*ErrorStatusCode) listEndpointsRes()        {}
+func (*ErrorStatusCode) listModelsRes()           {}
 func (*ErrorStatusCode) listTemplatesRes()        {}
 func (*ErrorStatusCode) postJobStatusRes()        {}
 func (*ErrorStatusCode) postJobStatusSyncRes()    {}
@@ -1076,6 +1110,7 @@ func (*ErrorStatusCode) runSyncJobRes()           {}
 func (*ErrorStatusCode) updateEndpointRes()       {}
 func (*ErrorStatusCode) updateTemplateRes()       {}
 func (*ErrorStatusCode) workerJobDoneRes()        {}
+func (*ErrorStatusCode) workerJobFileRes()        {}
 func (*ErrorStatusCode) workerJobStopRes()        {}
 func (*ErrorStatusCode) workerJobStreamRes()      {}
 func (*ErrorStatusCode) workerJobTakeBatchRes()   {}
@@ -1169,6 +1204,38 @@ func (s *ForbiddenHeaders) SetResponse(val Problem) {
 }
 
 func (*ForbiddenHeaders) createEndpointRes() {}
+func (*ForbiddenHeaders) getFileRes()        {}
+
+type GetFileOK struct {
+	Data io.Reader
+}
+
+// Read reads data from the Data reader.
+//
+// Kept to satisfy the io.Reader interface.
+func (s GetFileOK) Read(p []byte) (n int, err error) {
+	if s.Data == nil {
+		return 0, io.EOF
+	}
+	return s.Data.Read(p)
+}
+
+// GetFileOKRawApplicationOctetStream represents raw HTTP response for GetFile application/octet-stream.
+type GetFileOKRawApplicationOctetStream struct {
+	Response *http.Response `json:"-"`
+}
+
+// GetResponse returns the value of Response.
+func (s *GetFileOKRawApplicationOctetStream) GetResponse() *http.Response {
+	return s.Response
+}
+
+// SetResponse sets the value of Response.
+func (s *GetFileOKRawApplicationOctetStream) SetResponse(val *http.Response) {
+	s.Response = val
+}
+
+func (*GetFileOKRawApplicationOctetStream) getFileRes() {}
 
 // Ref: #/components/schemas/GpuConfig
 type GpuConfig struct {
@@ -1590,7 +1657,8 @@ type Job struct {
 	WorkerId      OptString `json:"workerId"`
 	// Why an IN_QUEUE job waits when its endpoint cannot run it now: its workers keep failing before they
 	// take a job, or no pool has room for a worker.
-	Reason OptString `json:"reason"`
+	Reason OptString  `json:"reason"`
+	Cost   OptJobCost `json:"cost"`
 }
 
 // GetID returns the value of ID.
@@ -1638,6 +1706,11 @@ func (s *Job) GetReason() OptString {
 	return s.Reason
 }
 
+// GetCost returns the value of Cost.
+func (s *Job) GetCost() OptJobCost {
+	return s.Cost
+}
+
 // SetID sets the value of ID.
 func (s *Job) SetID(val string) {
 	s.ID = val
@@ -1681,6 +1754,11 @@ func (s *Job) SetWorkerId(val OptString) {
 // SetReason sets the value of Reason.
 func (s *Job) SetReason(val OptString) {
 	s.Reason = val
+}
+
+// SetCost sets the value of Cost.
+func (s *Job) SetCost(val OptJobCost) {
+	s.Cost = val
 }
 
 // Ref: #/components/schemas/JobAck
@@ -1749,6 +1827,154 @@ func (s *JobAckHeaders) SetResponse(val JobAck) {
 func (*JobAckHeaders) cancelJobRes() {}
 func (*JobAckHeaders) retryJobRes()  {}
 func (*JobAckHeaders) runJobRes()    {}
+
+// What a COMPLETED job of a ready-made model was charged, measured from what it produced. Absent on
+// every other job: a failed, cancelled or timed-out generation is not charged. Money is in US dollars
+// as exact decimal strings, and as integer millionths (`costMicros`).
+// Ref: #/components/schemas/JobCost
+type JobCost struct {
+	// The model id.
+	Model string `json:"model"`
+	// The billing unit: `megapixel`, `5_seconds`, `1k_characters` or `1m_tokens`.
+	Unit string `json:"unit"`
+	// What was measured: `pixels`, `milliseconds`, `characters` or `tokens`.
+	Measure string `json:"measure"`
+	// How much of `measure` the job produced.
+	Quantity int64 `json:"quantity"`
+	// Billed units, an exact decimal (e.g. `0.262144`).
+	Units string `json:"units"`
+	// USD per unit.
+	UnitPrice string `json:"unitPrice"`
+	// USD charged: units × unit price, rounded up to a millionth of a dollar.
+	Cost string `json:"cost"`
+	// The cost in millionths of a US dollar.
+	CostMicros int64           `json:"costMicros"`
+	Currency   JobCostCurrency `json:"currency"`
+}
+
+// GetModel returns the value of Model.
+func (s *JobCost) GetModel() string {
+	return s.Model
+}
+
+// GetUnit returns the value of Unit.
+func (s *JobCost) GetUnit() string {
+	return s.Unit
+}
+
+// GetMeasure returns the value of Measure.
+func (s *JobCost) GetMeasure() string {
+	return s.Measure
+}
+
+// GetQuantity returns the value of Quantity.
+func (s *JobCost) GetQuantity() int64 {
+	return s.Quantity
+}
+
+// GetUnits returns the value of Units.
+func (s *JobCost) GetUnits() string {
+	return s.Units
+}
+
+// GetUnitPrice returns the value of UnitPrice.
+func (s *JobCost) GetUnitPrice() string {
+	return s.UnitPrice
+}
+
+// GetCost returns the value of Cost.
+func (s *JobCost) GetCost() string {
+	return s.Cost
+}
+
+// GetCostMicros returns the value of CostMicros.
+func (s *JobCost) GetCostMicros() int64 {
+	return s.CostMicros
+}
+
+// GetCurrency returns the value of Currency.
+func (s *JobCost) GetCurrency() JobCostCurrency {
+	return s.Currency
+}
+
+// SetModel sets the value of Model.
+func (s *JobCost) SetModel(val string) {
+	s.Model = val
+}
+
+// SetUnit sets the value of Unit.
+func (s *JobCost) SetUnit(val string) {
+	s.Unit = val
+}
+
+// SetMeasure sets the value of Measure.
+func (s *JobCost) SetMeasure(val string) {
+	s.Measure = val
+}
+
+// SetQuantity sets the value of Quantity.
+func (s *JobCost) SetQuantity(val int64) {
+	s.Quantity = val
+}
+
+// SetUnits sets the value of Units.
+func (s *JobCost) SetUnits(val string) {
+	s.Units = val
+}
+
+// SetUnitPrice sets the value of UnitPrice.
+func (s *JobCost) SetUnitPrice(val string) {
+	s.UnitPrice = val
+}
+
+// SetCost sets the value of Cost.
+func (s *JobCost) SetCost(val string) {
+	s.Cost = val
+}
+
+// SetCostMicros sets the value of CostMicros.
+func (s *JobCost) SetCostMicros(val int64) {
+	s.CostMicros = val
+}
+
+// SetCurrency sets the value of Currency.
+func (s *JobCost) SetCurrency(val JobCostCurrency) {
+	s.Currency = val
+}
+
+type JobCostCurrency string
+
+const (
+	JobCostCurrencyUSD JobCostCurrency = "USD"
+)
+
+// AllValues returns all JobCostCurrency values.
+func (JobCostCurrency) AllValues() []JobCostCurrency {
+	return []JobCostCurrency{
+		JobCostCurrencyUSD,
+	}
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (s JobCostCurrency) MarshalText() ([]byte, error) {
+	switch s {
+	case JobCostCurrencyUSD:
+		return []byte(s), nil
+	default:
+		return nil, errors.Errorf("invalid value: %q", s)
+	}
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (s *JobCostCurrency) UnmarshalText(data []byte) error {
+	switch JobCostCurrency(data) {
+	case JobCostCurrencyUSD:
+		*s = JobCostCurrencyUSD
+		return nil
+	default:
+		return errors.Errorf("invalid value: %q", data)
+	}
+}
 
 // `{"output": x}` completes the job; `error` fails it; `status: IN_PROGRESS` is a progress update;
 // `stopPod: true` recycles the worker after the job.
@@ -2031,6 +2257,8 @@ func (s *JobStatus) UnmarshalText(data []byte) error {
 // Ref: #/components/schemas/JobStreamRequest
 type JobStreamRequest struct {
 	Output jx.Raw `json:"output"`
+	// Optional chunk metrics (an object of numbers, spec 2.9), handed to stream readers with the part.
+	Metrics jx.Raw `json:"metrics"`
 }
 
 // GetOutput returns the value of Output.
@@ -2038,9 +2266,19 @@ func (s *JobStreamRequest) GetOutput() jx.Raw {
 	return s.Output
 }
 
+// GetMetrics returns the value of Metrics.
+func (s *JobStreamRequest) GetMetrics() jx.Raw {
+	return s.Metrics
+}
+
 // SetOutput sets the value of Output.
 func (s *JobStreamRequest) SetOutput(val jx.Raw) {
 	s.Output = val
+}
+
+// SetMetrics sets the value of Metrics.
+func (s *JobStreamRequest) SetMetrics(val jx.Raw) {
+	s.Metrics = val
 }
 
 // Ref: #/components/schemas/JobsToStop
@@ -2239,6 +2477,402 @@ func (s *LoadBalancerRequestUrls) SetHealth(val string) {
 	s.Health = val
 }
 
+// Ref: #/components/schemas/Model
+type Model struct {
+	// The model slug: `POST /v2/{id}/run`.
+	ID   string    `json:"id"`
+	Name string    `json:"name"`
+	Type ModelType `json:"type"`
+	// What the model is and what it is not.
+	Description string `json:"description"`
+	// The fields of `input`; others are refused (422).
+	Parameters []ModelParameter `json:"parameters"`
+	// The fields of a COMPLETED job's `output`.
+	Output []ModelOutputField `json:"output"`
+	Unit   BillingUnit        `json:"unit"`
+	Price  Price              `json:"price"`
+}
+
+// GetID returns the value of ID.
+func (s *Model) GetID() string {
+	return s.ID
+}
+
+// GetName returns the value of Name.
+func (s *Model) GetName() string {
+	return s.Name
+}
+
+// GetType returns the value of Type.
+func (s *Model) GetType() ModelType {
+	return s.Type
+}
+
+// GetDescription returns the value of Description.
+func (s *Model) GetDescription() string {
+	return s.Description
+}
+
+// GetParameters returns the value of Parameters.
+func (s *Model) GetParameters() []ModelParameter {
+	return s.Parameters
+}
+
+// GetOutput returns the value of Output.
+func (s *Model) GetOutput() []ModelOutputField {
+	return s.Output
+}
+
+// GetUnit returns the value of Unit.
+func (s *Model) GetUnit() BillingUnit {
+	return s.Unit
+}
+
+// GetPrice returns the value of Price.
+func (s *Model) GetPrice() Price {
+	return s.Price
+}
+
+// SetID sets the value of ID.
+func (s *Model) SetID(val string) {
+	s.ID = val
+}
+
+// SetName sets the value of Name.
+func (s *Model) SetName(val string) {
+	s.Name = val
+}
+
+// SetType sets the value of Type.
+func (s *Model) SetType(val ModelType) {
+	s.Type = val
+}
+
+// SetDescription sets the value of Description.
+func (s *Model) SetDescription(val string) {
+	s.Description = val
+}
+
+// SetParameters sets the value of Parameters.
+func (s *Model) SetParameters(val []ModelParameter) {
+	s.Parameters = val
+}
+
+// SetOutput sets the value of Output.
+func (s *Model) SetOutput(val []ModelOutputField) {
+	s.Output = val
+}
+
+// SetUnit sets the value of Unit.
+func (s *Model) SetUnit(val BillingUnit) {
+	s.Unit = val
+}
+
+// SetPrice sets the value of Price.
+func (s *Model) SetPrice(val Price) {
+	s.Price = val
+}
+
+// Ref: #/components/schemas/ModelList
+type ModelList struct {
+	Items []Model `json:"items"`
+}
+
+// GetItems returns the value of Items.
+func (s *ModelList) GetItems() []Model {
+	return s.Items
+}
+
+// SetItems sets the value of Items.
+func (s *ModelList) SetItems(val []Model) {
+	s.Items = val
+}
+
+// ModelListHeaders wraps ModelList with response headers.
+type ModelListHeaders struct {
+	RateLimit       OptString
+	RateLimitPolicy OptString
+	Response        ModelList
+}
+
+// GetRateLimit returns the value of RateLimit.
+func (s *ModelListHeaders) GetRateLimit() OptString {
+	return s.RateLimit
+}
+
+// GetRateLimitPolicy returns the value of RateLimitPolicy.
+func (s *ModelListHeaders) GetRateLimitPolicy() OptString {
+	return s.RateLimitPolicy
+}
+
+// GetResponse returns the value of Response.
+func (s *ModelListHeaders) GetResponse() ModelList {
+	return s.Response
+}
+
+// SetRateLimit sets the value of RateLimit.
+func (s *ModelListHeaders) SetRateLimit(val OptString) {
+	s.RateLimit = val
+}
+
+// SetRateLimitPolicy sets the value of RateLimitPolicy.
+func (s *ModelListHeaders) SetRateLimitPolicy(val OptString) {
+	s.RateLimitPolicy = val
+}
+
+// SetResponse sets the value of Response.
+func (s *ModelListHeaders) SetResponse(val ModelList) {
+	s.Response = val
+}
+
+func (*ModelListHeaders) listModelsRes() {}
+
+// Ref: #/components/schemas/ModelOutputField
+type ModelOutputField struct {
+	Name        string `json:"name"`
+	Type        string `json:"type"`
+	Description string `json:"description"`
+}
+
+// GetName returns the value of Name.
+func (s *ModelOutputField) GetName() string {
+	return s.Name
+}
+
+// GetType returns the value of Type.
+func (s *ModelOutputField) GetType() string {
+	return s.Type
+}
+
+// GetDescription returns the value of Description.
+func (s *ModelOutputField) GetDescription() string {
+	return s.Description
+}
+
+// SetName sets the value of Name.
+func (s *ModelOutputField) SetName(val string) {
+	s.Name = val
+}
+
+// SetType sets the value of Type.
+func (s *ModelOutputField) SetType(val string) {
+	s.Type = val
+}
+
+// SetDescription sets the value of Description.
+func (s *ModelOutputField) SetDescription(val string) {
+	s.Description = val
+}
+
+// Ref: #/components/schemas/ModelParameter
+type ModelParameter struct {
+	Name     string             `json:"name"`
+	Type     ModelParameterType `json:"type"`
+	Required bool               `json:"required"`
+	// The value used when the parameter is absent.
+	Default    jx.Raw   `json:"default"`
+	Minimum    OptInt64 `json:"minimum"`
+	Maximum    OptInt64 `json:"maximum"`
+	MultipleOf OptInt64 `json:"multipleOf"`
+	// Characters.
+	MaxLength   OptInt `json:"maxLength"`
+	Description string `json:"description"`
+}
+
+// GetName returns the value of Name.
+func (s *ModelParameter) GetName() string {
+	return s.Name
+}
+
+// GetType returns the value of Type.
+func (s *ModelParameter) GetType() ModelParameterType {
+	return s.Type
+}
+
+// GetRequired returns the value of Required.
+func (s *ModelParameter) GetRequired() bool {
+	return s.Required
+}
+
+// GetDefault returns the value of Default.
+func (s *ModelParameter) GetDefault() jx.Raw {
+	return s.Default
+}
+
+// GetMinimum returns the value of Minimum.
+func (s *ModelParameter) GetMinimum() OptInt64 {
+	return s.Minimum
+}
+
+// GetMaximum returns the value of Maximum.
+func (s *ModelParameter) GetMaximum() OptInt64 {
+	return s.Maximum
+}
+
+// GetMultipleOf returns the value of MultipleOf.
+func (s *ModelParameter) GetMultipleOf() OptInt64 {
+	return s.MultipleOf
+}
+
+// GetMaxLength returns the value of MaxLength.
+func (s *ModelParameter) GetMaxLength() OptInt {
+	return s.MaxLength
+}
+
+// GetDescription returns the value of Description.
+func (s *ModelParameter) GetDescription() string {
+	return s.Description
+}
+
+// SetName sets the value of Name.
+func (s *ModelParameter) SetName(val string) {
+	s.Name = val
+}
+
+// SetType sets the value of Type.
+func (s *ModelParameter) SetType(val ModelParameterType) {
+	s.Type = val
+}
+
+// SetRequired sets the value of Required.
+func (s *ModelParameter) SetRequired(val bool) {
+	s.Required = val
+}
+
+// SetDefault sets the value of Default.
+func (s *ModelParameter) SetDefault(val jx.Raw) {
+	s.Default = val
+}
+
+// SetMinimum sets the value of Minimum.
+func (s *ModelParameter) SetMinimum(val OptInt64) {
+	s.Minimum = val
+}
+
+// SetMaximum sets the value of Maximum.
+func (s *ModelParameter) SetMaximum(val OptInt64) {
+	s.Maximum = val
+}
+
+// SetMultipleOf sets the value of MultipleOf.
+func (s *ModelParameter) SetMultipleOf(val OptInt64) {
+	s.MultipleOf = val
+}
+
+// SetMaxLength sets the value of MaxLength.
+func (s *ModelParameter) SetMaxLength(val OptInt) {
+	s.MaxLength = val
+}
+
+// SetDescription sets the value of Description.
+func (s *ModelParameter) SetDescription(val string) {
+	s.Description = val
+}
+
+type ModelParameterType string
+
+const (
+	ModelParameterTypeString  ModelParameterType = "string"
+	ModelParameterTypeInteger ModelParameterType = "integer"
+	ModelParameterTypeBoolean ModelParameterType = "boolean"
+)
+
+// AllValues returns all ModelParameterType values.
+func (ModelParameterType) AllValues() []ModelParameterType {
+	return []ModelParameterType{
+		ModelParameterTypeString,
+		ModelParameterTypeInteger,
+		ModelParameterTypeBoolean,
+	}
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (s ModelParameterType) MarshalText() ([]byte, error) {
+	switch s {
+	case ModelParameterTypeString:
+		return []byte(s), nil
+	case ModelParameterTypeInteger:
+		return []byte(s), nil
+	case ModelParameterTypeBoolean:
+		return []byte(s), nil
+	default:
+		return nil, errors.Errorf("invalid value: %q", s)
+	}
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (s *ModelParameterType) UnmarshalText(data []byte) error {
+	switch ModelParameterType(data) {
+	case ModelParameterTypeString:
+		*s = ModelParameterTypeString
+		return nil
+	case ModelParameterTypeInteger:
+		*s = ModelParameterTypeInteger
+		return nil
+	case ModelParameterTypeBoolean:
+		*s = ModelParameterTypeBoolean
+		return nil
+	default:
+		return errors.Errorf("invalid value: %q", data)
+	}
+}
+
+// Ref: #/components/schemas/ModelType
+type ModelType string
+
+const (
+	ModelTypeIMAGEGENERATION ModelType = "IMAGE_GENERATION"
+	ModelTypeVIDEOGENERATION ModelType = "VIDEO_GENERATION"
+	ModelTypeTEXTTOSPEECH    ModelType = "TEXT_TO_SPEECH"
+	ModelTypeTEXTGENERATION  ModelType = "TEXT_GENERATION"
+)
+
+// AllValues returns all ModelType values.
+func (ModelType) AllValues() []ModelType {
+	return []ModelType{
+		ModelTypeIMAGEGENERATION,
+		ModelTypeVIDEOGENERATION,
+		ModelTypeTEXTTOSPEECH,
+		ModelTypeTEXTGENERATION,
+	}
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (s ModelType) MarshalText() ([]byte, error) {
+	switch s {
+	case ModelTypeIMAGEGENERATION:
+		return []byte(s), nil
+	case ModelTypeVIDEOGENERATION:
+		return []byte(s), nil
+	case ModelTypeTEXTTOSPEECH:
+		return []byte(s), nil
+	case ModelTypeTEXTGENERATION:
+		return []byte(s), nil
+	default:
+		return nil, errors.Errorf("invalid value: %q", s)
+	}
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (s *ModelType) UnmarshalText(data []byte) error {
+	switch ModelType(data) {
+	case ModelTypeIMAGEGENERATION:
+		*s = ModelTypeIMAGEGENERATION
+		return nil
+	case ModelTypeVIDEOGENERATION:
+		*s = ModelTypeVIDEOGENERATION
+		return nil
+	case ModelTypeTEXTTOSPEECH:
+		*s = ModelTypeTEXTTOSPEECH
+		return nil
+	case ModelTypeTEXTGENERATION:
+		*s = ModelTypeTEXTGENERATION
+		return nil
+	default:
+		return errors.Errorf("invalid value: %q", data)
+	}
+}
+
 // NotFoundHeaders wraps Problem with response headers.
 type NotFoundHeaders struct {
 	RateLimit       OptString
@@ -2282,6 +2916,7 @@ func (*NotFoundHeaders) createEndpointV1Res()  {}
 func (*NotFoundHeaders) deleteEndpointRes()    {}
 func (*NotFoundHeaders) deleteTemplateRes()    {}
 func (*NotFoundHeaders) getEndpointRes()       {}
+func (*NotFoundHeaders) getFileRes()           {}
 func (*NotFoundHeaders) getJobStatusRes()      {}
 func (*NotFoundHeaders) getJobStatusSyncRes()  {}
 func (*NotFoundHeaders) getJobStreamRes()      {}
@@ -2293,6 +2928,7 @@ func (*NotFoundHeaders) retryJobRes()          {}
 func (*NotFoundHeaders) updateEndpointRes()    {}
 func (*NotFoundHeaders) updateTemplateRes()    {}
 func (*NotFoundHeaders) workerJobDoneRes()     {}
+func (*NotFoundHeaders) workerJobFileRes()     {}
 func (*NotFoundHeaders) workerJobStreamRes()   {}
 
 // NewOptBool returns new OptBool with value set to v.
@@ -2473,6 +3109,52 @@ func (o OptCreateTemplateRequestEnv) Get() (v CreateTemplateRequestEnv, ok bool)
 
 // Or returns value if set, or given parameter if does not.
 func (o OptCreateTemplateRequestEnv) Or(d CreateTemplateRequestEnv) CreateTemplateRequestEnv {
+	if v, ok := o.Get(); ok {
+		return v
+	}
+	return d
+}
+
+// NewOptDateTime returns new OptDateTime with value set to v.
+func NewOptDateTime(v time.Time) OptDateTime {
+	return OptDateTime{
+		Value: v,
+		Set:   true,
+	}
+}
+
+// OptDateTime is optional time.Time.
+type OptDateTime struct {
+	Value time.Time
+	Set   bool
+}
+
+// IsSet returns true if OptDateTime was set.
+func (o OptDateTime) IsSet() bool { return o.Set }
+
+// Reset unsets value.
+func (o *OptDateTime) Reset() {
+	var v time.Time
+	o.Value = v
+	o.Set = false
+}
+
+// SetTo sets value to v.
+func (o *OptDateTime) SetTo(v time.Time) {
+	o.Set = true
+	o.Value = v
+}
+
+// Get returns value and boolean that denotes whether value was set.
+func (o OptDateTime) Get() (v time.Time, ok bool) {
+	if !o.Set {
+		return v, false
+	}
+	return o.Value, true
+}
+
+// Or returns value if set, or given parameter if does not.
+func (o OptDateTime) Or(d time.Time) time.Time {
 	if v, ok := o.Get(); ok {
 		return v
 	}
@@ -2841,6 +3523,52 @@ func (o OptInt64) Get() (v int64, ok bool) {
 
 // Or returns value if set, or given parameter if does not.
 func (o OptInt64) Or(d int64) int64 {
+	if v, ok := o.Get(); ok {
+		return v
+	}
+	return d
+}
+
+// NewOptJobCost returns new OptJobCost with value set to v.
+func NewOptJobCost(v JobCost) OptJobCost {
+	return OptJobCost{
+		Value: v,
+		Set:   true,
+	}
+}
+
+// OptJobCost is optional JobCost.
+type OptJobCost struct {
+	Value JobCost
+	Set   bool
+}
+
+// IsSet returns true if OptJobCost was set.
+func (o OptJobCost) IsSet() bool { return o.Set }
+
+// Reset unsets value.
+func (o *OptJobCost) Reset() {
+	var v JobCost
+	o.Value = v
+	o.Set = false
+}
+
+// SetTo sets value to v.
+func (o *OptJobCost) SetTo(v JobCost) {
+	o.Set = true
+	o.Value = v
+}
+
+// Get returns value and boolean that denotes whether value was set.
+func (o OptJobCost) Get() (v JobCost, ok bool) {
+	if !o.Set {
+		return v, false
+	}
+	return o.Value, true
+}
+
+// Or returns value if set, or given parameter if does not.
+func (o OptJobCost) Or(d JobCost) JobCost {
 	if v, ok := o.Get(); ok {
 		return v
 	}
@@ -3421,6 +4149,79 @@ func (o OptWorkers) Or(d Workers) Workers {
 	return d
 }
 
+// Ref: #/components/schemas/Price
+type Price struct {
+	Currency PriceCurrency `json:"currency"`
+	// USD per unit.
+	PerUnit string `json:"perUnit"`
+	// Millionths of a US dollar per unit.
+	PerUnitMicros int64 `json:"perUnitMicros"`
+}
+
+// GetCurrency returns the value of Currency.
+func (s *Price) GetCurrency() PriceCurrency {
+	return s.Currency
+}
+
+// GetPerUnit returns the value of PerUnit.
+func (s *Price) GetPerUnit() string {
+	return s.PerUnit
+}
+
+// GetPerUnitMicros returns the value of PerUnitMicros.
+func (s *Price) GetPerUnitMicros() int64 {
+	return s.PerUnitMicros
+}
+
+// SetCurrency sets the value of Currency.
+func (s *Price) SetCurrency(val PriceCurrency) {
+	s.Currency = val
+}
+
+// SetPerUnit sets the value of PerUnit.
+func (s *Price) SetPerUnit(val string) {
+	s.PerUnit = val
+}
+
+// SetPerUnitMicros sets the value of PerUnitMicros.
+func (s *Price) SetPerUnitMicros(val int64) {
+	s.PerUnitMicros = val
+}
+
+type PriceCurrency string
+
+const (
+	PriceCurrencyUSD PriceCurrency = "USD"
+)
+
+// AllValues returns all PriceCurrency values.
+func (PriceCurrency) AllValues() []PriceCurrency {
+	return []PriceCurrency{
+		PriceCurrencyUSD,
+	}
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (s PriceCurrency) MarshalText() ([]byte, error) {
+	switch s {
+	case PriceCurrencyUSD:
+		return []byte(s), nil
+	default:
+		return nil, errors.Errorf("invalid value: %q", s)
+	}
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (s *PriceCurrency) UnmarshalText(data []byte) error {
+	switch PriceCurrency(data) {
+	case PriceCurrencyUSD:
+		*s = PriceCurrencyUSD
+		return nil
+	default:
+		return errors.Errorf("invalid value: %q", data)
+	}
+}
+
 // Ref: #/components/schemas/Problem
 type Problem struct {
 	// A URI naming the problem type; `about:blank` when absent.
@@ -3497,8 +4298,10 @@ func (s *Problem) SetError(val OptString) {
 	s.Error = val
 }
 
-func (*Problem) runJobRes()     {}
-func (*Problem) runSyncJobRes() {}
+func (*Problem) getUsageRes()      {}
+func (*Problem) runJobRes()        {}
+func (*Problem) runSyncJobRes()    {}
+func (*Problem) workerJobFileRes() {}
 
 // Ref: #/components/schemas/PurgeResponse
 type PurgeResponse struct {
@@ -3968,6 +4771,68 @@ func NewRequestCountScalingScaling(v RequestCountScaling) Scaling {
 	s.SetRequestCountScaling(v)
 	return s
 }
+
+// Ref: #/components/schemas/StoredFile
+type StoredFile struct {
+	Name string `json:"name"`
+	// The signed URL: `{public url}/files/{name}?expires=..&sig=..`.
+	URL         string    `json:"url"`
+	ExpiresAt   time.Time `json:"expiresAt"`
+	Bytes       int64     `json:"bytes"`
+	ContentType string    `json:"contentType"`
+}
+
+// GetName returns the value of Name.
+func (s *StoredFile) GetName() string {
+	return s.Name
+}
+
+// GetURL returns the value of URL.
+func (s *StoredFile) GetURL() string {
+	return s.URL
+}
+
+// GetExpiresAt returns the value of ExpiresAt.
+func (s *StoredFile) GetExpiresAt() time.Time {
+	return s.ExpiresAt
+}
+
+// GetBytes returns the value of Bytes.
+func (s *StoredFile) GetBytes() int64 {
+	return s.Bytes
+}
+
+// GetContentType returns the value of ContentType.
+func (s *StoredFile) GetContentType() string {
+	return s.ContentType
+}
+
+// SetName sets the value of Name.
+func (s *StoredFile) SetName(val string) {
+	s.Name = val
+}
+
+// SetURL sets the value of URL.
+func (s *StoredFile) SetURL(val string) {
+	s.URL = val
+}
+
+// SetExpiresAt sets the value of ExpiresAt.
+func (s *StoredFile) SetExpiresAt(val time.Time) {
+	s.ExpiresAt = val
+}
+
+// SetBytes sets the value of Bytes.
+func (s *StoredFile) SetBytes(val int64) {
+	s.Bytes = val
+}
+
+// SetContentType sets the value of ContentType.
+func (s *StoredFile) SetContentType(val string) {
+	s.ContentType = val
+}
+
+func (*StoredFile) workerJobFileRes() {}
 
 // Ref: #/components/schemas/StreamChunk
 type StreamChunk struct {
@@ -4566,8 +5431,10 @@ func (s *UnprocessableEntityHeaders) SetResponse(val Problem) {
 func (*UnprocessableEntityHeaders) createEndpointRes()   {}
 func (*UnprocessableEntityHeaders) createEndpointV1Res() {}
 func (*UnprocessableEntityHeaders) createTemplateRes()   {}
+func (*UnprocessableEntityHeaders) getUsageRes()         {}
 func (*UnprocessableEntityHeaders) updateEndpointRes()   {}
 func (*UnprocessableEntityHeaders) updateTemplateRes()   {}
+func (*UnprocessableEntityHeaders) workerJobFileRes()    {}
 
 // Fields to change; the others keep their values. `type` and `templateId` cannot change.
 // Ref: #/components/schemas/UpdateEndpointRequest
@@ -4884,6 +5751,417 @@ func (s *UpdateTemplateRequestEnv) init() UpdateTemplateRequestEnv {
 		*s = m
 	}
 	return m
+}
+
+// Ref: #/components/schemas/UsageRecord
+type UsageRecord struct {
+	JobId       string              `json:"jobId"`
+	CompletedAt time.Time           `json:"completedAt"`
+	Model       string              `json:"model"`
+	Unit        string              `json:"unit"`
+	Measure     string              `json:"measure"`
+	Quantity    int64               `json:"quantity"`
+	Units       string              `json:"units"`
+	UnitPrice   string              `json:"unitPrice"`
+	Cost        string              `json:"cost"`
+	CostMicros  int64               `json:"costMicros"`
+	Currency    UsageRecordCurrency `json:"currency"`
+}
+
+// GetJobId returns the value of JobId.
+func (s *UsageRecord) GetJobId() string {
+	return s.JobId
+}
+
+// GetCompletedAt returns the value of CompletedAt.
+func (s *UsageRecord) GetCompletedAt() time.Time {
+	return s.CompletedAt
+}
+
+// GetModel returns the value of Model.
+func (s *UsageRecord) GetModel() string {
+	return s.Model
+}
+
+// GetUnit returns the value of Unit.
+func (s *UsageRecord) GetUnit() string {
+	return s.Unit
+}
+
+// GetMeasure returns the value of Measure.
+func (s *UsageRecord) GetMeasure() string {
+	return s.Measure
+}
+
+// GetQuantity returns the value of Quantity.
+func (s *UsageRecord) GetQuantity() int64 {
+	return s.Quantity
+}
+
+// GetUnits returns the value of Units.
+func (s *UsageRecord) GetUnits() string {
+	return s.Units
+}
+
+// GetUnitPrice returns the value of UnitPrice.
+func (s *UsageRecord) GetUnitPrice() string {
+	return s.UnitPrice
+}
+
+// GetCost returns the value of Cost.
+func (s *UsageRecord) GetCost() string {
+	return s.Cost
+}
+
+// GetCostMicros returns the value of CostMicros.
+func (s *UsageRecord) GetCostMicros() int64 {
+	return s.CostMicros
+}
+
+// GetCurrency returns the value of Currency.
+func (s *UsageRecord) GetCurrency() UsageRecordCurrency {
+	return s.Currency
+}
+
+// SetJobId sets the value of JobId.
+func (s *UsageRecord) SetJobId(val string) {
+	s.JobId = val
+}
+
+// SetCompletedAt sets the value of CompletedAt.
+func (s *UsageRecord) SetCompletedAt(val time.Time) {
+	s.CompletedAt = val
+}
+
+// SetModel sets the value of Model.
+func (s *UsageRecord) SetModel(val string) {
+	s.Model = val
+}
+
+// SetUnit sets the value of Unit.
+func (s *UsageRecord) SetUnit(val string) {
+	s.Unit = val
+}
+
+// SetMeasure sets the value of Measure.
+func (s *UsageRecord) SetMeasure(val string) {
+	s.Measure = val
+}
+
+// SetQuantity sets the value of Quantity.
+func (s *UsageRecord) SetQuantity(val int64) {
+	s.Quantity = val
+}
+
+// SetUnits sets the value of Units.
+func (s *UsageRecord) SetUnits(val string) {
+	s.Units = val
+}
+
+// SetUnitPrice sets the value of UnitPrice.
+func (s *UsageRecord) SetUnitPrice(val string) {
+	s.UnitPrice = val
+}
+
+// SetCost sets the value of Cost.
+func (s *UsageRecord) SetCost(val string) {
+	s.Cost = val
+}
+
+// SetCostMicros sets the value of CostMicros.
+func (s *UsageRecord) SetCostMicros(val int64) {
+	s.CostMicros = val
+}
+
+// SetCurrency sets the value of Currency.
+func (s *UsageRecord) SetCurrency(val UsageRecordCurrency) {
+	s.Currency = val
+}
+
+type UsageRecordCurrency string
+
+const (
+	UsageRecordCurrencyUSD UsageRecordCurrency = "USD"
+)
+
+// AllValues returns all UsageRecordCurrency values.
+func (UsageRecordCurrency) AllValues() []UsageRecordCurrency {
+	return []UsageRecordCurrency{
+		UsageRecordCurrencyUSD,
+	}
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (s UsageRecordCurrency) MarshalText() ([]byte, error) {
+	switch s {
+	case UsageRecordCurrencyUSD:
+		return []byte(s), nil
+	default:
+		return nil, errors.Errorf("invalid value: %q", s)
+	}
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (s *UsageRecordCurrency) UnmarshalText(data []byte) error {
+	switch UsageRecordCurrency(data) {
+	case UsageRecordCurrencyUSD:
+		*s = UsageRecordCurrencyUSD
+		return nil
+	default:
+		return errors.Errorf("invalid value: %q", data)
+	}
+}
+
+// Ref: #/components/schemas/UsageReport
+type UsageReport struct {
+	// The inclusive lower bound applied.
+	From OptDateTime `json:"from"`
+	// The exclusive upper bound applied.
+	To    OptDateTime   `json:"to"`
+	Model OptString     `json:"model"`
+	Items []UsageRecord `json:"items"`
+	// One per model, over every record the filters select.
+	Totals []UsageTotal `json:"totals"`
+	// USD in all.
+	Cost       string              `json:"cost"`
+	CostMicros int64               `json:"costMicros"`
+	Currency   UsageReportCurrency `json:"currency"`
+	// Absent on the last page.
+	NextCursor OptString `json:"nextCursor"`
+}
+
+// GetFrom returns the value of From.
+func (s *UsageReport) GetFrom() OptDateTime {
+	return s.From
+}
+
+// GetTo returns the value of To.
+func (s *UsageReport) GetTo() OptDateTime {
+	return s.To
+}
+
+// GetModel returns the value of Model.
+func (s *UsageReport) GetModel() OptString {
+	return s.Model
+}
+
+// GetItems returns the value of Items.
+func (s *UsageReport) GetItems() []UsageRecord {
+	return s.Items
+}
+
+// GetTotals returns the value of Totals.
+func (s *UsageReport) GetTotals() []UsageTotal {
+	return s.Totals
+}
+
+// GetCost returns the value of Cost.
+func (s *UsageReport) GetCost() string {
+	return s.Cost
+}
+
+// GetCostMicros returns the value of CostMicros.
+func (s *UsageReport) GetCostMicros() int64 {
+	return s.CostMicros
+}
+
+// GetCurrency returns the value of Currency.
+func (s *UsageReport) GetCurrency() UsageReportCurrency {
+	return s.Currency
+}
+
+// GetNextCursor returns the value of NextCursor.
+func (s *UsageReport) GetNextCursor() OptString {
+	return s.NextCursor
+}
+
+// SetFrom sets the value of From.
+func (s *UsageReport) SetFrom(val OptDateTime) {
+	s.From = val
+}
+
+// SetTo sets the value of To.
+func (s *UsageReport) SetTo(val OptDateTime) {
+	s.To = val
+}
+
+// SetModel sets the value of Model.
+func (s *UsageReport) SetModel(val OptString) {
+	s.Model = val
+}
+
+// SetItems sets the value of Items.
+func (s *UsageReport) SetItems(val []UsageRecord) {
+	s.Items = val
+}
+
+// SetTotals sets the value of Totals.
+func (s *UsageReport) SetTotals(val []UsageTotal) {
+	s.Totals = val
+}
+
+// SetCost sets the value of Cost.
+func (s *UsageReport) SetCost(val string) {
+	s.Cost = val
+}
+
+// SetCostMicros sets the value of CostMicros.
+func (s *UsageReport) SetCostMicros(val int64) {
+	s.CostMicros = val
+}
+
+// SetCurrency sets the value of Currency.
+func (s *UsageReport) SetCurrency(val UsageReportCurrency) {
+	s.Currency = val
+}
+
+// SetNextCursor sets the value of NextCursor.
+func (s *UsageReport) SetNextCursor(val OptString) {
+	s.NextCursor = val
+}
+
+type UsageReportCurrency string
+
+const (
+	UsageReportCurrencyUSD UsageReportCurrency = "USD"
+)
+
+// AllValues returns all UsageReportCurrency values.
+func (UsageReportCurrency) AllValues() []UsageReportCurrency {
+	return []UsageReportCurrency{
+		UsageReportCurrencyUSD,
+	}
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (s UsageReportCurrency) MarshalText() ([]byte, error) {
+	switch s {
+	case UsageReportCurrencyUSD:
+		return []byte(s), nil
+	default:
+		return nil, errors.Errorf("invalid value: %q", s)
+	}
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (s *UsageReportCurrency) UnmarshalText(data []byte) error {
+	switch UsageReportCurrency(data) {
+	case UsageReportCurrencyUSD:
+		*s = UsageReportCurrencyUSD
+		return nil
+	default:
+		return errors.Errorf("invalid value: %q", data)
+	}
+}
+
+// UsageReportHeaders wraps UsageReport with response headers.
+type UsageReportHeaders struct {
+	RateLimit       OptString
+	RateLimitPolicy OptString
+	Response        UsageReport
+}
+
+// GetRateLimit returns the value of RateLimit.
+func (s *UsageReportHeaders) GetRateLimit() OptString {
+	return s.RateLimit
+}
+
+// GetRateLimitPolicy returns the value of RateLimitPolicy.
+func (s *UsageReportHeaders) GetRateLimitPolicy() OptString {
+	return s.RateLimitPolicy
+}
+
+// GetResponse returns the value of Response.
+func (s *UsageReportHeaders) GetResponse() UsageReport {
+	return s.Response
+}
+
+// SetRateLimit sets the value of RateLimit.
+func (s *UsageReportHeaders) SetRateLimit(val OptString) {
+	s.RateLimit = val
+}
+
+// SetRateLimitPolicy sets the value of RateLimitPolicy.
+func (s *UsageReportHeaders) SetRateLimitPolicy(val OptString) {
+	s.RateLimitPolicy = val
+}
+
+// SetResponse sets the value of Response.
+func (s *UsageReportHeaders) SetResponse(val UsageReport) {
+	s.Response = val
+}
+
+func (*UsageReportHeaders) getUsageRes() {}
+
+// Ref: #/components/schemas/UsageTotal
+type UsageTotal struct {
+	Model string `json:"model"`
+	Unit  string `json:"unit"`
+	Jobs  int64  `json:"jobs"`
+	// Billed units in all.
+	Units      string `json:"units"`
+	Cost       string `json:"cost"`
+	CostMicros int64  `json:"costMicros"`
+}
+
+// GetModel returns the value of Model.
+func (s *UsageTotal) GetModel() string {
+	return s.Model
+}
+
+// GetUnit returns the value of Unit.
+func (s *UsageTotal) GetUnit() string {
+	return s.Unit
+}
+
+// GetJobs returns the value of Jobs.
+func (s *UsageTotal) GetJobs() int64 {
+	return s.Jobs
+}
+
+// GetUnits returns the value of Units.
+func (s *UsageTotal) GetUnits() string {
+	return s.Units
+}
+
+// GetCost returns the value of Cost.
+func (s *UsageTotal) GetCost() string {
+	return s.Cost
+}
+
+// GetCostMicros returns the value of CostMicros.
+func (s *UsageTotal) GetCostMicros() int64 {
+	return s.CostMicros
+}
+
+// SetModel sets the value of Model.
+func (s *UsageTotal) SetModel(val string) {
+	s.Model = val
+}
+
+// SetUnit sets the value of Unit.
+func (s *UsageTotal) SetUnit(val string) {
+	s.Unit = val
+}
+
+// SetJobs sets the value of Jobs.
+func (s *UsageTotal) SetJobs(val int64) {
+	s.Jobs = val
+}
+
+// SetUnits sets the value of Units.
+func (s *UsageTotal) SetUnits(val string) {
+	s.Units = val
+}
+
+// SetCost sets the value of Cost.
+func (s *UsageTotal) SetCost(val string) {
+	s.Cost = val
+}
+
+// SetCostMicros sets the value of CostMicros.
+func (s *UsageTotal) SetCostMicros(val int64) {
+	s.CostMicros = val
 }
 
 // Ref: #/components/schemas/V1CreateEndpointRequest
@@ -5352,6 +6630,68 @@ func (s *WorkerJob) SetS3Config(val OptS3Config) {
 }
 
 func (*WorkerJob) workerJobTakeRes() {}
+
+type WorkerJobFileExt string
+
+const (
+	WorkerJobFileExtPNG WorkerJobFileExt = "png"
+	WorkerJobFileExtGIF WorkerJobFileExt = "gif"
+	WorkerJobFileExtWav WorkerJobFileExt = "wav"
+)
+
+// AllValues returns all WorkerJobFileExt values.
+func (WorkerJobFileExt) AllValues() []WorkerJobFileExt {
+	return []WorkerJobFileExt{
+		WorkerJobFileExtPNG,
+		WorkerJobFileExtGIF,
+		WorkerJobFileExtWav,
+	}
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (s WorkerJobFileExt) MarshalText() ([]byte, error) {
+	switch s {
+	case WorkerJobFileExtPNG:
+		return []byte(s), nil
+	case WorkerJobFileExtGIF:
+		return []byte(s), nil
+	case WorkerJobFileExtWav:
+		return []byte(s), nil
+	default:
+		return nil, errors.Errorf("invalid value: %q", s)
+	}
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (s *WorkerJobFileExt) UnmarshalText(data []byte) error {
+	switch WorkerJobFileExt(data) {
+	case WorkerJobFileExtPNG:
+		*s = WorkerJobFileExtPNG
+		return nil
+	case WorkerJobFileExtGIF:
+		*s = WorkerJobFileExtGIF
+		return nil
+	case WorkerJobFileExtWav:
+		*s = WorkerJobFileExtWav
+		return nil
+	default:
+		return errors.Errorf("invalid value: %q", data)
+	}
+}
+
+type WorkerJobFileReq struct {
+	Data io.Reader
+}
+
+// Read reads data from the Data reader.
+//
+// Kept to satisfy the io.Reader interface.
+func (s WorkerJobFileReq) Read(p []byte) (n int, err error) {
+	if s.Data == nil {
+		return 0, io.EOF
+	}
+	return s.Data.Read(p)
+}
 
 // WorkerJobStopNoContent is response for WorkerJobStop operation.
 type WorkerJobStopNoContent struct{}

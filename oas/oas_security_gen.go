@@ -48,6 +48,7 @@ var operationRolesBearerAuth = map[string][]string{
 	DeleteTemplateOperation:       []string{},
 	GetEndpointOperation:          []string{},
 	GetTemplateOperation:          []string{},
+	GetUsageOperation:             []string{},
 	ListCatalogCpusOperation:      []string{},
 	ListCatalogGpusOperation:      []string{},
 	ListCatalogTemplatesOperation: []string{},
@@ -85,6 +86,7 @@ var operationRolesJobKey = map[string][]string{
 	GetJobStatusOperation:      []string{},
 	GetJobStatusSyncOperation:  []string{},
 	GetJobStreamOperation:      []string{},
+	ListModelsOperation:        []string{},
 	PostJobStatusOperation:     []string{},
 	PostJobStatusSyncOperation: []string{},
 	PostJobStreamOperation:     []string{},
@@ -118,6 +120,7 @@ func GetRolesForJobKey(operation string) []string {
 // operationRolesWorkerToken is a private map storing roles per operation.
 var operationRolesWorkerToken = map[string][]string{
 	WorkerJobDoneOperation:      []string{},
+	WorkerJobFileOperation:      []string{},
 	WorkerJobStopOperation:      []string{},
 	WorkerJobStreamOperation:    []string{},
 	WorkerJobTakeOperation:      []string{},

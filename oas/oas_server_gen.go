@@ -4,6 +4,7 @@ package oas
 
 import (
 	"context"
+	"net/http"
 )
 
 // Handler handles operations described by OpenAPI v3 specification.
@@ -64,6 +65,14 @@ type Handler interface {
 	//
 	// GET /v2/templates/{templateId}
 	GetTemplate(ctx context.Context, params GetTemplateParams) (GetTemplateRes, error)
+	// GetUsage implements getUsage operation.
+	//
+	// Records are ordered by completion time (oldest first). `from` is inclusive and `to` exclusive; each
+	// is an RFC 3339 date-time or a date (UTC), and a date as `to` means the end of that day. Totals cover
+	// every record the filters select, not only the page.
+	//
+	// GET /v2/billing/usage
+	GetUsage(ctx context.Context, params GetUsageParams) (GetUsageRes, error)
 	// ListCatalogCpus implements listCatalogCpus operation.
 	//
 	// CPU flavors.
@@ -88,6 +97,15 @@ type Handler interface {
 	//
 	// GET /v2/serverless
 	ListEndpoints(ctx context.Context, params ListEndpointsParams) (ListEndpointsRes, error)
+	// ListModels implements listModels operation.
+	//
+	// Run a model with the job operations, its `id` in place of an endpoint id: `POST /v2/{id}/run` or
+	// `/runsync` with `{"input": {...}}`. Status, stream, cancel, retry and health follow; each user sees
+	// only their own jobs (purge-queue cancels only the caller's queued jobs). A COMPLETED model job
+	// carries its `cost`.
+	//
+	// GET /v2/models
+	ListModels(ctx context.Context) (ListModelsRes, error)
 	// ListTemplates implements listTemplates operation.
 	//
 	// List the caller's own templates, oldest first.
@@ -144,6 +162,15 @@ type Handler interface {
 	//
 	// POST /v2/{endpointId}/job-done/{workerId}/{jobId}
 	WorkerJobDone(ctx context.Context, req *JobDoneRequest, params WorkerJobDoneParams) (WorkerJobDoneRes, error)
+	// WorkerJobFile implements workerJobFile operation.
+	//
+	// The body is the file's bytes (at most 64 MB); `ext` names its format, which the first bytes must
+	// match. Gantry keeps the file and answers a signed URL that expires; the worker puts the URL in its
+	// output (a model's `image_url`, `audio_url`, `video_url`). Only the worker holding the job may store
+	// its files.
+	//
+	// POST /v2/{endpointId}/job-file/{workerId}/{jobId}
+	WorkerJobFile(ctx context.Context, req WorkerJobFileReq, params WorkerJobFileParams) (WorkerJobFileRes, error)
 	// WorkerJobStop implements workerJobStop operation.
 	//
 	// Long-poll for jobs the worker must stop (cancelled or timed out).
@@ -174,22 +201,36 @@ type Handler interface {
 	WorkerPing(ctx context.Context, params WorkerPingParams) (WorkerPingRes, error)
 }
 
+// RawHandler handles raw response operations described by OpenAPI v3 specification.
+type RawHandler interface {
+	// GetFile implements getFile operation.
+	//
+	// The answer's Content-Type is the file's: `image/png`, `image/gif` or `audio/wav`. Range requests are
+	// served. A URL whose signature does not match, or whose `expires` has passed, is 403; a file removed
+	// after it expired is 404.
+	//
+	// GET /files/{name}
+	GetFile(ctx context.Context, params GetFileParams, w http.ResponseWriter) error
+}
+
 // Server implements http server based on OpenAPI v3 specification and
 // calls Handler to handle requests.
 type Server struct {
 	h   Handler
+	rh  RawHandler
 	sec SecurityHandler
 	baseServer
 }
 
 // NewServer creates new Server.
-func NewServer(h Handler, sec SecurityHandler, opts ...ServerOption) (*Server, error) {
+func NewServer(h Handler, rh RawHandler, sec SecurityHandler, opts ...ServerOption) (*Server, error) {
 	s, err := newServerConfig(opts...).baseServer()
 	if err != nil {
 		return nil, err
 	}
 	return &Server{
 		h:          h,
+		rh:         rh,
 		sec:        sec,
 		baseServer: s,
 	}, nil

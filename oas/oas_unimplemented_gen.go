@@ -4,6 +4,7 @@ package oas
 
 import (
 	"context"
+	"net/http"
 
 	ht "github.com/ogen-go/ogen/http"
 )
@@ -12,6 +13,7 @@ import (
 type UnimplementedHandler struct{}
 
 var _ Handler = UnimplementedHandler{}
+var _ RawHandler = UnimplementedHandler{}
 
 // CancelJob implements cancelJob operation.
 //
@@ -66,6 +68,17 @@ func (UnimplementedHandler) GetEndpoint(ctx context.Context, params GetEndpointP
 	return r, ht.ErrNotImplemented
 }
 
+// GetFile implements getFile operation.
+//
+// The answer's Content-Type is the file's: `image/png`, `image/gif` or `audio/wav`. Range requests are
+// served. A URL whose signature does not match, or whose `expires` has passed, is 403; a file removed
+// after it expired is 404.
+//
+// GET /files/{name}
+func (UnimplementedHandler) GetFile(ctx context.Context, params GetFileParams, w http.ResponseWriter) error {
+	return ht.ErrNotImplemented
+}
+
 // GetHealth implements getHealth operation.
 //
 // GET /v2/{endpointId}/health
@@ -105,6 +118,17 @@ func (UnimplementedHandler) GetTemplate(ctx context.Context, params GetTemplateP
 	return r, ht.ErrNotImplemented
 }
 
+// GetUsage implements getUsage operation.
+//
+// Records are ordered by completion time (oldest first). `from` is inclusive and `to` exclusive; each
+// is an RFC 3339 date-time or a date (UTC), and a date as `to` means the end of that day. Totals cover
+// every record the filters select, not only the page.
+//
+// GET /v2/billing/usage
+func (UnimplementedHandler) GetUsage(ctx context.Context, params GetUsageParams) (r GetUsageRes, _ error) {
+	return r, ht.ErrNotImplemented
+}
+
 // ListCatalogCpus implements listCatalogCpus operation.
 //
 // CPU flavors.
@@ -138,6 +162,18 @@ func (UnimplementedHandler) ListCatalogTemplates(ctx context.Context) (r ListCat
 //
 // GET /v2/serverless
 func (UnimplementedHandler) ListEndpoints(ctx context.Context, params ListEndpointsParams) (r ListEndpointsRes, _ error) {
+	return r, ht.ErrNotImplemented
+}
+
+// ListModels implements listModels operation.
+//
+// Run a model with the job operations, its `id` in place of an endpoint id: `POST /v2/{id}/run` or
+// `/runsync` with `{"input": {...}}`. Status, stream, cancel, retry and health follow; each user sees
+// only their own jobs (purge-queue cancels only the caller's queued jobs). A COMPLETED model job
+// carries its `cost`.
+//
+// GET /v2/models
+func (UnimplementedHandler) ListModels(ctx context.Context) (r ListModelsRes, _ error) {
 	return r, ht.ErrNotImplemented
 }
 
@@ -227,6 +263,18 @@ func (UnimplementedHandler) UpdateTemplate(ctx context.Context, req *UpdateTempl
 //
 // POST /v2/{endpointId}/job-done/{workerId}/{jobId}
 func (UnimplementedHandler) WorkerJobDone(ctx context.Context, req *JobDoneRequest, params WorkerJobDoneParams) (r WorkerJobDoneRes, _ error) {
+	return r, ht.ErrNotImplemented
+}
+
+// WorkerJobFile implements workerJobFile operation.
+//
+// The body is the file's bytes (at most 64 MB); `ext` names its format, which the first bytes must
+// match. Gantry keeps the file and answers a signed URL that expires; the worker puts the URL in its
+// output (a model's `image_url`, `audio_url`, `video_url`). Only the worker holding the job may store
+// its files.
+//
+// POST /v2/{endpointId}/job-file/{workerId}/{jobId}
+func (UnimplementedHandler) WorkerJobFile(ctx context.Context, req WorkerJobFileReq, params WorkerJobFileParams) (r WorkerJobFileRes, _ error) {
 	return r, ht.ErrNotImplemented
 }
 

@@ -390,7 +390,7 @@ func TestCrashLoopBacksOffAndShowsUnhealthy(t *testing.T) {
 	if h.Unhealthy != 1 || !strings.Contains(h.Reason, "exit status 3") {
 		t.Errorf("health = %+v; want 1 unhealthy with the exit status as reason", h)
 	}
-	j, _ := r.jobs.Get(ep.ID, ids[0], 0)
+	j, _ := r.jobs.Get(core.JobRef{Endpoint: ep.ID, ID: ids[0]}, 0)
 	if !strings.Contains(j.Reason, "exit status 3") {
 		t.Errorf("queued job reason = %q; want the crash", j.Reason)
 	}

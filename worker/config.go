@@ -42,6 +42,10 @@ type Config struct {
 	// StreamURL is the job-stream URL template; $ID is replaced by the job id. Empty means
 	// [Responder.Stream] fails.
 	StreamURL string
+	// FileURL is the job-file URL template (Gantry's extension for [Responder.PutFile]); $ID is
+	// replaced by the job id. Empty means it is derived from DoneURL by replacing the
+	// /job-done/ path segment with /job-file/.
+	FileURL string
 	// PingURL is the ping URL. Empty means no pings.
 	PingURL string
 	// Token is sent as the bare value of the Authorization header (no "Bearer" prefix).
@@ -119,6 +123,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	checkURL("TakeURL", cfg.TakeURL, true, false)
 	checkURL("DoneURL", cfg.DoneURL, true, true)
 	checkURL("StreamURL", cfg.StreamURL, false, true)
+	checkURL("FileURL", cfg.FileURL, false, true)
 	checkURL("PingURL", cfg.PingURL, false, false)
 	if cfg.Concurrency < 0 {
 		errs = append(errs, fmt.Errorf("Concurrency %d is negative", cfg.Concurrency))
@@ -130,6 +135,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		return Config{}, fmt.Errorf("worker: invalid config: %w", err)
 	}
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 1)
+	cfg.FileURL = cmp.Or(cfg.FileURL, fileURL(cfg.DoneURL))
 	cfg.PingInterval = cmp.Or(cfg.PingInterval, DefaultPingInterval)
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{}

@@ -20,7 +20,8 @@
 // Run keeps [Config.Concurrency] long-polls open on job-take, runs the handler for each job it
 // is given, and posts the handler's result to job-done: {"output": x} on success,
 // {"error": "msg"} when the handler returns an error or panics. While a handler runs it may post
-// progress updates and stream parts through its [Responder]. Alongside, Run long-polls job-stop
+// progress updates and stream parts (with metrics, as a [Chunk]) and store files it produced
+// ([Responder.PutFile], Gantry only) through its [Responder]. Alongside, Run long-polls job-stop
 // and cancels the context of any job the server names there (nothing is posted for such a job),
 // and pings the server every [Config.PingInterval] with the ids of the jobs in progress.
 //

@@ -29,6 +29,7 @@ const (
 	kindStop   = "stop"
 	kindDone   = "done"
 	kindStream = "stream"
+	kindFile   = "file"
 	kindPing   = "ping"
 )
 
@@ -80,6 +81,7 @@ func newFake(t *testing.T) *fake {
 	mux.HandleFunc("GET /v2/ep/job-stop/w1", f.stop)
 	mux.HandleFunc("POST /v2/ep/job-done/w1/{job}", f.post(kindDone))
 	mux.HandleFunc("POST /v2/ep/job-stream/w1/{job}", f.post(kindStream))
+	mux.HandleFunc("POST /v2/ep/job-file/w1/{job}", f.file)
 	mux.HandleFunc("GET /v2/ep/ping/w1", f.ping)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		t.Errorf("unexpected request %s %s", r.Method, r.URL)
@@ -224,6 +226,26 @@ func (f *fake) post(kind string) http.HandlerFunc {
 		}
 		_, _ = io.WriteString(w, "{}")
 	}
+}
+
+// file answers job-file as Gantry does: 422 for a body that is not the format ext names, else
+// the stored file.
+func (f *fake) file(w http.ResponseWriter, r *http.Request) {
+	req, _, ok := f.check(kindFile, w, r)
+	if !ok {
+		return
+	}
+	if req.ContentType != "application/octet-stream" {
+		f.t.Errorf("job-file: Content-Type = %q; want application/octet-stream", req.ContentType)
+	}
+	ext := req.Query.Get("ext")
+	if !strings.HasPrefix(req.Body, "\x89PNG") || ext != "png" {
+		w.WriteHeader(http.StatusUnprocessableEntity)
+		_, _ = io.WriteString(w, `{"detail":"not a png"}`)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = fmt.Fprintf(w, `{"name":"j.png","url":"http://x/files/j.png?expires=1&sig=s","expiresAt":"2026-11-21T10:00:00Z","bytes":%d,"contentType":"image/png"}`, len(req.Body))
 }
 
 func (f *fake) ping(w http.ResponseWriter, r *http.Request) {

@@ -3,6 +3,7 @@ package worker
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -29,7 +30,7 @@ const (
 
 // StatusError reports an HTTP status the worker did not expect from the server.
 type StatusError struct {
-	Op   string // the request: "job-take", "job-done", "job-stream", "job-stop" or "ping"
+	Op   string // the request: "job-take", "job-done", "job-stream", "job-file", "job-stop" or "ping"
 	Code int    // the HTTP status code
 	Body string // the start of the response body
 }
@@ -70,6 +71,15 @@ func jobURL(template, id string) string {
 	return strings.ReplaceAll(template, "$ID", url.PathEscape(id))
 }
 
+// fileURL derives the job-file URL template from the job-done one (Gantry's extension of the
+// protocol). It returns "" when done has no /job-done/ segment.
+func fileURL(done string) string {
+	if !strings.Contains(done, "/job-done/") {
+		return ""
+	}
+	return strings.Replace(done, "/job-done/", "/job-file/", 1)
+}
+
 // stopURL derives the job-stop URL from the job-take URL, as the Python SDK (>= 1.10) does.
 // It returns "" when take has no /job-take/ segment.
 func stopURL(take string) string {
@@ -81,6 +91,11 @@ func stopURL(take string) string {
 
 // do sends one request with the worker's headers. A non-nil body is sent as JSON.
 func (r *runner) do(ctx context.Context, method, u string, body []byte) (*http.Response, error) {
+	return r.doType(ctx, method, u, body, "application/json")
+}
+
+// doType sends one request with the worker's headers and a body of the given Content-Type.
+func (r *runner) doType(ctx context.Context, method, u string, body []byte, ctype string) (*http.Response, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -93,7 +108,7 @@ func (r *runner) do(ctx context.Context, method, u string, body []byte) (*http.R
 		req.Header.Set("Authorization", r.cfg.Token)
 	}
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", ctype)
 	}
 	req.Header.Set("User-Agent", "gantry-worker")
 	return r.cfg.Client.Do(req)
@@ -187,3 +202,36 @@ func (b *backoff) next() time.Duration {
 
 // reset starts the delays over after a success.
 func (b *backoff) reset() { b.cur = 0 }
+
+// postFile POSTs a file's bytes to u, trying again as post does, and decodes the JSON answer
+// into out.
+func (r *runner) postFile(ctx context.Context, u string, data []byte, out any) error {
+	delay := postRetryDelay
+	for attempt := 1; ; attempt++ {
+		err := r.postFileOnce(ctx, u, data, out)
+		if err == nil || !retryable(err) || attempt == postAttempts || ctx.Err() != nil {
+			return err
+		}
+		if r.cfg.sleep(ctx, delay) != nil {
+			return err
+		}
+		delay *= 2
+	}
+}
+
+func (r *runner) postFileOnce(ctx context.Context, u string, data []byte, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, postTimeout)
+	defer cancel()
+	resp, err := r.doType(ctx, http.MethodPost, u, data, "application/octet-stream")
+	if err != nil {
+		return fmt.Errorf("job-file: %w", err)
+	}
+	defer discard(resp)
+	if resp.StatusCode != http.StatusOK {
+		return statusError("job-file", resp)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(out); err != nil {
+		return fmt.Errorf("job-file: decoding the answer: %w", err)
+	}
+	return nil
+}

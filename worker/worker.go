@@ -32,10 +32,31 @@ type Responder interface {
 	// Progress posts v as a progress update: job-done with {"status":"IN_PROGRESS","output":v}.
 	// The job keeps running; clients see v as the job's output while it is IN_PROGRESS.
 	Progress(ctx context.Context, v any) error
-	// Stream posts part as one stream chunk: job-stream with {"output":part}. Once a handler
-	// has streamed, its result is posted with isStream=true and should be the aggregate of the
-	// parts.
+	// Stream posts part as one stream chunk: job-stream with {"output":part}; a [Chunk] posts
+	// its Output with its Metrics. Once a handler has streamed, its result is posted with
+	// isStream=true and should be the aggregate of the parts.
 	Stream(ctx context.Context, part any) error
+	// PutFile stores a file the job produced on the platform: POST job-file with the bytes,
+	// ext naming the format ("png", "gif" or "wav"). It returns the file's signed URL, which
+	// expires, for the job's output. This is Gantry's extension of the protocol: RunPod has no
+	// such route (the answer there is an error).
+	PutFile(ctx context.Context, ext string, data []byte) (File, error)
+}
+
+// Chunk is a stream part with metrics (spec 2.9): Stream posts {"output":Output,
+// "metrics":Metrics}, and stream readers get the metrics beside the part.
+type Chunk struct {
+	Output  any
+	Metrics any
+}
+
+// File is a file stored with [Responder.PutFile].
+type File struct {
+	Name        string    `json:"name"`
+	URL         string    `json:"url"` // signed; works until ExpiresAt, with no API key
+	ExpiresAt   time.Time `json:"expiresAt"`
+	Bytes       int64     `json:"bytes"`
+	ContentType string    `json:"contentType"`
 }
 
 // Handler runs one job; the returned value becomes the output; a returned error fails the job
@@ -411,13 +432,44 @@ func (p *responder) Stream(ctx context.Context, part any) error {
 		return errors.New("worker: no job-stream URL configured")
 	}
 	p.streamed.Store(true)
-	body, err := marshal(struct {
+	var msg any = struct {
 		Output any `json:"output"`
-	}{part})
+	}{part}
+	switch c := part.(type) {
+	case Chunk:
+		msg = chunkBody{c.Output, c.Metrics}
+	case *Chunk:
+		if c != nil {
+			msg = chunkBody{c.Output, c.Metrics}
+		}
+	}
+	body, err := marshal(msg)
 	if err != nil {
 		return fmt.Errorf("worker: encoding the stream part: %w", err)
 	}
 	return p.r.post(ctx, "job-stream", withQuery(jobURL(p.r.cfg.StreamURL, p.id), "isStream=false"), body)
+}
+
+// chunkBody is the job-stream body of a Chunk.
+type chunkBody struct {
+	Output  any `json:"output"`
+	Metrics any `json:"metrics,omitempty"`
+}
+
+// PutFile implements Responder.
+func (p *responder) PutFile(ctx context.Context, ext string, data []byte) (File, error) {
+	if err := p.check(); err != nil {
+		return File{}, err
+	}
+	if p.r.cfg.FileURL == "" {
+		return File{}, errors.New("worker: no job-file URL configured (derived from a job-done URL with /job-done/)")
+	}
+	var f File
+	u := withQuery(jobURL(p.r.cfg.FileURL, p.id), "ext="+url.QueryEscape(ext))
+	if err := p.r.postFile(ctx, u, data, &f); err != nil {
+		return File{}, fmt.Errorf("worker: storing the %s file: %w", ext, err)
+	}
+	return f, nil
 }
 
 // check refuses posts for a job that was stopped or has finished.

@@ -454,6 +454,8 @@ func TestURLs(t *testing.T) {
 		{"jobURL", "http://h/job-done/w/$ID?gpu=x", "http://h/job-done/w/a%2Fb%20c?gpu=x"},
 		{"stopURL", "http://h/v2/ep/job-take/w?gpu=x", "http://h/v2/ep/job-stop/w?gpu=x"},
 		{"stopURL", "http://h/v2/ep/take/w?gpu=x", ""},
+		{"fileURL", "http://h/v2/ep/job-done/w/$ID?gpu=x", "http://h/v2/ep/job-file/w/$ID?gpu=x"},
+		{"fileURL", "http://h/v2/ep/done/w/$ID?gpu=x", ""},
 	}
 	for _, tt := range tests {
 		var got string
@@ -464,6 +466,8 @@ func TestURLs(t *testing.T) {
 			got = jobURL(tt.in, "a/b c")
 		case "stopURL":
 			got = stopURL(tt.in)
+		case "fileURL":
+			got = fileURL(tt.in)
 		}
 		if got != tt.want {
 			t.Errorf("%s(%q) = %q; want %q", tt.fn, tt.in, got, tt.want)
@@ -552,4 +556,47 @@ func TestResponderAfterReturn(t *testing.T) {
 	if got := f.requests(kindStream); len(got) != 0 {
 		t.Errorf("job-stream requests = %+v; want none", got)
 	}
+}
+
+// TestChunksAndFiles streams parts with metrics and stores a file through job-file.
+func TestChunksAndFiles(t *testing.T) {
+	t.Parallel()
+	f := newFake(t)
+	cfg, _ := f.config()
+	type result struct {
+		file File
+		err  error
+	}
+	got := make(chan result, 1)
+	start(t, cfg, func(ctx context.Context, job *Job, r Responder) (any, error) {
+		err := errors.Join(
+			r.Stream(ctx, Chunk{Output: map[string]any{"text": []string{"a"}}, Metrics: map[string]int{"output_tokens": 1}}),
+			r.Stream(ctx, &Chunk{Output: "b"}),
+		)
+		file, ferr := r.PutFile(ctx, "png", []byte("\x89PNG\r\n\x1a\nrest"))
+		_, bad := r.PutFile(ctx, "gif", []byte("not a gif"))
+		if bad == nil {
+			err = errors.Join(err, errors.New("PutFile of a refused file returned no error"))
+		}
+		got <- result{file, errors.Join(err, ferr)}
+		return file.URL, nil
+	})
+	f.jobs <- `{"id":"j1","input":{}}`
+	res := recv(t, got, "the handler")
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if res.file.URL != "http://x/files/j.png?expires=1&sig=s" || res.file.Bytes != 12 || res.file.ContentType != "image/png" ||
+		!res.file.ExpiresAt.Equal(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)) {
+		t.Errorf("PutFile = %+v", res.file)
+	}
+	compare(t, kindStream, f.requests(kindStream), []request{
+		{JobID: "j1", RawQuery: "gpu=a100&isStream=false", Body: `{"output":{"text":["a"]},"metrics":{"output_tokens":1}}`},
+		{JobID: "j1", RawQuery: "gpu=a100&isStream=false", Body: `{"output":"b"}`},
+	})
+	files := f.requests(kindFile)
+	if len(files) != 2 || files[0].RawQuery != "gpu=a100&ext=png" || files[0].Body != "\x89PNG\r\n\x1a\nrest" || files[1].RawQuery != "gpu=a100&ext=gif" {
+		t.Errorf("job-file requests = %+v; want the png, then the refused gif (not retried: a 4xx is final)", files)
+	}
+	f.waitFor(kindDone, "the result", hasDone("j1"))
 }

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/models"
 	"github.com/gantryhq/gantry/scheduler"
 )
 
@@ -38,6 +40,15 @@ type Config struct {
 	Images map[string][]string `yaml:"images"`
 	// Autoscaler tunes the scheduler; omitted fields keep their defaults.
 	Autoscaler AutoscalerConfig `yaml:"autoscaler"`
+	// Models changes the ready-made model catalog: an entry with a built-in id overrides the
+	// fields it gives (or `disabled: true` removes the model); another id adds a model.
+	Models []models.Override `yaml:"models"`
+	// FileTTL is how long the files models produce are kept, and their signed URLs work.
+	// Default 1h.
+	FileTTL time.Duration `yaml:"fileTtl"`
+
+	// catalog is the model catalog Models makes of the built-in one (set by validate).
+	catalog []models.Spec
 
 	// devices names the GPUs of discovered pools (process.LocalDevices), by pool id.
 	devices map[string][]string
@@ -97,13 +108,29 @@ const configFileHelp = `Config file (YAML, --config FILE; unknown keys are rejec
       image: example/worker:1.0
       isServerless: true
       env: {MODEL: small}
+  fileTtl: 1h                     # how long files models produce (and their URLs) last
+  models:                         # changes to the ready-made models (GET /v2/models)
+    - id: gantry-image            # a built-in model: override the fields given
+      price: "0.003"              # USD per unit (megapixel), exact to a millionth
+      pools: [local]              # default: the first pool
+      workers: {min: 0, max: 2, idleTimeout: 60}
+      queueDelay: 4               # seconds, the QUEUE_DELAY scaler
+      timeoutMs: 300000
+    - id: gantry-video
+      disabled: true              # remove a built-in model
+    - id: my-sdxl                 # a new model: type and image are required
+      type: IMAGE_GENERATION      # or VIDEO_GENERATION, TEXT_TO_SPEECH, TEXT_GENERATION
+      image: example/sdxl:1.0     # must take the type's input and store its PNG via job-file
+      name: SDXL
+      price: "0.0024"
+      env: {MODEL: sdxl-base}
 `
 
 // loadConfig reads a config file strictly.
 func loadConfig(path string) (Config, error) {
 	var c Config
 	if path == "" {
-		return c, nil
+		return c, c.validate()
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -169,5 +196,13 @@ func (c *Config) validate() error {
 			return fmt.Errorf("networkVolumes[%d]: id and dataCenterId are required", i)
 		}
 	}
+	if c.FileTTL < 0 {
+		return fmt.Errorf("fileTtl %v must not be negative", c.FileTTL)
+	}
+	specs, err := models.Catalog(models.Builtin, c.Models)
+	if err != nil {
+		return err
+	}
+	c.catalog = specs
 	return nil
 }

@@ -1,5 +1,5 @@
-// Command gantry is Gantry's one binary: `gantry serve` runs the platform, `gantry keys create`
-// issues API keys.
+// Command gantry is Gantry's one binary: `gantry serve` runs the platform (with the ready-made
+// models), `gantry keys create` issues API keys, `gantry worker NAME` runs a built-in worker.
 package main
 
 import (
@@ -23,7 +23,9 @@ import (
 	"github.com/gantryhq/gantry/adapters/process"
 	"github.com/gantryhq/gantry/api"
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/models"
 	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/store/filedir"
 	"github.com/gantryhq/gantry/store/keydir"
 	"github.com/gantryhq/gantry/store/pebble"
 )
@@ -154,10 +156,20 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	}
 
 	clock := core.SystemClock{}
+	fileDir, err := filedir.Open(filepath.Join(cfg.Data, "files"))
+	if err != nil {
+		return err
+	}
+	fileKey, err := filedir.LoadKey(filepath.Join(cfg.Data, "files.key"))
+	if err != nil {
+		return fmt.Errorf("loading the file-signing key: %w", err)
+	}
+	files := &core.Files{Store: fileDir, Key: fileKey, TTL: cfg.FileTTL, Clock: clock}
 	queues := &scheduler.Queues{}
 	var workerReady func(worker string) // the scheduler's, set below
 	jobs := core.NewJobs(core.JobsConfig{Store: st, Dispatch: queues, Clock: clock, Log: log,
-		Notify: &scheduler.Webhooks{Log: log}, OnWorkerReady: func(w string) { workerReady(w) }})
+		Notify: &scheduler.Webhooks{Log: log}, OnWorkerReady: func(w string) { workerReady(w) },
+		Meter: models.NewMeter(cfg.catalog, files), Usage: st})
 	queued, requeued, err := jobs.Recover()
 	if err != nil {
 		return err
@@ -191,23 +203,31 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	workerReady = sched.WorkerReady
 	queues.OnEnqueue = sched.Demand
 	catalog.Available = sched.Placer().Free
-	a, err := api.New(api.Config{
-		Management: &core.Management{
-			Endpoints: st, Templates: st, Clock: clock, Catalog: catalog,
-			OnChange: sched.Set, // new scaling, bounds or GPUs take effect at once
-			OnDelete: func(id string) {
-				jobs.Purge(id) // a deleted endpoint's queue is cancelled, its workers stopped
-				sched.Remove(id)
-			},
+	mgmt := &core.Management{
+		Endpoints: st, Templates: st, Clock: clock, Catalog: catalog,
+		OnChange: sched.Set, // new scaling, bounds or GPUs take effect at once
+		OnDelete: func(id string) {
+			jobs.Purge(id) // a deleted endpoint's queue is cancelled, its workers stopped
+			sched.Remove(id)
 		},
-		Auth:      &core.Authenticator{Keys: keys, Defaults: quota, Clock: clock},
-		Limiter:   &core.RateLimiter{},
-		Jobs:      jobs,
-		Balancer:  sched,
-		LBHold:    time.Duration(cfg.Autoscaler.LBHold) * time.Second,
-		Clock:     clock,
-		PublicURL: cfg.PublicURL,
-		Log:       log,
+	}
+	if err := syncModelEndpoints(ctx, mgmt, cfg.catalog, cfg.Pools[0].ID, log); err != nil {
+		return err
+	}
+	modelCatalog := models.CoreCatalog(cfg.catalog)
+	a, err := api.New(api.Config{
+		Management: mgmt,
+		Auth:       &core.Authenticator{Keys: keys, Defaults: quota, Clock: clock},
+		Limiter:    &core.RateLimiter{},
+		Jobs:       jobs,
+		Balancer:   sched,
+		LBHold:     time.Duration(cfg.Autoscaler.LBHold) * time.Second,
+		Models:     modelCatalog,
+		Billing:    &core.Billing{Usage: st, Models: modelCatalog},
+		Files:      files,
+		Clock:      clock,
+		PublicURL:  cfg.PublicURL,
+		Log:        log,
 	})
 	if err != nil {
 		return err
@@ -216,9 +236,10 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	serveCtx, stopServing := context.WithCancel(context.Background())
 	defer stopServing()
 	var background sync.WaitGroup
-	background.Add(2)
+	background.Add(3)
 	go func() { defer background.Done(); jobs.Run(serveCtx, 250*time.Millisecond) }()
 	go func() { defer background.Done(); sched.Run(serveCtx, st, time.Second, 30*time.Second) }()
+	go func() { defer background.Done(); sweepFiles(serveCtx, files, time.Minute, log) }()
 
 	mux := http.NewServeMux()
 	mux.Handle("/", a)
@@ -259,6 +280,51 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("shutting down: %w", err)
 	}
 	return nil
+}
+
+// syncModelEndpoints makes the platform endpoints match the model catalog: each model's
+// endpoint is created or updated (its workers start and scale like any endpoint's), and the
+// endpoints of models no longer in the catalog are deleted.
+func syncModelEndpoints(ctx context.Context, mgmt *core.Management, specs []models.Spec, defaultPool string, log *slog.Logger) error {
+	want := map[string]bool{}
+	for _, s := range specs {
+		want[s.ID] = true
+		if _, err := mgmt.PutPlatformEndpoint(ctx, s.Endpoint(defaultPool)); err != nil {
+			return fmt.Errorf("model %s: its endpoint: %w", s.ID, err)
+		}
+		log.Info("ready-made model", "id", s.ID, "type", s.Type, "image", s.Image, "pricePerUnit", core.FormatMicros(s.PriceMicros))
+	}
+	eps, err := mgmt.PlatformEndpoints(ctx)
+	if err != nil {
+		return err
+	}
+	for _, ep := range eps {
+		if !want[ep.ID] {
+			if err := mgmt.DeletePlatformEndpoint(ctx, ep.ID); err != nil {
+				return fmt.Errorf("removing the endpoint of model %s, no longer in the catalog: %w", ep.ID, err)
+			}
+			log.Info("ready-made model removed", "id", ep.ID)
+		}
+	}
+	return nil
+}
+
+// sweepFiles removes expired produced files every interval until ctx ends.
+func sweepFiles(ctx context.Context, files *core.Files, interval time.Duration, log *slog.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if n, err := files.Sweep(); err != nil {
+			log.Error("removing expired files", "err", err)
+		} else if n > 0 {
+			log.Info("removed expired files", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // loopback turns a listen address into one workers on this machine can dial.

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"syscall"
 
+	"github.com/gantryhq/gantry/models"
 	"github.com/gantryhq/gantry/worker"
 	"github.com/gantryhq/gantry/worker/echo"
 	"github.com/gantryhq/gantry/worker/httpecho"
@@ -19,7 +20,11 @@ import (
 
 // builtinWorkers are the workers `gantry worker NAME` runs; image "gantry/NAME" maps to them.
 var builtinWorkers = map[string]worker.Handler{
-	"echo": echo.Handler,
+	"echo":   echo.Handler,
+	"image":  models.Image,
+	"video":  models.Video,
+	"speech": models.Speech{}.Handle,
+	"text":   models.Text,
 }
 
 // builtinServers are the built-in LOAD_BALANCER workers: HTTP servers on PORT.

@@ -81,6 +81,12 @@ func encodeJob(j *core.Job) []byte {
 		e.FieldStart("streamed")
 		e.Bool(true)
 	}
+	if j.Cost != nil {
+		if b, err := json.Marshal(j.Cost); err == nil { // rare: only completed model jobs
+			e.FieldStart("cost")
+			e.Raw(b)
+		}
+	}
 	for _, f := range []struct {
 		name string
 		v    int64
@@ -145,6 +151,12 @@ func decodeJob(b []byte, j *core.Job) error {
 			j.Seq, err = d.UInt64()
 		case "streamed":
 			j.Streamed, err = d.Bool()
+		case "cost":
+			var r jx.Raw
+			if r, err = d.Raw(); err == nil {
+				j.Cost = &core.Charge{}
+				err = json.Unmarshal(r, j.Cost)
+			}
 		case "createdAt", "queuedAt", "startedAt", "endedAt", "retention", "expiresAt":
 			var n int64
 			n, err = d.Int64()

@@ -1,5 +1,7 @@
 // Package pebble is Gantry's embedded store on Pebble: endpoints and templates, each under a
-// primary key with a per-owner index in creation order. Every write is synced before it returns.
+// primary key with a per-owner index in creation order; jobs; and the usage ledger of
+// ready-made models, one record per job with a per-owner index in completion order. Every
+// management and usage write is synced before it returns.
 package pebble
 
 import (
@@ -20,6 +22,8 @@ import (
 type Store struct {
 	db *pebble.DB
 	mu sync.Mutex // serialises management writes (put and delete read the old record first)
+
+	usageMu [16]sync.Mutex // AddUsage's check and write, striped by job id: other jobs' syncs group
 
 	closeOnce sync.Once
 }

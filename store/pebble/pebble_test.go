@@ -91,3 +91,8 @@ func TestReopen(t *testing.T) {
 		t.Errorf("ListTemplates(%q) after reopen = %v, %q, %v; want [%s], \"\", nil", "alice", ts, next, err, tp.ID)
 	}
 }
+
+func TestUsageStore(t *testing.T) {
+	t.Parallel()
+	storetest.RunUsageStore(t, func(t *testing.T) core.UsageStore { return open(t, t.TempDir()) })
+}

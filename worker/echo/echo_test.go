@@ -26,6 +26,10 @@ func (r *recorder) Stream(_ context.Context, part any) error {
 	return r.record("stream", part)
 }
 
+func (r *recorder) PutFile(_ context.Context, ext string, data []byte) (worker.File, error) {
+	return worker.File{}, errors.New("recorder: no files")
+}
+
 func (r *recorder) record(kind string, v any) error {
 	if r.fail != nil {
 		return r.fail

@@ -1,0 +1,132 @@
+package core_test
+
+import (
+	"bytes"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/store/filedir"
+)
+
+const pngHead = "\x89PNG\r\n\x1a\n"
+
+func newFiles(t *testing.T) (*core.Files, *clock) {
+	t.Helper()
+	dir, err := filedir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &clock{now: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
+	return &core.Files{Store: dir, Key: bytes.Repeat([]byte{7}, 32), TTL: time.Hour, Clock: c}, c
+}
+
+func TestFilesSignedURLs(t *testing.T) {
+	t.Parallel()
+	fs, c := newFiles(t)
+	const job = "sync-0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
+	f, err := fs.Put(job, "png", strings.NewReader(pngHead+"pixels"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(f.Name, job+"-") || !strings.HasSuffix(f.Name, ".png") || f.Size != 14 || f.ContentType != "image/png" ||
+		!f.Expires.Equal(c.Now().Add(time.Hour)) {
+		t.Fatalf("Put = %+v; want a name of the job, 14 bytes of image/png, expiring in an hour", f)
+	}
+	if p := f.Path(); !strings.HasPrefix(p, "/files/"+f.Name+"?expires=") || !strings.Contains(p, "&sig="+f.Sig) {
+		t.Errorf("Path() = %q", p)
+	}
+	read := func(rc io.ReadSeekCloser) string {
+		defer rc.Close()
+		b, _ := io.ReadAll(rc)
+		return string(b)
+	}
+	rc, info, format, err := fs.Open(f.Name, f.Expires.Unix(), f.Sig)
+	if err != nil || read(rc) != pngHead+"pixels" || info.Size != 14 || format.ContentType != "image/png" {
+		t.Fatalf("Open(signed URL) = %v, %+v, %+v", err, info, format)
+	}
+	// Tampering with the name, the expiry or the signature is refused; so is an expired URL.
+	tests := []struct {
+		name    string
+		expires int64
+		sig     string
+		kind    core.Kind
+	}{
+		{f.Name, f.Expires.Unix() + 3600, f.Sig, core.KindForbidden},
+		{strings.Replace(f.Name, ".png", ".gif", 1), f.Expires.Unix(), f.Sig, core.KindForbidden},
+		{f.Name, f.Expires.Unix(), f.Sig[:len(f.Sig)-1] + "A", core.KindForbidden},
+		{f.Name, f.Expires.Unix(), "", core.KindForbidden},
+		{"../../etc/passwd", f.Expires.Unix(), f.Sig, core.KindForbidden},
+	}
+	for _, tt := range tests {
+		if _, _, _, err := fs.Open(tt.name, tt.expires, tt.sig); core.KindOf(err) != tt.kind {
+			t.Errorf("Open(%q, %d, %q) = %v; want kind %d", tt.name, tt.expires, tt.sig, err, tt.kind)
+		}
+	}
+	c.Advance(time.Hour)
+	if _, _, _, err := fs.Open(f.Name, f.Expires.Unix(), f.Sig); core.KindOf(err) != core.KindForbidden || !strings.Contains(err.Error(), "expired") {
+		t.Errorf("Open after expiry = %v; want forbidden, expired", err)
+	}
+	// The sweep removes it; a link re-signed past the sweep finds nothing.
+	c.Advance(time.Second)
+	if n, err := fs.Sweep(); n != 1 || err != nil {
+		t.Errorf("Sweep = %d, %v; want 1 file removed", n, err)
+	}
+	if _, _, err := fs.OpenJobFile(job, f.Name); core.KindOf(err) != core.KindNotFound {
+		t.Errorf("OpenJobFile after the sweep = %v; want not found", err)
+	}
+}
+
+func TestFilesPut(t *testing.T) {
+	t.Parallel()
+	fs, _ := newFiles(t)
+	tests := []struct {
+		ext, body string
+		ok        bool
+	}{
+		{"png", pngHead, true},
+		{"gif", "GIF89a...", true},
+		{"gif", "GIF87a...", true},
+		{"wav", "RIFF\x00\x00\x00\x00WAVEfmt ", true},
+		{"wav", "RIFF\x00\x00\x00\x00AVI LIST", false},
+		{"png", "GIF89a", false},
+		{"png", "", false},
+		{"jpg", "\xff\xd8\xff", false},
+	}
+	for _, tt := range tests {
+		_, err := fs.Put("job-1", tt.ext, strings.NewReader(tt.body))
+		if (err == nil) != tt.ok || (err != nil && core.KindOf(err) != core.KindInvalid) {
+			t.Errorf("Put(%s, %q) = %v; want ok %v (or invalid)", tt.ext, tt.body, err, tt.ok)
+		}
+	}
+	big := io.MultiReader(strings.NewReader(pngHead), io.LimitReader(zeros{}, core.MaxFileBytes))
+	if _, err := fs.Put("job-1", "png", big); core.KindOf(err) != core.KindTooLarge {
+		t.Errorf("Put(over %d bytes) = %v; want too large", core.MaxFileBytes, err)
+	}
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+func TestOpenJobFile(t *testing.T) {
+	t.Parallel()
+	fs, _ := newFiles(t)
+	mine, _ := fs.Put("job-a", "png", strings.NewReader(pngHead+"a"))
+	theirs, _ := fs.Put("job-ab", "png", strings.NewReader(pngHead+"b"))
+	for _, ref := range []string{mine.Name, "https://gantry.example" + mine.Path(), "/files/" + mine.Name + "#x"} {
+		rc, _, err := fs.OpenJobFile("job-a", ref)
+		if err != nil {
+			t.Errorf("OpenJobFile(job-a, %q) = %v; want its file", ref, err)
+			continue
+		}
+		rc.Close()
+	}
+	for _, ref := range []string{theirs.Name, "https://gantry.example" + theirs.Path(), "", "job-a", "job-a-x.txt"} {
+		if _, _, err := fs.OpenJobFile("job-a", ref); err == nil {
+			t.Errorf("OpenJobFile(job-a, %q) = nil; want refused (not this job's file)", ref)
+		}
+	}
+}
