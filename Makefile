@@ -26,6 +26,7 @@ fuzz: ## run each fuzz target for FUZZTIME (default 10s)
 	$(GO) test ./worker/echo -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./models -run '^$$' -fuzz '^FuzzReadGIFInfo$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./models -run '^$$' -fuzz '^FuzzReadWAVInfo$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./worker/httpecho -run '^$$' -fuzz '^FuzzReadFrame$$' -fuzztime $(FUZZTIME)
 
 lint: ## gofmt and go vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v '^oas/'))" || (gofmt -l $$(git ls-files '*.go' | grep -v '^oas/'); exit 1)
