@@ -49,6 +49,8 @@ type Config struct {
 	Log       *slog.Logger
 	// Balancer hands LOAD_BALANCER requests to workers; nil = such endpoints answer 503.
 	Balancer core.Balancer
+	// Fleet shows endpoints' workers and their logs; nil = none are shown.
+	Fleet core.Fleet
 	// LBHold is how long a LOAD_BALANCER request waits for a ready worker (scale from zero)
 	// before a 503; 0 = DefaultLBHold.
 	LBHold time.Duration

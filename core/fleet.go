@@ -1,6 +1,10 @@
 package core
 
-import "time"
+import (
+	"context"
+	"io"
+	"time"
+)
 
 // This file is what the scheduler reads from and tells the job engine about an endpoint's
 // workers: their activity, suspension (FLASHBOOT), and the condition /health reports.
@@ -123,4 +127,27 @@ func (js *Jobs) Waiting(key JobKey) (queued, low bool) {
 	lj, ok := sh.jobs[key]
 	sh.mu.Unlock()
 	return ok && lj.state == stQueued, lj.low
+}
+
+// WorkerInfo is one worker of an endpoint as the scheduler runs it (worker visibility).
+type WorkerInfo struct {
+	ID        string
+	Status    string // INITIALIZING, IDLE, RUNNING, UNHEALTHY, SUSPENDED, STOPPING, EXITED
+	Pool      string
+	GPUs      []int
+	StartedAt time.Time     // its last start or resume
+	ColdStart time.Duration // how long that start or resume took; 0 while initializing
+	Jobs      int           // jobs it holds, or LOAD_BALANCER requests in flight
+	ExitedAt  time.Time     // EXITED workers
+	Error     string        // why an EXITED worker ended, when it failed
+}
+
+// Fleet shows an endpoint's workers and their output; the scheduler implements it.
+type Fleet interface {
+	// Workers returns the endpoint's workers, newest first, then the ones that exited lately.
+	Workers(endpoint string) []WorkerInfo
+	// WorkerLogs returns the last tail lines of a worker's output; KindNotFound when the
+	// endpoint has no such worker (running or lately exited), KindUnavailable when its pool
+	// keeps no logs.
+	WorkerLogs(ctx context.Context, endpoint, worker string, tail int) (io.ReadCloser, error)
 }

@@ -57,6 +57,10 @@ type GetUsageRes interface {
 	getUsageRes()
 }
 
+type GetWorkerLogsRes interface {
+	getWorkerLogsRes()
+}
+
 type ListCatalogCpusRes interface {
 	listCatalogCpusRes()
 }
@@ -79,6 +83,10 @@ type ListModelsRes interface {
 
 type ListTemplatesRes interface {
 	listTemplatesRes()
+}
+
+type ListWorkersRes interface {
+	listWorkersRes()
 }
 
 type PostJobStatusRes interface {

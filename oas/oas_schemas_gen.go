@@ -1094,12 +1094,14 @@ func (*ErrorStatusCode) getJobStatusSyncRes()     {}
 func (*ErrorStatusCode) getJobStreamRes()         {}
 func (*ErrorStatusCode) getTemplateRes()          {}
 func (*ErrorStatusCode) getUsageRes()             {}
+func (*ErrorStatusCode) getWorkerLogsRes()        {}
 func (*ErrorStatusCode) listCatalogCpusRes()      {}
 func (*ErrorStatusCode) listCatalogGpusRes()      {}
 func (*ErrorStatusCode) listCatalogTemplatesRes() {}
 func (*ErrorStatusCode) listEndpointsRes()        {}
 func (*ErrorStatusCode) listModelsRes()           {}
 func (*ErrorStatusCode) listTemplatesRes()        {}
+func (*ErrorStatusCode) listWorkersRes()          {}
 func (*ErrorStatusCode) postJobStatusRes()        {}
 func (*ErrorStatusCode) postJobStatusSyncRes()    {}
 func (*ErrorStatusCode) postJobStreamRes()        {}
@@ -1236,6 +1238,59 @@ func (s *GetFileOKRawApplicationOctetStream) SetResponse(val *http.Response) {
 }
 
 func (*GetFileOKRawApplicationOctetStream) getFileRes() {}
+
+type GetWorkerLogsOK struct {
+	Data io.Reader
+}
+
+// Read reads data from the Data reader.
+//
+// Kept to satisfy the io.Reader interface.
+func (s GetWorkerLogsOK) Read(p []byte) (n int, err error) {
+	if s.Data == nil {
+		return 0, io.EOF
+	}
+	return s.Data.Read(p)
+}
+
+// GetWorkerLogsOKHeaders wraps GetWorkerLogsOK with response headers.
+type GetWorkerLogsOKHeaders struct {
+	RateLimit       OptString
+	RateLimitPolicy OptString
+	Response        GetWorkerLogsOK
+}
+
+// GetRateLimit returns the value of RateLimit.
+func (s *GetWorkerLogsOKHeaders) GetRateLimit() OptString {
+	return s.RateLimit
+}
+
+// GetRateLimitPolicy returns the value of RateLimitPolicy.
+func (s *GetWorkerLogsOKHeaders) GetRateLimitPolicy() OptString {
+	return s.RateLimitPolicy
+}
+
+// GetResponse returns the value of Response.
+func (s *GetWorkerLogsOKHeaders) GetResponse() GetWorkerLogsOK {
+	return s.Response
+}
+
+// SetRateLimit sets the value of RateLimit.
+func (s *GetWorkerLogsOKHeaders) SetRateLimit(val OptString) {
+	s.RateLimit = val
+}
+
+// SetRateLimitPolicy sets the value of RateLimitPolicy.
+func (s *GetWorkerLogsOKHeaders) SetRateLimitPolicy(val OptString) {
+	s.RateLimitPolicy = val
+}
+
+// SetResponse sets the value of Response.
+func (s *GetWorkerLogsOKHeaders) SetResponse(val GetWorkerLogsOK) {
+	s.Response = val
+}
+
+func (*GetWorkerLogsOKHeaders) getWorkerLogsRes() {}
 
 // Ref: #/components/schemas/GpuConfig
 type GpuConfig struct {
@@ -2921,6 +2976,8 @@ func (*NotFoundHeaders) getJobStatusRes()      {}
 func (*NotFoundHeaders) getJobStatusSyncRes()  {}
 func (*NotFoundHeaders) getJobStreamRes()      {}
 func (*NotFoundHeaders) getTemplateRes()       {}
+func (*NotFoundHeaders) getWorkerLogsRes()     {}
+func (*NotFoundHeaders) listWorkersRes()       {}
 func (*NotFoundHeaders) postJobStatusRes()     {}
 func (*NotFoundHeaders) postJobStatusSyncRes() {}
 func (*NotFoundHeaders) postJobStreamRes()     {}
@@ -6591,6 +6648,191 @@ func (*WorkerAck) workerJobDoneRes()   {}
 func (*WorkerAck) workerJobStreamRes() {}
 func (*WorkerAck) workerPingRes()      {}
 
+// Ref: #/components/schemas/WorkerInfo
+type WorkerInfo struct {
+	ID     string           `json:"id"`
+	Status WorkerInfoStatus `json:"status"`
+	// The pool it runs in.
+	Pool string `json:"pool"`
+	// Its device indices within the pool.
+	Gpus []int `json:"gpus"`
+	// When it was last started or resumed.
+	StartedAt time.Time `json:"startedAt"`
+	// How long its last start or resume took to its first poll (or 200 health).
+	ColdStartMs OptInt64 `json:"coldStartMs"`
+	// Jobs it holds (queue endpoints) or requests in flight (LOAD_BALANCER).
+	Jobs     OptInt      `json:"jobs"`
+	ExitedAt OptDateTime `json:"exitedAt"`
+	// Why an EXITED worker ended.
+	Error OptString `json:"error"`
+}
+
+// GetID returns the value of ID.
+func (s *WorkerInfo) GetID() string {
+	return s.ID
+}
+
+// GetStatus returns the value of Status.
+func (s *WorkerInfo) GetStatus() WorkerInfoStatus {
+	return s.Status
+}
+
+// GetPool returns the value of Pool.
+func (s *WorkerInfo) GetPool() string {
+	return s.Pool
+}
+
+// GetGpus returns the value of Gpus.
+func (s *WorkerInfo) GetGpus() []int {
+	return s.Gpus
+}
+
+// GetStartedAt returns the value of StartedAt.
+func (s *WorkerInfo) GetStartedAt() time.Time {
+	return s.StartedAt
+}
+
+// GetColdStartMs returns the value of ColdStartMs.
+func (s *WorkerInfo) GetColdStartMs() OptInt64 {
+	return s.ColdStartMs
+}
+
+// GetJobs returns the value of Jobs.
+func (s *WorkerInfo) GetJobs() OptInt {
+	return s.Jobs
+}
+
+// GetExitedAt returns the value of ExitedAt.
+func (s *WorkerInfo) GetExitedAt() OptDateTime {
+	return s.ExitedAt
+}
+
+// GetError returns the value of Error.
+func (s *WorkerInfo) GetError() OptString {
+	return s.Error
+}
+
+// SetID sets the value of ID.
+func (s *WorkerInfo) SetID(val string) {
+	s.ID = val
+}
+
+// SetStatus sets the value of Status.
+func (s *WorkerInfo) SetStatus(val WorkerInfoStatus) {
+	s.Status = val
+}
+
+// SetPool sets the value of Pool.
+func (s *WorkerInfo) SetPool(val string) {
+	s.Pool = val
+}
+
+// SetGpus sets the value of Gpus.
+func (s *WorkerInfo) SetGpus(val []int) {
+	s.Gpus = val
+}
+
+// SetStartedAt sets the value of StartedAt.
+func (s *WorkerInfo) SetStartedAt(val time.Time) {
+	s.StartedAt = val
+}
+
+// SetColdStartMs sets the value of ColdStartMs.
+func (s *WorkerInfo) SetColdStartMs(val OptInt64) {
+	s.ColdStartMs = val
+}
+
+// SetJobs sets the value of Jobs.
+func (s *WorkerInfo) SetJobs(val OptInt) {
+	s.Jobs = val
+}
+
+// SetExitedAt sets the value of ExitedAt.
+func (s *WorkerInfo) SetExitedAt(val OptDateTime) {
+	s.ExitedAt = val
+}
+
+// SetError sets the value of Error.
+func (s *WorkerInfo) SetError(val OptString) {
+	s.Error = val
+}
+
+type WorkerInfoStatus string
+
+const (
+	WorkerInfoStatusINITIALIZING WorkerInfoStatus = "INITIALIZING"
+	WorkerInfoStatusIDLE         WorkerInfoStatus = "IDLE"
+	WorkerInfoStatusRUNNING      WorkerInfoStatus = "RUNNING"
+	WorkerInfoStatusUNHEALTHY    WorkerInfoStatus = "UNHEALTHY"
+	WorkerInfoStatusSUSPENDED    WorkerInfoStatus = "SUSPENDED"
+	WorkerInfoStatusSTOPPING     WorkerInfoStatus = "STOPPING"
+	WorkerInfoStatusEXITED       WorkerInfoStatus = "EXITED"
+)
+
+// AllValues returns all WorkerInfoStatus values.
+func (WorkerInfoStatus) AllValues() []WorkerInfoStatus {
+	return []WorkerInfoStatus{
+		WorkerInfoStatusINITIALIZING,
+		WorkerInfoStatusIDLE,
+		WorkerInfoStatusRUNNING,
+		WorkerInfoStatusUNHEALTHY,
+		WorkerInfoStatusSUSPENDED,
+		WorkerInfoStatusSTOPPING,
+		WorkerInfoStatusEXITED,
+	}
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (s WorkerInfoStatus) MarshalText() ([]byte, error) {
+	switch s {
+	case WorkerInfoStatusINITIALIZING:
+		return []byte(s), nil
+	case WorkerInfoStatusIDLE:
+		return []byte(s), nil
+	case WorkerInfoStatusRUNNING:
+		return []byte(s), nil
+	case WorkerInfoStatusUNHEALTHY:
+		return []byte(s), nil
+	case WorkerInfoStatusSUSPENDED:
+		return []byte(s), nil
+	case WorkerInfoStatusSTOPPING:
+		return []byte(s), nil
+	case WorkerInfoStatusEXITED:
+		return []byte(s), nil
+	default:
+		return nil, errors.Errorf("invalid value: %q", s)
+	}
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (s *WorkerInfoStatus) UnmarshalText(data []byte) error {
+	switch WorkerInfoStatus(data) {
+	case WorkerInfoStatusINITIALIZING:
+		*s = WorkerInfoStatusINITIALIZING
+		return nil
+	case WorkerInfoStatusIDLE:
+		*s = WorkerInfoStatusIDLE
+		return nil
+	case WorkerInfoStatusRUNNING:
+		*s = WorkerInfoStatusRUNNING
+		return nil
+	case WorkerInfoStatusUNHEALTHY:
+		*s = WorkerInfoStatusUNHEALTHY
+		return nil
+	case WorkerInfoStatusSUSPENDED:
+		*s = WorkerInfoStatusSUSPENDED
+		return nil
+	case WorkerInfoStatusSTOPPING:
+		*s = WorkerInfoStatusSTOPPING
+		return nil
+	case WorkerInfoStatusEXITED:
+		*s = WorkerInfoStatusEXITED
+		return nil
+	default:
+		return errors.Errorf("invalid value: %q", data)
+	}
+}
+
 // Ref: #/components/schemas/WorkerJob
 type WorkerJob struct {
 	ID string `json:"id"`
@@ -6711,6 +6953,60 @@ func (*WorkerJobTakeBatchOKApplicationJSON) workerJobTakeBatchRes() {}
 type WorkerJobTakeNoContent struct{}
 
 func (*WorkerJobTakeNoContent) workerJobTakeRes() {}
+
+// Ref: #/components/schemas/WorkerList
+type WorkerList struct {
+	Items []WorkerInfo `json:"items"`
+}
+
+// GetItems returns the value of Items.
+func (s *WorkerList) GetItems() []WorkerInfo {
+	return s.Items
+}
+
+// SetItems sets the value of Items.
+func (s *WorkerList) SetItems(val []WorkerInfo) {
+	s.Items = val
+}
+
+// WorkerListHeaders wraps WorkerList with response headers.
+type WorkerListHeaders struct {
+	RateLimit       OptString
+	RateLimitPolicy OptString
+	Response        WorkerList
+}
+
+// GetRateLimit returns the value of RateLimit.
+func (s *WorkerListHeaders) GetRateLimit() OptString {
+	return s.RateLimit
+}
+
+// GetRateLimitPolicy returns the value of RateLimitPolicy.
+func (s *WorkerListHeaders) GetRateLimitPolicy() OptString {
+	return s.RateLimitPolicy
+}
+
+// GetResponse returns the value of Response.
+func (s *WorkerListHeaders) GetResponse() WorkerList {
+	return s.Response
+}
+
+// SetRateLimit sets the value of RateLimit.
+func (s *WorkerListHeaders) SetRateLimit(val OptString) {
+	s.RateLimit = val
+}
+
+// SetRateLimitPolicy sets the value of RateLimitPolicy.
+func (s *WorkerListHeaders) SetRateLimitPolicy(val OptString) {
+	s.RateLimitPolicy = val
+}
+
+// SetResponse sets the value of Response.
+func (s *WorkerListHeaders) SetResponse(val WorkerList) {
+	s.Response = val
+}
+
+func (*WorkerListHeaders) listWorkersRes() {}
 
 type WorkerToken struct {
 	APIKey string

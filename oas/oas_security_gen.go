@@ -49,11 +49,13 @@ var operationRolesBearerAuth = map[string][]string{
 	GetEndpointOperation:          []string{},
 	GetTemplateOperation:          []string{},
 	GetUsageOperation:             []string{},
+	GetWorkerLogsOperation:        []string{},
 	ListCatalogCpusOperation:      []string{},
 	ListCatalogGpusOperation:      []string{},
 	ListCatalogTemplatesOperation: []string{},
 	ListEndpointsOperation:        []string{},
 	ListTemplatesOperation:        []string{},
+	ListWorkersOperation:          []string{},
 	UpdateEndpointOperation:       []string{},
 	UpdateTemplateOperation:       []string{},
 }

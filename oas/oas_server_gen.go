@@ -73,6 +73,12 @@ type Handler interface {
 	//
 	// GET /v2/billing/usage
 	GetUsage(ctx context.Context, params GetUsageParams) (GetUsageRes, error)
+	// GetWorkerLogs implements getWorkerLogs operation.
+	//
+	// A worker's output (stdout and stderr), running or lately exited.
+	//
+	// GET /v2/serverless/{endpointId}/workers/{workerId}/logs
+	GetWorkerLogs(ctx context.Context, params GetWorkerLogsParams) (GetWorkerLogsRes, error)
 	// ListCatalogCpus implements listCatalogCpus operation.
 	//
 	// CPU flavors.
@@ -112,6 +118,12 @@ type Handler interface {
 	//
 	// GET /v2/templates
 	ListTemplates(ctx context.Context, params ListTemplatesParams) (ListTemplatesRes, error)
+	// ListWorkers implements listWorkers operation.
+	//
+	// The endpoint's workers, and the ones that exited lately (worker visibility).
+	//
+	// GET /v2/serverless/{endpointId}/workers
+	ListWorkers(ctx context.Context, params ListWorkersParams) (ListWorkersRes, error)
 	// PostJobStatus implements postJobStatus operation.
 	//
 	// The status operation by POST (the Go SDK's form).

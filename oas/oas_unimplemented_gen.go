@@ -129,6 +129,15 @@ func (UnimplementedHandler) GetUsage(ctx context.Context, params GetUsageParams)
 	return r, ht.ErrNotImplemented
 }
 
+// GetWorkerLogs implements getWorkerLogs operation.
+//
+// A worker's output (stdout and stderr), running or lately exited.
+//
+// GET /v2/serverless/{endpointId}/workers/{workerId}/logs
+func (UnimplementedHandler) GetWorkerLogs(ctx context.Context, params GetWorkerLogsParams) (r GetWorkerLogsRes, _ error) {
+	return r, ht.ErrNotImplemented
+}
+
 // ListCatalogCpus implements listCatalogCpus operation.
 //
 // CPU flavors.
@@ -183,6 +192,15 @@ func (UnimplementedHandler) ListModels(ctx context.Context) (r ListModelsRes, _ 
 //
 // GET /v2/templates
 func (UnimplementedHandler) ListTemplates(ctx context.Context, params ListTemplatesParams) (r ListTemplatesRes, _ error) {
+	return r, ht.ErrNotImplemented
+}
+
+// ListWorkers implements listWorkers operation.
+//
+// The endpoint's workers, and the ones that exited lately (worker visibility).
+//
+// GET /v2/serverless/{endpointId}/workers
+func (UnimplementedHandler) ListWorkers(ctx context.Context, params ListWorkersParams) (r ListWorkersRes, _ error) {
 	return r, ht.ErrNotImplemented
 }
 

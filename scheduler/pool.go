@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"io"
 	"time"
 
 	"github.com/gantryhq/gantry/core"
@@ -103,4 +104,11 @@ type WorkerEvent struct {
 	// Addrs, on WorkerRunning, maps each port of the spec's PortEnv to the "host:port" where
 	// Gantry reaches it.
 	Addrs map[int]string
+}
+
+// LogSource is implemented by pools that keep their workers' output (optional): Logs returns
+// the last tail lines of a worker's stdout and stderr, while it runs and after it exited, as
+// long as the pool keeps them. An unknown worker is an error wrapping fs.ErrNotExist.
+type LogSource interface {
+	Logs(ctx context.Context, id string, tail int) (io.ReadCloser, error)
 }

@@ -111,6 +111,7 @@ type epState struct {
 	noRoom    string
 	cold      coldStats
 	lastCond  core.Condition
+	exited    []exitedWorker // the last few workers that exited, oldest first (fleet.go)
 }
 
 type coldStats struct {
@@ -133,6 +134,7 @@ type workerRec struct {
 	pinned    bool      // suspended by a PRIORITY_FLASHBOOT endpoint: reclaimed last
 	susAt     time.Time
 	lb        *backend // a LOAD_BALANCER worker's HTTP side; nil for queue workers
+	coldStart time.Duration // how long its last start or resume took
 }
 
 type workerPhase int
@@ -284,7 +286,7 @@ func (s *Scheduler) WorkerReady(worker string) {
 		return
 	}
 	d := s.cfg.Clock.Now().Sub(w.startedAt)
-	w.state, w.polled = phaseReady, true
+	w.state, w.polled, w.coldStart = phaseReady, true, d
 	es.failures, es.failure = 0, ""
 	es.cold.n++
 	es.cold.last = d
@@ -798,6 +800,7 @@ func (s *Scheduler) event(w *workerRec, ev WorkerEvent) {
 		s.fail(es, s.cfg.Clock.Now(), fmt.Sprintf("worker %s: %s", w.id, why))
 		s.metrics.decision(es.ep.ID, "down", "crashed")
 	}
+	es.remember(w, ev, s.cfg.Clock.Now())
 	s.forgetLocked(w)
 	s.publish(es)
 	es.mu.Unlock()

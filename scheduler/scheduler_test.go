@@ -568,3 +568,36 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+func TestWorkersAndLogs(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	ep := r.endpoint(func(e *core.Endpoint) { e.Workers.Min = 2 })
+	r.tick(time.Second)
+	ids := r.running(2)
+	r.clock.Advance(40 * time.Millisecond)
+	r.poll()
+	r.submit(ep, 1, false)
+	r.take(ep, ids[0])
+	got := map[string]string{}
+	for _, w := range r.s.Workers(ep.ID) {
+		got[w.ID] = w.Status
+		if w.Pool != "P" || len(w.GPUs) != 1 || w.ColdStart != 40*time.Millisecond {
+			t.Errorf("worker %+v; want pool P, one slot, a 40ms cold start", w)
+		}
+	}
+	if got[ids[0]] != "RUNNING" || got[ids[1]] != "IDLE" {
+		t.Errorf("statuses = %v; want %s RUNNING, %s IDLE", got, ids[0], ids[1])
+	}
+	r.pool.Stop(context.Background(), ids[1]) // exits
+	ws := r.s.Workers(ep.ID)
+	if last := ws[len(ws)-1]; last.ID != ids[1] || last.Status != "EXITED" || last.ExitedAt.IsZero() {
+		t.Errorf("last worker = %+v; want %s EXITED", last, ids[1])
+	}
+	if _, err := r.s.WorkerLogs(context.Background(), ep.ID, ids[1], 10); core.KindOf(err) != core.KindUnavailable {
+		t.Errorf("WorkerLogs on a pool without logs = %v; want KindUnavailable", err)
+	}
+	if _, err := r.s.WorkerLogs(context.Background(), ep.ID, "nope", 10); core.KindOf(err) != core.KindNotFound {
+		t.Errorf("WorkerLogs of an unknown worker = %v; want KindNotFound", err)
+	}
+}

@@ -221,6 +221,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		Limiter:    &core.RateLimiter{},
 		Jobs:       jobs,
 		Balancer:   sched,
+		Fleet:      sched,
 		LBHold:     time.Duration(cfg.Autoscaler.LBHold) * time.Second,
 		Models:     modelCatalog,
 		Billing:    &core.Billing{Usage: st, Models: modelCatalog},

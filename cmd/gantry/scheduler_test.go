@@ -59,6 +59,10 @@ func TestScaleToZeroAndFlashboot(t *testing.T) {
 	if h.Workers.Idle+h.Workers.Running+h.Workers.Initializing != 0 || h.ColdStarts.Count != 1 {
 		t.Fatalf("health after idleTimeout = %+v; want the only worker suspended, one cold start", h)
 	}
+	code, body := call(t, "GET", s.base+"/v2/serverless/"+ep+"/workers", key, "")
+	if code != 200 || !strings.Contains(body, `"status":"SUSPENDED"`) || !strings.Contains(body, `"coldStartMs":`) {
+		t.Errorf("workers = %d %s; want the one worker SUSPENDED, with its cold start", code, body)
+	}
 	run() // resumes the suspended worker
 	h = waitHealth(t, health, key, func(h healthView) bool { return h.ColdStarts.Count == 2 })
 	if h.Workers.Suspended != 0 {
@@ -110,6 +114,22 @@ func TestCrashLoopShowsInHealth(t *testing.T) {
 	_ = json.Unmarshal(b, &v)
 	if code != 200 || v.Status != "IN_QUEUE" || !strings.Contains(v.Reason, "keep failing") {
 		t.Errorf("status = %d %s; want IN_QUEUE with the crash loop as reason", code, b)
+	}
+	// Worker visibility: the exited workers, why they ended, and what they printed.
+	code, body = call(t, "GET", s.base+"/v2/serverless/"+ep.ID+"/workers", key, "")
+	var list struct {
+		Items []struct{ ID, Status, Pool, Error string }
+	}
+	_ = json.Unmarshal([]byte(body), &list)
+	if code != 200 || len(list.Items) == 0 || list.Items[0].Status != "EXITED" || !strings.Contains(list.Items[0].Error, "exit status 3") || list.Items[0].Pool != "local" {
+		t.Fatalf("workers = %d %s; want exited workers with their exit status", code, body)
+	}
+	code, logs := call(t, "GET", s.base+"/v2/serverless/"+ep.ID+"/workers/"+list.Items[0].ID+"/logs?tail=5", key, "")
+	if code != 200 || strings.TrimSpace(logs) != "no model here" {
+		t.Errorf("worker logs = %d %q; want what it printed", code, logs)
+	}
+	if code, body := call(t, "GET", s.base+"/v2/serverless/"+ep.ID+"/workers/nope/logs", key, ""); code != 404 || !strings.Contains(body, "no worker nope") {
+		t.Errorf("logs of an unknown worker = %d %s; want 404", code, body)
 	}
 	s.stop(t)
 }

@@ -1,0 +1,120 @@
+package scheduler
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"slices"
+	"time"
+
+	"github.com/gantryhq/gantry/core"
+)
+
+// keepExited is how many exited workers an endpoint remembers for worker visibility.
+const keepExited = 10
+
+type exitedWorker struct {
+	info core.WorkerInfo
+	pool Pool
+}
+
+// remember keeps an exiting worker's last state; es.mu is held.
+func (es *epState) remember(w *workerRec, ev WorkerEvent, now time.Time) {
+	info := w.info(nil)
+	info.Status, info.ExitedAt = "EXITED", now
+	if ev.Err != nil {
+		info.Error = ev.Err.Error()
+	}
+	es.exited = append(es.exited, exitedWorker{info: info, pool: w.res.Pool()})
+	if len(es.exited) > keepExited {
+		es.exited = slices.Delete(es.exited, 0, len(es.exited)-keepExited)
+	}
+}
+
+// info describes a worker; js is nil for an exiting one. es.mu is held.
+func (w *workerRec) info(js *core.Jobs) core.WorkerInfo {
+	i := core.WorkerInfo{ID: w.id, Pool: w.res.PoolID(), GPUs: slices.Clone(w.res.GPUs), StartedAt: w.startedAt,
+		ColdStart: w.coldStart}
+	switch w.state {
+	case phaseBooting:
+		i.Status, i.ColdStart = "INITIALIZING", 0
+	case phaseSuspending, phaseSuspended:
+		i.Status = "SUSPENDED"
+	case phaseStopping:
+		i.Status = "STOPPING"
+	default:
+		i.Status = "IDLE"
+		if b := w.lb; b != nil {
+			i.Jobs = int(b.inflight.Load())
+			if b.state.Load() == lbUnhealthy {
+				i.Status = "UNHEALTHY"
+			}
+		} else if js != nil {
+			st, _ := js.WorkerStatus(w.id)
+			i.Jobs = st.Busy
+			if st.Unhealthy != "" {
+				i.Status = "UNHEALTHY"
+			}
+		}
+		if i.Status == "IDLE" && i.Jobs > 0 {
+			i.Status = "RUNNING"
+		}
+	}
+	return i
+}
+
+// Workers returns the endpoint's workers, newest first, then the ones that exited lately,
+// newest first. It implements core.Fleet.
+func (s *Scheduler) Workers(endpoint string) []core.WorkerInfo {
+	es := s.state(endpoint)
+	if es == nil {
+		return nil
+	}
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	out := make([]core.WorkerInfo, 0, len(es.workers)+len(es.exited))
+	for _, w := range es.workers {
+		out = append(out, w.info(s.cfg.Jobs))
+	}
+	slices.SortFunc(out, func(a, b core.WorkerInfo) int { return cmp.Or(b.StartedAt.Compare(a.StartedAt), cmp.Compare(a.ID, b.ID)) })
+	for i := len(es.exited) - 1; i >= 0; i-- {
+		out = append(out, es.exited[i].info)
+	}
+	return out
+}
+
+// WorkerLogs returns the last tail lines of a worker's output, from its pool. It implements
+// core.Fleet.
+func (s *Scheduler) WorkerLogs(ctx context.Context, endpoint, worker string, tail int) (io.ReadCloser, error) {
+	es := s.state(endpoint)
+	var pool Pool
+	if es != nil {
+		es.mu.Lock()
+		if w, ok := es.workers[worker]; ok {
+			pool = w.res.Pool()
+		}
+		for _, x := range es.exited {
+			if x.info.ID == worker {
+				pool = x.pool
+			}
+		}
+		es.mu.Unlock()
+	}
+	if pool == nil {
+		return nil, core.Errorf(core.KindNotFound, "endpoint %s has no worker %s (running or lately exited)", endpoint, worker)
+	}
+	src, ok := pool.(LogSource)
+	if !ok {
+		return nil, core.Errorf(core.KindUnavailable, "pool %s keeps no worker logs", pool.Describe().ID)
+	}
+	rc, err := src.Logs(ctx, worker, tail)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, core.Errorf(core.KindNotFound, "worker %s left no logs", worker)
+	}
+	if err != nil {
+		return nil, core.Internal("reading worker logs", err)
+	}
+	return rc, nil
+}
