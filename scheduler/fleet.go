@@ -78,7 +78,9 @@ func (s *Scheduler) Workers(endpoint string) []core.WorkerInfo {
 	for _, w := range es.workers {
 		out = append(out, w.info(s.cfg.Jobs))
 	}
-	slices.SortFunc(out, func(a, b core.WorkerInfo) int { return cmp.Or(b.StartedAt.Compare(a.StartedAt), cmp.Compare(a.ID, b.ID)) })
+	slices.SortFunc(out, func(a, b core.WorkerInfo) int {
+		return cmp.Or(b.StartedAt.Compare(a.StartedAt), cmp.Compare(a.ID, b.ID))
+	})
 	for i := len(es.exited) - 1; i >= 0; i-- {
 		out = append(out, es.exited[i].info)
 	}

@@ -133,7 +133,7 @@ type workerRec struct {
 	failed    bool      // its stop counts as a crash (init timeout)
 	pinned    bool      // suspended by a PRIORITY_FLASHBOOT endpoint: reclaimed last
 	susAt     time.Time
-	lb        *backend // a LOAD_BALANCER worker's HTTP side; nil for queue workers
+	lb        *backend      // a LOAD_BALANCER worker's HTTP side; nil for queue workers
 	coldStart time.Duration // how long its last start or resume took
 }
 
