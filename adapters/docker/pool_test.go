@@ -524,3 +524,31 @@ func TestUnpullable(t *testing.T) {
 		})
 	}
 }
+
+// TestShutdown: Shutdown stops every worker, a suspended one too, and returns once their
+// containers are removed.
+func TestShutdown(t *testing.T) {
+	t.Parallel()
+	f := setup(t, Config{Suspend: SuspendStop})
+	a, b := f.spec("serves"), f.spec("ignores")
+	f.start(a)
+	f.start(b)
+	probeWait(t, f.pool, a.ID)
+	if err := f.pool.Suspend(context.Background(), a.ID); err != nil {
+		t.Fatalf("Suspend = %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := f.pool.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown = %v", err)
+	}
+	for _, id := range []string{a.ID, b.ID} {
+		evs := f.rec.Events(id)
+		if last := evs[len(evs)-1]; last.State != scheduler.WorkerExited || !last.Stopped {
+			t.Errorf("worker %s events after Shutdown: %s; want a stopped exit last", id, adaptertest.FormatEvents(evs))
+		}
+		if _, ok := f.inspect(id); ok {
+			t.Errorf("the container of %s is still there after Shutdown", id)
+		}
+	}
+}

@@ -37,6 +37,7 @@ type worker struct {
 	gpus   []int
 	report func(scheduler.WorkerEvent)
 	addrs  map[int]string // where its HTTP ports are reached (spec.PortEnv)
+	gone   chan struct{}  // closed when the pool forgets it: its container is removed
 
 	// op is held by whoever changes the container (Start, Suspend, Resume, and halt for
 	// Stop), one at a time. It is taken before mu, never while mu is held.
@@ -80,7 +81,7 @@ func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
 	if !validID(spec.ID) {
 		return fmt.Errorf("starting worker %q: a worker id is letters, digits, '_', '.' and '-' (at most 128, not starting with a '.' or '-')", spec.ID)
 	}
-	w := &worker{id: spec.ID, name: containerName(p.desc.ID, spec.ID), gpus: slices.Clone(spec.GPUs), report: spec.Report}
+	w := &worker{id: spec.ID, name: containerName(p.desc.ID, spec.ID), gpus: slices.Clone(spec.GPUs), report: spec.Report, gone: make(chan struct{})}
 	w.op.Lock() // a Stop coming meanwhile waits for the container to be up (or refused)
 	defer w.op.Unlock()
 	if err := p.reserve(w); err != nil {
@@ -302,6 +303,28 @@ func (p *Pool) halt(w *worker) {
 	}
 }
 
+// Shutdown stops every worker of the pool as Stop does and waits until they have exited and
+// their containers are removed, or ctx ends; then it closes the pool's idle connections.
+// Gantry calls it as it stops: unlike processes, containers do not die with the server, and
+// the stops Stop starts in the background must not be cut short by its exit.
+func (p *Pool) Shutdown(ctx context.Context) error {
+	p.mu.Lock()
+	workers := slices.Collect(maps.Values(p.workers))
+	p.mu.Unlock()
+	for _, w := range workers {
+		_ = p.Stop(ctx, w.id)
+	}
+	defer p.api.Close()
+	for _, w := range workers {
+		select {
+		case <-w.gone:
+		case <-ctx.Done():
+			return fmt.Errorf("docker pool %s: workers still stopping: %w", p.desc.ID, ctx.Err())
+		}
+	}
+	return nil
+}
+
 // graceSeconds is the grace in the Engine API's unit, whole seconds, rounded up.
 func (p *Pool) graceSeconds() int {
 	return int(math.Ceil(p.grace.Seconds()))
@@ -437,7 +460,8 @@ func (p *Pool) reserve(w *worker) error {
 	return nil
 }
 
-// release frees a worker's devices and forgets it.
+// release frees a worker's devices and forgets it; it is called once for each worker reserve
+// registered.
 func (p *Pool) release(w *worker) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -445,6 +469,7 @@ func (p *Pool) release(w *worker) {
 		p.held[g] = false
 	}
 	delete(p.workers, w.id)
+	close(w.gone)
 }
 
 // lookup returns a live worker, or an error for op naming the id.
