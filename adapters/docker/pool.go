@@ -152,6 +152,11 @@ type Config struct {
 // container but keeps it, and Resume starts it again (same ports, same environment). Neither
 // counts as an exit. A suspended container is removed only when Stop is called on it.
 //
+// Workers share the host's network: each variable of a spec's PortEnv gets a free port of the
+// host (the WorkerRunning event's Addrs say 127.0.0.1:port, and the port stays the same across
+// a suspend), while a spec's Ports need nothing more (a worker listening on 22 listens on the
+// host's 22). Logs reads a worker's output; Shutdown stops every worker as Gantry exits.
+//
 // The pool accounts for the device indices (or CPU slot indices) of its workers as the process
 // pool does: Start refuses a spec that asks for more than the pool has, for an index out of
 // range, twice, or held by a live worker, with an error wrapping scheduler.ErrNoCapacity. A
