@@ -30,7 +30,10 @@ type Config struct {
 	Quota *core.Quota `yaml:"quota"`
 	// Pools are the GPU pools. Default: one "local" pool of the process adapter with this
 	// machine's GPUs, or CPU slots when it has none.
-	Pools []core.Pool `yaml:"pools"`
+	Pools []PoolConfig `yaml:"pools"`
+	// Registries are the registry credentials endpoints name in `registry`: docker pools
+	// pull private images with them.
+	Registries []RegistryConfig `yaml:"registries"`
 	// NetworkVolumes are the network volumes endpoints may name.
 	NetworkVolumes []core.NetworkVolume `yaml:"networkVolumes"`
 	// Templates are public catalog templates, offered beside the built-in ones.
@@ -52,6 +55,68 @@ type Config struct {
 
 	// devices names the GPUs of discovered pools (process.LocalDevices), by pool id.
 	devices map[string][]string
+}
+
+// PoolConfig is one pool of the config file: the catalog's description of it, and for
+// `adapter: docker` the Docker host it runs on.
+type PoolConfig struct {
+	core.Pool `yaml:",inline"`
+	// Docker configures a docker pool (only with adapter: docker); omitted = the defaults.
+	Docker *DockerConfig `yaml:"docker"`
+}
+
+// DockerConfig is how a docker pool reaches its Docker host and runs workers there (see
+// adapters/docker.Config).
+type DockerConfig struct {
+	// Host is the Engine API address ("unix:///var/run/docker.sock", "tcp://host:2376").
+	// Default $DOCKER_HOST, else the local socket.
+	Host string `yaml:"host"`
+	// Network is the workers' network mode: "host", the default and the only one supported.
+	Network string `yaml:"network"`
+	// Suspend is what FLASHBOOT does to a retired worker: "pause" (the default: frozen, back
+	// in ~20 ms with what it loaded) or "stop" (the container is stopped and kept, and
+	// started again on resume).
+	Suspend string `yaml:"suspend"`
+	// Pull is when images are pulled: "missing" (the default: those not on the host) or
+	// "never".
+	Pull string `yaml:"pull"`
+	// StopGrace is how long a stopping worker has after SIGTERM before SIGKILL, in whole
+	// seconds. Default 10s.
+	StopGrace time.Duration `yaml:"stopGrace"`
+	// Devices names the host's GPUs (UUIDs or indices) behind the pool's device indices
+	// 0..count-1; default the indices.
+	Devices []string `yaml:"devices"`
+	// GPUsByEnv hands GPUs over with NVIDIA_VISIBLE_DEVICES only (hosts whose default runtime
+	// is nvidia) instead of a device request (the NVIDIA Container Toolkit).
+	GPUsByEnv bool `yaml:"gpusByEnv"`
+	// DiskQuota makes an endpoint's disk (GB) its containers' size limit; the storage driver
+	// must support it (overlay2 on xfs with pquota, btrfs, zfs). Default: disk is advisory.
+	DiskQuota bool `yaml:"diskQuota"`
+	// Init runs docker-init as each container's PID 1, so that workers without a SIGTERM
+	// handler stop at once.
+	Init bool `yaml:"init"`
+}
+
+// RegistryConfig is a registry credential: an endpoint whose `registry` is ID pulls its image
+// with it.
+type RegistryConfig struct {
+	ID       string `yaml:"id"`
+	Username string `yaml:"username"`
+	// Password is the password or token; PasswordEnv names the environment variable that
+	// holds it instead (one of the two is required).
+	Password    string `yaml:"password"`
+	PasswordEnv string `yaml:"passwordEnv"`
+	// Server is the registry's address, e.g. ghcr.io; default the image's registry.
+	Server string `yaml:"server"`
+}
+
+// catalogPools returns the catalog's view of the pools.
+func (c *Config) catalogPools() []core.Pool {
+	pools := make([]core.Pool, len(c.Pools))
+	for i, p := range c.Pools {
+		pools[i] = p.Pool
+	}
+	return pools
 }
 
 // DefaultQuota is the default per-user rate limit.
@@ -84,7 +149,7 @@ const configFileHelp = `Config file (YAML, --config FILE; unknown keys are rejec
   quota: {minute: 600, hour: 20000, day: 200000}  # default per-user limits; 0 = unlimited
   pools:                          # replaces the discovered "local" pool when given
     - id: local                   # the id endpoints name in gpu.pools
-      adapter: process            # process (local processes)
+      adapter: process            # process (local processes) or docker (containers)
       gpuType: NVIDIA A100 80GB PCIe   # "CPU" for CPU slots
       displayName: A100 80GB
       memoryInGb: 80
@@ -93,6 +158,25 @@ const configFileHelp = `Config file (YAML, --config FILE; unknown keys are rejec
       cudaVersions: ["12.4", "12.6"]  # exact values allowedCudaVersions may name
       dataCenterId: EU-RO-1
       cpu: false                  # true: a pool of CPU slots (then vcpus, memoryPerVcpu)
+    - id: docker-gpus             # a pool of containers on a Docker host
+      adapter: docker
+      gpuType: NVIDIA L4
+      count: 2
+      docker:                     # all optional
+        host: unix:///var/run/docker.sock  # default $DOCKER_HOST, else this socket
+        network: host             # the only mode: workers get free host ports
+        suspend: pause            # FLASHBOOT: pause (default) or stop (keep stopped containers)
+        pull: missing             # pull images the host lacks (default), or never
+        stopGrace: 10s            # SIGTERM, then SIGKILL after this (whole seconds)
+        devices: [GPU-6f1c..., GPU-0b2e...]  # the host's GPUs behind indices 0..count-1
+        gpusByEnv: false          # true: NVIDIA_VISIBLE_DEVICES (nvidia default runtime), not device requests
+        diskQuota: false          # true: endpoint disk limits the container (xfs+pquota, btrfs, zfs)
+        init: false               # true: docker-init as PID 1 (workers without a SIGTERM handler)
+  registries:                     # credentials an endpoint's registry names (docker pools pull with them)
+    - id: ghcr-me
+      username: me
+      passwordEnv: GHCR_TOKEN     # or password: ...
+      server: ghcr.io
   networkVolumes:
     - {id: vol-models, dataCenterId: EU-RO-1, size: 100}
   autoscaler:                     # seconds; 0 or omitted = the default
@@ -162,8 +246,10 @@ func (c *Config) validate() error {
 			return fmt.Errorf("pools[%d]: pool %q is declared twice", i, p.ID)
 		case p.GPUs < 1:
 			return fmt.Errorf("pool %q: count must be at least 1", p.ID)
-		case p.Adapter != "" && p.Adapter != "process":
-			return fmt.Errorf("pool %q: unknown adapter %q (available: process)", p.ID, p.Adapter)
+		case p.Adapter != "" && p.Adapter != "process" && p.Adapter != "docker":
+			return fmt.Errorf("pool %q: unknown adapter %q (available: process, docker)", p.ID, p.Adapter)
+		case p.Docker != nil && p.Adapter != "docker":
+			return fmt.Errorf("pool %q: a docker section needs adapter: docker", p.ID)
 		case p.GPUType == "":
 			return fmt.Errorf("pool %q: gpuType is required (\"CPU\" for CPU slots)", p.ID)
 		}
@@ -173,13 +259,25 @@ func (c *Config) validate() error {
 			}
 		}
 		seen[p.ID] = true
-		c.Pools[i].Adapter = "process"
+		c.Pools[i].Adapter = cmp.Or(p.Adapter, "process")
 		if p.DisplayName == "" {
 			c.Pools[i].DisplayName = p.GPUType
 		}
 		if p.DataCenter == "" {
 			c.Pools[i].DataCenter = "LOCAL"
 		}
+	}
+	regs := map[string]bool{}
+	for i, r := range c.Registries {
+		switch {
+		case r.ID == "" || r.Username == "":
+			return fmt.Errorf("registries[%d]: id and username are required", i)
+		case regs[r.ID]:
+			return fmt.Errorf("registries[%d]: registry %q is declared twice", i, r.ID)
+		case (r.Password == "") == (r.PasswordEnv == ""):
+			return fmt.Errorf("registry %q: give password or passwordEnv (one of them)", r.ID)
+		}
+		regs[r.ID] = true
 	}
 	for i, t := range c.Templates {
 		if t.ID == "" || t.Image == "" {

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -20,6 +21,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gantryhq/gantry/adapters/docker"
 	"github.com/gantryhq/gantry/adapters/process"
 	"github.com/gantryhq/gantry/api"
 	"github.com/gantryhq/gantry/core"
@@ -128,7 +130,9 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if len(cfg.Pools) == 0 {
 		inv := process.Discover(ctx)
 		log.Info("local pool", "discovery", inv.Description)
-		cfg.Pools = process.LocalPools(inv)
+		for _, p := range process.LocalPools(inv) {
+			cfg.Pools = append(cfg.Pools, PoolConfig{Pool: p})
+		}
 		cfg.devices = process.LocalDevices(inv)
 	}
 
@@ -187,11 +191,12 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("finding this binary for built-in workers: %w", err)
 	}
-	pools, err := newPools(&cfg, self)
+	pools, err := newPools(ctx, &cfg, self, st, log)
 	if err != nil {
 		return err
 	}
-	catalog := core.NewCatalog(cfg.Pools, cfg.NetworkVolumes, templates)
+	defer shutdownPools(&cfg, pools, log)
+	catalog := core.NewCatalog(cfg.catalogPools(), cfg.NetworkVolumes, templates)
 	sched, err := scheduler.New(scheduler.Config{Jobs: jobs, Queues: queues, Pools: pools,
 		BaseURL: "http://" + loopback(addr), Clock: clock, Log: log,
 		StableWindow: cfg.Autoscaler.StableWindow, PanicWindow: cfg.Autoscaler.PanicWindow,
@@ -495,22 +500,106 @@ func keysRevoke(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// newPools makes the scheduler's pools from the configured (or discovered) catalog pools.
-// Every pool runs on the process adapter for now; the Docker and cloud adapters add theirs.
-func newPools(cfg *Config, self string) ([]scheduler.Pool, error) {
-	var pools []scheduler.Pool
+// newPools makes the scheduler's pools from the configured (or discovered) catalog pools: the
+// process adapter's, and the docker adapter's (New removes the containers an earlier run left
+// on their hosts). Docker pools pull private images with the credential an endpoint's
+// registry names, from the config's registries. On an error the pools made so far are shut
+// down.
+func newPools(ctx context.Context, cfg *Config, self string, endpoints endpointGetter, log *slog.Logger) (pools []scheduler.Pool, err error) {
+	defer func() {
+		if err != nil {
+			shutdownPools(cfg, pools, log)
+		}
+	}()
+	logDir := filepath.Join(cfg.Data, "workers")
 	for _, p := range cfg.Pools {
 		switch p.Adapter {
 		case "", "process":
-			pool, err := process.New(process.Config{Pool: p, Self: self, Builtins: builtinWorkerNames(),
-				Images: cfg.Images, LogDir: filepath.Join(cfg.Data, "workers"), Devices: cfg.devices[p.ID]})
+			pool, err := process.New(process.Config{Pool: p.Pool, Self: self, Builtins: builtinWorkerNames(),
+				Images: cfg.Images, LogDir: logDir, Devices: cfg.devices[p.ID]})
 			if err != nil {
-				return nil, fmt.Errorf("pool %s: %w", p.ID, err)
+				return pools, fmt.Errorf("pool %s: %w", p.ID, err)
+			}
+			pools = append(pools, pool)
+		case "docker":
+			d := cmp.Or(p.Docker, &DockerConfig{})
+			pool, err := docker.New(ctx, docker.Config{Pool: p.Pool, Host: d.Host, Network: d.Network,
+				Devices: d.Devices, GPUsByEnv: d.GPUsByEnv, Pull: docker.PullPolicy(d.Pull),
+				RegistryOf: func(ctx context.Context, endpoint string) (string, error) {
+					return registryOf(ctx, endpoints, endpoint)
+				},
+				Credentials: cfg.credential, StopGrace: d.StopGrace, Suspend: docker.SuspendMode(d.Suspend),
+				LogDir: logDir, DiskQuota: d.DiskQuota, Init: d.Init, Log: log})
+			if err != nil {
+				return pools, fmt.Errorf("pool %s: %w", p.ID, err)
 			}
 			pools = append(pools, pool)
 		default:
-			return nil, fmt.Errorf("pool %s: adapter %q is not available in this build (known: process)", p.ID, p.Adapter)
+			return pools, fmt.Errorf("pool %s: adapter %q is not available in this build (known: process, docker)", p.ID, p.Adapter)
 		}
 	}
 	return pools, nil
+}
+
+// shutdownPools stops the workers of the pools whose workers outlive the server (containers)
+// and waits for them, all pools at once, at most 30 s longer than the longest stop grace.
+func shutdownPools(cfg *Config, pools []scheduler.Pool, log *slog.Logger) {
+	grace := docker.DefaultStopGrace
+	for _, p := range cfg.Pools {
+		if p.Docker != nil {
+			grace = max(grace, p.Docker.StopGrace)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), grace+30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, p := range pools {
+		if d, ok := p.(*docker.Pool); ok {
+			wg.Go(func() {
+				if err := d.Shutdown(ctx); err != nil {
+					log.Error("stopping the workers of a docker pool", "pool", d.Describe().ID, "err", err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+}
+
+// endpointGetter reads an endpoint (the store).
+type endpointGetter interface {
+	GetEndpoint(ctx context.Context, id string) (core.Endpoint, error)
+}
+
+// registryOf returns the registry credential id an endpoint names, "" when none (or when the
+// endpoint is gone).
+func registryOf(ctx context.Context, endpoints endpointGetter, id string) (string, error) {
+	e, err := endpoints.GetEndpoint(ctx, id)
+	if errors.Is(err, core.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if e.Registry == nil {
+		return "", nil
+	}
+	return *e.Registry, nil
+}
+
+// credential returns the configured registry credential with an id.
+func (c *Config) credential(_ context.Context, id string) (docker.Credential, error) {
+	for _, r := range c.Registries {
+		if r.ID != id {
+			continue
+		}
+		password := r.Password
+		if r.PasswordEnv != "" {
+			password = os.Getenv(r.PasswordEnv)
+			if password == "" {
+				return docker.Credential{}, fmt.Errorf("registry %q: $%s is empty", id, r.PasswordEnv)
+			}
+		}
+		return docker.Credential{Username: r.Username, Password: password, ServerAddress: r.Server}, nil
+	}
+	return docker.Credential{}, fmt.Errorf("no registry %q in the config file's registries", id)
 }

@@ -1,0 +1,185 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
+)
+
+// Logs returns a worker's log, its stdout and stderr as plain text in the order written: the
+// last tail lines, or all of it when tail <= 0. While the worker's container exists (running
+// or suspended) the log comes from the engine, and ctx bounds the reading; afterwards from the
+// pool's LogDir, where it is saved when the container is removed (also for workers of an
+// earlier run). An id with no log answers an error wrapping fs.ErrNotExist.
+func (p *Pool) Logs(ctx context.Context, id string, tail int) (io.ReadCloser, error) {
+	if !validID(id) {
+		return nil, fmt.Errorf("logs of worker %q: no such worker: %w", id, fs.ErrNotExist)
+	}
+	p.mu.Lock()
+	w := p.workers[id]
+	p.mu.Unlock()
+	if w != nil {
+		w.mu.Lock()
+		ctr, ph := w.container, w.phase
+		w.mu.Unlock()
+		if ctr != "" && ph != exited {
+			rc, err := p.engineLogs(ctx, ctr, tail)
+			if err == nil || !cerrdefs.IsNotFound(err) {
+				return rc, err
+			}
+			// removed meanwhile: its log is saved (or gone)
+		}
+	}
+	if path := p.logPath(id); path != "" {
+		rc, err := tailFile(path, tail)
+		if err == nil || !errors.Is(err, fs.ErrNotExist) {
+			return rc, err
+		}
+	}
+	why := "the pool keeps no log of exited workers (it has no log directory)"
+	if p.cfg.LogDir != "" {
+		why = "no such worker, and no saved log"
+	}
+	return nil, fmt.Errorf("logs of worker %s: %s: %w", id, why, fs.ErrNotExist)
+}
+
+// engineLogs reads a container's log from the engine, demultiplexed into plain text.
+func (p *Pool) engineLogs(ctx context.Context, ctr string, tail int) (io.ReadCloser, error) {
+	opts := client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true}
+	if tail > 0 {
+		opts.Tail = strconv.Itoa(tail)
+	}
+	rc, err := p.api.ContainerLogs(ctx, ctr, opts)
+	if err != nil {
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		_, err := stdcopy.StdCopy(pw, pw, rc)
+		rc.Close()
+		pw.CloseWithError(err) // nil: EOF for the reader
+	}()
+	return pr, nil
+}
+
+// logPath is where a worker's log is saved; "" when the pool keeps none.
+func (p *Pool) logPath(id string) string {
+	if p.cfg.LogDir == "" {
+		return ""
+	}
+	return filepath.Join(p.cfg.LogDir, id+".log")
+}
+
+// saveLog copies a worker's log from the engine into the log directory, when the pool has one.
+func (p *Pool) saveLog(ctx context.Context, w *worker) {
+	if err := p.saveLogOf(ctx, w.id, w.container); err != nil {
+		p.log.Warn("saving a worker's log", "pool", p.desc.ID, "worker", w.id, "err", err)
+	}
+}
+
+// saveLogOf copies the log of container ctr, worker id, to LogDir/<id>.log (through a
+// temporary file, so that a reader never sees half of it).
+func (p *Pool) saveLogOf(ctx context.Context, id, ctr string) error {
+	path := p.logPath(id)
+	if path == "" {
+		return nil
+	}
+	if err := os.MkdirAll(p.cfg.LogDir, 0o700); err != nil {
+		return err
+	}
+	rc, err := p.api.ContainerLogs(ctx, ctr, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	f, err := os.CreateTemp(p.cfg.LogDir, id+".log.*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // after the rename: nothing
+	_, err = stdcopy.StdCopy(f, f, rc)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	return err
+}
+
+// lastLines returns the last n lines a worker's container wrote, joined with " | " and cut to
+// a few hundred bytes; "" when it wrote nothing or the engine does not say.
+func (p *Pool) lastLines(ctx context.Context, w *worker, n int) string {
+	rc, err := p.engineLogs(ctx, w.container, n)
+	if err != nil {
+		return ""
+	}
+	defer rc.Close()
+	b, _ := io.ReadAll(io.LimitReader(rc, 64<<10))
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	s := strings.Join(lines, " | ")
+	const limit = 400
+	if len(s) > limit {
+		s = "..." + s[len(s)-limit:]
+	}
+	return strings.TrimSpace(s)
+}
+
+// tailFile opens path positioned at its last n lines (at its start when n <= 0 or it has
+// fewer).
+func tailFile(path string, n int) (io.ReadCloser, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if n <= 0 {
+		return f, nil
+	}
+	off, err := lineStart(f, n)
+	if err == nil {
+		_, err = f.Seek(off, io.SeekStart)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// lineStart returns the offset where the last n lines of f begin, reading it backwards.
+func lineStart(f *os.File, n int) (int64, error) {
+	info, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	end := info.Size()
+	buf := make([]byte, 32<<10)
+	seen := 0
+	for pos := end; pos > 0; {
+		size := min(int64(len(buf)), pos)
+		pos -= size
+		chunk := buf[:size]
+		if _, err := f.ReadAt(chunk, pos); err != nil && err != io.EOF {
+			return 0, err
+		}
+		for i := len(chunk) - 1; i >= 0; i-- {
+			if chunk[i] != '\n' || pos+int64(i) == end-1 { // a final newline ends the last line
+				continue
+			}
+			if seen++; seen == n {
+				return pos + int64(i) + 1, nil
+			}
+		}
+	}
+	return 0, nil
+}

@@ -1,0 +1,308 @@
+// Package docker is Gantry's Docker adapter: a scheduler.Pool that runs each worker as a
+// container on one Docker host, through the Docker Engine API (the moby client that
+// testcontainers-go uses; the API version is negotiated, so Engine 20.10, API 1.41, works).
+//
+// A pool is one Docker host with a fixed capacity (its GPUs, or CPU slots): the scheduler
+// reserves device indices, and the pool hands a worker's devices to its container through a
+// device request of the "nvidia" driver. Containers are labelled as Gantry's (LabelManaged,
+// LabelPool, LabelWorker, LabelEndpoint) so that a restarted Gantry finds and removes what an
+// earlier run left behind (New does).
+package docker
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/moby/moby/client"
+
+	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/scheduler"
+)
+
+// DefaultStopGrace is how long Stop waits after the stop signal before SIGKILL when
+// Config.StopGrace is 0.
+const DefaultStopGrace = 10 * time.Second
+
+// Labels every container of a pool carries.
+const (
+	LabelManaged  = "gantry.managed"  // "true": a Gantry worker
+	LabelPool     = "gantry.pool"     // the pool's id
+	LabelWorker   = "gantry.worker"   // the worker's id
+	LabelEndpoint = "gantry.endpoint" // the endpoint the worker serves
+)
+
+// SuspendMode is what Suspend does to a worker's container.
+type SuspendMode string
+
+// Suspend modes. SuspendPause is the default: measured on Engine 20.10 with BenchmarkColdStart,
+// a paused worker answers HTTP again about 15-20 ms after Resume, a stopped one 105-115 ms after
+// it (a fresh container: 130 ms), and a paused worker keeps what it loaded (a model in memory,
+// which a restarted one loads again).
+const (
+	// SuspendPause freezes the container's processes (the cgroup freezer): they keep their
+	// memory and devices and use no CPU; Resume thaws them.
+	SuspendPause SuspendMode = "pause"
+	// SuspendStop stops the container as Stop would (the stop signal, SIGKILL after the
+	// grace) but keeps it; Resume starts the same container again: the worker starts from
+	// scratch, with the same environment and ports. It frees the worker's memory meanwhile.
+	SuspendStop SuspendMode = "stop"
+)
+
+// PullPolicy says when Start pulls a worker's image.
+type PullPolicy string
+
+// Pull policies.
+const (
+	PullMissing PullPolicy = "missing" // pull an image that is not on the host (the default)
+	PullNever   PullPolicy = "never"   // never pull: images must be on the host already
+)
+
+// Credential is what a registry needs to let the Docker host pull a private image.
+type Credential struct {
+	Username      string
+	Password      string // or a token
+	ServerAddress string // the registry, e.g. "ghcr.io"; "" = the image's registry
+}
+
+// Config configures a Pool. New validates it once.
+type Config struct {
+	// Pool describes the pool as the catalog shows it: ID and GPUType are required, GPUs (the
+	// number of GPUs, or of CPU slots when CPU is set) must be > 0, CUDAVersions are
+	// "major.minor" values (New sorts them and drops repeats). Adapter defaults to "docker".
+	Pool core.Pool
+	// Host is the Docker Engine API address: "unix:///var/run/docker.sock" or
+	// "tcp://host:2376". "" = $DOCKER_HOST, else unix:///var/run/docker.sock. With
+	// $DOCKER_CERT_PATH set, the client speaks TLS with the ca.pem, cert.pem and key.pem there.
+	Host string
+	// Network is the network mode of the workers' containers: "" or "host" (the only mode
+	// supported now). Workers share the host's network: each port variable of a spec's PortEnv
+	// gets a free port of the host, as with the process pool, and Gantry reaches it on
+	// 127.0.0.1. (Other modes need workers to reach Gantry off loopback; not yet.)
+	Network string
+	// Devices names the host's GPUs behind the pool's device indices as the NVIDIA runtime
+	// accepts them (GPU UUIDs, or the host's indices): device i of the pool is Devices[i].
+	// nil = the indices themselves. Not used on CPU pools.
+	Devices []string
+	// GPUsByEnv hands GPUs to workers through NVIDIA_VISIBLE_DEVICES only, for hosts whose
+	// default runtime is nvidia (the nvidia-docker2 setup). false (the default) makes a device
+	// request of the "nvidia" driver with the worker's device names, which needs the NVIDIA
+	// Container Toolkit; the runtime then sets NVIDIA_VISIBLE_DEVICES in the container, whose
+	// GPUs are numbered from 0 (so CUDA_VISIBLE_DEVICES is left alone). Either way a worker on
+	// a GPU pool given no GPUs gets NVIDIA_VISIBLE_DEVICES=void.
+	GPUsByEnv bool
+	// Pull says when Start pulls an image; "" = PullMissing. A failed pull fails the Start
+	// ("image X is not on this Docker host and could not be pulled: ...").
+	Pull PullPolicy
+	// RegistryOf returns the registry credential id an endpoint names (its `registry`
+	// field), "" when none. scheduler.WorkerSpec does not carry it, so the pool asks. nil =
+	// images are pulled without credentials.
+	RegistryOf func(ctx context.Context, endpoint string) (string, error)
+	// Credentials returns the stored registry credential with an id. Required when
+	// RegistryOf is set.
+	Credentials func(ctx context.Context, id string) (Credential, error)
+	// StopGrace is how long Stop (and Suspend with SuspendStop) waits after the stop signal
+	// before SIGKILL; 0 = DefaultStopGrace (10 s). The Engine API counts whole seconds: it is
+	// rounded up.
+	StopGrace time.Duration
+	// Suspend is what Suspend does: "" = SuspendPause.
+	Suspend SuspendMode
+	// LogDir is where a worker's log (stdout and stderr) is saved, to LogDir/<worker id>.log,
+	// when its container is removed; Logs reads it afterwards. The directory is created (mode
+	// 0700). "" = a worker's log lives only as long as its container. While the container
+	// exists its log is the engine's (json-file, at most 3 files of 10 MB).
+	LogDir string
+	// DiskQuota makes a spec's Disk (GB) the container's writable-layer size (the storage
+	// option "size"), which only some storage drivers support (overlay2 on xfs with pquota,
+	// btrfs, zfs, devicemapper); a Start on another fails. false (the default): Disk is
+	// advisory.
+	DiskQuota bool
+	// Init runs the engine's init (docker-init, tini) as each container's PID 1, so that a
+	// worker that installs no signal handler (a plain Python handler) still dies on the stop
+	// signal instead of waiting out the grace.
+	Init bool
+	// Log receives what the pool does outside its events: leftover containers it removed,
+	// failures it could only log. nil = slog.Default().
+	Log *slog.Logger
+}
+
+// Pool is the Docker adapter's scheduler.Pool: one Docker host. Start pulls the spec's image
+// when the host lacks it (with the endpoint's registry credential), then creates and starts a
+// container named gantry-<pool>-<worker> from it: the image's entrypoint with the spec's Args
+// (split at spaces) as its command, the spec's env with the port variables and the device
+// variables over it, the pool's labels, host networking, the devices as a device request, and
+// a bounded json-file log. The pool watches each container (ContainerWait) and reports
+// WorkerExited once, when it exits, after freeing the worker's devices, saving its log and
+// removing the container; a crash's error names the exit status (an *ExitError) and quotes
+// the last lines of output.
+//
+// Stop stops the container (the image's stop signal, SIGTERM by default, then SIGKILL after
+// StopGrace) and removes it. FLASHBOOT keeps retired workers: with SuspendPause (the default)
+// Suspend pauses the container and Resume unpauses it; with SuspendStop Suspend stops the
+// container but keeps it, and Resume starts it again (same ports, same environment). Neither
+// counts as an exit. A suspended container is removed only when Stop is called on it.
+//
+// Workers share the host's network: each variable of a spec's PortEnv gets a free port of the
+// host (the WorkerRunning event's Addrs say 127.0.0.1:port, and the port stays the same across
+// a suspend), while a spec's Ports need nothing more (a worker listening on 22 listens on the
+// host's 22). Logs reads a worker's output; Shutdown stops every worker as Gantry exits.
+//
+// The pool accounts for the device indices (or CPU slot indices) of its workers as the process
+// pool does: Start refuses a spec that asks for more than the pool has, for an index out of
+// range, twice, or held by a live worker, with an error wrapping scheduler.ErrNoCapacity. A
+// worker's indices are free again before its WorkerExited event is sent.
+type Pool struct {
+	desc    core.Pool
+	api     *client.Client
+	host    string
+	grace   time.Duration
+	suspend SuspendMode
+	pull    PullPolicy
+	devices []string // machine device names by pool index; nil = the index
+	cfg     Config   // the rest: Network, GPUsByEnv, RegistryOf, Credentials, LogDir, DiskQuota, Init
+	log     *slog.Logger
+
+	mu      sync.Mutex
+	workers map[string]*worker // live workers: from Start until their exit
+	held    []bool             // held[i]: device i belongs to a live worker
+}
+
+// idleConnTimeout is how long the pool keeps an idle connection to the engine. The pool's
+// calls come in bursts (a start, a stop); short-lived idle connections keep the goroutines
+// the pool starts bounded in time once its workers have exited.
+const idleConnTimeout = time.Second
+
+// apiTimeout bounds the engine calls the pool makes in the background (removing a container,
+// saving its log), where no caller's context applies.
+const apiTimeout = time.Minute
+
+// New returns a pool on the Docker host cfg names, or what is wrong with cfg, or why the
+// engine does not answer. It removes the containers an earlier run of Gantry left on the host
+// for this pool (labelled with its id): their workers' tokens died with that server, so they
+// cannot be adopted. It logs each removal; a leftover's log is saved to LogDir first.
+func New(ctx context.Context, cfg Config) (*Pool, error) {
+	d := cfg.Pool
+	d.Adapter = cmp.Or(d.Adapter, "docker")
+	var errs []error
+	if d.ID == "" || d.GPUType == "" {
+		errs = append(errs, errors.New("the pool needs an ID and a GPUType"))
+	}
+	if d.Adapter != "docker" {
+		errs = append(errs, fmt.Errorf("adapter %q; want docker", d.Adapter))
+	}
+	if d.GPUs <= 0 || d.PerWorker < 0 {
+		errs = append(errs, fmt.Errorf("count %d, maxGpusPerWorker %d: want count > 0 and maxGpusPerWorker >= 0", d.GPUs, d.PerWorker))
+	}
+	cuda, err := sortVersions(d.CUDAVersions)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	d.CUDAVersions = cuda
+	if cfg.Network != "" && cfg.Network != "host" {
+		errs = append(errs, fmt.Errorf("network %q: only host networking is supported", cfg.Network))
+	}
+	if cfg.Devices != nil && len(cfg.Devices) != d.GPUs {
+		errs = append(errs, fmt.Errorf("%d device names for %d GPUs", len(cfg.Devices), d.GPUs))
+	}
+	if cfg.StopGrace < 0 {
+		errs = append(errs, fmt.Errorf("stop grace %v is negative", cfg.StopGrace))
+	}
+	suspend := cmp.Or(cfg.Suspend, SuspendPause)
+	if suspend != SuspendPause && suspend != SuspendStop {
+		errs = append(errs, fmt.Errorf("suspend mode %q; want %q or %q", cfg.Suspend, SuspendPause, SuspendStop))
+	}
+	pull := cmp.Or(cfg.Pull, PullMissing)
+	if pull != PullMissing && pull != PullNever {
+		errs = append(errs, fmt.Errorf("pull policy %q; want %q or %q", cfg.Pull, PullMissing, PullNever))
+	}
+	if cfg.RegistryOf != nil && cfg.Credentials == nil {
+		errs = append(errs, errors.New("RegistryOf is set but Credentials is nil"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("docker pool %q: %w", d.ID, err)
+	}
+	host := cmp.Or(cfg.Host, os.Getenv(client.EnvOverrideHost), client.DefaultDockerHost)
+	api, err := newClient(host, cfg.Host == "")
+	if err != nil {
+		return nil, fmt.Errorf("docker pool %q: the Docker host %s: %w", d.ID, host, err)
+	}
+	p := &Pool{
+		desc: d, api: api, host: host,
+		grace: cmp.Or(cfg.StopGrace, DefaultStopGrace), suspend: suspend, pull: pull,
+		devices: slices.Clone(cfg.Devices), cfg: cfg, log: cmp.Or(cfg.Log, slog.Default()),
+		workers: map[string]*worker{}, held: make([]bool, d.GPUs),
+	}
+	if _, err := api.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		api.Close()
+		return nil, fmt.Errorf("docker pool %q: the Docker engine at %s does not answer: %w", d.ID, host, err)
+	}
+	if err := p.cleanup(ctx); err != nil {
+		api.Close()
+		return nil, fmt.Errorf("docker pool %q: removing the containers an earlier run left: %w", d.ID, err)
+	}
+	return p, nil
+}
+
+// newClient returns an Engine API client for host; fromEnv adds TLS from $DOCKER_CERT_PATH.
+// The API version is negotiated on the first call.
+func newClient(host string, fromEnv bool) (*client.Client, error) {
+	transport := &http.Transport{MaxIdleConns: 16, IdleConnTimeout: idleConnTimeout}
+	opts := []client.Opt{client.WithHTTPClient(&http.Client{Transport: transport}), client.WithHost(host)}
+	// The scheme is set: the client would guess https from the HTTP/2 defaults of a cloned
+	// transport.
+	if dir := os.Getenv(client.EnvOverrideCertPath); fromEnv && dir != "" {
+		opts = append(opts, client.WithScheme("https"),
+			client.WithTLSClientConfig(filepath.Join(dir, "ca.pem"), filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")))
+	} else {
+		opts = append(opts, client.WithScheme("http"))
+	}
+	return client.New(opts...)
+}
+
+// Close closes the pool's idle connections to the engine. It stops no worker (Shutdown does).
+func (p *Pool) Close() error { return p.api.Close() }
+
+// Describe returns the pool's description (a copy).
+func (p *Pool) Describe() core.Pool {
+	d := p.desc
+	d.CUDAVersions = slices.Clone(d.CUDAVersions)
+	return d
+}
+
+// sortVersions returns CUDA versions ("12.4") in ascending order without repeats, or an error
+// naming one that is not major.minor.
+func sortVersions(vs []string) ([]string, error) {
+	type version struct {
+		s          string
+		major, min int
+	}
+	parsed := make([]version, 0, len(vs))
+	for _, v := range vs {
+		maj, mnr, ok := strings.Cut(v, ".")
+		a, err1 := strconv.Atoi(maj)
+		b, err2 := strconv.Atoi(mnr)
+		if !ok || err1 != nil || err2 != nil || a < 0 || b < 0 {
+			return nil, fmt.Errorf("CUDA version %q is not major.minor", v)
+		}
+		parsed = append(parsed, version{strconv.Itoa(a) + "." + strconv.Itoa(b), a, b})
+	}
+	slices.SortFunc(parsed, func(x, y version) int { return cmp.Or(cmp.Compare(x.major, y.major), cmp.Compare(x.min, y.min)) })
+	parsed = slices.CompactFunc(parsed, func(x, y version) bool { return x.s == y.s })
+	var out []string
+	for _, v := range parsed {
+		out = append(out, v.s)
+	}
+	return out, nil
+}
+
+var _ scheduler.Pool = (*Pool)(nil)
