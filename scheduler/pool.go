@@ -53,6 +53,9 @@ type WorkerSpec struct {
 	Ports    []string          // the endpoint's ports ("8000/http")
 	Disk     int               // GB; 0 = the pool's default
 	Env      map[string]string // the endpoint's env with the worker-protocol variables over it
+	// Registry is the registry credential id the endpoint names for pulling Image ("" = none);
+	// pools that pull images resolve it to stored credentials.
+	Registry string
 	// GPUs are the device indices reserved for the worker within its pool (for
 	// CUDA_VISIBLE_DEVICES or a device request); empty on CPU pools.
 	GPUs []int

@@ -535,13 +535,15 @@ func TestWorkerEnvAndGPUs(t *testing.T) {
 	t.Parallel()
 	pool := &fakePool{info: core.Pool{ID: "G", GPUType: "NVIDIA L4", GPUs: 4, DataCenter: "DC-1"}}
 	r := setup(t, pool)
+	reg := "reg-1"
 	ep := r.endpoint(func(e *core.Endpoint) {
 		e.GPU = core.GPU{Pools: []string{"G"}, Count: 2}
 		e.Env = map[string]string{"MODEL": "x"}
+		e.Registry = &reg
 	})
 	r.submit(ep, 1, false)
 	spec := pool.started[0]
-	if !slices.Equal(spec.GPUs, []int{0, 1}) || spec.Env["RUNPOD_GPU_COUNT"] != "2" || spec.Env["MODEL"] != "x" ||
+	if !slices.Equal(spec.GPUs, []int{0, 1}) || spec.Registry != "reg-1" || spec.Env["RUNPOD_GPU_COUNT"] != "2" || spec.Env["MODEL"] != "x" ||
 		!strings.HasSuffix(spec.Env["RUNPOD_WEBHOOK_GET_JOB"], "/job-take/"+spec.ID+"?gpu=NVIDIA+L4") {
 		t.Errorf("spec = %+v; want GPUs [0 1], the endpoint's env and worker URLs with a query", spec)
 	}

@@ -96,7 +96,7 @@ func (p *Pool) createOptions(spec scheduler.WorkerSpec, name string, portEnv map
 
 // ensureImage makes sure the host has image, pulling it with the endpoint's registry
 // credential when it lacks it (unless the pool never pulls).
-func (p *Pool) ensureImage(ctx context.Context, image, endpoint string) error {
+func (p *Pool) ensureImage(ctx context.Context, image, endpoint, registryID string) error {
 	_, err := p.api.ImageInspect(ctx, image)
 	if err == nil {
 		return nil
@@ -107,7 +107,7 @@ func (p *Pool) ensureImage(ctx context.Context, image, endpoint string) error {
 	if p.pull == PullNever {
 		return fmt.Errorf("image %q is not on this Docker host, and the pool does not pull images (pull: never)", image)
 	}
-	auth, err := p.registryAuth(ctx, endpoint)
+	auth, err := p.registryAuth(ctx, endpoint, registryID)
 	if err != nil {
 		return fmt.Errorf("image %q is not on this Docker host and could not be pulled: %w", image, err)
 	}
@@ -121,18 +121,14 @@ func (p *Pool) ensureImage(ctx context.Context, image, endpoint string) error {
 	return nil
 }
 
-// registryAuth is the X-Registry-Auth value for pulling an endpoint's image: its registry
-// credential, encoded; "" when it names none.
-func (p *Pool) registryAuth(ctx context.Context, endpoint string) (string, error) {
-	if p.cfg.RegistryOf == nil {
-		return "", nil
-	}
-	id, err := p.cfg.RegistryOf(ctx, endpoint)
-	if err != nil {
-		return "", fmt.Errorf("finding the registry credential of endpoint %s: %w", endpoint, err)
-	}
+// registryAuth is the X-Registry-Auth value for pulling an endpoint's image: the registry
+// credential id names, encoded; "" when it names none.
+func (p *Pool) registryAuth(ctx context.Context, endpoint, id string) (string, error) {
 	if id == "" {
 		return "", nil
+	}
+	if p.cfg.Credentials == nil {
+		return "", fmt.Errorf("endpoint %s names registry credential %q, but no registries are configured", endpoint, id)
 	}
 	cred, err := p.cfg.Credentials(ctx, id)
 	if err != nil {

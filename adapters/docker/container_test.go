@@ -124,7 +124,6 @@ func TestNewRefuses(t *testing.T) {
 		{"grace", Config{Pool: ok, StopGrace: -1}, "is negative"},
 		{"suspend", Config{Pool: ok, Suspend: "freeze"}, `suspend mode "freeze"`},
 		{"pull", Config{Pool: ok, Pull: "always"}, `pull policy "always"`},
-		{"registry", Config{Pool: ok, RegistryOf: func(context.Context, string) (string, error) { return "", nil }}, "Credentials is nil"},
 		{"no engine", Config{Pool: ok, Host: "unix://" + filepath.Join(os.TempDir(), "gantry-no-such.sock")}, "does not answer"},
 	} {
 		p, err := New(context.Background(), tc.cfg)
@@ -183,19 +182,10 @@ func TestRegistryAuth(t *testing.T) {
 	p, err := New(context.Background(), Config{
 		Pool: core.Pool{ID: "fake", GPUType: "CPU", GPUs: 2, CPU: true},
 		Host: "tcp://" + srv.Listener.Addr().String(),
-		RegistryOf: func(_ context.Context, endpoint string) (string, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			asked = append(asked, endpoint)
-			if endpoint == "ep-private" {
-				return "reg-1", nil
-			}
-			if endpoint == "ep-broken" {
-				return "reg-gone", nil
-			}
-			return "", nil
-		},
 		Credentials: func(_ context.Context, id string) (Credential, error) {
+			mu.Lock()
+			asked = append(asked, id)
+			mu.Unlock()
 			c, ok := creds[id]
 			if !ok {
 				return Credential{}, errors.New("no such credential")
@@ -208,8 +198,10 @@ func TestRegistryAuth(t *testing.T) {
 	}
 	t.Cleanup(func() { p.Close() })
 	rec := &adaptertest.Recorder{}
+	registries := map[string]string{"ep-private": "reg-1", "ep-broken": "reg-gone"}
 	start := func(id, endpoint string) error {
-		return p.Start(context.Background(), scheduler.WorkerSpec{ID: id, Endpoint: endpoint, Image: "registry.example/private/worker:2", Report: rec.Report})
+		return p.Start(context.Background(), scheduler.WorkerSpec{ID: id, Endpoint: endpoint, Registry: registries[endpoint],
+			Image: "registry.example/private/worker:2", Report: rec.Report})
 	}
 
 	err = start("w1", "ep-private")
@@ -243,8 +235,8 @@ func TestRegistryAuth(t *testing.T) {
 			t.Errorf("X-Registry-Auth of ep-public decodes to %+v, %v; want no credential", got, err)
 		}
 	}
-	if want := []string{"ep-private", "ep-public", "ep-broken"}; !slices.Equal(asked, want) {
-		t.Errorf("RegistryOf asked for %q; want %q", asked, want)
+	if want := []string{"reg-1", "reg-gone"}; !slices.Equal(asked, want) {
+		t.Errorf("Credentials asked for %q; want %q", asked, want)
 	}
 	if evs := rec.Events(""); len(evs) > 0 {
 		t.Errorf("events after refused starts: %s; want none", adaptertest.FormatEvents(evs))

@@ -104,12 +104,9 @@ type Config struct {
 	// Pull says when Start pulls an image; "" = PullMissing. A failed pull fails the Start
 	// ("image X is not on this Docker host and could not be pulled: ...").
 	Pull PullPolicy
-	// RegistryOf returns the registry credential id an endpoint names (its `registry`
-	// field), "" when none. scheduler.WorkerSpec does not carry it, so the pool asks. nil =
-	// images are pulled without credentials.
-	RegistryOf func(ctx context.Context, endpoint string) (string, error)
-	// Credentials returns the stored registry credential with an id. Required when
-	// RegistryOf is set.
+	// Credentials returns the stored registry credential with an id: a spec's Registry (the
+	// endpoint's `registry` field) names one for pulling its image. nil = no credentials are
+	// stored, and a spec that names one fails to start with an error saying so.
 	Credentials func(ctx context.Context, id string) (Credential, error)
 	// StopGrace is how long Stop (and Suspend with SuspendStop) waits after the stop signal
 	// before SIGKILL; 0 = DefaultStopGrace (10 s). The Engine API counts whole seconds: it is
@@ -169,7 +166,7 @@ type Pool struct {
 	suspend SuspendMode
 	pull    PullPolicy
 	devices []string // machine device names by pool index; nil = the index
-	cfg     Config   // the rest: Network, GPUsByEnv, RegistryOf, Credentials, LogDir, DiskQuota, Init
+	cfg     Config   // the rest: Network, GPUsByEnv, Credentials, LogDir, DiskQuota, Init
 	log     *slog.Logger
 
 	mu      sync.Mutex
@@ -224,9 +221,6 @@ func New(ctx context.Context, cfg Config) (*Pool, error) {
 	pull := cmp.Or(cfg.Pull, PullMissing)
 	if pull != PullMissing && pull != PullNever {
 		errs = append(errs, fmt.Errorf("pull policy %q; want %q or %q", cfg.Pull, PullMissing, PullNever))
-	}
-	if cfg.RegistryOf != nil && cfg.Credentials == nil {
-		errs = append(errs, errors.New("RegistryOf is set but Credentials is nil"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("docker pool %q: %w", d.ID, err)

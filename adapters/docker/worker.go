@@ -112,7 +112,7 @@ func (p *Pool) create(ctx context.Context, w *worker, spec scheduler.WorkerSpec)
 		return nil, err
 	}
 	w.addrs = addrs
-	if err := p.ensureImage(ctx, spec.Image, spec.Endpoint); err != nil {
+	if err := p.ensureImage(ctx, spec.Image, spec.Endpoint, spec.Registry); err != nil {
 		return nil, err
 	}
 	created, err := p.api.ContainerCreate(ctx, p.createOptions(spec, w.name, portEnv))

@@ -325,15 +325,3 @@ func (f fakeEndpoints) GetEndpoint(_ context.Context, id string) (core.Endpoint,
 	}
 	return core.Endpoint{}, core.ErrNotFound
 }
-
-// TestRegistryOf: the credential id a docker pool pulls an endpoint's image with.
-func TestRegistryOf(t *testing.T) {
-	t.Parallel()
-	reg := "reg-a"
-	eps := fakeEndpoints{"private": {ID: "private", Container: core.Container{Registry: &reg}}, "public": {ID: "public"}}
-	for id, want := range map[string]string{"private": "reg-a", "public": "", "deleted": ""} {
-		if got, err := registryOf(context.Background(), eps, id); err != nil || got != want {
-			t.Errorf("registryOf(%s) = %q, %v; want %q", id, got, err, want)
-		}
-	}
-}

@@ -191,7 +191,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("finding this binary for built-in workers: %w", err)
 	}
-	pools, err := newPools(ctx, &cfg, self, st, log)
+	pools, err := newPools(ctx, &cfg, self, log)
 	if err != nil {
 		return err
 	}
@@ -505,7 +505,7 @@ func keysRevoke(args []string, stdout, stderr io.Writer) error {
 // on their hosts). Docker pools pull private images with the credential an endpoint's
 // registry names, from the config's registries. On an error the pools made so far are shut
 // down.
-func newPools(ctx context.Context, cfg *Config, self string, endpoints endpointGetter, log *slog.Logger) (pools []scheduler.Pool, err error) {
+func newPools(ctx context.Context, cfg *Config, self string, log *slog.Logger) (pools []scheduler.Pool, err error) {
 	defer func() {
 		if err != nil {
 			shutdownPools(cfg, pools, log)
@@ -525,9 +525,6 @@ func newPools(ctx context.Context, cfg *Config, self string, endpoints endpointG
 			d := cmp.Or(p.Docker, &DockerConfig{})
 			pool, err := docker.New(ctx, docker.Config{Pool: p.Pool, Host: d.Host, Network: d.Network,
 				Devices: d.Devices, GPUsByEnv: d.GPUsByEnv, Pull: docker.PullPolicy(d.Pull),
-				RegistryOf: func(ctx context.Context, endpoint string) (string, error) {
-					return registryOf(ctx, endpoints, endpoint)
-				},
 				Credentials: cfg.credential, StopGrace: d.StopGrace, Suspend: docker.SuspendMode(d.Suspend),
 				LogDir: logDir, DiskQuota: d.DiskQuota, Init: d.Init, Log: log})
 			if err != nil {
@@ -563,27 +560,6 @@ func shutdownPools(cfg *Config, pools []scheduler.Pool, log *slog.Logger) {
 		}
 	}
 	wg.Wait()
-}
-
-// endpointGetter reads an endpoint (the store).
-type endpointGetter interface {
-	GetEndpoint(ctx context.Context, id string) (core.Endpoint, error)
-}
-
-// registryOf returns the registry credential id an endpoint names, "" when none (or when the
-// endpoint is gone).
-func registryOf(ctx context.Context, endpoints endpointGetter, id string) (string, error) {
-	e, err := endpoints.GetEndpoint(ctx, id)
-	if errors.Is(err, core.ErrNotFound) {
-		return "", nil
-	}
-	if err != nil {
-		return "", err
-	}
-	if e.Registry == nil {
-		return "", nil
-	}
-	return *e.Registry, nil
 }
 
 // credential returns the configured registry credential with an id.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"os"
 	"os/signal"
 	"slices"
 	"syscall"
@@ -57,19 +58,23 @@ func runWorker(args []string, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
+	args = fs.Args()
+	if len(args) == 0 && os.Getenv("GANTRY_WORKER") != "" {
+		args = []string{os.Getenv("GANTRY_WORKER")} // a worker image (build/worker.Dockerfile) names it so
+	}
+	if len(args) != 1 {
 		fs.Usage()
 		return errors.New("name one built-in worker")
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	if serve, ok := builtinServers[fs.Arg(0)]; ok {
+	if serve, ok := builtinServers[args[0]]; ok {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
 		return serve(ctx, log)
 	}
-	h, ok := builtinWorkers[fs.Arg(0)]
+	h, ok := builtinWorkers[args[0]]
 	if !ok {
-		return fmt.Errorf("no built-in worker %q (built-in: %v)", fs.Arg(0), builtinWorkerNames())
+		return fmt.Errorf("no built-in worker %q (built-in: %v)", args[0], builtinWorkerNames())
 	}
 	cfg, err := worker.ConfigFromEnv()
 	if err != nil {
