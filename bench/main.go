@@ -3,8 +3,8 @@
 //
 // Run it from the repository root (make bench does):
 //
-//	go run ./bench                       # every scenario, about 9 minutes on 2 cores
-//	go run ./bench -only run,runsync     # some scenarios: run, runsync, e2e, memory, scheduler
+//	go run ./bench                       # every scenario, about 10 minutes on 2 cores
+//	go run ./bench -only run,runsync     # some scenarios: run, runsync, e2e, memory, scheduler, coldstart
 //	go run ./bench -mem-jobs 200000      # a smaller memory scenario
 //	go run ./bench -only scheduler -sched-jobs 200000 -sched-bursts 4   # a smaller simulation
 //
@@ -29,6 +29,10 @@
 //	         over 10,000 generated endpoints and 1,000 simulated pools, 1,000,000 jobs in 20
 //	         bursts; the autoscaler tick's duration under load, capacity reservations/s on 2
 //	         cores, and the latency of a job reaching an idle warm worker (about 2 minutes)
+//	coldstart  the first job on a scaled-to-zero gantry/echo endpoint (workers.min 0,
+//	         idleTimeout 1 s), POST /runsync to COMPLETED, 10 times with flashboot OFF and
+//	         10 resumes with FLASHBOOT; beside /health's coldStarts and /metrics'
+//	         gantry_cold_start_seconds (about 1 minute)
 //
 // With -profile (on by default) every scenario whose Gantry figure misses its target is re-run
 // in process under `go test -bench` (engine_test.go in this directory) with -cpuprofile (or a
@@ -97,9 +101,13 @@ type options struct {
 	schedPlaceProcs     int
 	schedPlaceFill      float64
 	schedSeed           uint64
+
+	// coldstart
+	coldN       int
+	coldTimeout time.Duration // per cold start and per wait for scale-to-zero
 }
 
-var scenarioNames = []string{"run", "runsync", "e2e", "memory", "scheduler"}
+var scenarioNames = []string{"run", "runsync", "e2e", "memory", "scheduler", "coldstart"}
 
 func main() {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
@@ -143,6 +151,8 @@ func main() {
 	fs.IntVar(&o.schedPlaceProcs, "sched-place-procs", 2, "scheduler: goroutines and GOMAXPROCS of the placement measurement (go test -cpu)")
 	fs.Float64Var(&o.schedPlaceFill, "sched-place-fill", 0.5, "scheduler: share of the pools' capacity held by standing reservations while placing")
 	fs.Uint64Var(&o.schedSeed, "sched-seed", 1, "scheduler: seed of the generated world and load")
+	fs.IntVar(&o.coldN, "cold-n", 10, "coldstart: measured cold starts per mode (FLASHBOOT does one more, a fresh start, first)")
+	fs.DurationVar(&o.coldTimeout, "cold-timeout", 60*time.Second, "coldstart: limit of one cold start, and of each wait for scale-to-zero")
 	_ = fs.Parse(os.Args[1:])
 
 	if *bare {
@@ -225,6 +235,8 @@ func runAll(o options) error {
 			err = b.scenarioMemory()
 		case "scheduler":
 			err = b.scenarioScheduler()
+		case "coldstart":
+			err = b.scenarioColdStart()
 		}
 		note, share := otherCPU(before, sampleCPU(), b.machine.cpus)
 		logf("%s", note)
