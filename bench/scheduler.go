@@ -178,7 +178,12 @@ type schedRun struct {
 	place, placeEmpty       placeResult
 	profile                 string // CPU profile of the load phase, when taken
 	drained                 bool
-	stuck                   string // why jobs were left, when some were
+	// Go runtime during the load: how long runnable goroutines waited for a CPU, and GC
+	// stop-the-world pauses (bucket upper bounds of runtime/metrics histograms).
+	schedN, gcN                  uint64
+	schedP50, schedP99, schedMax time.Duration
+	gcP99, gcMax                 time.Duration
+	stuck                        string // why jobs were left, when some were
 }
 
 func (b *bench) scenarioScheduler() error {
@@ -263,6 +268,7 @@ func (b *bench) scenarioScheduler() error {
 			}
 		}
 	})
+	sched0, gc0 := schedLatencies()
 	loadStart := time.Now()
 	run.submitted, run.submitErrs = burstLoad(e, burstEps, o)
 	run.submitTime = time.Since(loadStart)
@@ -276,6 +282,9 @@ func (b *bench) scenarioScheduler() error {
 		}
 	}
 	run.loadTime = time.Since(loadStart)
+	sched1, gc1 := schedLatencies()
+	run.schedN, run.schedP50, run.schedP99, run.schedMax = histDelta(sched0, sched1)
+	run.gcN, _, run.gcP99, run.gcMax = histDelta(gc0, gc1)
 	run.completed, run.doneErrs = e.done.Load(), e.doneErrs.Load()
 	run.drained = run.completed >= run.submitted-run.submitErrs
 	if !run.drained {
@@ -614,6 +623,8 @@ func (b *bench) reportScheduler(r schedRun) {
 		row{metric: "load: jobs submitted / finished by the workers", gantry: fmt.Sprintf("%s / %s in %.1f s (submitted in %.1f s; %.0f jobs/s end to end); submit errors %d, Done errors %d",
 			thousands(int(r.submitted)), thousands(int(r.completed)), r.loadTime.Seconds(), r.submitTime.Seconds(), float64(r.completed)/r.loadTime.Seconds(), r.submitErrs, r.doneErrs),
 			target: "all done", verdict: b.verdict("scheduler", loadOK, fmt.Sprintf("%d not done", r.submitted-r.submitErrs-r.completed))},
+		row{metric: "load: the Go runtime (runtime/metrics)", gantry: fmt.Sprintf("runnable goroutines waited for a CPU p50 %s, p99 %s, max %s (%s waits, /sched/latencies); GC stop-the-world pauses p99 %s, max %s (%d, /sched/pauses/total/gc)",
+			us(r.schedP50), us(r.schedP99), us(r.schedMax), thousands(int(r.schedN)), us(r.gcP99), us(r.gcMax), r.gcN)},
 		row{metric: "load: workers", gantry: fmt.Sprintf("%s started, %s suspended and %s resumed (FLASHBOOT); at most %s alive at once, %s of %s GPUs reserved at the peak sample",
 			thousands(int(r.started)), thousands(int(r.suspends)), thousands(int(r.resumes)), thousands(int(r.maxAlive)), thousands(r.maxUsed), thousands(s.gpus()))},
 	)

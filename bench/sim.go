@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"sync"
@@ -598,4 +599,50 @@ func us(d time.Duration) string {
 		return ms(d)
 	}
 	return fmt.Sprintf("%.1f µs", float64(d)/float64(time.Microsecond))
+}
+
+// schedLatencies reads the Go scheduler's histogram of how long runnable goroutines waited
+// for a CPU (runtime/metrics /sched/latencies:seconds), and the stop-the-world pauses of the GC.
+func schedLatencies() (sched, gcPauses *metrics.Float64Histogram) {
+	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}, {Name: "/sched/pauses/total/gc:seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64Histogram || s[1].Value.Kind() != metrics.KindFloat64Histogram {
+		return nil, nil
+	}
+	return s[0].Value.Float64Histogram(), s[1].Value.Float64Histogram()
+}
+
+// histDelta summarises the events a histogram gained between two reads: how many, and the
+// upper bounds of the buckets holding the median, the 99th percentile and the largest one.
+func histDelta(a, b *metrics.Float64Histogram) (n uint64, p50, p99, top time.Duration) {
+	if a == nil || b == nil || len(a.Counts) != len(b.Counts) {
+		return 0, 0, 0, 0
+	}
+	counts := make([]uint64, len(b.Counts))
+	for i := range counts {
+		counts[i] = b.Counts[i] - a.Counts[i]
+		n += counts[i]
+	}
+	bound := func(i int) time.Duration {
+		ub := b.Buckets[i+1]
+		if math.IsInf(ub, 1) {
+			ub = b.Buckets[i]
+		}
+		return time.Duration(ub * float64(time.Second))
+	}
+	var cum uint64
+	for i, c := range counts {
+		if c == 0 {
+			continue
+		}
+		cum += c
+		if p50 == 0 && cum*2 >= n {
+			p50 = bound(i)
+		}
+		if p99 == 0 && cum*100 >= n*99 {
+			p99 = bound(i)
+		}
+		top = bound(i)
+	}
+	return n, p50, p99, top
 }
