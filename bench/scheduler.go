@@ -618,7 +618,8 @@ func (b *bench) reportScheduler(r schedRun) {
 		row{metric: "a. the first tick (starts the workers.min workers)", gantry: fmt.Sprintf("%s; %d of %d workers.min workers polling %v later", us(r.firstTick), r.warmParked, r.minWanted, r.warmup.Round(time.Millisecond))},
 		placeRow(r.place, true), placeRow(r.placeEmpty, false),
 		probeRow(fmt.Sprintf("c. a job reaching an idle warm worker: Submit to the parked worker's Take returning it, one at a time, %d endpoints with parked workers", r.probeEndpoints), r.quietProbes, true),
-		probeRow(fmt.Sprintf("c. the same during the burst load (one probe every %v when the endpoint's worker is parked)", o.schedProbeEvery), r.loadProbes, false),
+		probeRow(fmt.Sprintf("c. the same during the burst load (a probe every %v to a random probe endpoint whose worker is parked; %s slots skipped as its worker was not)",
+			o.schedProbeEvery, thousands(int(r.probeSkips))), r.loadProbes, false),
 		row{metric: "c. of which core.Jobs.Submit itself, during the burst load", gantry: fmt.Sprintf("p50 %s, p99 %s, max %s", us(r.loadProbeSubmit.p50), us(r.loadProbeSubmit.p99), us(r.loadProbeSubmit.max))},
 		row{metric: "load: jobs submitted / finished by the workers", gantry: fmt.Sprintf("%s / %s in %.1f s (submitted in %.1f s; %.0f jobs/s end to end); submit errors %d, Done errors %d",
 			thousands(int(r.submitted)), thousands(int(r.completed)), r.loadTime.Seconds(), r.submitTime.Seconds(), float64(r.completed)/r.loadTime.Seconds(), r.submitErrs, r.doneErrs),
@@ -639,6 +640,8 @@ func (b *bench) reportScheduler(r schedRun) {
 			"(scheduler.Queues.Parked > 0), and stops in the worker's goroutine right after Take returns the job, before anything else; this is Submit (store write, index, "+
 			"Queues.Enqueue waking the parked worker, Scheduler.Demand) plus the wake-up and the take (the store write moving the job IN_PROGRESS).",
 			(time.Duration(float64(time.Second)/o.schedSpeed)).Round(time.Millisecond), len(s.pools), 100*r.place.fill, r.place.procs, r.place.procs, r.place.procs, thousands(len(s.eps))),
+		"The Go runtime row: runtime/metrics histograms read before and after the load phase; the figures are the upper bounds of the buckets holding the percentile. "+
+			"A runnable goroutine (a woken worker, the ticking goroutine once preempted or woken from a lock) waits that long for one of the 2 CPUs; the tick's wall time includes such waits.",
 		"Matching in-process benchmarks: `go test ./bench -run '^$' -bench 'BenchmarkPlacement|BenchmarkTick|BenchmarkWarmTake' -cpu 2` (bench/sim_test.go).")
 	if r.stuck != "" {
 		sec.notes = append(sec.notes, fmt.Sprintf("Not every job was done %v after the last burst: %s.", o.schedDrain, r.stuck))
