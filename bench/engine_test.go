@@ -1,9 +1,9 @@
 package main
 
 // In-process benchmarks of Gantry's job path, for CPU and heap profiles: the same wiring as
-// `gantry serve` (api.New, core.Jobs, the Pebble store, scheduler.Queues and scheduler.Manager)
+// `gantry serve` (api.New, core.Jobs, the Pebble store, scheduler.Queues and scheduler.Scheduler)
 // behind an httptest server on loopback, with echo workers run as goroutines by an in-process
-// launcher instead of processes. The bench command runs them with -cpuprofile for each
+// pool instead of processes. The bench command runs them with -cpuprofile for each
 // scenario that misses its target; by hand:
 //
 //	go test ./bench -run '^$' -bench '^BenchmarkRun$' -benchtime 5s -cpuprofile /tmp/run.prof -o /tmp/bench.test
@@ -11,8 +11,8 @@ package main
 //	BENCH_HEAPPROFILE=/tmp/heap.prof go test ./bench -run '^$' -bench '^BenchmarkQueuedMemory$' -benchtime 1x
 //	go tool pprof -top -sample_index=inuse_space /tmp/heap.prof
 //
-// BENCH_NO_DEMAND=1 leaves scheduler.Manager.Demand unwired (an experiment: what /run costs
-// without the on-demand worker start; the manager's reconcile tick still starts workers).
+// BENCH_NO_DEMAND=1 leaves scheduler.Scheduler.Demand unwired (an experiment: what /run costs
+// without the on-demand worker start; the autoscaler tick still starts workers).
 
 import (
 	"context"

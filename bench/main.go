@@ -3,9 +3,10 @@
 //
 // Run it from the repository root (make bench does):
 //
-//	go run ./bench                       # every scenario, about 6 minutes on 2 cores
-//	go run ./bench -only run,runsync     # some scenarios: run, runsync, e2e, memory
+//	go run ./bench                       # every scenario, about 10 minutes on 2 cores
+//	go run ./bench -only run,runsync     # some scenarios: run, runsync, e2e, memory, scheduler, coldstart
 //	go run ./bench -mem-jobs 200000      # a smaller memory scenario
+//	go run ./bench -only scheduler -sched-jobs 200000 -sched-bursts 4   # a smaller simulation
 //
 // It builds ./cmd/gantry (or uses -gantry BIN), starts `gantry serve` on 127.0.0.1:0 with a
 // fresh data directory per scenario, issues a key with `gantry keys create`, and creates the
@@ -24,10 +25,19 @@
 //	         until /health shows them all completed
 //	memory   1,000,000 /run jobs with ~1 KB inputs into a fresh server (workers.max 0); the
 //	         server's VmRSS and VmHWM afterwards, and the bare handler's after the same load
+//	scheduler  in process, no server (sim.go, scheduler.go): the real scheduler and job engine
+//	         over 10,000 generated endpoints and 1,000 simulated pools, 1,000,000 jobs in 20
+//	         bursts; the autoscaler tick's duration under load, capacity reservations/s on 2
+//	         cores, and the latency of a job reaching an idle warm worker (about 2 minutes)
+//	coldstart  the first job on a scaled-to-zero gantry/echo endpoint (workers.min 0,
+//	         idleTimeout 1 s), POST /runsync to COMPLETED, 10 times with flashboot OFF and
+//	         10 resumes with FLASHBOOT; beside /health's coldStarts and /metrics'
+//	         gantry_cold_start_seconds (about 1 minute)
 //
 // With -profile (on by default) every scenario whose Gantry figure misses its target is re-run
 // in process under `go test -bench` (engine_test.go in this directory) with -cpuprofile (or a
-// heap profile for memory), and the top of `go tool pprof -top` is added to the results.
+// heap profile for memory), and the top of `go tool pprof -top` is added to the results. The
+// scheduler scenario profiles its own load phase instead and reports the tick's share of it.
 package main
 
 import (
@@ -71,15 +81,39 @@ type options struct {
 	memInputSize int
 	memClients   int
 	memBare      bool
+
+	// scheduler (in process)
+	schedEndpoints      int
+	schedPools          int
+	schedJobs           int
+	schedBursts         int
+	schedBurstEvery     time.Duration // real time between burst starts
+	schedBurstMin       int           // endpoints a burst lands on, at least
+	schedBurstMax       int           // and at most
+	schedSubmitters     int
+	schedSpeed          float64 // simulated seconds per real second
+	schedDurable        bool
+	schedDrain          time.Duration // how long to wait for the jobs after the last burst
+	schedProbeEndpoints int
+	schedProbeEvery     time.Duration
+	schedWarmN          int
+	schedPlaceDuration  time.Duration
+	schedPlaceProcs     int
+	schedPlaceFill      float64
+	schedSeed           uint64
+
+	// coldstart
+	coldN       int
+	coldTimeout time.Duration // per cold start and per wait for scale-to-zero
 }
 
-var scenarioNames = []string{"run", "runsync", "e2e", "memory"}
+var scenarioNames = []string{"run", "runsync", "e2e", "memory", "scheduler", "coldstart"}
 
 func main() {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	bare := fs.Bool("bare-serve", false, "internal: serve the bare handler on 127.0.0.1:0 and print its address")
 	var o options
-	only := fs.String("only", strings.Join(scenarioNames, ","), "comma-separated scenarios to run: run, runsync, e2e, memory")
+	only := fs.String("only", strings.Join(scenarioNames, ","), "comma-separated scenarios to run: "+strings.Join(scenarioNames, ", "))
 	fs.StringVar(&o.gantryBin, "gantry", "", "gantry binary to benchmark (default: go build ./cmd/gantry into a temp dir)")
 	fs.StringVar(&o.goCmd, "go", envOr("GO", "go"), "go command used to build gantry and run the profiles")
 	fs.StringVar(&o.out, "out", "bench/results.md", "Markdown file the results table is written to")
@@ -99,6 +133,26 @@ func main() {
 	fs.IntVar(&o.memInputSize, "mem-input", 1024, "memory: bytes of each job's input object")
 	fs.IntVar(&o.memClients, "mem-clients", 64, "memory: concurrent submitting clients")
 	fs.BoolVar(&o.memBare, "mem-bare", true, "memory: also send the same requests to a bare handler and report its RSS")
+	fs.IntVar(&o.schedEndpoints, "sched-endpoints", 10000, "scheduler: endpoints in the simulation")
+	fs.IntVar(&o.schedPools, "sched-pools", 1000, "scheduler: simulated pools")
+	fs.IntVar(&o.schedJobs, "sched-jobs", 1000000, "scheduler: jobs submitted in all")
+	fs.IntVar(&o.schedBursts, "sched-bursts", 20, "scheduler: bursts the jobs arrive in")
+	fs.DurationVar(&o.schedBurstEvery, "sched-burst-every", 2*time.Second, "scheduler: real time from one burst's start to the next")
+	fs.IntVar(&o.schedBurstMin, "sched-burst-min", 500, "scheduler: endpoints one burst lands on, at least")
+	fs.IntVar(&o.schedBurstMax, "sched-burst-max", 3000, "scheduler: endpoints one burst lands on, at most")
+	fs.IntVar(&o.schedSubmitters, "sched-submitters", 4, "scheduler: goroutines submitting each burst")
+	fs.Float64Var(&o.schedSpeed, "sched-speed", 10, "scheduler: simulated seconds per real second (1 = real time)")
+	fs.BoolVar(&o.schedDurable, "sched-durable", false, "scheduler: submit durable jobs (a WAL sync each) instead of runsync-style ones")
+	fs.DurationVar(&o.schedDrain, "sched-drain", 2*time.Minute, "scheduler: how long to wait for the jobs to finish after the last burst")
+	fs.IntVar(&o.schedProbeEndpoints, "sched-probe-endpoints", 1000, "scheduler: endpoints with idle workers kept out of the bursts for warm-worker probes")
+	fs.DurationVar(&o.schedProbeEvery, "sched-probe-every", 2*time.Millisecond, "scheduler: interval of the warm-worker probes during the load")
+	fs.IntVar(&o.schedWarmN, "sched-warm-n", 20000, "scheduler: sequential warm-worker probes after the load")
+	fs.DurationVar(&o.schedPlaceDuration, "sched-place-duration", 3*time.Second, "scheduler: length of the placement measurement")
+	fs.IntVar(&o.schedPlaceProcs, "sched-place-procs", 2, "scheduler: goroutines and GOMAXPROCS of the placement measurement (go test -cpu)")
+	fs.Float64Var(&o.schedPlaceFill, "sched-place-fill", 0.5, "scheduler: share of the pools' capacity held by standing reservations while placing")
+	fs.Uint64Var(&o.schedSeed, "sched-seed", 1, "scheduler: seed of the generated world and load")
+	fs.IntVar(&o.coldN, "cold-n", 10, "coldstart: measured cold starts per mode (FLASHBOOT does one more, a fresh start, first)")
+	fs.DurationVar(&o.coldTimeout, "cold-timeout", 60*time.Second, "coldstart: limit of one cold start, and of each wait for scale-to-zero")
 	_ = fs.Parse(os.Args[1:])
 
 	if *bare {
@@ -179,6 +233,10 @@ func runAll(o options) error {
 			err = b.scenarioE2E()
 		case "memory":
 			err = b.scenarioMemory()
+		case "scheduler":
+			err = b.scenarioScheduler()
+		case "coldstart":
+			err = b.scenarioColdStart()
 		}
 		note, share := otherCPU(before, sampleCPU(), b.machine.cpus)
 		logf("%s", note)

@@ -97,8 +97,16 @@ func (b *bench) markdown() string {
 	}
 	for _, s := range b.sections {
 		p("## %s\n\n%s\n\n", s.title, s.setup)
-		p("| Figure | Gantry | Bare net/http | Target | Verdict |\n|---|---|---|---|---|\n")
+		if s.noBare {
+			p("| Figure | Gantry | Target | Verdict |\n|---|---|---|---|\n")
+		} else {
+			p("| Figure | Gantry | Bare net/http | Target | Verdict |\n|---|---|---|---|---|\n")
+		}
 		for _, r := range s.rows {
+			if s.noBare {
+				p("| %s | %s | %s | %s |\n", r.metric, r.gantry, r.target, r.verdict)
+				continue
+			}
 			p("| %s | %s | %s | %s | %s |\n", r.metric, r.gantry, r.bare, r.target, r.verdict)
 		}
 		p("\n")
@@ -138,58 +146,58 @@ type profileResult struct {
 
 type profileTop struct{ cmd, out string }
 
-// profiles maps a scenario to the in-process benchmark that reproduces its job path, and the
-// kind of profile to take.
-var profiles = map[string]struct {
+// profileSpec names the in-process benchmark that reproduces a figure, and the kind of
+// profile to take.
+type profileSpec struct {
 	bench string
 	heap  bool
 	args  []string
-}{
-	"run":     {bench: "BenchmarkRun", args: []string{"-benchtime", "5s"}},
-	"runsync": {bench: "BenchmarkRunSync", args: []string{"-benchtime", "3000x", "-count", "2"}},
-	"e2e":     {bench: "BenchmarkE2E", args: []string{"-benchtime", "20000x", "-count", "2"}},
-	"memory":  {bench: "BenchmarkQueuedMemory", heap: true, args: []string{"-benchtime", "1x"}},
+	how   string // what the benchmark runs
 }
 
-// profileMisses runs the in-process benchmark of each missed scenario under a profiler.
+const engineHow = "in process: api.New + core.Jobs + Pebble + scheduler.Queues + scheduler.Scheduler behind httptest, echo workers as goroutines; see bench/engine_test.go"
+const simHow = "in process: the scheduler simulation of bench/sim.go; see bench/sim_test.go"
+
+// profiles maps a scenario to its profile.
+var profiles = map[string]profileSpec{
+	"run":     {bench: "BenchmarkRun", args: []string{"-benchtime", "5s"}, how: engineHow},
+	"runsync": {bench: "BenchmarkRunSync", args: []string{"-benchtime", "3000x", "-count", "2"}, how: engineHow},
+	"e2e":     {bench: "BenchmarkE2E", args: []string{"-benchtime", "20000x", "-count", "2"}, how: engineHow},
+	"memory":  {bench: "BenchmarkQueuedMemory", heap: true, args: []string{"-benchtime", "1x"}, how: engineHow},
+}
+
+// schedProfiles are the scheduler scenario's figures that have an in-process benchmark, by
+// the key reportScheduler records a miss under.
+var schedProfiles = map[string]profileSpec{
+	"place": {bench: "BenchmarkPlacement", args: []string{"-cpu", "2", "-benchtime", "3s"}, how: simHow},
+	"warm":  {bench: "BenchmarkWarmTake", args: []string{"-cpu", "2", "-benchtime", "20000x"}, how: simHow},
+}
+
+// profileMisses runs the in-process benchmark of each missed scenario under a profiler. The
+// scheduler scenario's tick is read from the CPU profile its load phase took.
 func (b *bench) profileMisses() {
 	for _, sc := range b.missed {
-		pf, ok := profiles[sc]
-		if !ok {
+		if sc == "scheduler" {
+			b.profileScheduler()
 			continue
 		}
-		logf("profiling %s in process: %s", sc, pf.bench)
-		testBin := filepath.Join(b.tmp, "bench.test")
-		prof := filepath.Join(b.tmp, sc+".prof")
-		args := []string{"test", "./bench", "-run", "^$", "-bench", "^" + pf.bench + "$", "-benchmem", "-o", testBin}
-		args = append(args, pf.args...)
-		var env []string
-		if pf.heap {
-			env = append(env, "BENCH_HEAPPROFILE="+prof)
-		} else {
-			args = append(args, "-cpuprofile", prof)
+		if pf, ok := profiles[sc]; ok {
+			b.profileBench(sc, sc, pf)
 		}
-		cmd := exec.Command(b.o.goCmd, args...)
-		cmd.Env = append(os.Environ(), env...)
-		out, err := cmd.CombinedOutput()
-		line := strings.Join(append(append(env, b.o.goCmd), args...), " ")
-		pr := profileResult{scenario: sc, bench: string(out),
-			how: "`" + line + "` (in process: api.New + core.Jobs + Pebble + scheduler.Queues + scheduler.Manager behind httptest, echo workers as goroutines; see bench/engine_test.go)"}
-		if err != nil {
-			pr.err = err.Error()
-			b.profiles = append(b.profiles, pr)
-			continue
-		}
-		var tops [][]string
-		if pf.heap {
-			tops = [][]string{{"-top", "-nodecount=12", "-sample_index=inuse_space"},
-				{"-list=core\\.\\(\\*Jobs\\)\\.Submit$", "-sample_index=inuse_space"}}
-		} else {
-			tops = [][]string{{"-top", "-nodecount=20"}, {"-top", "-cum", "-nodecount=30"},
-				{"-top", "-cum", "-nodecount=30", "-show=gantryhq/gantry/|pebble/v2\\.\\(\\*DB\\)|unix\\.Fdatasync|encoding/json\\.(Marshal|Unmarshal)$", "-hide=gantry/bench\\."}}
-		}
-		for _, t := range tops {
-			a := append(append([]string{"tool", "pprof"}, t...), testBin, prof)
+	}
+}
+
+// profileScheduler adds the tick's share of the load phase's CPU profile when the tick missed
+// its target, and profiles the in-process benchmark of any other missed figure.
+func (b *bench) profileScheduler() {
+	if b.schedMissed["tick"] && b.schedProfile != "" {
+		pr := profileResult{scenario: "scheduler: the autoscaler tick under load",
+			how: "The CPU profile of the simulation's whole load phase (pprof.StartCPUProfile in bench/scheduler.go), restricted to samples with Scheduler.Tick on the stack."}
+		for _, t := range [][]string{
+			{"-top", "-cum", "-nodecount=40", "-focus=scheduler\\.\\(\\*Scheduler\\)\\.Tick$"},
+			{"-top", "-nodecount=25", "-focus=scheduler\\.\\(\\*Scheduler\\)\\.Tick$"},
+		} {
+			a := append(append([]string{"tool", "pprof"}, t...), b.self, b.schedProfile)
 			out, err := exec.Command(b.o.goCmd, a...).CombinedOutput()
 			if err != nil {
 				pr.err = fmt.Sprintf("go %s: %v", strings.Join(a, " "), err)
@@ -197,9 +205,57 @@ func (b *bench) profileMisses() {
 			pr.tops = append(pr.tops, profileTop{cmd: "go tool pprof " + strings.Join(t, " "), out: trimPprof(string(out))})
 		}
 		b.profiles = append(b.profiles, pr)
-		if b.o.keep {
-			logf("profile of %s: %s (binary %s)", sc, prof, testBin)
+	}
+	for _, key := range []string{"place", "warm"} {
+		if b.schedMissed[key] {
+			b.profileBench("scheduler-"+key, "scheduler: "+schedProfiles[key].bench, schedProfiles[key])
 		}
+	}
+}
+
+// profileBench runs one in-process benchmark under a CPU (or heap) profiler and records the
+// top of the profile.
+func (b *bench) profileBench(file, title string, pf profileSpec) {
+	logf("profiling %s in process: %s", title, pf.bench)
+	testBin := filepath.Join(b.tmp, "bench.test")
+	prof := filepath.Join(b.tmp, file+".prof")
+	args := []string{"test", "./bench", "-run", "^$", "-bench", "^" + pf.bench + "$", "-benchmem", "-o", testBin}
+	args = append(args, pf.args...)
+	var env []string
+	if pf.heap {
+		env = append(env, "BENCH_HEAPPROFILE="+prof)
+	} else {
+		args = append(args, "-cpuprofile", prof)
+	}
+	cmd := exec.Command(b.o.goCmd, args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	line := strings.Join(append(append(env, b.o.goCmd), args...), " ")
+	pr := profileResult{scenario: title, bench: string(out), how: "`" + line + "` (" + pf.how + ")"}
+	if err != nil {
+		pr.err = err.Error()
+		b.profiles = append(b.profiles, pr)
+		return
+	}
+	var tops [][]string
+	if pf.heap {
+		tops = [][]string{{"-top", "-nodecount=12", "-sample_index=inuse_space"},
+			{"-list=core\\.\\(\\*Jobs\\)\\.Submit$", "-sample_index=inuse_space"}}
+	} else {
+		tops = [][]string{{"-top", "-nodecount=20"}, {"-top", "-cum", "-nodecount=30"},
+			{"-top", "-cum", "-nodecount=30", "-show=gantryhq/gantry/|pebble/v2\\.\\(\\*DB\\)|unix\\.Fdatasync|encoding/json\\.(Marshal|Unmarshal)$", "-hide=gantry/bench\\."}}
+	}
+	for _, t := range tops {
+		a := append(append([]string{"tool", "pprof"}, t...), testBin, prof)
+		out, err := exec.Command(b.o.goCmd, a...).CombinedOutput()
+		if err != nil {
+			pr.err = fmt.Sprintf("go %s: %v", strings.Join(a, " "), err)
+		}
+		pr.tops = append(pr.tops, profileTop{cmd: "go tool pprof " + strings.Join(t, " "), out: trimPprof(string(out))})
+	}
+	b.profiles = append(b.profiles, pr)
+	if b.o.keep {
+		logf("profile of %s: %s (binary %s)", title, prof, testBin)
 	}
 }
 

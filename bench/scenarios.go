@@ -20,14 +20,18 @@ type bench struct {
 	profiles []profileResult
 	failures []string
 	raw      []string // raw wrk output
+
+	schedProfile string          // CPU profile of the scheduler simulation's load phase
+	schedMissed  map[string]bool // the scheduler figures that missed: tick, place, warm
 }
 
 // section is one scenario's table and notes.
 type section struct {
-	title string
-	setup string
-	rows  []row
-	notes []string
+	title  string
+	setup  string
+	rows   []row
+	notes  []string
+	noBare bool // no bare-handler column (in-process and cold-start scenarios)
 }
 
 // row is one figure: Gantry's beside the bare handler's, with the target and verdict.

@@ -218,6 +218,11 @@ func waitHealthz(base string) error {
 func (g *gantry) createEndpoint(name string, min, max int) (string, error) {
 	body := fmt.Sprintf(`{"name":%q,"type":"QUEUE","templateId":"gantry-echo","gpu":{"pools":["local"]},`+
 		`"scaling":{"type":"QUEUE_DELAY","queueDelay":4},"workers":{"min":%d,"max":%d}}`, name, min, max)
+	return g.postEndpoint(name, body)
+}
+
+// postEndpoint creates an endpoint from a POST /v2/serverless body and returns its id.
+func (g *gantry) postEndpoint(name, body string) (string, error) {
 	req, _ := http.NewRequest("POST", g.base+"/v2/serverless", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+g.key)
 	req.Header.Set("Content-Type", "application/json")
@@ -252,7 +257,15 @@ type health struct {
 		Idle         int `json:"idle"`
 		Running      int `json:"running"`
 		Initializing int `json:"initializing"`
+		Suspended    int `json:"suspended"`
+		Throttled    int `json:"throttled"`
+		Unhealthy    int `json:"unhealthy"`
 	} `json:"workers"`
+	ColdStarts *struct {
+		Count  int64 `json:"count"`
+		LastMs int64 `json:"lastMs"`
+		MeanMs int64 `json:"meanMs"`
+	} `json:"coldStarts"`
 }
 
 func (g *gantry) health(c *http.Client, endpoint string) (health, error) {
