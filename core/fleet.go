@@ -30,6 +30,31 @@ func (js *Jobs) WorkerStatus(worker string) (WorkerStatus, bool) {
 		Unhealthy: w.unhealthy}, true
 }
 
+// WorkerActivity reads one worker's activity without the engine's lock: the scheduler reads
+// every worker's on every tick.
+type WorkerActivity struct{ w *workerState }
+
+// Activity returns a registered worker's activity reader.
+func (js *Jobs) Activity(worker string) (WorkerActivity, bool) {
+	js.wmu.Lock()
+	defer js.wmu.Unlock()
+	w, ok := js.workers[worker]
+	return WorkerActivity{w}, ok
+}
+
+// Status returns the worker's activity as of its last change (Unhealthy is not mirrored:
+// read WorkerStatus for it).
+func (a WorkerActivity) Status() WorkerStatus {
+	if a.w == nil {
+		return WorkerStatus{}
+	}
+	st := WorkerStatus{Polled: a.w.aPolled.Load(), Busy: int(a.w.aBusy.Load()), StopPod: a.w.aStopPod.Load()}
+	if n := a.w.aIdle.Load(); n != 0 {
+		st.IdleSince = time.Unix(0, n)
+	}
+	return st
+}
+
 // SuspendWorker stops handing jobs to an idle worker before its pool suspends it: its polls
 // park until ResumeWorker. It reports false, and changes nothing, when the worker holds a job
 // (or takes one meanwhile) or is unknown.
@@ -65,6 +90,7 @@ func (js *Jobs) ResumeWorker(worker string) {
 		js.resumeLocked(w)
 		w.polled = false
 		w.lastSeen = js.clock.Now()
+		w.publishActivity()
 	}
 }
 
@@ -112,18 +138,30 @@ type Load struct {
 	ExecCount  int64 // how many jobs that is
 }
 
-// Load returns the endpoint's counts; it costs a few atomic loads.
-func (js *Jobs) Load(endpoint string) Load {
-	c := js.countsOf(endpoint)
-	low := c.lowQueued.Load()
-	return Load{Queued: c.inQueue.Load() - low, LowQueued: low, InProgress: c.inProgress.Load(),
-		Submitted: c.submitted.Load(), ExecMs: c.execMs.Load(), ExecCount: c.execCount.Load()}
+// LoadCounter reads one endpoint's Load without looking the endpoint up each time.
+type LoadCounter struct{ c *endpointCounts }
+
+// LoadCounter returns the endpoint's counter.
+func (js *Jobs) LoadCounter(endpoint string) LoadCounter { return LoadCounter{js.countsOf(endpoint)} }
+
+// Load returns the counts; it costs a few atomic loads.
+func (l LoadCounter) Load() Load {
+	low := l.c.lowQueued.Load()
+	return Load{Queued: l.c.inQueue.Load() - low, LowQueued: low, InProgress: l.c.inProgress.Load(),
+		Submitted: l.c.submitted.Load(), ExecMs: l.c.execMs.Load(), ExecCount: l.c.execCount.Load()}
 }
 
-// Waiting reports whether a job is queued, and whether it is lowPriority.
+// Load returns the endpoint's counts; it costs a map lookup and a few atomic loads.
+func (js *Jobs) Load(endpoint string) Load { return js.LoadCounter(endpoint).Load() }
+
+// Waiting reports whether a job is queued, and whether it is lowPriority. It never waits: when
+// a write holds the job's shard it answers queued, not low (the autoscaler reads a queue's
+// oldest wait with it, and one tick may read a job being taken).
 func (js *Jobs) Waiting(key JobKey) (queued, low bool) {
 	sh := js.shard(key)
-	sh.mu.Lock()
+	if !sh.mu.TryLock() {
+		return true, false
+	}
 	lj, ok := sh.jobs[key]
 	sh.mu.Unlock()
 	return ok && lj.state == stQueued, lj.low

@@ -116,7 +116,7 @@ type Jobs struct {
 	clock    Clock
 	log      *slog.Logger
 
-	shards [64]shard
+	shards [1024]shard
 	seq    atomic.Uint64
 
 	dmu       sync.Mutex
@@ -321,7 +321,7 @@ func NewJobs(c JobsConfig) *Jobs {
 }
 
 func (js *Jobs) shard(k JobKey) *shard {
-	return &js.shards[k[0]%uint8(len(js.shards))] // the key is random
+	return &js.shards[(uint16(k[0])<<8|uint16(k[1]))%uint16(len(js.shards))] // the key is random
 }
 
 // epIntern returns the endpoint's interned id, adding it if new.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,6 +25,20 @@ type workerState struct {
 	resumed   chan struct{}                 // closed on resume; made on suspend
 	takes     map[uint64]context.CancelFunc // Take calls past their suspension check: each one's end
 	nextTake  uint64
+	// The activity above, mirrored for lock-free readers (WorkerActivity); written under wmu.
+	aPolled, aStopPod atomic.Bool
+	aBusy             atomic.Int32
+	aIdle             atomic.Int64 // Unix nanoseconds; 0 = never idle yet
+}
+
+// publishActivity mirrors the worker's activity into its atomics; wmu is held.
+func (w *workerState) publishActivity() {
+	w.aPolled.Store(w.polled)
+	w.aBusy.Store(int32(len(w.held)))
+	w.aStopPod.Store(w.stopPod)
+	if !w.idleSince.IsZero() {
+		w.aIdle.Store(w.idleSince.UnixNano())
+	}
 }
 
 // RegisterWorker records a worker about to start and returns its token.
@@ -106,6 +121,7 @@ func (js *Jobs) Take(ctx context.Context, endpoint, worker string, max int) []Ta
 		if first {
 			w.polled = true
 			w.idleSince = now
+			w.publishActivity()
 		}
 		w.lastSeen = now
 		var cancel context.CancelFunc
@@ -179,6 +195,7 @@ func (js *Jobs) take(endpoint, worker string, key JobKey) (Taken, bool) {
 	js.wmu.Lock()
 	if w, ok := js.workers[worker]; ok {
 		w.held[id] = true
+		w.publishActivity()
 	}
 	js.wmu.Unlock()
 	if input == nil {
@@ -242,6 +259,7 @@ func (js *Jobs) Done(endpoint, worker, id string, r Result) error {
 		js.wmu.Lock()
 		if w, ok := js.workers[worker]; ok {
 			w.stopPod = true
+			w.publishActivity()
 		}
 		js.wmu.Unlock()
 	}
@@ -351,6 +369,7 @@ func (js *Jobs) release(worker, id string, stop bool) {
 	if len(w.held) == 0 {
 		w.idleSince = js.clock.Now()
 	}
+	w.publishActivity()
 	if stop {
 		select {
 		case w.stop <- id:
@@ -371,6 +390,7 @@ func (js *Jobs) loseWorker(worker string) {
 		}
 		clear(w.held)
 		w.idleSince = js.clock.Now()
+		w.publishActivity()
 	}
 	js.wmu.Unlock()
 	for _, id := range ids {

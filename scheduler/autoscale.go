@@ -73,6 +73,17 @@ type scaler struct {
 	service               time.Duration // EWMA of a job's execution time; 0 = none seen yet
 	lastExecMs, lastExecN int64
 	lastSubmitted         int64
+	skipped               int // ticks skipped while idle: zero samples owed to the windows
+}
+
+// catchUp adds the zero samples of the ticks skipped while the endpoint was idle.
+func (s *scaler) catchUp() {
+	for n := min(s.skipped, len(s.stable.buf)); n > 0; n-- {
+		s.stable.add(0)
+		s.panic.add(0)
+		s.updatePanic(false)
+	}
+	s.skipped = 0
 }
 
 func newScaler(stable, panic int) *scaler {
@@ -97,7 +108,7 @@ func (s *scaler) observeService(l core.Load) {
 // desired returns how many workers the endpoint wants before min/max and rate bounds, and why.
 // hold=true means "keep what runs" (QUEUE_DELAY with no delay to fix): scale-down is then left
 // to the idle timers.
-func (s *scaler) desired(sc core.Scaling, sig signals) (want int, hold bool, reason string) {
+func (s *scaler) desired(sc core.Scaling, sig signals) (want int, hold bool, reason why) {
 	active := sig.Ready + sig.Booting
 	switch sc.Type {
 	case core.ScaleRequestCount:
@@ -108,10 +119,10 @@ func (s *scaler) desired(sc core.Scaling, sig signals) (want int, hold bool, rea
 		stableWant := int(math.Ceil(s.stable.avg() / rc))
 		panicWant := int(math.Ceil(s.panic.avg() / rc))
 		s.updatePanic(panicWant >= PanicFactor*max(sig.Ready, 1) && panicWant > active)
-		want, reason = stableWant, fmt.Sprintf("REQUEST_COUNT: %.1f jobs queued or running on average over %ds, %d per worker", s.stable.avg(), s.stable.filled, sc.RequestCount)
+		want, reason = stableWant, why{kind: whyCount, avg: s.stable.avg(), n: s.stable.filled, per: sc.RequestCount}
 		if s.panicking {
 			want = max(stableWant, panicWant, active) // panic mode only scales up
-			reason = fmt.Sprintf("REQUEST_COUNT panic: %.1f jobs queued or running on average over %ds, %d per worker", s.panic.avg(), s.panic.filled, sc.RequestCount)
+			reason = why{kind: whyCountPanic, avg: s.panic.avg(), n: s.panic.filled, per: sc.RequestCount}
 		}
 		return want, false, reason
 	default: // QUEUE_DELAY
@@ -129,7 +140,7 @@ func (s *scaler) desired(sc core.Scaling, sig signals) (want int, hold bool, rea
 		late := sig.OldestWait > limit
 		s.updatePanic(sig.Queued > 0 && sig.OldestWait > PanicFactor*limit)
 		if sig.Queued == 0 || (!late && drain <= limit) {
-			return active, true, ""
+			return active, true, why{}
 		}
 		rate := s.stable.rate() // arrivals per tick (per second at the default tick)
 		if s.panicking {
@@ -145,9 +156,9 @@ func (s *scaler) desired(sc core.Scaling, sig signals) (want int, hold bool, rea
 			want = max(want, active+1)
 		}
 		if sig.Ready > 0 && drain > limit {
-			reason = fmt.Sprintf("QUEUE_DELAY: %d queued would take %s to drain with %d workers, over %gs", sig.Queued, drain.Round(time.Millisecond), sig.Ready, sc.QueueDelay)
+			reason = why{kind: whyDrain, queued: sig.Queued, d: drain, ready: sig.Ready, delay: sc.QueueDelay}
 		} else {
-			reason = fmt.Sprintf("QUEUE_DELAY: the oldest job has waited %s, over %gs", sig.OldestWait.Round(time.Millisecond), sc.QueueDelay)
+			reason = why{kind: whyWait, d: sig.OldestWait, delay: sc.QueueDelay}
 		}
 		return want, false, reason
 	}
@@ -172,4 +183,43 @@ func bound(want, active int, w core.Workers) int {
 		want = min(want, max(active*ScaleUpFactor, active+ScaleUpStep))
 	}
 	return min(max(want, w.Min), w.Max)
+}
+
+// why is a scaling decision's reason, formatted only when it is logged: building the text for
+// every endpoint on every tick would cost more than the decision.
+type why struct {
+	kind   uint8
+	avg    float64
+	n, per int
+	queued int64
+	d      time.Duration
+	ready  int
+	delay  float64
+	text   string
+}
+
+// Kinds of why.
+const (
+	whyNone uint8 = iota
+	whyCount
+	whyCountPanic
+	whyDrain
+	whyWait
+	whyText
+)
+
+func (w why) String() string {
+	switch w.kind {
+	case whyCount:
+		return fmt.Sprintf("REQUEST_COUNT: %.1f jobs queued or running on average over %ds, %d per worker", w.avg, w.n, w.per)
+	case whyCountPanic:
+		return fmt.Sprintf("REQUEST_COUNT panic: %.1f jobs queued or running on average over %ds, %d per worker", w.avg, w.n, w.per)
+	case whyDrain:
+		return fmt.Sprintf("QUEUE_DELAY: %d queued would take %s to drain with %d workers, over %gs", w.queued, w.d.Round(time.Millisecond), w.ready, w.delay)
+	case whyWait:
+		return fmt.Sprintf("QUEUE_DELAY: the oldest job has waited %s, over %gs", w.d.Round(time.Millisecond), w.delay)
+	case whyText:
+		return w.text
+	}
+	return ""
 }

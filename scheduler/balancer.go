@@ -317,8 +317,8 @@ func (s *Scheduler) activity(w *workerRec, now time.Time) (busy bool, idle time.
 		}
 		return b.inflight.Load() > 0, now.Sub(time.Unix(0, b.lastEnd.Load())), false, true
 	}
-	st, ok := s.cfg.Jobs.WorkerStatus(w.id)
-	return st.Busy > 0, now.Sub(st.IdleSince), st.StopPod, ok
+	st := w.act.Status()
+	return st.Busy > 0, now.Sub(st.IdleSince), st.StopPod, true
 }
 
 // lbCounts are a LOAD_BALANCER endpoint's workers for /health; es.mu is held.

@@ -15,8 +15,7 @@ import (
 // it. Enqueue wakes one parked worker. Keys of jobs cancelled while queued stay until taken; the
 // job engine skips them. Keys hold no pointers, so a long queue costs the GC nothing to scan.
 type Queues struct {
-	mu  sync.Mutex
-	eps map[string]*queue
+	eps sync.Map // endpoint -> *queue, each with its own lock
 	// OnEnqueue, when set, is called (without locks held) after each Enqueue: the scheduler
 	// uses it to start a worker at once on an endpoint that has none.
 	OnEnqueue func(endpoint string)
@@ -31,6 +30,7 @@ type Queued struct {
 }
 
 type queue struct {
+	mu      sync.Mutex
 	ids     []Queued
 	head    int
 	waiters []chan struct{}
@@ -54,15 +54,11 @@ func (q *queue) pop(max int) []core.JobKey {
 }
 
 func (qs *Queues) queue(endpoint string) *queue {
-	if qs.eps == nil {
-		qs.eps = map[string]*queue{}
+	if v, ok := qs.eps.Load(endpoint); ok {
+		return v.(*queue)
 	}
-	q, ok := qs.eps[endpoint]
-	if !ok {
-		q = &queue{}
-		qs.eps[endpoint] = q
-	}
-	return q
+	v, _ := qs.eps.LoadOrStore(endpoint, &queue{})
+	return v.(*queue)
 }
 
 // Enqueue appends a job key and wakes one parked worker of the endpoint.
@@ -73,17 +69,17 @@ func (qs *Queues) Enqueue(endpoint string, id core.JobKey) {
 	} else {
 		at = time.Now().UnixNano()
 	}
-	qs.mu.Lock()
 	q := qs.queue(endpoint)
+	q.mu.Lock()
 	q.ids = append(q.ids, Queued{Key: id, At: at})
 	qs.wakeOne(q)
-	qs.mu.Unlock()
+	q.mu.Unlock()
 	if qs.OnEnqueue != nil {
 		qs.OnEnqueue(endpoint)
 	}
 }
 
-// wakeOne signals the oldest parked worker; qs.mu is held.
+// wakeOne signals the oldest parked worker; q.mu is held.
 func (qs *Queues) wakeOne(q *queue) {
 	if len(q.waiters) > 0 {
 		w := q.waiters[0]
@@ -94,31 +90,31 @@ func (qs *Queues) wakeOne(q *queue) {
 
 // Take returns up to max keys of the endpoint, waiting until there is one or ctx ends.
 func (qs *Queues) Take(ctx context.Context, endpoint string, max int) []core.JobKey {
+	q := qs.queue(endpoint)
 	for {
-		qs.mu.Lock()
-		q := qs.queue(endpoint)
+		q.mu.Lock()
 		if q.len() > 0 {
 			ids := q.pop(max)
 			if q.len() > 0 {
 				qs.wakeOne(q) // more work: pass the baton
 			}
-			qs.mu.Unlock()
+			q.mu.Unlock()
 			return ids
 		}
 		ch := make(chan struct{}, 1)
 		q.waiters = append(q.waiters, ch)
-		qs.mu.Unlock()
+		q.mu.Unlock()
 		select {
 		case <-ch:
 			continue
 		case <-ctx.Done():
-			qs.mu.Lock()
+			q.mu.Lock()
 			if i := slices.Index(q.waiters, ch); i >= 0 {
 				q.waiters = slices.Delete(q.waiters, i, i+1)
 			} else if q.len() > 0 {
 				qs.wakeOne(q) // we were woken but leave: hand the wake-up on
 			}
-			qs.mu.Unlock()
+			q.mu.Unlock()
 			return nil
 		}
 	}
@@ -126,25 +122,28 @@ func (qs *Queues) Take(ctx context.Context, endpoint string, max int) []core.Job
 
 // Head appends up to n of the endpoint's oldest queued keys to buf (stale ones included).
 func (qs *Queues) Head(endpoint string, n int, buf []Queued) []Queued {
-	qs.mu.Lock()
-	defer qs.mu.Unlock()
-	q, ok := qs.eps[endpoint]
+	v, ok := qs.eps.Load(endpoint)
 	if !ok {
 		return buf
 	}
+	q := v.(*queue)
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	return append(buf, q.ids[q.head:q.head+min(n, q.len())]...)
 }
 
 // Len returns the number of ids queued for the endpoint (stale ones included).
 func (qs *Queues) Len(endpoint string) int {
-	qs.mu.Lock()
-	defer qs.mu.Unlock()
-	return qs.queue(endpoint).len()
+	q := qs.queue(endpoint)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.len()
 }
 
 // Parked returns the number of workers waiting on the endpoint.
 func (qs *Queues) Parked(endpoint string) int {
-	qs.mu.Lock()
-	defer qs.mu.Unlock()
-	return len(qs.queue(endpoint).waiters)
+	q := qs.queue(endpoint)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.waiters)
 }

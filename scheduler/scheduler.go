@@ -71,9 +71,11 @@ type Scheduler struct {
 	placer *Placer
 	eps    sync.Map // endpoint id -> *epState
 	byID   sync.Map // worker id -> *workerRec
+	listMu sync.Mutex
+	list   atomic.Pointer[[]*epState] // every endpoint, for Tick; replaced (copied) on change
 
 	susMu     sync.Mutex
-	suspended map[*workerRec]struct{} // every suspended worker, for reclaiming capacity
+	suspended map[string]map[*workerRec]struct{} // suspended workers by pool id, for reclaiming capacity
 
 	healthOnce sync.Once
 	healthRT   http.RoundTripper // LOAD_BALANCER health checks
@@ -96,6 +98,7 @@ type epState struct {
 	deleted bool
 	workers map[string]*workerRec
 	scaler  *scaler
+	load    core.LoadCounter
 	active  atomic.Int32 // booting + ready workers, read without mu by Demand
 
 	// LOAD_BALANCER endpoints (balancer.go).
@@ -133,8 +136,9 @@ type workerRec struct {
 	failed    bool      // its stop counts as a crash (init timeout)
 	pinned    bool      // suspended by a PRIORITY_FLASHBOOT endpoint: reclaimed last
 	susAt     time.Time
-	lb        *backend      // a LOAD_BALANCER worker's HTTP side; nil for queue workers
-	coldStart time.Duration // how long its last start or resume took
+	lb        *backend            // a LOAD_BALANCER worker's HTTP side; nil for queue workers
+	act       core.WorkerActivity // a queue worker's activity, read without the job engine's lock
+	coldStart time.Duration       // how long its last start or resume took
 }
 
 type workerPhase int
@@ -169,7 +173,7 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.VolumeDC == nil {
 		cfg.VolumeDC = func(string) (string, bool) { return "", false }
 	}
-	s := &Scheduler{cfg: cfg, placer: placer, suspended: map[*workerRec]struct{}{}}
+	s := &Scheduler{cfg: cfg, placer: placer, suspended: map[string]map[*workerRec]struct{}{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -181,8 +185,19 @@ func (s *Scheduler) Placer() *Placer { return s.placer }
 // effect at the next tick; workers running an old image, env or GPU choice are replaced as
 // they become idle.
 func (s *Scheduler) Set(ep core.Endpoint) {
-	v, loaded := s.eps.LoadOrStore(ep.ID, &epState{ep: ep, workers: map[string]*workerRec{}, scaler: newScaler(s.cfg.StableWindow, s.cfg.PanicWindow)})
+	v, loaded := s.eps.LoadOrStore(ep.ID, &epState{ep: ep, workers: map[string]*workerRec{},
+		scaler: newScaler(s.cfg.StableWindow, s.cfg.PanicWindow), load: s.cfg.Jobs.LoadCounter(ep.ID)})
 	es := v.(*epState)
+	if !loaded {
+		s.listMu.Lock()
+		var l []*epState
+		if p := s.list.Load(); p != nil {
+			l = append(l, (*p)...)
+		}
+		l = append(l, es)
+		s.list.Store(&l)
+		s.listMu.Unlock()
+	}
 	es.mu.Lock()
 	defer es.mu.Unlock()
 	if loaded && workerSpecChanged(es.ep, ep) {
@@ -208,6 +223,12 @@ func (s *Scheduler) Remove(id string) {
 		return
 	}
 	es := v.(*epState)
+	s.listMu.Lock()
+	if p := s.list.Load(); p != nil {
+		l := slices.DeleteFunc(slices.Clone(*p), func(e *epState) bool { return e == es })
+		s.list.Store(&l)
+	}
+	s.listMu.Unlock()
 	es.mu.Lock()
 	defer es.mu.Unlock()
 	es.deleted = true
@@ -257,7 +278,7 @@ func (s *Scheduler) Demand(endpoint string) {
 	if es.active.Load() > 0 || s.closed.Load() {
 		return
 	}
-	if s.cfg.Jobs.Load(endpoint).Queued == 0 {
+	if es.load.Load().Queued == 0 {
 		return // lowPriority jobs do not scale up
 	}
 	es.mu.Lock()
@@ -303,10 +324,11 @@ func (s *Scheduler) WorkerReady(worker string) {
 // Tick runs one autoscaler pass over every endpoint at now.
 func (s *Scheduler) Tick(now time.Time) {
 	var head []Queued
-	s.eps.Range(func(_, v any) bool {
-		head = s.tick(v.(*epState), now, head[:0])
-		return true
-	})
+	if p := s.list.Load(); p != nil {
+		for _, es := range *p {
+			head = s.tick(es, now, head[:0])
+		}
+	}
 }
 
 // Run ticks every interval and resyncs endpoints from src every resync, until ctx ends; then
@@ -380,6 +402,18 @@ func (s *Scheduler) tick(es *epState, now time.Time, head []Queued) []Queued {
 	}
 	ep := &es.ep
 	js := s.cfg.Jobs
+	var load core.Load
+	if ep.Type == core.TypeQueue {
+		load = es.load.Load()
+		// Fast path: with no worker and nothing new there is nothing to decide; the windows
+		// get the skipped ticks' zero samples when there is (catchUp).
+		if len(es.workers) == 0 && ep.Workers.Min == 0 && es.failures == 0 && es.throttled == 0 && load.Queued == 0 &&
+			load.LowQueued == 0 && load.InProgress == 0 && load.Submitted == es.scaler.lastSubmitted && load.ExecCount == es.scaler.lastExecN {
+			es.scaler.skipped++
+			return head
+		}
+	}
+	es.scaler.catchUp()
 
 	// Survey the workers: promote, recycle and time out; collect the idle ones.
 	var idle []idleWorker
@@ -421,9 +455,7 @@ func (s *Scheduler) tick(es *epState, now time.Time, head []Queued) []Queued {
 	}
 
 	var sig signals
-	var load core.Load
 	if ep.Type == core.TypeQueue {
-		load = js.Load(ep.ID)
 		sig = signals{Queued: load.Queued, InProgress: load.InProgress, Arrivals: float64(load.Submitted - es.scaler.lastSubmitted)}
 		es.scaler.lastSubmitted = load.Submitted
 		es.scaler.observeService(load)
@@ -446,7 +478,7 @@ func (s *Scheduler) tick(es *epState, now time.Time, head []Queued) []Queued {
 	active := ready + len(booting)
 	want, hold, reason := es.scaler.desired(ep.Scaling, sig)
 	if sig.Queued > 0 && active == 0 {
-		want, hold, reason = max(want, 1), false, "scale from zero: work is waiting"
+		want, hold, reason = max(want, 1), false, why{kind: whyText, text: "scale from zero: work is waiting"}
 	}
 	if hold {
 		want = active
@@ -478,7 +510,7 @@ func (s *Scheduler) tick(es *epState, now time.Time, head []Queued) []Queued {
 			started++
 		}
 		if started > 0 {
-			s.cfg.Log.Info("scaling up", "endpoint", ep.ID, "from", active, "to", active+started, "reason", cmp.Or(reason, "workers.min"))
+			s.cfg.Log.Info("scaling up", "endpoint", ep.ID, "from", active, "to", active+started, "reason", cmp.Or(reason.String(), "workers.min"))
 		}
 	default:
 		s.scaleDown(es, active, target, hold, load.Queued+load.LowQueued > 0, booting, idle)
@@ -614,6 +646,7 @@ func (s *Scheduler) startLocked(es *epState, now time.Time, code string) error {
 		s.lbSpec(ep, res, &spec)
 	} else {
 		spec.Env = s.env(ep, res, id, s.cfg.Jobs.RegisterWorker(ep.ID, id))
+		w.act, _ = s.cfg.Jobs.Activity(id)
 	}
 	es.workers[id] = w
 	s.byID.Store(id, w)
@@ -656,10 +689,11 @@ func (s *Scheduler) resumable(es *epState) *workerRec {
 	}
 	s.susMu.Lock()
 	defer s.susMu.Unlock()
-	if _, ok := s.suspended[best]; !ok {
+	set := s.suspended[best.res.PoolID()]
+	if _, ok := set[best]; !ok {
 		return nil // being reclaimed
 	}
-	delete(s.suspended, best)
+	delete(set, best)
 	return best
 }
 
@@ -668,16 +702,15 @@ func (s *Scheduler) resumable(es *epState) *workerRec {
 func (s *Scheduler) reclaim(want Want) {
 	s.susMu.Lock()
 	var best *workerRec
-	for w := range s.suspended {
-		if !slices.Contains(want.Pools, w.res.PoolID()) {
-			continue
-		}
-		if best == nil || (best.pinned && !w.pinned) || (best.pinned == w.pinned && w.susAt.Before(best.susAt)) {
-			best = w
+	for _, pool := range want.Pools {
+		for w := range s.suspended[pool] {
+			if best == nil || (best.pinned && !w.pinned) || (best.pinned == w.pinned && w.susAt.Before(best.susAt)) {
+				best = w
+			}
 		}
 	}
 	if best != nil {
-		delete(s.suspended, best)
+		delete(s.suspended[best.res.PoolID()], best)
 	}
 	s.susMu.Unlock()
 	if best == nil {
@@ -739,7 +772,11 @@ func (s *Scheduler) retireLocked(w *workerRec, why string, mayKeep bool) {
 			w.lb.state.Store(lbSuspended)
 		}
 		s.susMu.Lock()
-		s.suspended[w] = struct{}{}
+		pool := w.res.PoolID()
+		if s.suspended[pool] == nil {
+			s.suspended[pool] = map[*workerRec]struct{}{}
+		}
+		s.suspended[pool][w] = struct{}{}
 		s.susMu.Unlock()
 	})
 }
@@ -751,7 +788,7 @@ func (s *Scheduler) stopLocked(w *workerRec, why string) {
 	}
 	if w.state == phaseSuspended {
 		s.susMu.Lock()
-		delete(s.suspended, w)
+		delete(s.suspended[w.res.PoolID()], w)
 		s.susMu.Unlock()
 	}
 	w.state, w.stopping = phaseStopping, true
@@ -769,7 +806,7 @@ func (s *Scheduler) stopLocked(w *workerRec, why string) {
 func (s *Scheduler) forgetLocked(w *workerRec) {
 	if w.state == phaseSuspended {
 		s.susMu.Lock()
-		delete(s.suspended, w)
+		delete(s.suspended[w.res.PoolID()], w)
 		s.susMu.Unlock()
 	}
 	delete(w.es.workers, w.id)
