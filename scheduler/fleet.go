@@ -94,8 +94,10 @@ func (s *Scheduler) WorkerLogs(ctx context.Context, endpoint, worker string, tai
 	var pool Pool
 	if es != nil {
 		es.mu.Lock()
-		if w, ok := es.workers[worker]; ok {
-			pool = w.res.Pool()
+		for _, w := range es.workers {
+			if w.id == worker {
+				pool = w.res.Pool()
+			}
 		}
 		for _, x := range es.exited {
 			if x.info.ID == worker {

@@ -126,7 +126,11 @@ func (qs *Queues) Head(endpoint string, n int, buf []Queued) []Queued {
 	if !ok {
 		return buf
 	}
-	q := v.(*queue)
+	return v.(*queue).headInto(n, buf)
+}
+
+// headInto appends up to n of the queue's oldest keys to buf.
+func (q *queue) headInto(n int, buf []Queued) []Queued {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return append(buf, q.ids[q.head:q.head+min(n, q.len())]...)

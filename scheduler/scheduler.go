@@ -96,9 +96,10 @@ type epState struct {
 	want    Want
 	gen     int // bumped when what workers run changes (image, env, gpu...)
 	deleted bool
-	workers map[string]*workerRec
+	workers []*workerRec // a slice: ticks walk it, and an endpoint has few
 	scaler  *scaler
 	load    core.LoadCounter
+	queue   *queue       // its queue in Queues (queue endpoints)
 	active  atomic.Int32 // booting + ready workers, read without mu by Demand
 
 	// LOAD_BALANCER endpoints (balancer.go).
@@ -185,8 +186,9 @@ func (s *Scheduler) Placer() *Placer { return s.placer }
 // effect at the next tick; workers running an old image, env or GPU choice are replaced as
 // they become idle.
 func (s *Scheduler) Set(ep core.Endpoint) {
-	v, loaded := s.eps.LoadOrStore(ep.ID, &epState{ep: ep, workers: map[string]*workerRec{},
-		scaler: newScaler(s.cfg.StableWindow, s.cfg.PanicWindow), load: s.cfg.Jobs.LoadCounter(ep.ID)})
+	v, loaded := s.eps.LoadOrStore(ep.ID, &epState{ep: ep,
+		scaler: newScaler(s.cfg.StableWindow, s.cfg.PanicWindow), load: s.cfg.Jobs.LoadCounter(ep.ID),
+		queue: s.cfg.Queues.queue(ep.ID)})
 	es := v.(*epState)
 	if !loaded {
 		s.listMu.Lock()
@@ -323,10 +325,10 @@ func (s *Scheduler) WorkerReady(worker string) {
 
 // Tick runs one autoscaler pass over every endpoint at now.
 func (s *Scheduler) Tick(now time.Time) {
-	var head []Queued
+	var sc scratch
 	if p := s.list.Load(); p != nil {
 		for _, es := range *p {
-			head = s.tick(es, now, head[:0])
+			s.tick(es, now, &sc)
 		}
 	}
 }
@@ -394,11 +396,18 @@ func (s *Scheduler) backingOff(es *epState, now time.Time) bool {
 }
 
 // tick is one autoscaler pass over one endpoint.
-func (s *Scheduler) tick(es *epState, now time.Time, head []Queued) []Queued {
+// scratch is the buffers one Tick reuses across endpoints.
+type scratch struct {
+	head    []Queued
+	idle    []idleWorker
+	booting []*workerRec
+}
+
+func (s *Scheduler) tick(es *epState, now time.Time, sc *scratch) {
 	es.mu.Lock()
 	defer es.mu.Unlock()
 	if es.deleted {
-		return head
+		return
 	}
 	ep := &es.ep
 	js := s.cfg.Jobs
@@ -410,14 +419,14 @@ func (s *Scheduler) tick(es *epState, now time.Time, head []Queued) []Queued {
 		if len(es.workers) == 0 && ep.Workers.Min == 0 && es.failures == 0 && es.throttled == 0 && load.Queued == 0 &&
 			load.LowQueued == 0 && load.InProgress == 0 && load.Submitted == es.scaler.lastSubmitted && load.ExecCount == es.scaler.lastExecN {
 			es.scaler.skipped++
-			return head
+			return
 		}
 	}
 	es.scaler.catchUp()
 
 	// Survey the workers: promote, recycle and time out; collect the idle ones.
-	var idle []idleWorker
-	var booting []*workerRec
+	idle, booting := sc.idle[:0], sc.booting[:0]
+	defer func() { sc.idle, sc.booting = idle[:0], booting[:0] }()
 	ready := 0
 	for _, w := range es.workers {
 		switch w.state {
@@ -460,8 +469,8 @@ func (s *Scheduler) tick(es *epState, now time.Time, head []Queued) []Queued {
 		es.scaler.lastSubmitted = load.Submitted
 		es.scaler.observeService(load)
 		if load.Queued > 0 {
-			head = s.cfg.Queues.Head(ep.ID, headScan, head)
-			for _, q := range head {
+			sc.head = es.queue.headInto(headScan, sc.head[:0])
+			for _, q := range sc.head {
 				if live, low := js.Waiting(q.Key); live && !low {
 					sig.OldestWait = max(now.Sub(time.Unix(0, q.At)), 0)
 					break
@@ -516,7 +525,6 @@ func (s *Scheduler) tick(es *epState, now time.Time, head []Queued) []Queued {
 		s.scaleDown(es, active, target, hold, load.Queued+load.LowQueued > 0, booting, idle)
 	}
 	s.publish(es)
-	return head
 }
 
 type idleWorker struct {
@@ -641,18 +649,24 @@ func (s *Scheduler) startLocked(es *epState, now time.Time, code string) error {
 	if ep.Registry != nil {
 		spec.Registry = *ep.Registry
 	}
+	var token string
 	if ep.Type == core.TypeLoadBalancer {
 		w.lb = &backend{w: w}
-		s.lbSpec(ep, res, &spec)
 	} else {
-		spec.Env = s.env(ep, res, id, s.cfg.Jobs.RegisterWorker(ep.ID, id))
+		token = s.cfg.Jobs.RegisterWorker(ep.ID, id)
 		w.act, _ = s.cfg.Jobs.Activity(id)
 	}
-	es.workers[id] = w
+	es.workers = append(es.workers, w)
 	s.byID.Store(id, w)
 	es.recount()
 	s.metrics.decision(ep.ID, "up", code)
+	epc := *ep // the environment is built off the tick, from this copy
 	s.call(func(ctx context.Context) {
+		if epc.Type == core.TypeLoadBalancer {
+			s.lbSpec(&epc, res, &spec)
+		} else {
+			spec.Env = s.env(&epc, res, id, token)
+		}
 		if err := res.Pool().Start(ctx, spec); err != nil {
 			s.cfg.Log.Error("starting a worker", "endpoint", spec.Endpoint, "pool", res.PoolID(), "image", spec.Image, "err", err)
 			es.mu.Lock()
@@ -809,7 +823,9 @@ func (s *Scheduler) forgetLocked(w *workerRec) {
 		delete(s.suspended[w.res.PoolID()], w)
 		s.susMu.Unlock()
 	}
-	delete(w.es.workers, w.id)
+	if i := slices.Index(w.es.workers, w); i >= 0 {
+		w.es.workers = slices.Delete(w.es.workers, i, i+1)
+	}
 	s.byID.Delete(w.id)
 	w.res.Release()
 	w.es.recount()
