@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -323,14 +324,38 @@ func (s *Scheduler) WorkerReady(worker string) {
 	s.cfg.Log.Info("worker ready", "endpoint", es.ep.ID, "worker", w.id, "coldStart", d, "resumed", w.resumed)
 }
 
-// Tick runs one autoscaler pass over every endpoint at now.
+// tickChunk is how many endpoints one goroutine of a Tick takes at a time.
+const tickChunk = 256
+
+// Tick runs one autoscaler pass over every endpoint at now. Endpoints are independent (each
+// has its own lock), so GOMAXPROCS goroutines share them, a chunk at a time.
 func (s *Scheduler) Tick(now time.Time) {
-	var sc scratch
-	if p := s.list.Load(); p != nil {
-		for _, es := range *p {
-			s.tick(es, now, &sc)
+	p := s.list.Load()
+	if p == nil {
+		return
+	}
+	eps := *p
+	var next atomic.Int64
+	work := func() {
+		var sc scratch
+		for {
+			end := int(next.Add(tickChunk))
+			start := end - tickChunk
+			if start >= len(eps) {
+				return
+			}
+			for _, es := range eps[start:min(end, len(eps))] {
+				s.tick(es, now, &sc)
+			}
 		}
 	}
+	n := min(runtime.GOMAXPROCS(0), (len(eps)+tickChunk-1)/tickChunk)
+	var wg sync.WaitGroup
+	for range n - 1 {
+		wg.Go(work)
+	}
+	work()
+	wg.Wait()
 }
 
 // Run ticks every interval and resyncs endpoints from src every resync, until ctx ends; then
