@@ -4,7 +4,7 @@
 // Run it from the repository root (make bench does):
 //
 //	go run ./bench                       # every scenario, about 10 minutes on 2 cores
-//	go run ./bench -only run,runsync     # some scenarios: run, runsync, e2e, memory, scheduler, coldstart, lb
+//	go run ./bench -only run,runsync     # some scenarios: run, runsync, e2e, memory, scheduler, coldstart, lb, coldstart-docker
 //	go run ./bench -mem-jobs 200000      # a smaller memory scenario
 //	go run ./bench -only scheduler -sched-jobs 200000 -sched-bursts 4   # a smaller simulation
 //
@@ -38,6 +38,10 @@
 //	         direct and proxy passes: a light paced load (8 connections, 1000 req/s; the added
 //	         p50), wrk with 8 connections, and saturation (wrk, 64 connections; the ratio of
 //	         throughputs) (about 4 minutes)
+//	coldstart-docker  coldstart with the workers as containers of a docker pool (echo image
+//	         FROM scratch, built with build/worker.Dockerfile from a static build): flashboot
+//	         OFF, FLASHBOOT with the pool's default suspend (pause), and FLASHBOOT on a pool
+//	         with suspend: stop (about 2 minutes); skipped when no Docker engine answers
 //
 // With -profile (on by default) every scenario whose Gantry figure misses its target is re-run
 // in process under `go test -bench` (engine_test.go in this directory) with -cpuprofile (or a
@@ -107,7 +111,7 @@ type options struct {
 	schedPlaceFill      float64
 	schedSeed           uint64
 
-	// coldstart
+	// coldstart, coldstart-docker
 	coldN       int
 	coldTimeout time.Duration // per cold start and per wait for scale-to-zero
 
@@ -121,7 +125,7 @@ type options struct {
 	lbThreads    int           // wrk threads
 }
 
-var scenarioNames = []string{"run", "runsync", "e2e", "memory", "scheduler", "coldstart", "lb"}
+var scenarioNames = []string{"run", "runsync", "e2e", "memory", "scheduler", "coldstart", "lb", "coldstart-docker"}
 
 func main() {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
@@ -166,7 +170,7 @@ func main() {
 	fs.Float64Var(&o.schedPlaceFill, "sched-place-fill", 0.5, "scheduler: share of the pools' capacity held by standing reservations while placing")
 	fs.Uint64Var(&o.schedSeed, "sched-seed", 1, "scheduler: seed of the generated world and load")
 	fs.IntVar(&o.coldN, "cold-n", 10, "coldstart: measured cold starts per mode (FLASHBOOT does one more, a fresh start, first)")
-	fs.DurationVar(&o.coldTimeout, "cold-timeout", 60*time.Second, "coldstart: limit of one cold start, and of each wait for scale-to-zero")
+	fs.DurationVar(&o.coldTimeout, "cold-timeout", 60*time.Second, "coldstart, coldstart-docker: limit of one cold start, and of each wait for scale-to-zero")
 	fs.StringVar(&o.lbPath, "lb-path", "/x", "lb: the path GET (http-echo echoes it)")
 	fs.IntVar(&o.lbRounds, "lb-rounds", 2, "lb: rounds of a direct pass then a proxy pass, for each load")
 	fs.DurationVar(&o.lbDuration, "lb-duration", 15*time.Second, "lb: length of each pass")
@@ -260,6 +264,8 @@ func runAll(o options) error {
 			err = b.scenarioColdStart()
 		case "lb":
 			err = b.scenarioLB()
+		case "coldstart-docker":
+			err = b.scenarioColdStartDocker()
 		}
 		note, share := otherCPU(before, sampleCPU(), b.machine.cpus)
 		logf("%s", note)
