@@ -3,7 +3,7 @@
 //
 // Run it from the repository root (make bench does):
 //
-//	go run ./bench                       # every scenario, about 10 minutes on 2 cores
+//	go run ./bench                       # every scenario, about 15 minutes on 2 cores
 //	go run ./bench -only run,runsync     # some scenarios: run, runsync, e2e, memory, scheduler, coldstart, lb, coldstart-docker
 //	go run ./bench -mem-jobs 200000      # a smaller memory scenario
 //	go run ./bench -only scheduler -sched-jobs 200000 -sched-bursts 4   # a smaller simulation
