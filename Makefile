@@ -39,7 +39,7 @@ check-generated: generate ## fail if oas/ is not what openapi.yaml generates
 	git diff --exit-code -- oas/ go.mod go.sum
 	@test -z "$$(git status --porcelain -- oas/)" || (git status --porcelain -- oas/; exit 1)
 
-bench: ## Gantry vs a bare net/http handler, the scheduler simulation and cold starts, about 10 min (BENCHFLAGS="-only run,runsync"; see BENCHMARKS.md)
+bench: ## Gantry vs a bare net/http handler, the scheduler simulation, cold starts (process and docker pools) and the LB proxy vs its worker, about 15 min (BENCHFLAGS="-only run,runsync"; see BENCHMARKS.md)
 	@command -v wrk >/dev/null || apt-get install -y wrk || (apt-get update && apt-get install -y wrk)
 	$(GO) run ./bench -out bench/results.md $(BENCHFLAGS)
 

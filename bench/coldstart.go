@@ -24,6 +24,7 @@ type coldRun struct {
 // coldMode is one flashboot mode's runs and what the server said at the end.
 type coldMode struct {
 	flashboot string
+	label     string // the mode as reported: the flashboot value, and the pool's suspend mode when it matters
 	endpoint  string
 	first     *coldRun // FLASHBOOT: the fresh start before the measured resumes
 	runs      []coldRun
@@ -32,15 +33,26 @@ type coldMode struct {
 	waits     []time.Duration     // how long each scale-to-zero took to show
 }
 
+// coldTarget is where a cold-start scenario's workers run: how an endpoint is created there
+// and how its scale-to-zero is seen.
+type coldTarget struct {
+	// create creates an echo endpoint that scales to zero after a second idle.
+	create func(name, flashboot string) (string, error)
+	// waitZero waits until the endpoint is scaled to zero (suspended: its worker suspended,
+	// else gone) and returns how long that took and what the worker looked like.
+	waitZero func(ep string, suspended bool, timeout time.Duration) (time.Duration, string, error)
+}
+
 func (b *bench) scenarioColdStart() error {
 	g, err := b.startGantry("coldstart")
 	if err != nil {
 		return err
 	}
 	defer g.stop()
+	tgt := coldTarget{create: g.createColdEndpoint, waitZero: g.waitScaledToZero}
 	var modes []coldMode
 	for _, fb := range []string{"OFF", "FLASHBOOT"} {
-		m, err := b.coldMode(g, fb)
+		m, err := b.coldMode(g, fb, fb, tgt)
 		if err != nil {
 			return fmt.Errorf("flashboot %s: %w", fb, err)
 		}
@@ -50,10 +62,11 @@ func (b *bench) scenarioColdStart() error {
 	return nil
 }
 
-// coldMode measures o.coldN cold starts of an echo endpoint with the flashboot mode.
-func (b *bench) coldMode(g *gantry, fb string) (coldMode, error) {
-	m := coldMode{flashboot: fb}
-	ep, err := g.createColdEndpoint("bench-cold-"+strings.ToLower(fb), fb)
+// coldMode measures o.coldN cold starts of an echo endpoint with the flashboot mode; label
+// names the mode in the log and the report.
+func (b *bench) coldMode(g *gantry, fb, label string, tgt coldTarget) (coldMode, error) {
+	m := coldMode{flashboot: fb, label: label}
+	ep, err := tgt.create("bench-cold-"+slug(label), fb)
 	if err != nil {
 		return m, err
 	}
@@ -66,7 +79,7 @@ func (b *bench) coldMode(g *gantry, fb string) (coldMode, error) {
 	}
 	for i := range runs {
 		suspended := fb != "OFF" && i > 0
-		waited, procs, err := g.waitScaledToZero(ep, suspended, b.o.coldTimeout)
+		waited, procs, err := tgt.waitZero(ep, suspended, b.o.coldTimeout)
 		if err != nil {
 			return m, fmt.Errorf("run %d: %w", i+1, err)
 		}
@@ -100,7 +113,7 @@ func (b *bench) coldMode(g *gantry, fb string) (coldMode, error) {
 			r.lastMs = h.ColdStarts.LastMs
 		}
 		logf("coldstart %s run %d: %v to COMPLETED (server: %s cold start %v; /health lastMs %d; workers before: %s; scale-to-zero showed after %v)",
-			fb, i+1, d.Round(10*time.Microsecond), r.mode, r.server.Round(10*time.Microsecond), r.lastMs, procs, waited.Round(time.Millisecond))
+			label, i+1, d.Round(10*time.Microsecond), r.mode, r.server.Round(10*time.Microsecond), r.lastMs, procs, waited.Round(time.Millisecond))
 		if suspended || fb == "OFF" {
 			m.runs = append(m.runs, r)
 		} else {
@@ -115,7 +128,7 @@ func (b *bench) coldMode(g *gantry, fb string) (coldMode, error) {
 	}
 	// Leave no worker behind for the next mode.
 	if fb == "OFF" {
-		if _, _, err := g.waitScaledToZero(ep, false, b.o.coldTimeout); err != nil {
+		if _, _, err := tgt.waitZero(ep, false, b.o.coldTimeout); err != nil {
 			return m, err
 		}
 	}
@@ -260,6 +273,12 @@ func labelValue(labels, name string) string {
 	return v
 }
 
+// slug makes a mode's label part of an endpoint name: "FLASHBOOT (suspend: stop)" ->
+// "flashboot-suspend-stop".
+func slug(s string) string {
+	return strings.Join(strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return (r < 'a' || r > 'z') && (r < '0' || r > '9') }), "-")
+}
+
 // reportColdStart writes the coldstart section.
 func (b *bench) reportColdStart(g *gantry, modes []coldMode) {
 	o := b.o
@@ -271,6 +290,14 @@ func (b *bench) reportColdStart(g *gantry, modes []coldMode) {
 			"The clock starts before the POST /v2/{id}/runsync {\"input\":{\"echo\":1}} is written to a keep-alive connection and stops when the whole COMPLETED answer is read. "+
 			"%d runs per mode; FLASHBOOT makes one more run first, a fresh start (nothing is suspended yet), which is not counted.", o.coldN)}
 	targets := map[string]time.Duration{"OFF": 300 * time.Millisecond, "FLASHBOOT": 50 * time.Millisecond}
+	b.coldRows(&sec, "coldstart", targets, modes)
+	b.sections = append(b.sections, sec)
+}
+
+// coldRows adds the figures of each mode to a cold-start section: the client's time against
+// the flashboot value's target (a miss is recorded against scenario), the server's view, and
+// a note listing every run.
+func (b *bench) coldRows(sec *section, scenario string, targets map[string]time.Duration, modes []coldMode) {
 	for _, m := range modes {
 		var client, server []time.Duration
 		var modesSeen []string
@@ -282,18 +309,18 @@ func (b *bench) reportColdStart(g *gantry, modes []coldMode) {
 		c, s := summarize(client), summarize(server)
 		target := targets[m.flashboot]
 		sec.rows = append(sec.rows,
-			row{metric: fmt.Sprintf("flashboot %s: POST /runsync to COMPLETED on a scaled-to-zero endpoint (client)", m.flashboot),
+			row{metric: fmt.Sprintf("flashboot %s: POST /runsync to COMPLETED on a scaled-to-zero endpoint (client)", m.label),
 				gantry: fmt.Sprintf("p50 **%s**, max **%s**, mean %s (%d runs)", us(c.p50), us(c.max), us(c.avg), c.n),
 				target: fmt.Sprintf("<= %d ms, every run (the max)", target.Milliseconds()),
-				verdict: b.verdict("coldstart", c.n > 0 && c.max <= target, fmt.Sprintf("max %.2fx, p50 %.2fx the target",
+				verdict: b.verdict(scenario, c.n > 0 && c.max <= target, fmt.Sprintf("max %.2fx, p50 %.2fx the target",
 					float64(c.max)/float64(target), float64(c.p50)/float64(target)))},
-			row{metric: fmt.Sprintf("flashboot %s: the server's cold start of each run (decision to first poll; the run's increment of gantry_cold_start_seconds_sum)", m.flashboot),
+			row{metric: fmt.Sprintf("flashboot %s: the server's cold start of each run (decision to first poll; the run's increment of gantry_cold_start_seconds_sum)", m.label),
 				gantry: fmt.Sprintf("p50 %s, max %s; histogram mode per run: %s", us(s.p50), us(s.max), summarizeModes(modesSeen))},
-			row{metric: fmt.Sprintf("flashboot %s: /health coldStarts after the last run", m.flashboot), gantry: fmtHealthCold(m.health)},
-			row{metric: fmt.Sprintf("flashboot %s: /metrics gantry_cold_start_seconds", m.flashboot), gantry: fmtColdHists(m.metrics)},
+			row{metric: fmt.Sprintf("flashboot %s: /health coldStarts after the last run", m.label), gantry: fmtHealthCold(m.health)},
+			row{metric: fmt.Sprintf("flashboot %s: /metrics gantry_cold_start_seconds", m.label), gantry: fmtColdHists(m.metrics)},
 		)
 		if m.first != nil {
-			sec.rows = append(sec.rows, row{metric: fmt.Sprintf("flashboot %s: the first run, a fresh start (not counted above)", m.flashboot),
+			sec.rows = append(sec.rows, row{metric: fmt.Sprintf("flashboot %s: the first run, a fresh start (not counted above)", m.label),
 				gantry: fmt.Sprintf("%s to COMPLETED; server cold start %s (%s)", us(m.first.client), us(m.first.server), m.first.mode)})
 		}
 		var each []string
@@ -301,12 +328,11 @@ func (b *bench) reportColdStart(g *gantry, modes []coldMode) {
 			each = append(each, fmt.Sprintf("%s (server %s)", us(r.client), us(r.server)))
 		}
 		sec.notes = append(sec.notes, fmt.Sprintf("flashboot %s, each counted run, client (server cold start): %s. The wait for scale-to-zero before each run (the first on the new endpoint) took %s.",
-			m.flashboot, strings.Join(each, ", "), fmtWaits(m.waits)))
+			m.label, strings.Join(each, ", "), fmtWaits(m.waits)))
 	}
 	sec.notes = append(sec.notes, "The server's cold start runs from the scheduler's decision (Scheduler.Demand, called from the submit itself for the first job on an endpoint "+
 		"with no worker) to the worker's first job-take poll (Scheduler.WorkerReady); the rest of the client's time is the take, the echo, job-done and the runsync answer. "+
 		"/health's lastMs and meanMs are whole milliseconds.")
-	b.sections = append(b.sections, sec)
 }
 
 func summarizeModes(ms []string) string {

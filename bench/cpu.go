@@ -14,6 +14,11 @@ import (
 type cpuSample struct {
 	at         time.Time
 	busy, ours uint64
+	// irq is the busy time spent in interrupts and softirqs (included in busy). The kernel's
+	// network processing (loopback traffic included) runs as softirq on whatever CPU and
+	// process it interrupts, and /proc charges it to no process: under a network load it is
+	// mostly the load's own, not another process's.
+	irq uint64
 }
 
 // clockTicks is USER_HZ, 100 on every Linux this runs on.
@@ -32,6 +37,9 @@ func sampleCPU() cpuSample {
 			if i != 3 && i != 4 && i < 8 {
 				s.busy += n
 			}
+			if i == 5 || i == 6 {
+				s.irq += n
+			}
 		}
 	}
 	if b, err := os.ReadFile("/proc/self/stat"); err == nil {
@@ -46,13 +54,17 @@ func sampleCPU() cpuSample {
 	return s
 }
 
-// otherCPU describes the CPU other processes used between two samples.
+// otherCPU describes the CPU other processes used between two samples. Interrupt and softirq
+// time is counted apart, as neither ours nor theirs: it is mostly the network processing of
+// the scenario's own loopback traffic, which /proc charges to no process.
 func otherCPU(a, b cpuSample, cpus int) (note string, share float64) {
 	wall := b.at.Sub(a.at).Seconds()
 	busy := float64(b.busy-a.busy) / clockTicks
 	ours := float64(b.ours-a.ours) / clockTicks
-	other := max(busy-ours, 0)
+	irq := float64(b.irq-a.irq) / clockTicks
+	other := max(busy-ours-irq, 0)
 	share = other / (wall * float64(cpus))
-	return fmt.Sprintf("Machine load while this scenario ran (%.0f s): this benchmark and its children used %.1f CPU-s, other processes %.1f CPU-s (%.1f%% of the %d CPUs).",
-		wall, ours, other, 100*share, cpus), share
+	return fmt.Sprintf("Machine load while this scenario ran (%.0f s): this benchmark and its children used %.1f CPU-s, other processes %.1f CPU-s (%.1f%% of the %d CPUs); "+
+		"interrupts and softirqs, which /proc charges to no process (mostly the kernel's network processing of this scenario's loopback traffic), %.1f CPU-s (%.1f%%).",
+		wall, ours, other, 100*share, cpus, irq, 100*irq/(wall*float64(cpus))), share
 }

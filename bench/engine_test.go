@@ -15,6 +15,7 @@ package main
 // without the on-demand worker start; the autoscaler tick still starts workers).
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -39,12 +40,14 @@ import (
 	"github.com/gantryhq/gantry/store/pebble"
 	"github.com/gantryhq/gantry/worker"
 	"github.com/gantryhq/gantry/worker/echo"
+	"github.com/gantryhq/gantry/worker/httpecho"
 )
 
 // engine is Gantry's job path in process.
 type engine struct {
 	srv  *httptest.Server
 	jobs *core.Jobs
+	pool *inprocPool
 	key  string
 }
 
@@ -69,7 +72,9 @@ func newEngine(tb testing.TB) *engine {
 	pools := []core.Pool{{ID: "local", Adapter: "process", GPUType: "CPU", DisplayName: "CPU slot", GPUs: 256,
 		PerWorker: 1, DataCenter: "LOCAL", CPU: true, VCPUs: runtime.NumCPU(), MemoryPerCPU: 1}}
 	templates := []core.Template{{ID: "gantry-echo", Name: "Gantry echo worker", IsServerless: true,
-		CreatedAt: time.Now().UTC().Truncate(time.Second), Container: core.Container{Image: "gantry/echo"}}}
+		CreatedAt: time.Now().UTC().Truncate(time.Second), Container: core.Container{Image: "gantry/echo"}},
+		{ID: "gantry-http-echo", Name: "Gantry HTTP echo worker (LOAD_BALANCER)", IsServerless: true,
+			CreatedAt: time.Now().UTC().Truncate(time.Second), Container: core.Container{Image: "gantry/http-echo", Ports: []string{"80/http"}}}}
 	pool := &inprocPool{info: pools[0], ws: map[string]*inprocWorker{}}
 	srv := httptest.NewUnstartedServer(nil) // its listener is open: workers get its address
 	sched, err := scheduler.New(scheduler.Config{Jobs: jobs, Queues: queues, Pools: []scheduler.Pool{pool}, Clock: clock, Log: log,
@@ -84,6 +89,8 @@ func newEngine(tb testing.TB) *engine {
 		Auth:      &core.Authenticator{Keys: keys, Clock: clock}, // zero quota: unlimited, as --quota-* 0
 		Limiter:   &core.RateLimiter{},
 		Jobs:      jobs,
+		Balancer:  sched,
+		Fleet:     sched,
 		Clock:     clock,
 		PublicURL: "http://127.0.0.1",
 		Log:       log,
@@ -120,7 +127,7 @@ func newEngine(tb testing.TB) *engine {
 		st.Close()
 		keys.Close()
 	})
-	return &engine{srv: srv, jobs: jobs, key: secret}
+	return &engine{srv: srv, jobs: jobs, pool: pool, key: secret}
 }
 
 // endpoint creates an echo endpoint through the management API and waits for min idle workers.
@@ -142,7 +149,8 @@ func (e *engine) endpoint(tb testing.TB, min, max int) string {
 }
 
 // inprocPool runs each worker as worker.Run with the echo handler in a goroutine, with the
-// environment the process pool would hand a worker process.
+// environment the process pool would hand a worker process; a LOAD_BALANCER worker (a spec
+// with PortEnv) is httpecho.Run on free loopback ports instead.
 type inprocPool struct {
 	info core.Pool
 	mu   sync.Mutex
@@ -150,13 +158,30 @@ type inprocPool struct {
 }
 
 type inprocWorker struct {
-	cancel  context.CancelFunc
-	stopped atomic.Bool
+	cancel   context.CancelFunc
+	stopped  atomic.Bool
+	addr     string // a LOAD_BALANCER worker's PORT: host:port
+	endpoint string
+}
+
+// lbAddr returns where the endpoint's LOAD_BALANCER worker listens (PORT), if it has one.
+func (p *inprocPool) lbAddr(endpoint string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, w := range p.ws {
+		if w.endpoint == endpoint && w.addr != "" {
+			return w.addr
+		}
+	}
+	return ""
 }
 
 func (p *inprocPool) Describe() core.Pool { return p.info }
 
-func (p *inprocPool) Start(_ context.Context, spec scheduler.WorkerSpec) error {
+func (p *inprocPool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
+	if len(spec.PortEnv) > 0 {
+		return p.startHTTP(ctx, spec)
+	}
 	ping, _ := strconv.Atoi(spec.Env[worker.EnvPingInterval])
 	cfg := worker.Config{
 		TakeURL: spec.Env[worker.EnvTakeURL], DoneURL: spec.Env[worker.EnvDoneURL], StreamURL: spec.Env[worker.EnvStreamURL],
@@ -173,6 +198,43 @@ func (p *inprocPool) Start(_ context.Context, spec scheduler.WorkerSpec) error {
 	spec.Report(scheduler.WorkerEvent{Worker: spec.ID, State: scheduler.WorkerRunning, At: time.Now()})
 	go func() {
 		err := worker.Run(ctx, cfg, echo.Handler)
+		p.mu.Lock()
+		delete(p.ws, spec.ID)
+		p.mu.Unlock()
+		if w.stopped.Load() {
+			err = nil
+		}
+		spec.Report(scheduler.WorkerEvent{Worker: spec.ID, State: scheduler.WorkerExited, At: time.Now(), Err: err, Stopped: w.stopped.Load()})
+	}()
+	return nil
+}
+
+// startHTTP runs a LOAD_BALANCER worker: gantry/http-echo on a free loopback port for each
+// port the spec asks for, as the process pool gives a worker process free host ports.
+func (p *inprocPool) startHTTP(_ context.Context, spec scheduler.WorkerSpec) error {
+	addrs := map[int]string{}
+	ports := map[string]string{}
+	for name, want := range spec.PortEnv {
+		if addrs[want] == "" {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return err
+			}
+			addrs[want] = ln.Addr().String()
+			ln.Close()
+		}
+		_, ports[name], _ = net.SplitHostPort(addrs[want])
+	}
+	cfg := httpecho.Config{Port: ports["PORT"], HealthPort: cmp.Or(ports["PORT_HEALTH"], ports["PORT"]),
+		HealthPath: cmp.Or(spec.Env["HEALTH_CHECK_PATH"], "/ping"), WorkerID: spec.ID, Log: slog.New(slog.DiscardHandler)}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &inprocWorker{cancel: cancel, addr: net.JoinHostPort("127.0.0.1", cfg.Port), endpoint: spec.Endpoint}
+	p.mu.Lock()
+	p.ws[spec.ID] = w
+	p.mu.Unlock()
+	spec.Report(scheduler.WorkerEvent{Worker: spec.ID, State: scheduler.WorkerRunning, At: time.Now(), Addrs: addrs})
+	go func() {
+		err := httpecho.Run(ctx, cfg)
 		p.mu.Lock()
 		delete(p.ws, spec.ID)
 		p.mu.Unlock()

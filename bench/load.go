@@ -39,13 +39,17 @@ func jsonInput(size int) []byte {
 
 // loadResult is one load pass against one server.
 type loadResult struct {
-	Requests  int64         // answered requests (any status)
-	Errors    int64         // non-2xx answers plus transport errors and timeouts
-	Elapsed   time.Duration // wall time of the pass
-	P50, P99  time.Duration
-	Mean, Max time.Duration
-	Target    float64 // paced passes: the rate asked for (req/s)
-	Unsent    int64   // paced passes: slots not sent by the cut-off (3x the pass length)
+	Requests int64 // answered requests (any status)
+	Errors   int64 // non-2xx answers plus transport errors and timeouts
+	// SocketErrors are wrk's connect, read, write and timeout errors (part of Errors; the
+	// rest are answers with a status of 400 or more).
+	SocketErrors int64
+	Bytes        int64         // wrk: bytes read
+	Elapsed      time.Duration // wall time of the pass
+	P50, P99     time.Duration
+	Mean, Max    time.Duration
+	Target       float64 // paced passes: the rate asked for (req/s)
+	Unsent       int64   // paced passes: slots not sent by the cut-off (3x the pass length)
 }
 
 func (r loadResult) rate() float64 {
@@ -62,24 +66,34 @@ const wrkScript = `wrk.method = "POST"
 wrk.body = [==[%s]==]
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = [==[%s]==]
+` + wrkDone
 
+// wrkDone is the part of every wrk script that prints the summary as one JSON line.
+const wrkDone = `
 done = function(summary, latency, requests)
   local e = summary.errors
-  io.write(string.format('BENCHJSON {"requests":%%d,"duration_us":%%d,"p50_us":%%d,"p99_us":%%d,"mean_us":%%f,"max_us":%%d,"status":%%d,"connect":%%d,"read":%%d,"write":%%d,"timeout":%%d}\n',
-    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99), latency.mean, latency.max,
+  io.write(string.format('BENCHJSON {"requests":%%d,"bytes":%%d,"duration_us":%%d,"p50_us":%%d,"p99_us":%%d,"mean_us":%%f,"max_us":%%d,"status":%%d,"connect":%%d,"read":%%d,"write":%%d,"timeout":%%d}\n',
+    summary.requests, summary.bytes, summary.duration, latency:percentile(50), latency:percentile(99), latency.mean, latency.max,
     e.status, e.connect, e.read, e.write, e.timeout))
 end
 `
 
-// runWrk runs wrk against url and parses the summary its script prints.
+// runWrk runs wrk (-threads, -conns, -duration) against url and parses the summary its script
+// prints.
 func (b *bench) runWrk(label, url, key string, body []byte) (loadResult, error) {
 	script := filepath.Join(b.tmp, label+".lua")
 	if err := os.WriteFile(script, fmt.Appendf(nil, wrkScript, body, key), 0o600); err != nil {
 		return loadResult{}, err
 	}
-	secs := max(int(b.o.wrkDuration.Round(time.Second).Seconds()), 1)
-	cmd := exec.Command("wrk", "-t", fmt.Sprint(b.o.wrkThreads), "-c", fmt.Sprint(b.o.wrkConns),
-		"-d", fmt.Sprintf("%ds", secs), "--timeout", "10s", "-s", script, url)
+	return b.wrk(label, url, script, b.o.wrkThreads, b.o.wrkConns, b.o.wrkDuration)
+}
+
+// wrk runs wrk with a script (which must end with wrkDone) and parses the summary; extra
+// arguments go before the URL.
+func (b *bench) wrk(label, url, script string, threads, conns int, d time.Duration, extra ...string) (loadResult, error) {
+	secs := max(int(d.Round(time.Second).Seconds()), 1)
+	args := []string{"-t", fmt.Sprint(threads), "-c", fmt.Sprint(conns), "-d", fmt.Sprintf("%ds", secs), "--timeout", "10s", "-s", script}
+	cmd := exec.Command("wrk", append(append(args, extra...), url)...)
 	logf("%s: %s", label, strings.Join(cmd.Args, " "))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -92,6 +106,7 @@ func (b *bench) runWrk(label, url, key string, body []byte) (loadResult, error) 
 	}
 	var s struct {
 		Requests   int64   `json:"requests"`
+		Bytes      int64   `json:"bytes"`
 		DurationUS int64   `json:"duration_us"`
 		P50US      int64   `json:"p50_us"`
 		P99US      int64   `json:"p99_us"`
@@ -109,9 +124,10 @@ func (b *bench) runWrk(label, url, key string, body []byte) (loadResult, error) 
 	}
 	us := time.Microsecond
 	return loadResult{
-		Requests: s.Requests, Errors: s.Status + s.Connect + s.Read + s.Write + s.Timeout,
-		Elapsed: time.Duration(s.DurationUS) * us,
-		P50:     time.Duration(s.P50US) * us, P99: time.Duration(s.P99US) * us,
+		Requests: s.Requests, Bytes: s.Bytes, Errors: s.Status + s.Connect + s.Read + s.Write + s.Timeout,
+		SocketErrors: s.Connect + s.Read + s.Write + s.Timeout,
+		Elapsed:      time.Duration(s.DurationUS) * us,
+		P50:          time.Duration(s.P50US) * us, P99: time.Duration(s.P99US) * us,
 		Mean: time.Duration(s.MeanUS * float64(us)), Max: time.Duration(s.MaxUS) * us,
 	}, nil
 }
@@ -164,16 +180,29 @@ type poster struct {
 // newPoster prepares POST url with body, Content-Type application/json and the key (bare, as
 // RunPod's clients send it).
 func newPoster(rawURL, key string, body []byte) *poster {
+	header := []string{"Content-Type: application/json"}
+	if key != "" {
+		header = append(header, "Authorization: "+key)
+	}
+	return newRequester("POST", rawURL, header, body)
+}
+
+// newRequester prepares a request: Host and User-Agent, then the header lines given ("Name:
+// value"), then Content-Length and the body when body is not nil.
+func newRequester(method, rawURL string, header []string, body []byte) *poster {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		panic(err)
 	}
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: gantry-bench\r\nContent-Type: application/json\r\n", u.RequestURI(), u.Host)
-	if key != "" {
-		fmt.Fprintf(&b, "Authorization: %s\r\n", key)
+	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: gantry-bench\r\n", method, u.RequestURI(), u.Host)
+	for _, h := range header {
+		b.WriteString(h + "\r\n")
 	}
-	fmt.Fprintf(&b, "Content-Length: %d\r\n\r\n", len(body))
+	if body != nil {
+		fmt.Fprintf(&b, "Content-Length: %d\r\n", len(body))
+	}
+	b.WriteString("\r\n")
 	b.Write(body)
 	return &poster{addr: u.Host, req: b.Bytes()}
 }
@@ -315,10 +344,18 @@ func (l *latencies) summarize(r *loadResult) {
 // its slot, not from when it was sent, so a server that falls behind the rate is charged the
 // queueing it causes (as wrk2 does).
 func paced(url, key string, body []byte, rate float64, conns int, d time.Duration) loadResult {
+	return pacedWith(func() *poster { return newPoster(url, key, body) }, rate, conns, d, false)
+}
+
+// pacedWith is paced over connections that mk prepares. With fromSend, a request's latency
+// runs from its write instead of its slot: the service time, for loads light enough that
+// nothing queues, where the slot would charge the timer's wake-up delay (up to a
+// millisecond for sub-millisecond sleeps) to the server.
+func pacedWith(mk func() *poster, rate float64, conns int, d time.Duration, fromSend bool) loadResult {
 	ps := make([]*poster, conns)
 	var wg sync.WaitGroup
 	for i := range ps {
-		ps[i] = newPoster(url, key, body)
+		ps[i] = mk()
 		p := ps[i]
 		wg.Go(func() { _, _ = p.do() }) // open the connections first: measure steady state
 	}
@@ -342,8 +379,12 @@ func paced(url, key string, body []byte, rate float64, conns int, d time.Duratio
 				if w := time.Until(slot); w > 0 {
 					time.Sleep(w)
 				}
+				from := slot
+				if fromSend {
+					from = time.Now()
+				}
 				ok, err := p.do()
-				own = append(own, time.Since(slot))
+				own = append(own, time.Since(from))
 				if !ok || err != nil {
 					errs.Add(1)
 				}

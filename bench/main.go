@@ -3,8 +3,8 @@
 //
 // Run it from the repository root (make bench does):
 //
-//	go run ./bench                       # every scenario, about 10 minutes on 2 cores
-//	go run ./bench -only run,runsync     # some scenarios: run, runsync, e2e, memory, scheduler, coldstart
+//	go run ./bench                       # every scenario, about 15 minutes on 2 cores
+//	go run ./bench -only run,runsync     # some scenarios: run, runsync, e2e, memory, scheduler, coldstart, lb, coldstart-docker
 //	go run ./bench -mem-jobs 200000      # a smaller memory scenario
 //	go run ./bench -only scheduler -sched-jobs 200000 -sched-bursts 4   # a smaller simulation
 //
@@ -33,6 +33,15 @@
 //	         idleTimeout 1 s), POST /runsync to COMPLETED, 10 times with flashboot OFF and
 //	         10 resumes with FLASHBOOT; beside /health's coldStarts and /metrics'
 //	         gantry_cold_start_seconds (about 1 minute)
+//	lb       a LOAD_BALANCER endpoint with one gantry/http-echo worker: GET /x through the proxy
+//	         ({base}/lb/{id}/x) against the same GET to the worker's own port, alternating
+//	         direct and proxy passes: a light paced load (8 connections, 1000 req/s; the added
+//	         p50), wrk with 8 connections, and saturation (wrk, 64 connections; the ratio of
+//	         throughputs) (about 4 minutes)
+//	coldstart-docker  coldstart with the workers as containers of a docker pool (echo image
+//	         FROM scratch, built with build/worker.Dockerfile from a static build): flashboot
+//	         OFF, FLASHBOOT with the pool's default suspend (pause), and FLASHBOOT on a pool
+//	         with suspend: stop (about 2 minutes); skipped when no Docker engine answers
 //
 // With -profile (on by default) every scenario whose Gantry figure misses its target is re-run
 // in process under `go test -bench` (engine_test.go in this directory) with -cpuprofile (or a
@@ -102,12 +111,21 @@ type options struct {
 	schedPlaceFill      float64
 	schedSeed           uint64
 
-	// coldstart
+	// coldstart, coldstart-docker
 	coldN       int
 	coldTimeout time.Duration // per cold start and per wait for scale-to-zero
+
+	// lb
+	lbPath       string        // the path requested (through the proxy after /lb/{id})
+	lbRounds     int           // direct-then-proxy rounds of each load
+	lbDuration   time.Duration // each pass
+	lbRate       float64       // light load: req/s in all, paced
+	lbLightConns int           // light load: connections (paced and wrk)
+	lbConns      int           // saturation: wrk connections
+	lbThreads    int           // wrk threads
 }
 
-var scenarioNames = []string{"run", "runsync", "e2e", "memory", "scheduler", "coldstart"}
+var scenarioNames = []string{"run", "runsync", "e2e", "memory", "scheduler", "coldstart", "lb", "coldstart-docker"}
 
 func main() {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
@@ -152,7 +170,14 @@ func main() {
 	fs.Float64Var(&o.schedPlaceFill, "sched-place-fill", 0.5, "scheduler: share of the pools' capacity held by standing reservations while placing")
 	fs.Uint64Var(&o.schedSeed, "sched-seed", 1, "scheduler: seed of the generated world and load")
 	fs.IntVar(&o.coldN, "cold-n", 10, "coldstart: measured cold starts per mode (FLASHBOOT does one more, a fresh start, first)")
-	fs.DurationVar(&o.coldTimeout, "cold-timeout", 60*time.Second, "coldstart: limit of one cold start, and of each wait for scale-to-zero")
+	fs.DurationVar(&o.coldTimeout, "cold-timeout", 60*time.Second, "coldstart, coldstart-docker: limit of one cold start, and of each wait for scale-to-zero")
+	fs.StringVar(&o.lbPath, "lb-path", "/x", "lb: the path GET (http-echo echoes it)")
+	fs.IntVar(&o.lbRounds, "lb-rounds", 2, "lb: rounds of a direct pass then a proxy pass, for each load")
+	fs.DurationVar(&o.lbDuration, "lb-duration", 15*time.Second, "lb: length of each pass")
+	fs.Float64Var(&o.lbRate, "lb-rate", 1000, "lb: light load, requests per second in all (paced)")
+	fs.IntVar(&o.lbLightConns, "lb-light-conns", 8, "lb: light load connections (paced, and the closed-loop wrk pass)")
+	fs.IntVar(&o.lbConns, "lb-conns", 64, "lb: saturation wrk connections")
+	fs.IntVar(&o.lbThreads, "lb-threads", 2, "lb: wrk threads")
 	_ = fs.Parse(os.Args[1:])
 
 	if *bare {
@@ -189,7 +214,7 @@ func envOr(name, def string) string {
 
 // runAll runs the chosen scenarios in order and writes the report, also when one fails.
 func runAll(o options) error {
-	if _, err := exec.LookPath("wrk"); err != nil && o.only["run"] {
+	if _, err := exec.LookPath("wrk"); err != nil && (o.only["run"] || o.only["lb"]) {
 		return fmt.Errorf("wrk is not installed (apt-get install -y wrk): %w", err)
 	}
 	tmp, err := os.MkdirTemp("", "gantry-bench-")
@@ -237,6 +262,10 @@ func runAll(o options) error {
 			err = b.scenarioScheduler()
 		case "coldstart":
 			err = b.scenarioColdStart()
+		case "lb":
+			err = b.scenarioLB()
+		case "coldstart-docker":
+			err = b.scenarioColdStartDocker()
 		}
 		note, share := otherCPU(before, sampleCPU(), b.machine.cpus)
 		logf("%s", note)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"os/exec"
@@ -97,10 +98,11 @@ func (b *bench) markdown() string {
 	}
 	for _, s := range b.sections {
 		p("## %s\n\n%s\n\n", s.title, s.setup)
+		gantryCol, bareCol := cmp.Or(s.gantryCol, "Gantry"), cmp.Or(s.bareCol, "Bare net/http")
 		if s.noBare {
-			p("| Figure | Gantry | Target | Verdict |\n|---|---|---|---|\n")
+			p("| Figure | %s | Target | Verdict |\n|---|---|---|---|\n", gantryCol)
 		} else {
-			p("| Figure | Gantry | Bare net/http | Target | Verdict |\n|---|---|---|---|---|\n")
+			p("| Figure | %s | %s | Target | Verdict |\n|---|---|---|---|---|\n", gantryCol, bareCol)
 		}
 		for _, r := range s.rows {
 			if s.noBare {
@@ -152,7 +154,8 @@ type profileSpec struct {
 	bench string
 	heap  bool
 	args  []string
-	how   string // what the benchmark runs
+	how   string     // what the benchmark runs
+	tops  [][]string // the pprof views to show; nil = the job path's
 }
 
 const engineHow = "in process: api.New + core.Jobs + Pebble + scheduler.Queues + scheduler.Scheduler behind httptest, echo workers as goroutines; see bench/engine_test.go"
@@ -164,6 +167,10 @@ var profiles = map[string]profileSpec{
 	"runsync": {bench: "BenchmarkRunSync", args: []string{"-benchtime", "3000x", "-count", "2"}, how: engineHow},
 	"e2e":     {bench: "BenchmarkE2E", args: []string{"-benchtime", "20000x", "-count", "2"}, how: engineHow},
 	"memory":  {bench: "BenchmarkQueuedMemory", heap: true, args: []string{"-benchtime", "1x"}, how: engineHow},
+	"lb": {bench: "BenchmarkLBProxy", args: []string{"-benchtime", "5s"},
+		how: "in process: the engine of bench/engine_test.go with scheduler.Scheduler as the Balancer, one gantry/http-echo worker run in the same process on a loopback port (so the profile holds the proxy, the worker and the 64 clients); see bench/lb_test.go",
+		tops: [][]string{{"-top", "-nodecount=20"}, {"-top", "-cum", "-nodecount=45"},
+			{"-top", "-cum", "-nodecount=30", "-show=gantryhq/gantry/(api|core|scheduler|store)|net/http/httputil|net/http\\.\\(\\*(Transport|persistConn|response|chunkWriter)\\)|probeRequestBody", "-hide=gantry/bench\\."}}},
 }
 
 // schedProfiles are the scheduler scenario's figures that have an in-process benchmark, by
@@ -237,11 +244,13 @@ func (b *bench) profileBench(file, title string, pf profileSpec) {
 		b.profiles = append(b.profiles, pr)
 		return
 	}
-	var tops [][]string
-	if pf.heap {
+	tops := pf.tops
+	switch {
+	case tops != nil:
+	case pf.heap:
 		tops = [][]string{{"-top", "-nodecount=12", "-sample_index=inuse_space"},
 			{"-list=core\\.\\(\\*Jobs\\)\\.Submit$", "-sample_index=inuse_space"}}
-	} else {
+	default:
 		tops = [][]string{{"-top", "-nodecount=20"}, {"-top", "-cum", "-nodecount=30"},
 			{"-top", "-cum", "-nodecount=30", "-show=gantryhq/gantry/|pebble/v2\\.\\(\\*DB\\)|unix\\.Fdatasync|encoding/json\\.(Marshal|Unmarshal)$", "-hide=gantry/bench\\."}}
 	}

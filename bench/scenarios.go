@@ -32,6 +32,8 @@ type section struct {
 	rows   []row
 	notes  []string
 	noBare bool // no bare-handler column (in-process and cold-start scenarios)
+	// gantryCol and bareCol head the two figure columns; "" = "Gantry" and "Bare net/http".
+	gantryCol, bareCol string
 }
 
 // row is one figure: Gantry's beside the bare handler's, with the target and verdict.

@@ -166,11 +166,16 @@ type gantry struct {
 
 // startGantry starts `gantry serve` on a fresh data dir under dir, unlimited quotas, and issues
 // a key.
-func (b *bench) startGantry(label string) (*gantry, error) {
+func (b *bench) startGantry(label string) (*gantry, error) { return b.startGantryPools(label, "") }
+
+// startGantryPools is startGantry with more pools in the config file after the CPU pool
+// `local` (YAML list items, each line indented by two spaces).
+func (b *bench) startGantryPools(label, morePools string) (*gantry, error) {
 	data := filepath.Join(b.tmp, label+"-data")
 	// One CPU pool with room for every worker a scenario starts (e2e runs 64).
 	config := filepath.Join(b.tmp, label+"-config.yaml")
 	pool := fmt.Sprintf("pools:\n  - {id: local, adapter: process, gpuType: CPU, displayName: CPU slot, count: 256, maxGpusPerWorker: 1, dataCenterId: LOCAL, cpu: true, vcpus: %d, memoryPerVcpu: 1}\n", runtime.NumCPU())
+	pool += morePools
 	if err := os.WriteFile(config, []byte(pool), 0o600); err != nil {
 		return nil, err
 	}
