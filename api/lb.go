@@ -37,9 +37,9 @@ type lbTarget struct {
 type lbTargetKey struct{}
 
 // newProxy is the reverse proxy of LOAD_BALANCER endpoints: bodies stream both ways (nothing
-// is held whole), WebSocket and other upgrades pass through, responses are flushed as they
-// come, and a failed request is never retried: the worker's error, or the proxy's 502, goes
-// back as is.
+// is held whole), WebSocket and other upgrades pass through, streamed responses (unknown
+// length, event streams) are flushed as they come, and a failed request is never retried: the
+// worker's error, or the proxy's 502, goes back as is.
 func (a *API) newProxy() *httputil.ReverseProxy {
 	transport := &http.Transport{
 		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -67,9 +67,10 @@ func (a *API) newProxy() *httputil.ReverseProxy {
 				pr.Out.Body, pr.Out.GetBody = io.NopCloser(strings.NewReader("")), nil
 			}
 		},
-		Transport:     transport,
-		FlushInterval: -1,
-		BufferPool:    bufferPool{},
+		Transport: transport,
+		// FlushInterval 0: ReverseProxy flushes at once anyway for responses of unknown length
+		// and text/event-stream, so streams stream; a fixed-length answer is written once.
+		BufferPool: bufferPool{},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 				return // the caller went away
