@@ -96,14 +96,14 @@ func (a *API) serveLB(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, err := a.h.authenticate(context.WithValue(r.Context(), writerKey{}, w), lbOperation, key)
 	if err != nil {
-		a.writeError(w, r, err)
+		a.renderError(r.Context(), w, r, err)
 		return
 	}
 	p := principalOf(ctx)
 	ep, err := a.cfg.Management.GetEndpoint(ctx, p.User, id)
 	switch {
 	case err != nil:
-		a.writeError(w, r, err)
+		a.renderError(r.Context(), w, r, err)
 		return
 	case !p.AllowsEndpoint(ep.ID):
 		a.writeProblem(w, r, core.Errorf(core.KindForbidden, "this key may not use endpoint %q", ep.ID))
@@ -117,7 +117,7 @@ func (a *API) serveLB(w http.ResponseWriter, r *http.Request) {
 	}
 	base, release, err := a.cfg.Balancer.Acquire(ctx, ep.ID, a.cfg.LBHold)
 	if err != nil {
-		a.writeError(w, r, err)
+		a.renderError(r.Context(), w, r, err)
 		return
 	}
 	defer release()
@@ -135,15 +135,6 @@ func cmpPath(p string) string {
 		return "/"
 	}
 	return p
-}
-
-// writeError renders any error the way the generated server's error handler does.
-func (a *API) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	var e *core.Error
-	if !errors.As(err, &e) {
-		e = core.Internal("proxying a request", err)
-	}
-	a.writeProblem(w, r, e)
 }
 
 // bufferPool recycles the proxy's copy buffers.
