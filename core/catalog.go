@@ -1,6 +1,12 @@
 package core
 
-import "slices"
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
 
 // Pool describes a GPU pool (or a pool of CPU slots) as the catalog shows it. Capacity is
 // counted in GPUs, or in slots for a CPU pool.
@@ -101,4 +107,30 @@ func (c *Catalog) AvailableGPUs(p Pool) int {
 		return p.GPUs
 	}
 	return c.Available(p.ID)
+}
+
+// SortCUDAVersions returns CUDA versions ("12.4") in ascending order without repeats, or an
+// error naming one that is not major.minor.
+func SortCUDAVersions(vs []string) ([]string, error) {
+	type version struct {
+		s          string
+		major, min int
+	}
+	parsed := make([]version, 0, len(vs))
+	for _, v := range vs {
+		maj, mnr, ok := strings.Cut(v, ".")
+		a, err1 := strconv.Atoi(maj)
+		b, err2 := strconv.Atoi(mnr)
+		if !ok || err1 != nil || err2 != nil || a < 0 || b < 0 {
+			return nil, fmt.Errorf("CUDA version %q is not major.minor", v)
+		}
+		parsed = append(parsed, version{strconv.Itoa(a) + "." + strconv.Itoa(b), a, b})
+	}
+	slices.SortFunc(parsed, func(x, y version) int { return cmp.Or(cmp.Compare(x.major, y.major), cmp.Compare(x.min, y.min)) })
+	parsed = slices.CompactFunc(parsed, func(x, y version) bool { return x.s == y.s })
+	var out []string
+	for _, v := range parsed {
+		out = append(out, v.s)
+	}
+	return out, nil
 }

@@ -179,3 +179,28 @@ func TestReserveConcurrently(t *testing.T) {
 		}
 	}
 }
+
+func TestDevices(t *testing.T) {
+	t.Parallel()
+	d := NewDevices(3)
+	for _, tc := range []struct {
+		gpus []int
+		err  string // "" = held
+	}{
+		{[]int{0, 2}, ""},
+		{[]int{0, 1, 2, 1}, "4 devices asked of a pool of 3"},
+		{[]int{3}, "device 3 is out of range"},
+		{[]int{1, 1}, "device 1 asked twice"},
+		{[]int{1, 2}, "device 2 is in use"},
+		{[]int{1}, ""},
+	} {
+		err := d.Hold(tc.gpus)
+		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !errors.Is(err, ErrNoCapacity)) {
+			t.Errorf("Hold(%v) = %v; want %q", tc.gpus, err, tc.err)
+		}
+	}
+	d.Free([]int{0, 2})
+	if err := d.Hold([]int{2, 0}); err != nil {
+		t.Errorf("Hold after Free = %v", err)
+	}
+}

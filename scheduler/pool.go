@@ -3,7 +3,9 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/gantryhq/gantry/core"
@@ -114,4 +116,41 @@ type WorkerEvent struct {
 // long as the pool keeps them. An unknown worker is an error wrapping fs.ErrNotExist.
 type LogSource interface {
 	Logs(ctx context.Context, id string, tail int) (io.ReadCloser, error)
+}
+
+// Devices is a pool's account of its device indices (GPUs, or CPU slots): which ones live
+// workers hold. Adapters use it to refuse a spec the scheduler's reservations should never
+// produce. It is not safe for concurrent use: the adapter's own lock guards it.
+type Devices []bool
+
+// NewDevices returns the account of a pool of n devices, all free.
+func NewDevices(n int) Devices { return make(Devices, n) }
+
+// Hold takes gpus for a worker, or takes nothing and says why not: more than the pool has,
+// out of range, asked twice or in use (errors wrap ErrNoCapacity).
+func (d Devices) Hold(gpus []int) error {
+	if len(gpus) > len(d) {
+		return fmt.Errorf("%d devices asked of a pool of %d: %w", len(gpus), len(d), ErrNoCapacity)
+	}
+	for i, g := range gpus {
+		switch {
+		case g < 0 || g >= len(d):
+			return fmt.Errorf("device %d is out of range (the pool has %d): %w", g, len(d), ErrNoCapacity)
+		case slices.Contains(gpus[:i], g):
+			return fmt.Errorf("device %d asked twice: %w", g, ErrNoCapacity)
+		case d[g]:
+			return fmt.Errorf("device %d is in use: %w", g, ErrNoCapacity)
+		}
+	}
+	for _, g := range gpus {
+		d[g] = true
+	}
+	return nil
+}
+
+// Free gives back devices Hold took.
+func (d Devices) Free(gpus []int) {
+	for _, g := range gpus {
+		d[g] = false
+	}
 }

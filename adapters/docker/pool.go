@@ -19,8 +19,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -171,7 +169,7 @@ type Pool struct {
 
 	mu      sync.Mutex
 	workers map[string]*worker // live workers: from Start until their exit
-	held    []bool             // held[i]: device i belongs to a live worker
+	held    scheduler.Devices  // which devices live workers hold
 }
 
 // idleConnTimeout is how long the pool keeps an idle connection to the engine. The pool's
@@ -200,7 +198,7 @@ func New(ctx context.Context, cfg Config) (*Pool, error) {
 	if d.GPUs <= 0 || d.PerWorker < 0 {
 		errs = append(errs, fmt.Errorf("count %d, maxGpusPerWorker %d: want count > 0 and maxGpusPerWorker >= 0", d.GPUs, d.PerWorker))
 	}
-	cuda, err := sortVersions(d.CUDAVersions)
+	cuda, err := core.SortCUDAVersions(d.CUDAVersions)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -234,7 +232,7 @@ func New(ctx context.Context, cfg Config) (*Pool, error) {
 		desc: d, api: api, host: host,
 		grace: cmp.Or(cfg.StopGrace, DefaultStopGrace), suspend: suspend, pull: pull,
 		devices: slices.Clone(cfg.Devices), cfg: cfg, log: cmp.Or(cfg.Log, slog.Default()),
-		workers: map[string]*worker{}, held: make([]bool, d.GPUs),
+		workers: map[string]*worker{}, held: scheduler.NewDevices(d.GPUs),
 	}
 	if _, err := api.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
 		api.Close()
@@ -271,32 +269,6 @@ func (p *Pool) Describe() core.Pool {
 	d := p.desc
 	d.CUDAVersions = slices.Clone(d.CUDAVersions)
 	return d
-}
-
-// sortVersions returns CUDA versions ("12.4") in ascending order without repeats, or an error
-// naming one that is not major.minor.
-func sortVersions(vs []string) ([]string, error) {
-	type version struct {
-		s          string
-		major, min int
-	}
-	parsed := make([]version, 0, len(vs))
-	for _, v := range vs {
-		maj, mnr, ok := strings.Cut(v, ".")
-		a, err1 := strconv.Atoi(maj)
-		b, err2 := strconv.Atoi(mnr)
-		if !ok || err1 != nil || err2 != nil || a < 0 || b < 0 {
-			return nil, fmt.Errorf("CUDA version %q is not major.minor", v)
-		}
-		parsed = append(parsed, version{strconv.Itoa(a) + "." + strconv.Itoa(b), a, b})
-	}
-	slices.SortFunc(parsed, func(x, y version) int { return cmp.Or(cmp.Compare(x.major, y.major), cmp.Compare(x.min, y.min)) })
-	parsed = slices.CompactFunc(parsed, func(x, y version) bool { return x.s == y.s })
-	var out []string
-	for _, v := range parsed {
-		out = append(out, v.s)
-	}
-	return out, nil
 }
 
 var _ scheduler.Pool = (*Pool)(nil)

@@ -440,21 +440,8 @@ func (p *Pool) reserve(w *worker) error {
 	if _, dup := p.workers[w.id]; dup {
 		return errors.New("the pool already runs a worker with this id")
 	}
-	if len(w.gpus) > len(p.held) {
-		return fmt.Errorf("%d devices asked of a pool of %d: %w", len(w.gpus), len(p.held), scheduler.ErrNoCapacity)
-	}
-	for i, g := range w.gpus {
-		switch {
-		case g < 0 || g >= len(p.held):
-			return fmt.Errorf("device %d is out of range (the pool has %d): %w", g, len(p.held), scheduler.ErrNoCapacity)
-		case slices.Contains(w.gpus[:i], g):
-			return fmt.Errorf("device %d asked twice: %w", g, scheduler.ErrNoCapacity)
-		case p.held[g]:
-			return fmt.Errorf("device %d is in use: %w", g, scheduler.ErrNoCapacity)
-		}
-	}
-	for _, g := range w.gpus {
-		p.held[g] = true
+	if err := p.held.Hold(w.gpus); err != nil {
+		return err
 	}
 	p.workers[w.id] = w
 	return nil
@@ -465,9 +452,7 @@ func (p *Pool) reserve(w *worker) error {
 func (p *Pool) release(w *worker) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, g := range w.gpus {
-		p.held[g] = false
-	}
+	p.held.Free(w.gpus)
 	delete(p.workers, w.id)
 	close(w.gone)
 }

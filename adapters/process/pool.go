@@ -79,7 +79,7 @@ type Pool struct {
 
 	mu      sync.Mutex
 	workers map[string]*worker // live workers: from Start until their exit
-	held    []bool             // held[i]: device i belongs to a live worker
+	held    scheduler.Devices  // which devices live workers hold
 }
 
 // New returns a pool running the workers cfg describes, or what is wrong with cfg.
@@ -96,7 +96,7 @@ func New(cfg Config) (*Pool, error) {
 	if d.GPUs <= 0 || d.PerWorker < 0 {
 		errs = append(errs, fmt.Errorf("count %d, maxGpusPerWorker %d: want count > 0 and maxGpusPerWorker >= 0", d.GPUs, d.PerWorker))
 	}
-	cuda, err := sortVersions(d.CUDAVersions)
+	cuda, err := core.SortCUDAVersions(d.CUDAVersions)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -124,34 +124,8 @@ func New(cfg Config) (*Pool, error) {
 		grace:   cmp.Or(cfg.StopGrace, DefaultStopGrace),
 		devices: slices.Clone(cfg.Devices),
 		workers: map[string]*worker{},
-		held:    make([]bool, d.GPUs),
+		held:    scheduler.NewDevices(d.GPUs),
 	}, nil
-}
-
-// sortVersions returns CUDA versions ("12.4") in ascending order without repeats, or an error
-// naming one that is not major.minor.
-func sortVersions(vs []string) ([]string, error) {
-	type version struct {
-		s          string
-		major, min int
-	}
-	parsed := make([]version, 0, len(vs))
-	for _, v := range vs {
-		maj, mnr, ok := strings.Cut(v, ".")
-		a, err1 := strconv.Atoi(maj)
-		b, err2 := strconv.Atoi(mnr)
-		if !ok || err1 != nil || err2 != nil || a < 0 || b < 0 {
-			return nil, fmt.Errorf("CUDA version %q is not major.minor", v)
-		}
-		parsed = append(parsed, version{strconv.Itoa(a) + "." + strconv.Itoa(b), a, b})
-	}
-	slices.SortFunc(parsed, func(x, y version) int { return cmp.Or(cmp.Compare(x.major, y.major), cmp.Compare(x.min, y.min)) })
-	parsed = slices.CompactFunc(parsed, func(x, y version) bool { return x.s == y.s })
-	var out []string
-	for _, v := range parsed {
-		out = append(out, v.s)
-	}
-	return out, nil
 }
 
 func cloneImages(images map[string][]string) map[string][]string {
@@ -239,21 +213,8 @@ func (p *Pool) reserve(w *worker) error {
 	if _, dup := p.workers[w.id]; dup {
 		return errors.New("the pool already runs a worker with this id")
 	}
-	if len(w.gpus) > len(p.held) {
-		return fmt.Errorf("%d devices asked of a pool of %d: %w", len(w.gpus), len(p.held), scheduler.ErrNoCapacity)
-	}
-	for i, g := range w.gpus {
-		switch {
-		case g < 0 || g >= len(p.held):
-			return fmt.Errorf("device %d is out of range (the pool has %d): %w", g, len(p.held), scheduler.ErrNoCapacity)
-		case slices.Contains(w.gpus[:i], g):
-			return fmt.Errorf("device %d asked twice: %w", g, scheduler.ErrNoCapacity)
-		case p.held[g]:
-			return fmt.Errorf("device %d is in use: %w", g, scheduler.ErrNoCapacity)
-		}
-	}
-	for _, g := range w.gpus {
-		p.held[g] = true
+	if err := p.held.Hold(w.gpus); err != nil {
+		return err
 	}
 	p.workers[w.id] = w
 	return nil
@@ -263,9 +224,7 @@ func (p *Pool) reserve(w *worker) error {
 func (p *Pool) release(w *worker) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, g := range w.gpus {
-		p.held[g] = false
-	}
+	p.held.Free(w.gpus)
 	delete(p.workers, w.id)
 }
 
