@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -240,39 +239,5 @@ func TestRegistryAuth(t *testing.T) {
 	}
 	if evs := rec.Events(""); len(evs) > 0 {
 		t.Errorf("events after refused starts: %s; want none", adaptertest.FormatEvents(evs))
-	}
-}
-
-// TestTailFile: the last n lines of a file, with and without a final newline.
-func TestTailFile(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	long := strings.Repeat("x", 70000) // longer than a read block
-	for _, tc := range []struct {
-		content string
-		n       int
-		want    string
-	}{
-		{"a\nb\nc\n", 2, "b\nc\n"},
-		{"a\nb\nc", 2, "b\nc"},
-		{"a\nb\nc\n", 0, "a\nb\nc\n"},
-		{"a\nb\nc\n", 5, "a\nb\nc\n"},
-		{"", 3, ""},
-		{"\n\n", 1, "\n"},
-		{long + "\n" + long + "\nend\n", 2, long + "\nend\n"},
-	} {
-		path := filepath.Join(dir, "log")
-		if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		rc, err := tailFile(path, tc.n)
-		if err != nil {
-			t.Fatalf("tailFile(%.20q, %d) = %v", tc.content, tc.n, err)
-		}
-		b, _ := io.ReadAll(rc)
-		rc.Close()
-		if string(b) != tc.want {
-			t.Errorf("tailFile(%.20q, %d) = %.30q; want %.30q", tc.content, tc.n, b, tc.want)
-		}
 	}
 }

@@ -14,6 +14,8 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
+
+	"github.com/gantryhq/gantry/scheduler"
 )
 
 // Logs returns a worker's log, its stdout and stderr as plain text in the order written: the
@@ -41,7 +43,7 @@ func (p *Pool) Logs(ctx context.Context, id string, tail int) (io.ReadCloser, er
 		}
 	}
 	if path := p.logPath(id); path != "" {
-		rc, err := tailFile(path, tail)
+		rc, err := scheduler.TailFile(path, tail)
 		if err == nil || !errors.Is(err, fs.ErrNotExist) {
 			return rc, err
 		}
@@ -133,53 +135,4 @@ func (p *Pool) lastLines(ctx context.Context, w *worker, n int) string {
 		s = "..." + s[len(s)-limit:]
 	}
 	return strings.TrimSpace(s)
-}
-
-// tailFile opens path positioned at its last n lines (at its start when n <= 0 or it has
-// fewer).
-func tailFile(path string, n int) (io.ReadCloser, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	if n <= 0 {
-		return f, nil
-	}
-	off, err := lineStart(f, n)
-	if err == nil {
-		_, err = f.Seek(off, io.SeekStart)
-	}
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
-}
-
-// lineStart returns the offset where the last n lines of f begin, reading it backwards.
-func lineStart(f *os.File, n int) (int64, error) {
-	info, err := f.Stat()
-	if err != nil {
-		return 0, err
-	}
-	end := info.Size()
-	buf := make([]byte, 32<<10)
-	seen := 0
-	for pos := end; pos > 0; {
-		size := min(int64(len(buf)), pos)
-		pos -= size
-		chunk := buf[:size]
-		if _, err := f.ReadAt(chunk, pos); err != nil && err != io.EOF {
-			return 0, err
-		}
-		for i := len(chunk) - 1; i >= 0; i-- {
-			if chunk[i] != '\n' || pos+int64(i) == end-1 { // a final newline ends the last line
-				continue
-			}
-			if seen++; seen == n {
-				return pos + int64(i) + 1, nil
-			}
-		}
-	}
-	return 0, nil
 }

@@ -1,7 +1,6 @@
 package process
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -114,51 +113,15 @@ func (c commands) prepare(spec scheduler.WorkerSpec, extraEnv ...string) (*exec.
 	return cmd, f, nil
 }
 
-// maxLogTail bounds how much of a log file Logs reads from its end.
-const maxLogTail = 8 << 20
-
-// Logs returns the last tail lines of a worker's output, running or exited, from its log file
-// (at most the last 8 MB of it). It implements scheduler.LogSource; a worker with no log file
-// is an error wrapping fs.ErrNotExist.
+// Logs returns the last tail lines of a worker's output (all of it when tail <= 0), running or
+// exited, from its log file. It implements scheduler.LogSource; a worker with no log file is an
+// error wrapping fs.ErrNotExist.
 func (p *Pool) Logs(_ context.Context, id string, tail int) (io.ReadCloser, error) {
 	path := p.cmds.logPath(id)
 	if path == "" || strings.ContainsAny(id, `/\`) {
 		return nil, fmt.Errorf("worker %s: %w", id, fs.ErrNotExist)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	start := max(st.Size()-maxLogTail, 0)
-	b := make([]byte, st.Size()-start)
-	if _, err := f.ReadAt(b, start); err != nil && err != io.EOF {
-		return nil, err
-	}
-	return io.NopCloser(bytes.NewReader(lastLines(b, tail))), nil
-}
-
-// lastLines returns the last n lines of b (a final line without a newline counts).
-func lastLines(b []byte, n int) []byte {
-	if n <= 0 {
-		return b
-	}
-	end := len(b)
-	if end > 0 && b[end-1] == '\n' {
-		end--
-	}
-	for i := end - 1; i >= 0; i-- {
-		if b[i] == '\n' {
-			if n--; n == 0 {
-				return b[i+1:]
-			}
-		}
-	}
-	return b
+	return scheduler.TailFile(path, tail)
 }
 
 var _ scheduler.LogSource = (*Pool)(nil)

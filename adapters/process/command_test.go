@@ -24,22 +24,3 @@ func TestCommand(t *testing.T) {
 		}
 	}
 }
-
-func TestLastLines(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		in   string
-		n    int
-		want string
-	}{
-		{"a\nb\nc\n", 2, "b\nc\n"},
-		{"a\nb\nc", 2, "b\nc"},
-		{"a\nb\n", 5, "a\nb\n"},
-		{"", 3, ""},
-		{"a\nb\n", 0, "a\nb\n"},
-	} {
-		if got := string(lastLines([]byte(tc.in), tc.n)); got != tc.want {
-			t.Errorf("lastLines(%q, %d) = %q; want %q", tc.in, tc.n, got, tc.want)
-		}
-	}
-}
