@@ -140,16 +140,7 @@ func (m *Management) CreateEndpoint(ctx context.Context, owner string, d Endpoin
 		e.Workers.IdleTimeout = deref(w.IdleTimeout, e.Workers.IdleTimeout)
 		idleGiven = w.IdleTimeout != nil
 	}
-	if errs := checkRules(&e, idleGiven, m.Catalog); len(errs) > 0 {
-		return Endpoint{}, Invalid(errs...)
-	}
-	if !e.IdleTimeoutApplies() {
-		e.Workers.IdleTimeout = 0
-	}
-	if err := m.putEndpoint(ctx, e); err != nil {
-		return Endpoint{}, Internal("storing the endpoint", err)
-	}
-	return e, nil
+	return m.checkAndStore(ctx, e, idleGiven)
 }
 
 // GetEndpoint returns the caller's endpoint; another user's endpoint is not found.
@@ -244,17 +235,8 @@ func (m *Management) UpdateEndpoint(ctx context.Context, owner, id string, p End
 	if p.AllowedCudaVersions != nil {
 		e.AllowedCudaVersions = p.AllowedCudaVersions
 	}
-	if errs := checkRules(&e, idleGiven, m.Catalog); len(errs) > 0 {
-		return Endpoint{}, Invalid(errs...)
-	}
-	if !e.IdleTimeoutApplies() {
-		e.Workers.IdleTimeout = 0
-	}
 	e.UpdatedAt = m.Clock.Now().UTC()
-	if err := m.putEndpoint(ctx, e); err != nil {
-		return Endpoint{}, Internal("storing the endpoint", err)
-	}
-	return e, nil
+	return m.checkAndStore(ctx, e, idleGiven)
 }
 
 // DeleteEndpoint removes the caller's endpoint.
@@ -438,7 +420,13 @@ func (m *Management) PutPlatformEndpoint(ctx context.Context, e Endpoint) (Endpo
 	}
 	e.UpdatedAt = now
 	e.DataCenterIDs, e.NetworkVolumes, e.AllowedCudaVersions = orEmpty(e.DataCenterIDs), orEmpty(e.NetworkVolumes), orEmpty(e.AllowedCudaVersions)
-	if errs := checkRules(&e, e.Workers.IdleTimeout != 0 && !e.IdleTimeoutApplies(), m.Catalog); len(errs) > 0 {
+	return m.checkAndStore(ctx, e, e.Workers.IdleTimeout != 0 && !e.IdleTimeoutApplies())
+}
+
+// checkAndStore applies every endpoint rule to e (idleGiven: the request set
+// workers.idleTimeout), drops an idleTimeout that does not apply, and stores it.
+func (m *Management) checkAndStore(ctx context.Context, e Endpoint, idleGiven bool) (Endpoint, error) {
+	if errs := checkRules(&e, idleGiven, m.Catalog); len(errs) > 0 {
 		return Endpoint{}, Invalid(errs...)
 	}
 	if !e.IdleTimeoutApplies() {
