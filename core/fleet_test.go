@@ -17,14 +17,16 @@ func TestSuspendedWorkerGetsNoJobUntilResumed(t *testing.T) {
 	if !r.jobs.SuspendWorker("w1") {
 		t.Fatal("SuspendWorker(idle w1) = false")
 	}
-	got := make(chan []core.Taken, 1)
-	go func() { got <- r.jobs.Take(context.Background(), r.ep.ID, "w1", 1) }() // parks
 	j := r.submit(`{}`)
-	select {
-	case g := <-got:
-		t.Fatalf("a suspended worker took %v", g)
-	case <-time.After(50 * time.Millisecond): // a negative check: nothing may arrive
+	// A job is queued: an unsuspended worker's Take would return it at once, whatever its
+	// deadline. The suspended worker's waits out its deadline with nothing.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if g := r.jobs.Take(ctx, r.ep.ID, "w1", 1); len(g) != 0 || r.status(j.ID) != core.InQueue {
+		t.Fatalf("a suspended worker took %v (job %s)", g, r.status(j.ID))
 	}
+	got := make(chan []core.Taken, 1)
+	go func() { got <- r.jobs.Take(context.Background(), r.ep.ID, "w1", 1) }() // parks until the resume
 	r.jobs.ResumeWorker("w1")
 	select {
 	case g := <-got:
