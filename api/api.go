@@ -61,7 +61,8 @@ type API struct {
 	cfg   Config
 	oas   *oas.Server
 	h     *handler
-	proxy *httputil.ReverseProxy
+	proxy *httputil.ReverseProxy // requests the forwarder cannot carry
+	fwd   *forwarder
 	ready atomic.Bool
 }
 
@@ -79,7 +80,7 @@ func New(cfg Config) (*API, error) {
 	a := &API{cfg: cfg}
 	h := &handler{cfg: &a.cfg}
 	a.h = h
-	a.proxy = a.newProxy()
+	a.proxy, a.fwd = a.newProxy(), newForwarder()
 	srv, err := oas.NewServer(h, h, h, oas.WithErrorHandler(a.renderError), oas.WithNotFound(a.notFound),
 		oas.WithMethodNotAllowed(a.methodNotAllowed))
 	if err != nil {

@@ -75,8 +75,7 @@ func (a *API) newProxy() *httputil.ReverseProxy {
 			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 				return // the caller went away
 			}
-			t := r.Context().Value(lbTargetKey{}).(*lbTarget)
-			a.writeProblem(w, r, &core.Error{Kind: kindBadGateway, Detail: "the worker of endpoint " + t.endpoint + " did not answer: " + err.Error()})
+			a.badGateway(w, r, r.Context().Value(lbTargetKey{}).(*lbTarget), err)
 		},
 	}
 }
@@ -126,6 +125,10 @@ func (a *API) serveLB(w http.ResponseWriter, r *http.Request) {
 	t.path = cmpPath(strings.TrimPrefix(r.URL.Path, prefix))
 	if r.URL.RawPath != "" {
 		t.raw, t.hasRawPath = cmpPath(strings.TrimPrefix(r.URL.RawPath, prefix)), true
+	}
+	if canForward(r) {
+		a.forward(w, r, base, t)
+		return
 	}
 	a.proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, lbTargetKey{}, t)))
 }

@@ -65,11 +65,11 @@ func (d *Dir) Close() {
 
 // LookupKey returns the key whose secret hashes to hash.
 func (d *Dir) LookupKey(_ context.Context, hash string) (core.Key, error) {
+	if k, ok := d.keys.Get(hash); ok { // only checked hashes are cached
+		return k, nil
+	}
 	if !hashRE.MatchString(hash) {
 		return core.Key{}, core.ErrNotFound
-	}
-	if k, ok := d.keys.Get(hash); ok {
-		return k, nil
 	}
 	var k core.Key
 	if err := readJSON(filepath.Join(d.root, "keys", hash+".json"), &k); err != nil {
@@ -127,11 +127,11 @@ func (d *Dir) DeleteKey(id string) error {
 
 // GetUser reads a user.
 func (d *Dir) GetUser(_ context.Context, name string) (core.User, error) {
+	if u, ok := d.users.Get(name); ok { // only checked names are cached
+		return u, nil
+	}
 	if !NameRE.MatchString(name) {
 		return core.User{}, core.ErrNotFound
-	}
-	if u, ok := d.users.Get(name); ok {
-		return u, nil
 	}
 	var u core.User
 	if err := readJSON(filepath.Join(d.root, "users", name+".json"), &u); err != nil {
