@@ -43,15 +43,23 @@ func (w *workerState) publishActivity() {
 
 // RegisterWorker records a worker about to start and returns its token.
 func (js *Jobs) RegisterWorker(endpoint, worker string) string {
+	token, _ := js.RegisterWorkerActivity(endpoint, worker)
+	return token
+}
+
+// RegisterWorkerActivity is RegisterWorker that also returns the worker's activity (what
+// Activity would), under one lock.
+func (js *Jobs) RegisterWorkerActivity(endpoint, worker string) (string, WorkerActivity) {
 	b := make([]byte, 24)
 	_, _ = rand.Read(b)
 	token := "gw_" + hex.EncodeToString(b)
+	w := &workerState{id: worker, endpoint: endpoint, token: token, held: map[string]bool{}, stop: make(chan string, 64)}
 	js.wmu.Lock()
 	defer js.wmu.Unlock()
-	js.workers[worker] = &workerState{id: worker, endpoint: endpoint, token: token, lastSeen: js.clock.Now(),
-		held: map[string]bool{}, stop: make(chan string, 64)}
+	w.lastSeen = js.clock.Now()
+	js.workers[worker] = w
 	js.tokens[token] = worker
-	return token
+	return token, WorkerActivity{w}
 }
 
 // ForgetWorker removes a worker that stopped; its jobs follow the worker-lost rule.

@@ -102,6 +102,8 @@ type epState struct {
 	load    core.LoadCounter
 	queue   *queue       // its queue in Queues (queue endpoints)
 	active  atomic.Int32 // booting + ready workers, read without mu by Demand
+	// busyTicks counts the ticks in a row that found mu held and passed the endpoint by.
+	busyTicks atomic.Int32
 
 	// LOAD_BALANCER endpoints (balancer.go).
 	lb        atomic.Pointer[[]*backend] // the workers that take requests now
@@ -327,6 +329,10 @@ func (s *Scheduler) WorkerReady(worker string) {
 // tickChunk is how many endpoints one goroutine of a Tick takes at a time.
 const tickChunk = 256
 
+// maxBusyTicks is how many ticks in a row may pass an endpoint by because its lock was held;
+// the next one waits for the lock.
+const maxBusyTicks = 2
+
 // Tick runs one autoscaler pass over every endpoint at now. Endpoints are independent (each
 // has its own lock), so GOMAXPROCS goroutines share them, a chunk at a time.
 func (s *Scheduler) Tick(now time.Time) {
@@ -335,27 +341,46 @@ func (s *Scheduler) Tick(now time.Time) {
 		return
 	}
 	eps := *p
-	var next atomic.Int64
+	if len(eps) == 0 {
+		return
+	}
+	// The endpoints are taken in chunks by this goroutine and GOMAXPROCS-1 helpers. Tick waits
+	// for the chunks being ticked, not for the helpers: on busy CPUs a helper may start only
+	// after this goroutine has done every chunk, and then it finds nothing to do.
+	var next, ticked atomic.Int64
+	all := int64(len(eps))
+	done := make(chan struct{})
 	work := func() {
 		var sc scratch
+		var busy []*epState
 		for {
-			end := int(next.Add(tickChunk))
+			end := next.Add(tickChunk)
 			start := end - tickChunk
-			if start >= len(eps) {
+			if start >= all {
 				return
 			}
-			for _, es := range eps[start:min(end, len(eps))] {
-				s.tick(es, now, &sc)
+			end = min(end, all)
+			busy = busy[:0]
+			for _, es := range eps[start:end] {
+				if !s.tick(es, now, &sc, false) {
+					busy = append(busy, es)
+				}
+			}
+			for _, es := range busy { // a second try after the chunk; then at the next tick
+				if !s.tick(es, now, &sc, false) {
+					es.busyTicks.Add(1)
+				}
+			}
+			if ticked.Add(end-start) == all {
+				close(done)
 			}
 		}
 	}
-	n := min(runtime.GOMAXPROCS(0), (len(eps)+tickChunk-1)/tickChunk)
-	var wg sync.WaitGroup
-	for range n - 1 {
-		wg.Go(work)
+	for range min(runtime.GOMAXPROCS(0), int(all+tickChunk-1)/tickChunk) - 1 {
+		go work()
 	}
 	work()
-	wg.Wait()
+	<-done
 }
 
 // Run ticks every interval and resyncs endpoints from src every resync, until ctx ends; then
@@ -428,11 +453,21 @@ type scratch struct {
 	booting []*workerRec
 }
 
-func (s *Scheduler) tick(es *epState, now time.Time, sc *scratch) {
-	es.mu.Lock()
+//
+// An endpoint whose lock is held (a worker starting or stopping, a job arriving at an endpoint
+// with no worker) is passed by and tick returns false, unless wait is set or it was passed by
+// in the last maxBusyTicks ticks: the holder may be a goroutine waiting for a CPU, and the
+// tick does not wait with it (its other endpoints would).
+func (s *Scheduler) tick(es *epState, now time.Time, sc *scratch, wait bool) bool {
+	if wait || es.busyTicks.Load() >= maxBusyTicks {
+		es.mu.Lock()
+	} else if !es.mu.TryLock() {
+		return false
+	}
 	defer es.mu.Unlock()
+	es.busyTicks.Store(0)
 	if es.deleted {
-		return
+		return true
 	}
 	ep := &es.ep
 	js := s.cfg.Jobs
@@ -444,7 +479,7 @@ func (s *Scheduler) tick(es *epState, now time.Time, sc *scratch) {
 		if len(es.workers) == 0 && ep.Workers.Min == 0 && es.failures == 0 && es.throttled == 0 && load.Queued == 0 &&
 			load.LowQueued == 0 && load.InProgress == 0 && load.Submitted == es.scaler.lastSubmitted && load.ExecCount == es.scaler.lastExecN {
 			es.scaler.skipped++
-			return
+			return true
 		}
 	}
 	es.scaler.catchUp()
@@ -550,6 +585,7 @@ func (s *Scheduler) tick(es *epState, now time.Time, sc *scratch) {
 		s.scaleDown(es, active, target, hold, load.Queued+load.LowQueued > 0, booting, idle)
 	}
 	s.publish(es)
+	return true
 }
 
 type idleWorker struct {
@@ -674,12 +710,8 @@ func (s *Scheduler) startLocked(es *epState, now time.Time, code string) error {
 	if ep.Registry != nil {
 		spec.Registry = *ep.Registry
 	}
-	var token string
 	if ep.Type == core.TypeLoadBalancer {
 		w.lb = &backend{w: w}
-	} else {
-		token = s.cfg.Jobs.RegisterWorker(ep.ID, id)
-		w.act, _ = s.cfg.Jobs.Activity(id)
 	}
 	es.workers = append(es.workers, w)
 	s.byID.Store(id, w)
@@ -690,6 +722,13 @@ func (s *Scheduler) startLocked(es *epState, now time.Time, code string) error {
 		if epc.Type == core.TypeLoadBalancer {
 			s.lbSpec(&epc, res, &spec)
 		} else {
+			// The job engine's worker registry is shared by every Take and Done: registering
+			// here keeps its lock out of the tick. The worker cannot poll (and so become
+			// ready, when the tick first reads its activity) before it starts, below.
+			token, act := s.cfg.Jobs.RegisterWorkerActivity(epc.ID, id)
+			es.mu.Lock()
+			w.act = act
+			es.mu.Unlock()
 			spec.Env = s.env(&epc, res, id, token)
 		}
 		if err := res.Pool().Start(ctx, spec); err != nil {

@@ -603,3 +603,26 @@ func TestWorkersAndLogs(t *testing.T) {
 		t.Errorf("WorkerLogs of an unknown worker = %v; want KindNotFound", err)
 	}
 }
+
+// A tick passes by an endpoint whose lock another goroutine holds (it may be waiting for a
+// CPU), but only maxBusyTicks times in a row: the next tick waits for the lock.
+func TestTickPassesABusyEndpointByAtMostTwice(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	r.endpoint(func(e *core.Endpoint) { e.Workers = core.Workers{Min: 1, Max: 3, IdleTimeout: 5} })
+	v, _ := r.s.eps.Load(fmt.Sprint("ep", len(t.Name())))
+	es := v.(*epState)
+	es.mu.Lock()
+	for range maxBusyTicks {
+		r.tick(time.Second) // returns although the lock is held
+	}
+	r.running(0) // workers.min was not applied: the endpoint was passed by
+	done := make(chan struct{})
+	go func() { r.tick(time.Second); close(done) }()
+	es.mu.Unlock()
+	<-done
+	r.running(1) // the third tick waited for the lock and did the endpoint's work
+	if n := es.busyTicks.Load(); n != 0 {
+		t.Errorf("busyTicks = %d after a tick that got the lock; want 0", n)
+	}
+}
