@@ -81,9 +81,10 @@ type options struct {
 	runsyncWarmup int
 
 	// e2e
-	e2eJobs    int
-	e2eWorkers int
-	e2eClients int
+	e2eJobs        int
+	e2eWorkers     int
+	e2eClients     int
+	e2eConcurrency int
 
 	// memory
 	memJobs      int
@@ -147,6 +148,7 @@ func main() {
 	fs.IntVar(&o.e2eJobs, "e2e-jobs", 50000, "e2e: jobs submitted")
 	fs.IntVar(&o.e2eWorkers, "e2e-workers", 64, "e2e: worker processes (workers.min = workers.max)")
 	fs.IntVar(&o.e2eClients, "e2e-clients", 64, "e2e: concurrent submitting clients")
+	fs.IntVar(&o.e2eConcurrency, "e2e-concurrency", 4, "e2e: jobs each worker runs at once in the second pass (GANTRY_CONCURRENCY; job-take-batch); 1 = no second pass")
 	fs.IntVar(&o.memJobs, "mem-jobs", 1000000, "memory: jobs queued")
 	fs.IntVar(&o.memInputSize, "mem-input", 1024, "memory: bytes of each job's input object")
 	fs.IntVar(&o.memClients, "mem-clients", 64, "memory: concurrent submitting clients")

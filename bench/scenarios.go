@@ -210,24 +210,40 @@ func (b *bench) scenarioRunSync() error {
 
 // --- e2e -------------------------------------------------------------------------------------
 
-func (b *bench) scenarioE2E() error {
-	g, err := b.startGantry("e2e")
+// e2eResult is one end-to-end pass through Gantry.
+type e2eResult struct {
+	concurrency          int // jobs each worker runs at once (GANTRY_CONCURRENCY)
+	warm, elapsed        time.Duration
+	h                    health
+	sub                  loadResult
+	serveCPU, workersCPU float64
+	nWorkers             int
+}
+
+func (r e2eResult) jobsPerSec() float64 { return float64(r.h.Jobs.Completed) / r.elapsed.Seconds() }
+
+// e2ePass runs the e2e jobs through a fresh `gantry serve` whose endpoint's workers each run
+// concurrency jobs at once: 1 takes them one by one with job-take, more take them in batches of
+// their free slots with job-take-batch.
+func (b *bench) e2ePass(concurrency int) (e2eResult, error) {
+	r := e2eResult{concurrency: concurrency}
+	g, err := b.startGantry(fmt.Sprintf("e2e-c%d", concurrency))
 	if err != nil {
-		return err
+		return r, err
 	}
 	defer g.stop()
 	n, w := b.o.e2eJobs, b.o.e2eWorkers
-	ep, err := g.createEndpoint("bench-e2e", w, w)
+	body := fmt.Sprintf(`{"name":"bench-e2e","type":"QUEUE","templateId":"gantry-echo","gpu":{"pools":["local"]},`+
+		`"scaling":{"type":"QUEUE_DELAY","queueDelay":4},"workers":{"min":%d,"max":%d},"env":{"GANTRY_CONCURRENCY":"%d"}}`, w, w, concurrency)
+	ep, err := g.postEndpoint("bench-e2e", body)
 	if err != nil {
-		return err
+		return r, err
 	}
-	logf("e2e: waiting for %d idle workers", w)
-	warm, err := g.waitWorkers(ep, w, 180*time.Second)
-	if err != nil {
-		return err
+	logf("e2e: waiting for %d idle workers (concurrency %d)", w, concurrency)
+	if r.warm, err = g.waitWorkers(ep, w, 180*time.Second); err != nil {
+		return r, err
 	}
-	logf("e2e: %d workers idle after %v; submitting %d jobs from %d clients", w, warm.Round(time.Millisecond), n, b.o.e2eClients)
-	body := []byte(`{"input":{"echo":1}}`)
+	logf("e2e: %d workers idle after %v; submitting %d jobs from %d clients", w, r.warm.Round(time.Millisecond), n, b.o.e2eClients)
 
 	type doneAt struct {
 		elapsed time.Duration
@@ -258,42 +274,67 @@ func (b *bench) scenarioE2E() error {
 			}
 		}
 	}()
-	sub := burst(g.base+"/v2/"+ep+"/run", g.key, body, n, b.o.e2eClients, nil)
-	logf("e2e: submitted in %v (%d errors); waiting for completion", sub.Elapsed.Round(time.Millisecond), sub.Errors)
+	r.sub = burst(g.base+"/v2/"+ep+"/run", g.key, e2eBody, n, b.o.e2eClients, nil)
+	logf("e2e: submitted in %v (%d errors); waiting for completion", r.sub.Elapsed.Round(time.Millisecond), r.sub.Errors)
 	d := <-finished
 	if d.err != nil {
-		return d.err
+		return r, d.err
 	}
-	serveCPU := g.cpu() - cpu0
-	workersCPU, nWorkers := g.childrenCPU()
-	workersCPU -= workersCPU0
-	jobsPerSec := float64(d.h.Jobs.Completed) / d.elapsed.Seconds()
-	logf("e2e: %d completed, %d failed in %v: %.0f jobs/s", d.h.Jobs.Completed, d.h.Jobs.Failed, d.elapsed.Round(time.Millisecond), jobsPerSec)
+	r.elapsed, r.h = d.elapsed, d.h
+	r.serveCPU = g.cpu() - cpu0
+	r.workersCPU, r.nWorkers = g.childrenCPU()
+	r.workersCPU -= workersCPU0
+	logf("e2e: %d completed, %d failed in %v: %.0f jobs/s", r.h.Jobs.Completed, r.h.Jobs.Failed, r.elapsed.Round(time.Millisecond), r.jobsPerSec())
+	return r, nil
+}
 
+var e2eBody = []byte(`{"input":{"echo":1}}`)
+
+func (b *bench) scenarioE2E() error {
+	n, w := b.o.e2eJobs, b.o.e2eWorkers
+	var passes []e2eResult
+	for _, c := range []int{1, b.o.e2eConcurrency} {
+		if c < 1 || (c == 1 && len(passes) > 0) {
+			continue
+		}
+		r, err := b.e2ePass(c)
+		if err != nil {
+			return err
+		}
+		passes = append(passes, r)
+	}
 	bare, err := b.startBare("e2e")
 	if err != nil {
 		return err
 	}
 	defer bare.stop()
-	bs := burst(bare.base+"/v2/"+ep+"/run", g.key, body, n, b.o.e2eClients, nil)
+	bs := burst(bare.base+"/v2/e2e/run", "bare", e2eBody, n, b.o.e2eClients, nil)
 
 	s := section{title: "3. End to end: jobs/s through 64 long-polling workers",
 		setup: fmt.Sprintf(`%d jobs {"input":{"echo":1}} POSTed to /run by %d concurrent Go clients (keep-alive); endpoint on gantry/echo with workers.min = workers.max = %d `+
-			"(worker processes started by Gantry's process pool; all %d idle before the first job, %v after the endpoint was created). "+
+			"(worker processes started by Gantry's process pool, all idle before the first job), one fresh `gantry serve` per pass. "+
 			"Time from the first submission until GET /health (polled every 100 ms) shows completed = %d. "+
+			"Concurrency 1: each worker takes one job at a time with job-take (the default). Concurrency %d: the endpoint's env sets GANTRY_CONCURRENCY=%d, so each worker runs up to %d jobs at once and asks for as many as it has free slots in one job-take-batch long-poll, as the runpod SDK's job scaler does. "+
 			"The bare column is the same %d POSTs from the same clients to the bare handler: the rate at which this machine can merely accept them.",
-			n, b.o.e2eClients, w, w, warm.Round(time.Millisecond), n, n)}
-	s.rows = append(s.rows,
-		row{"jobs completed per second", fmt.Sprintf("%.0f jobs/s (%d in %.2f s)", jobsPerSec, d.h.Jobs.Completed, d.elapsed.Seconds()),
-			fmt.Sprintf("%s (accept only)", rps(bs.rate())), ">= 5,000 jobs/s",
-			b.verdict("e2e", jobsPerSec >= 5000 && d.h.Jobs.Completed >= int64(n), fmt.Sprintf("%.2fx the target", jobsPerSec/5000))},
-		row{"submission phase", fmt.Sprintf("%.2f s, %s", sub.Elapsed.Seconds(), rps(sub.rate())), fmt.Sprintf("%.2f s", bs.Elapsed.Seconds()), "", ""},
-		row{"/run latency during the run: p50 / p99", ms(sub.P50) + " / " + ms(sub.P99), ms(bs.P50) + " / " + ms(bs.P99), "", ""},
-		row{"failed jobs / submit errors", fmt.Sprintf("%d / %d", d.h.Jobs.Failed, sub.Errors), fmt.Sprintf("- / %d", bs.Errors), "0",
-			b.verdict("e2e", d.h.Jobs.Failed == 0 && sub.Errors == 0, fmt.Sprintf("%d / %d", d.h.Jobs.Failed, sub.Errors))},
-		row{"CPU per job: gantry serve / its worker processes", fmt.Sprintf("%.0f µs / %.0f µs (%.1f + %.1f CPU-s, %d workers)",
-			1e6*serveCPU/float64(n), 1e6*workersCPU/float64(n), serveCPU, workersCPU, nWorkers), "", "", ""},
-	)
+			n, b.o.e2eClients, w, n, b.o.e2eConcurrency, b.o.e2eConcurrency, b.o.e2eConcurrency, n)}
+	for _, r := range passes {
+		label := fmt.Sprintf("concurrency %d: ", r.concurrency)
+		peer := fmt.Sprintf("%s (accept only)", rps(bs.rate()))
+		if r.concurrency != 1 {
+			peer = ""
+		}
+		s.rows = append(s.rows,
+			row{label + "jobs completed per second", fmt.Sprintf("%.0f jobs/s (%d in %.2f s)", r.jobsPerSec(), r.h.Jobs.Completed, r.elapsed.Seconds()),
+				peer, ">= 5,000 jobs/s",
+				b.verdict("e2e", r.jobsPerSec() >= 5000 && r.h.Jobs.Completed >= int64(n), fmt.Sprintf("%.2fx the target", r.jobsPerSec()/5000))},
+			row{label + "submission phase", fmt.Sprintf("%.2f s, %s", r.sub.Elapsed.Seconds(), rps(r.sub.rate())), fmt.Sprintf("%.2f s", bs.Elapsed.Seconds()), "", ""},
+			row{label + "/run latency during the run: p50 / p99", ms(r.sub.P50) + " / " + ms(r.sub.P99), ms(bs.P50) + " / " + ms(bs.P99), "", ""},
+			row{label + "failed jobs / submit errors", fmt.Sprintf("%d / %d", r.h.Jobs.Failed, r.sub.Errors), fmt.Sprintf("- / %d", bs.Errors), "0",
+				b.verdict("e2e", r.h.Jobs.Failed == 0 && r.sub.Errors == 0, fmt.Sprintf("%d / %d", r.h.Jobs.Failed, r.sub.Errors))},
+			row{label + "CPU per job: gantry serve / its worker processes", fmt.Sprintf("%.0f µs / %.0f µs (%.1f + %.1f CPU-s, %d workers, idle for %v before the first job)",
+				1e6*r.serveCPU/float64(n), 1e6*r.workersCPU/float64(n), r.serveCPU, r.workersCPU, r.nWorkers, r.warm.Round(time.Millisecond)), "", "", ""},
+		)
+	}
 	b.sections = append(b.sections, s)
 	return nil
 }

@@ -362,12 +362,12 @@ func (s *Scheduler) Tick(now time.Time) {
 			end = min(end, all)
 			busy = busy[:0]
 			for _, es := range eps[start:end] {
-				if !s.tick(es, now, &sc, false) {
+				if !s.tick(es, now, &sc) {
 					busy = append(busy, es)
 				}
 			}
 			for _, es := range busy { // a second try after the chunk; then at the next tick
-				if !s.tick(es, now, &sc, false) {
+				if !s.tick(es, now, &sc) {
 					es.busyTicks.Add(1)
 				}
 			}
@@ -445,7 +445,6 @@ func (s *Scheduler) backingOff(es *epState, now time.Time) bool {
 	return es.failures > 0 && now.Before(es.nextStart)
 }
 
-// tick is one autoscaler pass over one endpoint.
 // scratch is the buffers one Tick reuses across endpoints.
 type scratch struct {
 	head    []Queued
@@ -453,13 +452,12 @@ type scratch struct {
 	booting []*workerRec
 }
 
-//
-// An endpoint whose lock is held (a worker starting or stopping, a job arriving at an endpoint
-// with no worker) is passed by and tick returns false, unless wait is set or it was passed by
-// in the last maxBusyTicks ticks: the holder may be a goroutine waiting for a CPU, and the
-// tick does not wait with it (its other endpoints would).
-func (s *Scheduler) tick(es *epState, now time.Time, sc *scratch, wait bool) bool {
-	if wait || es.busyTicks.Load() >= maxBusyTicks {
+// tick is one autoscaler pass over one endpoint. An endpoint whose lock is held (a worker
+// starting or stopping, a job arriving at an endpoint with no worker) is passed by, and tick
+// returns false, unless it was passed by in the last maxBusyTicks ticks: the holder may be a
+// goroutine waiting for a CPU, and the tick does not wait with it (its other endpoints would).
+func (s *Scheduler) tick(es *epState, now time.Time, sc *scratch) bool {
+	if es.busyTicks.Load() >= maxBusyTicks {
 		es.mu.Lock()
 	} else if !es.mu.TryLock() {
 		return false

@@ -23,7 +23,12 @@ const (
 	EnvToken        = "RUNPOD_AI_API_KEY"          // [Config.Token]
 	EnvWorkerID     = "RUNPOD_POD_ID"              // [Config.WorkerID]
 	EnvPingInterval = "RUNPOD_PING_INTERVAL"       // [Config.PingInterval], in milliseconds
+	// EnvConcurrency is Gantry's own: [Config.Concurrency], set through the endpoint's env.
+	EnvConcurrency = "GANTRY_CONCURRENCY"
 )
+
+// maxConcurrency is the largest Concurrency: job-take-batch's largest batch_size.
+const maxConcurrency = 1024
 
 // DefaultPingInterval is the ping interval used when [Config.PingInterval] is zero and
 // RUNPOD_PING_INTERVAL is unset.
@@ -55,8 +60,10 @@ type Config struct {
 	WorkerID string
 	// PingInterval is the time between pings. Zero means [DefaultPingInterval].
 	PingInterval time.Duration
-	// Concurrency is the number of jobs run at once, each with its own job-take long-poll.
-	// Zero means 1.
+	// Concurrency is the number of jobs run at once. Zero means 1: one job-take long-poll,
+	// one job at a time. With more, as the runpod SDK's job scaler does, one long-poll at a
+	// time asks for as many jobs as there are free slots (job-take-batch with batch_size, or
+	// job-take for one) and each job runs on its own goroutine.
 	Concurrency int
 	// Client makes every request. Nil means a client with no overall timeout: each request
 	// carries its own deadline.
@@ -99,6 +106,13 @@ func ConfigFromEnv() (Config, error) {
 		}
 		cfg.PingInterval = time.Duration(ms) * time.Millisecond
 	}
+	if v := os.Getenv(EnvConcurrency); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxConcurrency {
+			return Config{}, fmt.Errorf("worker: %s=%q: want a number of jobs from 1 to %d", EnvConcurrency, v, maxConcurrency)
+		}
+		cfg.Concurrency = n
+	}
 	return cfg, nil
 }
 
@@ -125,8 +139,8 @@ func (cfg Config) withDefaults() (Config, error) {
 	checkURL("StreamURL", cfg.StreamURL, false, true)
 	checkURL("FileURL", cfg.FileURL, false, true)
 	checkURL("PingURL", cfg.PingURL, false, false)
-	if cfg.Concurrency < 0 {
-		errs = append(errs, fmt.Errorf("Concurrency %d is negative", cfg.Concurrency))
+	if cfg.Concurrency < 0 || cfg.Concurrency > maxConcurrency {
+		errs = append(errs, fmt.Errorf("Concurrency %d is not from 0 to %d", cfg.Concurrency, maxConcurrency))
 	}
 	if cfg.PingInterval < 0 {
 		errs = append(errs, fmt.Errorf("PingInterval %v is negative", cfg.PingInterval))

@@ -24,7 +24,7 @@ var fullEnv = map[string]string{
 
 // setEnv sets the worker environment to env (unset names are emptied).
 func setEnv(t *testing.T, env map[string]string) {
-	for _, name := range []string{EnvTakeURL, EnvDoneURL, EnvStreamURL, EnvPingURL, EnvToken, EnvWorkerID, EnvPingInterval} {
+	for _, name := range []string{EnvTakeURL, EnvDoneURL, EnvStreamURL, EnvPingURL, EnvToken, EnvWorkerID, EnvPingInterval, EnvConcurrency} {
 		t.Setenv(name, env[name])
 	}
 }
@@ -70,6 +70,33 @@ func TestConfigFromEnvPingInterval(t *testing.T) {
 	}
 }
 
+func TestConfigFromEnvConcurrency(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want int // -1: an error
+	}{
+		{"", 0}, // unset: Concurrency 0, which Run takes as 1
+		{"4", 4},
+		{"1024", 1024},
+		{"0", -1},
+		{"1025", -1},
+		{"four", -1},
+	} {
+		env := map[string]string{EnvConcurrency: tt.in}
+		for k, v := range fullEnv {
+			env[k] = v
+		}
+		setEnv(t, env)
+		cfg, err := ConfigFromEnv()
+		switch {
+		case tt.want < 0 && (err == nil || !strings.Contains(err.Error(), EnvConcurrency)):
+			t.Errorf("ConfigFromEnv() with %s=%q = %v; want an error naming it", EnvConcurrency, tt.in, err)
+		case tt.want >= 0 && (err != nil || cfg.Concurrency != tt.want):
+			t.Errorf("ConfigFromEnv() with %s=%q = %d, %v; want %d", EnvConcurrency, tt.in, cfg.Concurrency, err, tt.want)
+		}
+	}
+}
+
 func TestConfigFromEnvMissing(t *testing.T) {
 	for name := range fullEnv {
 		env := map[string]string{}
@@ -98,7 +125,8 @@ func TestRunInvalidConfig(t *testing.T) {
 		{"relative", func(c *Config) { c.TakeURL = "/job-take/w?x" }, "not an absolute http(s) URL"},
 		{"no $ID", func(c *Config) { c.DoneURL = "http://h/job-done/w?x" }, "no $ID placeholder"},
 		{"stream without $ID", func(c *Config) { c.StreamURL = "http://h/s" }, "no $ID placeholder"},
-		{"negative Concurrency", func(c *Config) { c.Concurrency = -1 }, "Concurrency -1 is negative"},
+		{"negative Concurrency", func(c *Config) { c.Concurrency = -1 }, "Concurrency -1 is not from 0 to 1024"},
+		{"too much Concurrency", func(c *Config) { c.Concurrency = 1025 }, "Concurrency 1025 is not from 0 to 1024"},
 		{"negative PingInterval", func(c *Config) { c.PingInterval = -time.Second }, "PingInterval -1s is negative"},
 	}
 	h := func(context.Context, *Job, Responder) (any, error) { return nil, nil }

@@ -26,6 +26,7 @@ const waitTimeout = 10 * time.Second
 // Request kinds recorded by the fake server.
 const (
 	kindTake   = "take"
+	kindBatch  = "take-batch"
 	kindStop   = "stop"
 	kindDone   = "done"
 	kindStream = "stream"
@@ -78,6 +79,7 @@ func newFake(t *testing.T) *fake {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v2/ep/job-take/w1", f.take)
+	mux.HandleFunc("GET /v2/ep/job-take-batch/w1", f.takeBatch)
 	mux.HandleFunc("GET /v2/ep/job-stop/w1", f.stop)
 	mux.HandleFunc("POST /v2/ep/job-done/w1/{job}", f.post(kindDone))
 	mux.HandleFunc("POST /v2/ep/job-stream/w1/{job}", f.post(kindStream))
@@ -175,6 +177,44 @@ func answer(w http.ResponseWriter, status int) bool {
 		w.WriteHeader(status)
 	}
 	return true
+}
+
+// takeBatch answers job-take-batch: the queued jobs, up to batch_size, once there is one.
+func (f *fake) takeBatch(w http.ResponseWriter, r *http.Request) {
+	req, _, ok := f.check(kindBatch, w, r)
+	if !ok {
+		return
+	}
+	if p := req.Query.Get("job_in_progress"); p != "0" && p != "1" {
+		f.t.Errorf("job-take-batch: job_in_progress = %q; want 0 or 1 (query %q)", p, req.RawQuery)
+	}
+	n, err := strconv.Atoi(req.Query.Get("batch_size"))
+	if err != nil || n < 2 {
+		f.t.Errorf("job-take-batch: batch_size %q; want 2 or more (one job is asked for with job-take)", req.Query.Get("batch_size"))
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	var jobs []string
+	select {
+	case job := <-f.jobs:
+		jobs = append(jobs, job)
+	case <-time.After(2 * time.Second):
+		w.WriteHeader(http.StatusNoContent)
+		return
+	case <-r.Context().Done():
+		return
+	}
+more:
+	for len(jobs) < n {
+		select {
+		case job := <-f.jobs:
+			jobs = append(jobs, job)
+		default:
+			break more
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = io.WriteString(w, "["+strings.Join(jobs, ",")+"]")
 }
 
 func (f *fake) take(w http.ResponseWriter, r *http.Request) {

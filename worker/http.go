@@ -80,6 +80,15 @@ func fileURL(done string) string {
 	return strings.Replace(done, "/job-done/", "/job-file/", 1)
 }
 
+// batchURL derives the job-take-batch URL from the job-take URL, as the runpod SDK does. It
+// returns "" when take has no /job-take/ segment.
+func batchURL(take string) string {
+	if !strings.Contains(take, "/job-take/") {
+		return ""
+	}
+	return strings.Replace(take, "/job-take/", "/job-take-batch/", 1)
+}
+
 // stopURL derives the job-stop URL from the job-take URL, as the Python SDK (>= 1.10) does.
 // It returns "" when take has no /job-take/ segment.
 func stopURL(take string) string {

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -110,8 +111,10 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 	r.stopTaking = stopTaking
 
 	var wg sync.WaitGroup
-	for range cfg.Concurrency {
+	if cfg.Concurrency == 1 {
 		wg.Go(func() { r.takeLoop(ctx, takeCtx) })
+	} else {
+		wg.Go(func() { r.batchLoop(ctx, takeCtx) })
 	}
 	if u := stopURL(cfg.TakeURL); u != "" {
 		wg.Go(func() { r.stopLoop(ctx, u) })
@@ -153,27 +156,85 @@ func (r *runner) takeLoop(runCtx, takeCtx context.Context) {
 	var bo backoff
 	for takeCtx.Err() == nil {
 		job, err := r.take(takeCtx)
-		switch {
-		case err == nil:
-			bo.reset()
-			if job != nil {
-				r.runJob(runCtx, job)
-			}
-		case takeCtx.Err() != nil:
-			return
-		case errors.Is(err, errThrottled):
-			r.log.Warn("job-take throttled", "retry_in", throttleDelay)
-			_ = r.cfg.sleep(takeCtx, throttleDelay)
-		case errors.Is(err, context.DeadlineExceeded) && bo.cur == 0:
-			// The poll outlived its own timeout: the worker was suspended (FLASHBOOT pauses
-			// it mid-poll) or something held the request. Ask again at once; a second
-			// failure in a row backs off.
-			bo.next()
-		default:
-			d := bo.next()
-			r.log.Warn("job-take failed", "err", err, "retry_in", d)
-			_ = r.cfg.sleep(takeCtx, d)
+		if err != nil {
+			r.takeFailed(takeCtx, err, &bo)
+			continue
 		}
+		bo.reset()
+		if job != nil {
+			r.runJob(runCtx, job)
+		}
+	}
+}
+
+// batchLoop is takeLoop for Concurrency > 1, as the runpod SDK's job scaler works: one
+// long-poll at a time asks for as many jobs as there are free slots (job-take-batch with
+// batch_size, or job-take for one slot), and each job runs on its own goroutine. It returns
+// when takeCtx is done and the jobs it started have ended.
+func (r *runner) batchLoop(runCtx, takeCtx context.Context) {
+	n := r.cfg.Concurrency
+	slots := make(chan struct{}, n) // a token per free slot
+	for range n {
+		slots <- struct{}{}
+	}
+	var running sync.WaitGroup
+	defer running.Wait()
+	var bo backoff
+	for {
+		select {
+		case <-slots:
+		case <-takeCtx.Done():
+			return
+		}
+		free := 1
+	gather:
+		for free < n {
+			select {
+			case <-slots:
+				free++
+			default:
+				break gather
+			}
+		}
+		jobs, err := r.takeN(takeCtx, free)
+		if len(jobs) > free {
+			r.log.Error("job-take-batch answered more jobs than asked for; running the first ones", "asked", free, "got", len(jobs))
+			jobs = jobs[:free]
+		}
+		for range free - len(jobs) {
+			slots <- struct{}{}
+		}
+		for _, job := range jobs {
+			running.Go(func() {
+				defer func() { slots <- struct{}{} }()
+				r.runJob(runCtx, job)
+			})
+		}
+		if err != nil {
+			r.takeFailed(takeCtx, err, &bo)
+		} else {
+			bo.reset()
+		}
+	}
+}
+
+// takeFailed waits as a failed job-take asks: nothing after the poll outlived its own timeout
+// once, a throttle delay after a 429, a growing backoff otherwise.
+func (r *runner) takeFailed(takeCtx context.Context, err error, bo *backoff) {
+	switch {
+	case takeCtx.Err() != nil:
+	case errors.Is(err, errThrottled):
+		r.log.Warn("job-take throttled", "retry_in", throttleDelay)
+		_ = r.cfg.sleep(takeCtx, throttleDelay)
+	case errors.Is(err, context.DeadlineExceeded) && bo.cur == 0:
+		// The poll outlived its own timeout: the worker was suspended (FLASHBOOT pauses it
+		// mid-poll) or something held the request. Ask again at once; a second failure in a
+		// row backs off.
+		bo.next()
+	default:
+		d := bo.next()
+		r.log.Warn("job-take failed", "err", err, "retry_in", d)
+		_ = r.cfg.sleep(takeCtx, d)
 	}
 }
 
@@ -200,6 +261,59 @@ func (r *runner) take(ctx context.Context) (*Job, error) {
 		return nil, fmt.Errorf("job-take: %w", err)
 	}
 	return job, nil
+}
+
+// takeN asks for up to n jobs: job-take for one, job-take-batch with batch_size=n for more (a
+// take URL without a /job-take/ segment has no batch form: it asks for one).
+func (r *runner) takeN(ctx context.Context, n int) ([]*Job, error) {
+	u := batchURL(r.cfg.TakeURL)
+	if n == 1 || u == "" {
+		job, err := r.take(ctx)
+		if job == nil {
+			return nil, err
+		}
+		return []*Job{job}, nil
+	}
+	inProgress := "0"
+	if r.inProgress() > 0 {
+		inProgress = "1"
+	}
+	code, body, err := r.get(ctx, "job-take-batch", withQuery(u, "batch_size="+strconv.Itoa(n)+"&job_in_progress="+inProgress), pollTimeout)
+	switch {
+	case err != nil:
+		return nil, err
+	case code == 204:
+		return nil, nil
+	case code == 429:
+		return nil, errThrottled
+	}
+	return decodeJobs(body)
+}
+
+// decodeJobs decodes a job-take-batch answer: a JSON array of jobs (a single job object is
+// taken as a batch of one).
+func decodeJobs(b []byte) ([]*Job, error) {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '{' {
+		job, err := decodeJob(b)
+		if err != nil {
+			return nil, fmt.Errorf("job-take-batch: %w", err)
+		}
+		return []*Job{job}, nil
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(b, &raws); err != nil {
+		return nil, fmt.Errorf("job-take-batch: decoding the jobs: %w", err)
+	}
+	jobs := make([]*Job, 0, len(raws))
+	for _, raw := range raws {
+		job, err := decodeJob(raw)
+		if err != nil {
+			return jobs, fmt.Errorf("job-take-batch: %w", err)
+		}
+		jobs = append(jobs, job)
+	}
+	return jobs, nil
 }
 
 // decodeJob decodes a job-take answer: a JSON object with at least "id".

@@ -393,6 +393,51 @@ func TestConcurrencyAndPing(t *testing.T) {
 	})
 }
 
+// With Concurrency 3 the worker asks for as many jobs as it has free slots in one
+// job-take-batch long-poll, runs them at once, and asks with job-take when one slot is free.
+func TestConcurrencyTakesBatches(t *testing.T) {
+	t.Parallel()
+	f := newFake(t)
+	cfg, _ := f.config()
+	cfg.Concurrency = 3
+	f.jobs <- `{"id":"j1","input":{}}`
+	f.jobs <- `{"id":"j2","input":{}}`
+	started := make(chan string, 3)
+	release := make(chan struct{})
+	start(t, cfg, func(ctx context.Context, job *Job, _ Responder) (any, error) {
+		started <- job.ID
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return job.ID, nil
+	})
+	ids := []string{recv(t, started, "the first job"), recv(t, started, "the second job")}
+	slices.Sort(ids)
+	if !slices.Equal(ids, []string{"j1", "j2"}) {
+		t.Fatalf("started jobs %v; want j1 and j2 from one batch", ids)
+	}
+	if b := f.requests(kindBatch); len(b) == 0 || b[0].Query.Get("batch_size") != "3" || b[0].Query.Get("job_in_progress") != "0" {
+		t.Fatalf("job-take-batch requests %+v; want the first with batch_size=3 and job_in_progress=0", b)
+	}
+	// Two slots are held: the last free one is asked for with job-take.
+	f.waitFor(kindTake, "a job-take for the last slot", func(r []request) bool {
+		return slices.ContainsFunc(r, func(r request) bool { return r.Query.Get("job_in_progress") == "1" })
+	})
+	f.jobs <- `{"id":"j3","input":{}}`
+	if id := recv(t, started, "the third job"); id != "j3" {
+		t.Fatalf("third job %s; want j3", id)
+	}
+	close(release)
+	f.waitFor(kindDone, "three results", func(r []request) bool { return hasDone("j1")(r) && hasDone("j2")(r) && hasDone("j3")(r) })
+	// Free again: the next poll asks for three.
+	f.waitFor(kindBatch, "a batch of three once the jobs are done", func(r []request) bool {
+		last := r[len(r)-1]
+		return len(r) > 1 && last.Query.Get("batch_size") == "3" && last.Query.Get("job_in_progress") == "0"
+	})
+}
+
 func TestStopPodStopsTaking(t *testing.T) {
 	t.Parallel()
 	f := newFake(t)
