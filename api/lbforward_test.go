@@ -258,3 +258,55 @@ func TestLoadBalancerLargeAndChunkedUploads(t *testing.T) {
 		t.Errorf("a chunked upload = %v; want 6 bytes at the worker", err)
 	}
 }
+
+// Answers without a body (204, 304), a body that ends when the worker closes the connection
+// (no length, HTTP/1.0 style) and a malformed answer: each reaches the caller as it should,
+// and only connections fit for reuse are reused.
+func TestLoadBalancerAnswerFraming(t *testing.T) {
+	t.Parallel()
+	raw := func(w http.ResponseWriter, s string) {
+		conn, rw, _ := http.NewResponseController(w).Hijack()
+		rw.WriteString(s)
+		rw.Flush()
+		conn.Close()
+	}
+	base, key, conns := lbBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/204":
+			w.WriteHeader(http.StatusNoContent)
+		case "/304":
+			w.Header().Set("ETag", `"v1"`)
+			w.WriteHeader(http.StatusNotModified)
+		case "/until-close":
+			raw(w, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nall of it")
+		case "/http10":
+			raw(w, "HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+		case "/garbage":
+			raw(w, "SMTP ready\r\n\r\n")
+		default:
+			io.WriteString(w, "ok")
+		}
+	})
+	for _, tc := range []struct {
+		path   string
+		status int
+		body   string
+	}{
+		{"/204", 204, ""}, {"/x", 200, "ok"}, {"/304", 304, ""}, {"/x", 200, "ok"},
+		{"/until-close", 200, "all of it"}, {"/x", 200, "ok"}, {"/http10", 200, "hello"}, {"/x", 200, "ok"},
+	} {
+		resp := lbRequest(t, "GET", base+tc.path, key, "", nil)
+		if b := readAll(t, resp); resp.StatusCode != tc.status || b != tc.body {
+			t.Errorf("GET %s = %d %q; want %d %q", tc.path, resp.StatusCode, b, tc.status, tc.body)
+		}
+	}
+	// 204 and 304 leave the connection fit for reuse; the close-delimited and HTTP/1.0 answers
+	// end theirs: three connections in all.
+	if n := conns.Load(); n != 3 {
+		t.Errorf("the proxy opened %d connections; want 3", n)
+	}
+	resp := lbRequest(t, "GET", base+"/garbage", key, "", nil)
+	if b := readAll(t, resp); resp.StatusCode != http.StatusBadGateway || !strings.Contains(b, "did not answer") {
+		t.Errorf("a malformed answer = %d %q; want a 502 problem", resp.StatusCode, b)
+	}
+}
