@@ -154,6 +154,9 @@ func (f *fake) check(kind string, w http.ResponseWriter, r *http.Request) (reque
 		Body:        string(body),
 		ContentType: r.Header.Get("Content-Type"),
 	}
+	if p := req.Query.Get("job_in_progress"); (kind == kindTake || kind == kindBatch) && p != "0" && p != "1" {
+		f.t.Errorf("%s: job_in_progress = %q; want 0 or 1 (query %q)", kind, p, req.RawQuery)
+	}
 	f.mu.Lock()
 	n := len(f.reqs[kind])
 	f.reqs[kind] = append(f.reqs[kind], req)
@@ -185,9 +188,6 @@ func (f *fake) takeBatch(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if p := req.Query.Get("job_in_progress"); p != "0" && p != "1" {
-		f.t.Errorf("job-take-batch: job_in_progress = %q; want 0 or 1 (query %q)", p, req.RawQuery)
-	}
 	n, err := strconv.Atoi(req.Query.Get("batch_size"))
 	if err != nil || n < 2 {
 		f.t.Errorf("job-take-batch: batch_size %q; want 2 or more (one job is asked for with job-take)", req.Query.Get("batch_size"))
@@ -218,12 +218,9 @@ more:
 }
 
 func (f *fake) take(w http.ResponseWriter, r *http.Request) {
-	req, n, ok := f.check(kindTake, w, r)
+	_, n, ok := f.check(kindTake, w, r)
 	if !ok {
 		return
-	}
-	if p := req.Query.Get("job_in_progress"); p != "0" && p != "1" {
-		f.t.Errorf("job-take: job_in_progress = %q; want 0 or 1 (query %q)", p, req.RawQuery)
 	}
 	if f.takeStatus != nil && answer(w, f.takeStatus(n)) {
 		return

@@ -243,11 +243,25 @@ var errThrottled = errors.New("job-take: HTTP 429 Too Many Requests")
 
 // take makes one job-take long-poll. It returns a nil job when the server has none.
 func (r *runner) take(ctx context.Context) (*Job, error) {
+	body, err := r.poll(ctx, "job-take", r.cfg.TakeURL)
+	if body == nil {
+		return nil, err
+	}
+	job, err := decodeJob(body)
+	if err != nil {
+		return nil, fmt.Errorf("job-take: %w", err)
+	}
+	return job, nil
+}
+
+// poll makes one job-take or job-take-batch long-poll at u, with job_in_progress appended,
+// and returns the answer's body: nil when the server had no job.
+func (r *runner) poll(ctx context.Context, op, u string) ([]byte, error) {
 	inProgress := "0"
 	if r.inProgress() > 0 {
 		inProgress = "1"
 	}
-	code, body, err := r.get(ctx, "job-take", withQuery(r.cfg.TakeURL, "job_in_progress="+inProgress), pollTimeout)
+	code, body, err := r.get(ctx, op, withQuery(u, "job_in_progress="+inProgress), pollTimeout)
 	switch {
 	case err != nil:
 		return nil, err
@@ -256,11 +270,7 @@ func (r *runner) take(ctx context.Context) (*Job, error) {
 	case code == 429:
 		return nil, errThrottled
 	}
-	job, err := decodeJob(body)
-	if err != nil {
-		return nil, fmt.Errorf("job-take: %w", err)
-	}
-	return job, nil
+	return body, nil
 }
 
 // takeN asks for up to n jobs: job-take for one, job-take-batch with batch_size=n for more (a
@@ -274,18 +284,9 @@ func (r *runner) takeN(ctx context.Context, n int) ([]*Job, error) {
 		}
 		return []*Job{job}, nil
 	}
-	inProgress := "0"
-	if r.inProgress() > 0 {
-		inProgress = "1"
-	}
-	code, body, err := r.get(ctx, "job-take-batch", withQuery(u, "batch_size="+strconv.Itoa(n)+"&job_in_progress="+inProgress), pollTimeout)
-	switch {
-	case err != nil:
+	body, err := r.poll(ctx, "job-take-batch", withQuery(u, "batch_size="+strconv.Itoa(n)))
+	if body == nil {
 		return nil, err
-	case code == 204:
-		return nil, nil
-	case code == 429:
-		return nil, errThrottled
 	}
 	return decodeJobs(body)
 }

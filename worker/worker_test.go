@@ -351,14 +351,11 @@ func TestDoneRetry(t *testing.T) {
 	}
 }
 
-func TestConcurrencyAndPing(t *testing.T) {
-	t.Parallel()
-	f := newFake(t)
-	cfg, _ := f.config()
-	cfg.Concurrency = 2
-	started := make(chan string, 2)
-	release := make(chan struct{})
-	start(t, cfg, func(ctx context.Context, job *Job, _ Responder) (any, error) {
+// holding returns a handler that reports each job's id on started and holds the job until
+// release is closed (or its context ends), then outputs its id.
+func holding(n int) (started chan string, release chan struct{}, h Handler) {
+	started, release = make(chan string, n), make(chan struct{})
+	return started, release, func(ctx context.Context, job *Job, _ Responder) (any, error) {
 		started <- job.ID
 		select {
 		case <-release:
@@ -366,7 +363,16 @@ func TestConcurrencyAndPing(t *testing.T) {
 			return nil, ctx.Err()
 		}
 		return job.ID, nil
-	})
+	}
+}
+
+func TestConcurrencyAndPing(t *testing.T) {
+	t.Parallel()
+	f := newFake(t)
+	cfg, _ := f.config()
+	cfg.Concurrency = 2
+	started, release, h := holding(2)
+	start(t, cfg, h)
 	f.waitFor(kindPing, "an idle ping", func(r []request) bool { return len(r) > 0 })
 	if p := f.requests(kindPing)[0]; p.RawQuery != "gpu=a100&runpod_version=gantry" {
 		t.Errorf("idle ping query = %q; want gpu=a100&runpod_version=gantry", p.RawQuery)
@@ -376,7 +382,7 @@ func TestConcurrencyAndPing(t *testing.T) {
 	f.waitFor(kindTake, "a job-take with a job in progress", func(r []request) bool {
 		return slices.ContainsFunc(r, func(r request) bool { return r.Query.Get("job_in_progress") == "1" })
 	})
-	// The second loop takes j2 while j1 is held: both handlers run at once.
+	// The poll for the free slot takes j2 while j1 is held: both handlers run at once.
 	f.jobs <- `{"id":"j2","input":{}}`
 	ids := []string{first, recv(t, started, "the second job")}
 	slices.Sort(ids)
@@ -402,17 +408,8 @@ func TestConcurrencyTakesBatches(t *testing.T) {
 	cfg.Concurrency = 3
 	f.jobs <- `{"id":"j1","input":{}}`
 	f.jobs <- `{"id":"j2","input":{}}`
-	started := make(chan string, 3)
-	release := make(chan struct{})
-	start(t, cfg, func(ctx context.Context, job *Job, _ Responder) (any, error) {
-		started <- job.ID
-		select {
-		case <-release:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		return job.ID, nil
-	})
+	started, release, h := holding(3)
+	start(t, cfg, h)
 	ids := []string{recv(t, started, "the first job"), recv(t, started, "the second job")}
 	slices.Sort(ids)
 	if !slices.Equal(ids, []string{"j1", "j2"}) {
