@@ -113,12 +113,15 @@ type Job struct {
 	WorkerID  string          `json:"workerId,omitempty"`
 	Seq       uint64          `json:"seq"` // queue order
 	Streamed  bool            `json:"streamed,omitempty"`
-	CreatedAt time.Time       `json:"createdAt"`
-	QueuedAt  time.Time       `json:"queuedAt"`  // last entry into IN_QUEUE
-	StartedAt time.Time       `json:"startedAt"` // last take
-	EndedAt   time.Time       `json:"endedAt"`
-	Retention time.Duration   `json:"retention"` // how long the result is kept after the end
-	ExpiresAt time.Time       `json:"expiresAt"` // when the job is removed
+	// WebhookPending marks an ended job whose webhook has not been delivered (or given up
+	// on) yet; Recover sends it again after a restart.
+	WebhookPending bool          `json:"webhookPending,omitempty"`
+	CreatedAt      time.Time     `json:"createdAt"`
+	QueuedAt       time.Time     `json:"queuedAt"`  // last entry into IN_QUEUE
+	StartedAt      time.Time     `json:"startedAt"` // last take
+	EndedAt        time.Time     `json:"endedAt"`
+	Retention      time.Duration `json:"retention"` // how long the result is kept after the end
+	ExpiresAt      time.Time     `json:"expiresAt"` // when the job is removed
 	// Cost is what a COMPLETED job of a ready-made model was charged; nil for every other job.
 	Cost *Charge `json:"cost,omitempty"`
 	// Reason says why a queued job waits when its endpoint cannot run it (workers crash-loop,

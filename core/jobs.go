@@ -33,9 +33,11 @@ type Dispatcher interface {
 	Take(ctx context.Context, endpoint string, max int) []JobKey
 }
 
-// Notifier delivers a job's final state to its webhook.
+// Notifier delivers a job's final state to its webhook. It calls done once the delivery has
+// succeeded or been given up on; until then the job stays marked for delivery, and a restart
+// delivers it again (webhooks are delivered at least once).
 type Notifier interface {
-	Notify(url string, body []byte)
+	Notify(url string, body []byte, done func())
 }
 
 // WorkerLostAfter is how long a worker may stay silent (no poll, ping or post) before its jobs
@@ -644,6 +646,8 @@ func (js *Jobs) end(e *entry, rec *Job, ev Event, to JobStatus) (syncNeeded bool
 	rec.EndedAt = now
 	rec.ExpiresAt = now.Add(rec.Retention)
 	js.count(rec.Endpoint, from, to, rec.Policy.LowPriority)
+	webhook := rec.Webhook != "" && js.notify != nil && (to == Completed || to == Failed || to == TimedOut)
+	rec.WebhookPending = webhook // written with the end: a crash before delivery loses nothing
 	if from == InProgress && !rec.StartedAt.IsZero() {
 		c := js.countsOf(rec.Endpoint)
 		c.execMs.Add(now.Sub(rec.StartedAt).Milliseconds())
@@ -659,7 +663,7 @@ func (js *Jobs) end(e *entry, rec *Job, ev Event, to JobStatus) (syncNeeded bool
 	if rec.WorkerID != "" {
 		js.release(rec.WorkerID, rec.ID, from == InProgress && (ev == EvCancel || ev == EvTimeout))
 	}
-	if rec.Webhook != "" && js.notify != nil && (to == Completed || to == Failed || to == TimedOut) {
+	if webhook {
 		js.sendWebhook(rec)
 	}
 	return !rec.Sync
@@ -842,7 +846,7 @@ func (js *Jobs) sendWebhook(rec *Job) {
 	now := js.clock.Now()
 	body := WebhookBody{ID: rec.ID, Status: rec.Status, Output: rec.Output, Error: rec.Error,
 		DelayTime: rec.DelayTime(now), ExecutionTime: rec.ExecutionTime(now), Retries: rec.Retries, WorkerID: rec.WorkerID}
-	url := rec.Webhook
+	url, endedAt := rec.Webhook, rec.EndedAt
 	go func() {
 		// The end was written (save) before this ran: once it is on disk, a crash cannot
 		// take the job back to a state that would end it, and webhook it, a second time.
@@ -857,6 +861,29 @@ func (js *Jobs) sendWebhook(rec *Job) {
 			js.log.Error("encoding a webhook", "job", body.ID, "err", err)
 			return
 		}
-		js.notify.Notify(url, b)
+		js.notify.Notify(url, b, func() { js.webhookDelivered(body.ID, endedAt) })
 	}()
+}
+
+// webhookDelivered clears the delivery mark of the job's end at endedAt (not of a later end,
+// after a retry). The write is not synced: a crash before it only delivers the webhook again.
+func (js *Jobs) webhookDelivered(id string, endedAt time.Time) {
+	key, ok := ParseJobKey(id)
+	if !ok {
+		return
+	}
+	sh := js.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if _, live := sh.jobs[key]; !live {
+		return // expired meanwhile
+	}
+	rec, err := js.store.GetJob(id)
+	if err != nil || !rec.WebhookPending || !rec.EndedAt.Equal(endedAt) {
+		return
+	}
+	rec.WebhookPending = false
+	if err := js.store.PutJob(rec, nil, false); err != nil {
+		js.log.Error("storing job", "job", id, "err", err)
+	}
 }

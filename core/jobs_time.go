@@ -124,7 +124,8 @@ func (js *Jobs) Run(ctx context.Context, interval time.Duration) {
 
 // Recover loads the stored jobs after a restart: queued jobs are queued again in their
 // original order, jobs that were running follow the worker-lost rule (their workers died with
-// the server), finished jobs are kept for the rest of their retention, expired ones deleted.
+// the server), finished jobs are kept for the rest of their retention, expired ones deleted, and
+// the webhooks of finished jobs that were not delivered are sent again.
 func (js *Jobs) Recover() (queued, requeued int, err error) {
 	now := js.clock.Now()
 	type found struct {
@@ -135,6 +136,7 @@ func (js *Jobs) Recover() (queued, requeued int, err error) {
 	}
 	var all []found
 	var expired []string
+	var webhooks []*Job // ended jobs whose webhook was not delivered before the restart
 	err = js.store.ScanJobs(func(rec *Job) {
 		if rec.Seq > js.seq.Load() {
 			js.seq.Store(rec.Seq)
@@ -148,6 +150,9 @@ func (js *Jobs) Recover() (queued, requeued int, err error) {
 			state: stateOf(rec.Status), sync: rec.Sync, low: rec.Policy.LowPriority}}
 		if rec.Status == InProgress {
 			f.rec = rec
+		}
+		if rec.WebhookPending && rec.Status.Terminal() && rec.Webhook != "" {
+			webhooks = append(webhooks, rec)
 		}
 		all = append(all, f)
 	})
@@ -180,6 +185,14 @@ func (js *Jobs) Recover() (queued, requeued int, err error) {
 	for _, id := range expired {
 		if err := js.store.DeleteJob(id); err != nil && !errors.Is(err, ErrNotFound) {
 			return queued, requeued, err
+		}
+	}
+	if js.notify != nil {
+		for _, rec := range webhooks {
+			js.sendWebhook(rec)
+		}
+		if len(webhooks) > 0 {
+			js.log.Info("delivering webhooks the restart interrupted", "jobs", len(webhooks))
 		}
 	}
 	return queued, requeued, js.sync(requeued > 0)

@@ -9,8 +9,9 @@ import (
 )
 
 // Webhooks delivers job results: one POST of the final job (application/json), retried with
-// exponential backoff (1 s, 2 s, 4 s, ... WebhookAttempts in all) until a 2xx answer.
-// Deliveries are not kept across a restart.
+// exponential backoff (1 s, 2 s, 4 s, ... WebhookAttempts in all) until a 2xx answer. The job
+// engine keeps each job marked for delivery until done is called, so a delivery a restart
+// interrupted is made again.
 type Webhooks struct {
 	Client *http.Client
 	Log    *slog.Logger
@@ -21,9 +22,15 @@ type Webhooks struct {
 // WebhookAttempts is how many times a webhook is tried.
 const WebhookAttempts = 6
 
-// Notify delivers body to url in the background.
-func (w *Webhooks) Notify(url string, body []byte) {
-	go w.deliver(url, body)
+// Notify delivers body to url in the background, then calls done (after a 2xx answer, or
+// once it gives up).
+func (w *Webhooks) Notify(url string, body []byte, done func()) {
+	go func() {
+		w.deliver(url, body)
+		if done != nil {
+			done()
+		}
+	}()
 }
 
 func (w *Webhooks) deliver(url string, body []byte) {

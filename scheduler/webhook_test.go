@@ -27,7 +27,8 @@ func TestWebhookRetriesUntil2xx(t *testing.T) {
 	}))
 	defer srv.Close()
 	w := &Webhooks{Backoff: time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	w.Notify(srv.URL, []byte(`{"id":"j1","status":"COMPLETED"}`))
+	done := make(chan struct{})
+	w.Notify(srv.URL, []byte(`{"id":"j1","status":"COMPLETED"}`), func() { close(done) })
 	select {
 	case b := <-got:
 		if b != `{"id":"j1","status":"COMPLETED"}` || calls.Load() != 3 {
@@ -35,6 +36,11 @@ func TestWebhookRetriesUntil2xx(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("webhook not delivered")
+	}
+	select {
+	case <-done: // the engine may now clear the job's delivery mark
+	case <-time.After(10 * time.Second):
+		t.Fatal("done not called after the delivery")
 	}
 }
 

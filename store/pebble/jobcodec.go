@@ -81,6 +81,10 @@ func encodeJob(j *core.Job) []byte {
 		e.FieldStart("streamed")
 		e.Bool(true)
 	}
+	if j.WebhookPending {
+		e.FieldStart("webhookPending")
+		e.Bool(true)
+	}
 	if j.Cost != nil {
 		if b, err := json.Marshal(j.Cost); err == nil { // rare: only completed model jobs
 			e.FieldStart("cost")
@@ -151,6 +155,8 @@ func decodeJob(b []byte, j *core.Job) error {
 			j.Seq, err = d.UInt64()
 		case "streamed":
 			j.Streamed, err = d.Bool()
+		case "webhookPending":
+			j.WebhookPending, err = d.Bool()
 		case "cost":
 			var r jx.Raw
 			if r, err = d.Raw(); err == nil {

@@ -99,7 +99,7 @@ func TestJobRecordRoundTrip(t *testing.T) {
 		ID: "sync-1", Endpoint: "ep", Owner: "alice", Status: core.Failed, Sync: true, Webhook: "http://h/x",
 		Policy:    core.JobPolicy{ExecutionTimeoutMs: 5000, LowPriority: true, TTLMs: 60000},
 		TimeoutMs: 5000, S3Config: json.RawMessage(`{"bucketName":"b"}`), Output: json.RawMessage(`{"a":[1,"é"]}`),
-		Error: "boom \"quoted\"", Retries: 2, WorkerID: "w1", Seq: 1 << 40, Streamed: true,
+		Error: "boom \"quoted\"", Retries: 2, WorkerID: "w1", Seq: 1 << 40, Streamed: true, WebhookPending: true,
 		CreatedAt: at, QueuedAt: at.Add(time.Second), StartedAt: at.Add(2 * time.Second), EndedAt: at.Add(3 * time.Second),
 		Retention: time.Minute, ExpiresAt: at.Add(time.Hour),
 	}
