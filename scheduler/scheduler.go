@@ -104,6 +104,13 @@ type epState struct {
 	active  atomic.Int32 // booting + ready workers, read without mu by Demand
 	// busyTicks counts the ticks in a row that found mu held and passed the endpoint by.
 	busyTicks atomic.Int32
+	// changes counts changes to the workers' phases and to the endpoint (recount, Set).
+	// quietUntil: a tick at changes == quietAt found nothing queued or running and every
+	// worker idle; until then, while that holds, no decision can differ (the first idle
+	// retirement is due then), so ticks pass the endpoint by (windows: catchUp).
+	changes    uint64
+	quietAt    uint64
+	quietUntil time.Time
 
 	// LOAD_BALANCER endpoints (balancer.go).
 	lb        atomic.Pointer[[]*backend] // the workers that take requests now
@@ -209,6 +216,7 @@ func (s *Scheduler) Set(ep core.Endpoint) {
 		es.gen++
 	}
 	es.ep = ep
+	es.changes++
 	es.deleted = false
 	es.want = WantOf(&es.ep, s.cfg.VolumeDC)
 }
@@ -439,7 +447,10 @@ func (es *epState) count(phases ...workerPhase) int {
 	return n
 }
 
-func (es *epState) recount() { es.active.Store(int32(es.count(phaseBooting, phaseReady))) }
+func (es *epState) recount() {
+	es.changes++
+	es.active.Store(int32(es.count(phaseBooting, phaseReady)))
+}
 
 func (s *Scheduler) backingOff(es *epState, now time.Time) bool {
 	return es.failures > 0 && now.Before(es.nextStart)
@@ -472,15 +483,18 @@ func (s *Scheduler) tick(es *epState, now time.Time, sc *scratch) bool {
 	var load core.Load
 	if ep.Type == core.TypeQueue {
 		load = es.load.Load()
-		// Fast path: with no worker and nothing new there is nothing to decide; the windows
-		// get the skipped ticks' zero samples when there is (catchUp).
-		if len(es.workers) == 0 && ep.Workers.Min == 0 && es.failures == 0 && es.throttled == 0 && load.Queued == 0 &&
-			load.LowQueued == 0 && load.InProgress == 0 && load.Submitted == es.scaler.lastSubmitted && load.ExecCount == es.scaler.lastExecN {
+		// Fast path: with nothing queued, running or new, no worker (or only idle ones before
+		// the first is due to retire) and nothing changed, there is nothing to decide; the
+		// windows get the skipped ticks' zero samples when there is (catchUp).
+		if es.failures == 0 && es.throttled == 0 && load.Queued == 0 && load.LowQueued == 0 && load.InProgress == 0 &&
+			load.Submitted == es.scaler.lastSubmitted && load.ExecCount == es.scaler.lastExecN &&
+			((len(es.workers) == 0 && ep.Workers.Min == 0) || (es.quietAt == es.changes && now.Before(es.quietUntil))) {
 			es.scaler.skipped++
 			return true
 		}
 	}
 	es.scaler.catchUp()
+	changes := es.changes
 
 	// Survey the workers: promote, recycle and time out; collect the idle ones.
 	idle, booting := sc.idle[:0], sc.booting[:0]
@@ -582,8 +596,39 @@ func (s *Scheduler) tick(es *epState, now time.Time, sc *scratch) bool {
 	default:
 		s.scaleDown(es, active, target, hold, load.Queued+load.LowQueued > 0, booting, idle)
 	}
+	es.quietUntil = time.Time{}
+	if ep.Type == core.TypeQueue && es.changes == changes && load.Queued == 0 && load.LowQueued == 0 && load.InProgress == 0 &&
+		len(booting) == 0 && len(idle) == ready && es.failures == 0 && es.throttled == 0 {
+		es.quietAt, es.quietUntil = changes, s.quietUntil(es, now, active, idle)
+	}
 	s.publish(es)
 	return true
+}
+
+// maxQuiet bounds how long ticks pass a quiet endpoint by.
+const maxQuiet = 10 * time.Second
+
+// quietUntil is when a quiet endpoint's first idle worker is due to retire (its idle grace
+// ends), or maxQuiet from now when none can (workers.min of them run).
+func (s *Scheduler) quietUntil(es *epState, now time.Time, active int, idle []idleWorker) time.Time {
+	until := now.Add(maxQuiet)
+	if active > es.ep.Workers.Min {
+		grace := idleGrace(&es.ep)
+		for _, iw := range idle {
+			if t := now.Add(grace - iw.idle); t.Before(until) {
+				until = t
+			}
+		}
+	}
+	return until
+}
+
+// idleGrace is how long a worker of ep stays idle before it may retire.
+func idleGrace(ep *core.Endpoint) time.Duration {
+	if ep.IdleTimeoutApplies() {
+		return time.Duration(ep.Workers.IdleTimeout) * time.Second
+	}
+	return RequestCountIdleGrace
 }
 
 type idleWorker struct {
@@ -614,10 +659,7 @@ func (s *Scheduler) scaleDown(es *epState, active, target int, hold, queued bool
 			over--
 		}
 	}
-	grace := RequestCountIdleGrace
-	if ep.IdleTimeoutApplies() {
-		grace = time.Duration(ep.Workers.IdleTimeout) * time.Second
-	}
+	grace := idleGrace(ep)
 	slices.SortFunc(idle, func(a, b idleWorker) int { return cmp.Compare(b.idle, a.idle) })
 	for _, iw := range idle {
 		if (excess <= 0 || queued) && over <= 0 {

@@ -626,3 +626,60 @@ func TestTickPassesABusyEndpointByAtMostTwice(t *testing.T) {
 		t.Errorf("busyTicks = %d after a tick that got the lock; want 0", n)
 	}
 }
+
+// exit makes a running worker exit on its own, as a crash does.
+func (p *fakePool) exit(id string, err error) {
+	p.mu.Lock()
+	spec, ok := p.alive[id]
+	delete(p.alive, id)
+	p.mu.Unlock()
+	if ok {
+		spec.Report(WorkerEvent{Worker: id, State: WorkerExited, At: time.Now(), Err: err})
+	}
+}
+
+// A quiet endpoint (nothing queued, running or new; its workers idle) is passed by until its
+// first idle worker is due to retire, and ticked in full again as soon as a worker exits or
+// the endpoint changes.
+func TestQuietEndpointsArePassedBy(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	ep := r.endpoint(func(e *core.Endpoint) { e.Workers = core.Workers{Min: 1, Max: 3, IdleTimeout: 5} })
+	v, _ := r.s.eps.Load(ep.ID)
+	es := v.(*epState)
+	skipped := func() int { es.mu.Lock(); defer es.mu.Unlock(); return es.scaler.skipped }
+
+	r.tick(time.Second) // starts workers.min
+	w := r.running(1)[0]
+	r.poll()
+	r.tick(time.Second) // a full pass: the endpoint is quiet
+	for i := range 3 {
+		r.tick(time.Second)
+		if n := skipped(); n != i+1 {
+			t.Fatalf("after %d quiet ticks %d were passed by; want all", i+1, n)
+		}
+	}
+
+	r.pool.exit(w, errors.New("out of memory"))
+	r.settle()
+	r.tick(time.Second) // not passed by: the worker that exited is replaced at once
+	if ids := r.running(1); ids[0] == w {
+		t.Fatalf("worker %s still counted after it exited", w)
+	}
+	r.poll()
+
+	r.tick(time.Second) // quiet again
+	r.tick(time.Second)
+	if n := skipped(); n != 1 {
+		t.Fatalf("%d ticks passed by once quiet again; want 1", n)
+	}
+	// PATCH to workers.max 0: the next tick is a full one (the skipped ticks' samples are
+	// caught up) and retires the idle worker at once.
+	ep.Workers = core.Workers{Min: 0, Max: 0, IdleTimeout: 5}
+	r.s.Set(*ep)
+	r.tick(time.Second)
+	r.running(0)
+	if n := skipped(); n != 0 {
+		t.Errorf("the tick after a PATCH was passed by (%d skipped)", n)
+	}
+}
