@@ -204,3 +204,30 @@ func TestDevices(t *testing.T) {
 		t.Errorf("Hold after Free = %v", err)
 	}
 }
+
+func TestLive(t *testing.T) {
+	t.Parallel()
+	l := NewLive[string](2)
+	if err := l.Add("a", []int{0}, "worker a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Add("a", []int{1}, "again"); err == nil || !strings.Contains(err.Error(), "already runs a worker with this id") {
+		t.Errorf("a second Add of a live id = %v; want refused", err)
+	}
+	if err := l.Add("b", []int{0}, "worker b"); !errors.Is(err, ErrNoCapacity) {
+		t.Errorf("Add of a held device = %v; want ErrNoCapacity", err)
+	}
+	if w, ok := l.Get("a"); !ok || w != "worker a" {
+		t.Errorf("Get(a) = %q, %v", w, ok)
+	}
+	if _, ok := l.Get("b"); ok {
+		t.Error("a refused Add registered its worker")
+	}
+	l.Remove("a", []int{0})
+	if err := l.Add("b", []int{0, 1}, "worker b"); err != nil {
+		t.Errorf("Add after Remove freed the device = %v", err)
+	}
+	if all := l.All(); len(all) != 1 || all[0] != "worker b" {
+		t.Errorf("All = %v; want [worker b]", all)
+	}
+}

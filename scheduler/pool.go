@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/gantryhq/gantry/core"
@@ -153,4 +155,56 @@ func (d Devices) Free(gpus []int) {
 	for _, g := range gpus {
 		d[g] = false
 	}
+}
+
+// Live is an adapter's registry of its live workers (from Start until their exit) and of the
+// devices they hold. It is safe for concurrent use.
+type Live[W any] struct {
+	mu      sync.Mutex
+	workers map[string]W
+	held    Devices
+}
+
+// NewLive returns the registry of a pool of n devices, with no worker.
+func NewLive[W any](n int) *Live[W] {
+	return &Live[W]{workers: map[string]W{}, held: NewDevices(n)}
+}
+
+// Add registers worker id, holding gpus; or registers nothing and says why not: the id is
+// live already, or the devices cannot be held (see Devices.Hold).
+func (l *Live[W]) Add(id string, gpus []int, w W) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, dup := l.workers[id]; dup {
+		return errors.New("the pool already runs a worker with this id")
+	}
+	if err := l.held.Hold(gpus); err != nil {
+		return err
+	}
+	l.workers[id] = w
+	return nil
+}
+
+// Remove forgets worker id and frees the gpus Add held for it; it is called once for each
+// worker Add registered.
+func (l *Live[W]) Remove(id string, gpus []int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.held.Free(gpus)
+	delete(l.workers, id)
+}
+
+// Get returns a live worker.
+func (l *Live[W]) Get(id string) (W, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w, ok := l.workers[id]
+	return w, ok
+}
+
+// All returns the live workers, in no order.
+func (l *Live[W]) All() []W {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Collect(maps.Values(l.workers))
 }

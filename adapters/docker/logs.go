@@ -27,10 +27,7 @@ func (p *Pool) Logs(ctx context.Context, id string, tail int) (io.ReadCloser, er
 	if !validID(id) {
 		return nil, fmt.Errorf("logs of worker %q: no such worker: %w", id, fs.ErrNotExist)
 	}
-	p.mu.Lock()
-	w := p.workers[id]
-	p.mu.Unlock()
-	if w != nil {
+	if w, ok := p.live.Get(id); ok {
 		w.mu.Lock()
 		ctr, ph := w.container, w.phase
 		w.mu.Unlock()

@@ -19,7 +19,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/moby/moby/client"
@@ -167,9 +166,7 @@ type Pool struct {
 	cfg     Config   // the rest: Network, GPUsByEnv, Credentials, LogDir, DiskQuota, Init
 	log     *slog.Logger
 
-	mu      sync.Mutex
-	workers map[string]*worker // live workers: from Start until their exit
-	held    scheduler.Devices  // which devices live workers hold
+	live *scheduler.Live[*worker] // live workers and the devices they hold
 }
 
 // idleConnTimeout is how long the pool keeps an idle connection to the engine. The pool's
@@ -232,7 +229,7 @@ func New(ctx context.Context, cfg Config) (*Pool, error) {
 		desc: d, api: api, host: host,
 		grace: cmp.Or(cfg.StopGrace, DefaultStopGrace), suspend: suspend, pull: pull,
 		devices: slices.Clone(cfg.Devices), cfg: cfg, log: cmp.Or(cfg.Log, slog.Default()),
-		workers: map[string]*worker{}, held: scheduler.NewDevices(d.GPUs),
+		live: scheduler.NewLive[*worker](d.GPUs),
 	}
 	if _, err := api.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
 		api.Close()

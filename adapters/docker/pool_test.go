@@ -177,15 +177,9 @@ func setup(t *testing.T, cfg Config) *fixture {
 	cfg.StopGrace = testGrace
 	f := &fixture{t: t, pool: newPool(t, cfg), rec: &adaptertest.Recorder{}}
 	t.Cleanup(func() { // before the pool's own cleanup, which checks that nothing is left
-		f.pool.mu.Lock()
-		var ids []string
-		for id := range f.pool.workers {
-			ids = append(ids, id)
-		}
-		f.pool.mu.Unlock()
-		for _, id := range ids {
-			_ = f.pool.Stop(context.Background(), id)
-			f.rec.Wait(t, id, scheduler.WorkerExited, waitTimeout)
+		for _, w := range f.pool.live.All() {
+			_ = f.pool.Stop(context.Background(), w.id)
+			f.rec.Wait(t, w.id, scheduler.WorkerExited, waitTimeout)
 		}
 	})
 	return f
@@ -472,7 +466,7 @@ func TestCleanupAtNew(t *testing.T) {
 			defer mu.Unlock()
 			return logged.Write(b)
 		}), nil))})
-	if n := len(p.workers); n != 0 {
+	if n := len(p.live.All()); n != 0 {
 		t.Errorf("New adopted %d workers; want none", n)
 	}
 	if _, err := engine.api.ContainerInspect(ctx, ids[0], client.ContainerInspectOptions{}); !cerrdefs.IsNotFound(err) {

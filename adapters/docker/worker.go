@@ -2,7 +2,6 @@ package docker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -308,9 +307,7 @@ func (p *Pool) halt(w *worker) {
 // Gantry calls it as it stops: unlike processes, containers do not die with the server, and
 // the stops Stop starts in the background must not be cut short by its exit.
 func (p *Pool) Shutdown(ctx context.Context) error {
-	p.mu.Lock()
-	workers := slices.Collect(maps.Values(p.workers))
-	p.mu.Unlock()
+	workers := p.live.All()
 	for _, w := range workers {
 		_ = p.Stop(ctx, w.id)
 	}
@@ -434,34 +431,18 @@ func (w *worker) become(ph phase, state scheduler.WorkerState, op string) error 
 }
 
 // reserve registers a starting worker and holds its devices, or says why it cannot.
-func (p *Pool) reserve(w *worker) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, dup := p.workers[w.id]; dup {
-		return errors.New("the pool already runs a worker with this id")
-	}
-	if err := p.held.Hold(w.gpus); err != nil {
-		return err
-	}
-	p.workers[w.id] = w
-	return nil
-}
+func (p *Pool) reserve(w *worker) error { return p.live.Add(w.id, w.gpus, w) }
 
 // release frees a worker's devices and forgets it; it is called once for each worker reserve
 // registered.
 func (p *Pool) release(w *worker) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.held.Free(w.gpus)
-	delete(p.workers, w.id)
+	p.live.Remove(w.id, w.gpus)
 	close(w.gone)
 }
 
 // lookup returns a live worker, or an error for op naming the id.
 func (p *Pool) lookup(op, id string) (*worker, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if w, ok := p.workers[id]; ok {
+	if w, ok := p.live.Get(id); ok {
 		return w, nil
 	}
 	return nil, fmt.Errorf("%s worker %s: the docker pool %s has no such worker (it exited, or never started)", op, id, p.desc.ID)

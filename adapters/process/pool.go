@@ -77,9 +77,7 @@ type Pool struct {
 	grace   time.Duration
 	devices []string // machine device names by pool index; nil = the index
 
-	mu      sync.Mutex
-	workers map[string]*worker // live workers: from Start until their exit
-	held    scheduler.Devices  // which devices live workers hold
+	live *scheduler.Live[*worker] // live workers and the devices they hold
 }
 
 // New returns a pool running the workers cfg describes, or what is wrong with cfg.
@@ -123,8 +121,7 @@ func New(cfg Config) (*Pool, error) {
 		cmds:    commands{self: cfg.Self, builtins: slices.Clone(cfg.Builtins), images: cloneImages(cfg.Images), logDir: cfg.LogDir},
 		grace:   cmp.Or(cfg.StopGrace, DefaultStopGrace),
 		devices: slices.Clone(cfg.Devices),
-		workers: map[string]*worker{},
-		held:    scheduler.NewDevices(d.GPUs),
+		live:    scheduler.NewLive[*worker](d.GPUs),
 	}, nil
 }
 
@@ -207,32 +204,14 @@ func (p *Pool) deviceEnv(gpus []int) []string {
 }
 
 // reserve registers a starting worker and holds its devices, or says why it cannot.
-func (p *Pool) reserve(w *worker) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if _, dup := p.workers[w.id]; dup {
-		return errors.New("the pool already runs a worker with this id")
-	}
-	if err := p.held.Hold(w.gpus); err != nil {
-		return err
-	}
-	p.workers[w.id] = w
-	return nil
-}
+func (p *Pool) reserve(w *worker) error { return p.live.Add(w.id, w.gpus, w) }
 
 // release frees a worker's devices and forgets it.
-func (p *Pool) release(w *worker) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.held.Free(w.gpus)
-	delete(p.workers, w.id)
-}
+func (p *Pool) release(w *worker) { p.live.Remove(w.id, w.gpus) }
 
 // lookup returns a live worker, or an error for op naming the id.
 func (p *Pool) lookup(op, id string) (*worker, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if w, ok := p.workers[id]; ok {
+	if w, ok := p.live.Get(id); ok {
 		return w, nil
 	}
 	return nil, fmt.Errorf("%s worker %s: the process pool has no such worker (it exited, or never started)", op, id)

@@ -130,15 +130,9 @@ func setup(t *testing.T, cfg Config) *fixture {
 	}
 	f := &fixture{t: t, pool: newPool(t, cfg), rec: &adaptertest.Recorder{}, dir: t.TempDir()}
 	t.Cleanup(func() { // before the directories above are removed: the workers write there
-		f.pool.mu.Lock()
-		var ids []string
-		for id := range f.pool.workers {
-			ids = append(ids, id)
-		}
-		f.pool.mu.Unlock()
-		for _, id := range ids {
-			_ = f.pool.Stop(context.Background(), id)
-			f.rec.Wait(t, id, scheduler.WorkerExited, waitTimeout+f.pool.grace)
+		for _, w := range f.pool.live.All() {
+			_ = f.pool.Stop(context.Background(), w.id)
+			f.rec.Wait(t, w.id, scheduler.WorkerExited, waitTimeout+f.pool.grace)
 		}
 	})
 	return f
