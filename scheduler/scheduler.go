@@ -74,6 +74,10 @@ type Scheduler struct {
 	byID   sync.Map // worker id -> *workerRec
 	listMu sync.Mutex
 	list   atomic.Pointer[[]*epState] // every endpoint, for Tick; replaced (copied) on change
+	// tickWaits makes every tick wait for each endpoint's lock instead of passing a busy one
+	// by: the scheduler's own tests set it, so that a tick's decisions do not depend on a pool
+	// call or health poll holding the lock at that instant.
+	tickWaits bool
 
 	susMu     sync.Mutex
 	suspended map[string]map[*workerRec]struct{} // suspended workers by pool id, for reclaiming capacity
@@ -468,7 +472,7 @@ type scratch struct {
 // returns false, unless it was passed by in the last maxBusyTicks ticks: the holder may be a
 // goroutine waiting for a CPU, and the tick does not wait with it (its other endpoints would).
 func (s *Scheduler) tick(es *epState, now time.Time, sc *scratch) bool {
-	if es.busyTicks.Load() >= maxBusyTicks {
+	if s.tickWaits || es.busyTicks.Load() >= maxBusyTicks {
 		es.mu.Lock()
 	} else if !es.mu.TryLock() {
 		return false

@@ -65,6 +65,7 @@ func setup(t *testing.T, pools ...*fakePool) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.s.tickWaits = true // decisions, not lock avoidance (TestTickPassesABusyEndpointByAtMostTwice)
 	ready = r.s.WorkerReady
 	r.queues.OnEnqueue = r.s.Demand
 	t.Cleanup(r.s.Close)
@@ -609,6 +610,7 @@ func TestWorkersAndLogs(t *testing.T) {
 func TestTickPassesABusyEndpointByAtMostTwice(t *testing.T) {
 	t.Parallel()
 	r := setup(t)
+	r.s.tickWaits = false
 	r.endpoint(func(e *core.Endpoint) { e.Workers = core.Workers{Min: 1, Max: 3, IdleTimeout: 5} })
 	v, _ := r.s.eps.Load(fmt.Sprint("ep", len(t.Name())))
 	es := v.(*epState)
