@@ -183,31 +183,9 @@ const apiTimeout = time.Minute
 // for this pool (labelled with its id): their workers' tokens died with that server, so they
 // cannot be adopted. It logs each removal; a leftover's log is saved to LogDir first.
 func New(ctx context.Context, cfg Config) (*Pool, error) {
-	d := cfg.Pool
-	d.Adapter = cmp.Or(d.Adapter, "docker")
-	var errs []error
-	if d.ID == "" || d.GPUType == "" {
-		errs = append(errs, errors.New("the pool needs an ID and a GPUType"))
-	}
-	if d.Adapter != "docker" {
-		errs = append(errs, fmt.Errorf("adapter %q; want docker", d.Adapter))
-	}
-	if d.GPUs <= 0 || d.PerWorker < 0 {
-		errs = append(errs, fmt.Errorf("count %d, maxGpusPerWorker %d: want count > 0 and maxGpusPerWorker >= 0", d.GPUs, d.PerWorker))
-	}
-	cuda, err := core.SortCUDAVersions(d.CUDAVersions)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	d.CUDAVersions = cuda
+	d, errs := scheduler.CheckPool(cfg.Pool, "docker", cfg.Devices, cfg.StopGrace)
 	if cfg.Network != "" && cfg.Network != "host" {
 		errs = append(errs, fmt.Errorf("network %q: only host networking is supported", cfg.Network))
-	}
-	if cfg.Devices != nil && len(cfg.Devices) != d.GPUs {
-		errs = append(errs, fmt.Errorf("%d device names for %d GPUs", len(cfg.Devices), d.GPUs))
-	}
-	if cfg.StopGrace < 0 {
-		errs = append(errs, fmt.Errorf("stop grace %v is negative", cfg.StopGrace))
 	}
 	suspend := cmp.Or(cfg.Suspend, SuspendPause)
 	if suspend != SuspendPause && suspend != SuspendStop {

@@ -82,23 +82,7 @@ type Pool struct {
 
 // New returns a pool running the workers cfg describes, or what is wrong with cfg.
 func New(cfg Config) (*Pool, error) {
-	d := cfg.Pool
-	d.Adapter = cmp.Or(d.Adapter, "process")
-	var errs []error
-	if d.ID == "" || d.GPUType == "" {
-		errs = append(errs, errors.New("the pool needs an ID and a GPUType"))
-	}
-	if d.Adapter != "process" {
-		errs = append(errs, fmt.Errorf("adapter %q; want process", d.Adapter))
-	}
-	if d.GPUs <= 0 || d.PerWorker < 0 {
-		errs = append(errs, fmt.Errorf("count %d, maxGpusPerWorker %d: want count > 0 and maxGpusPerWorker >= 0", d.GPUs, d.PerWorker))
-	}
-	cuda, err := core.SortCUDAVersions(d.CUDAVersions)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	d.CUDAVersions = cuda
+	d, errs := scheduler.CheckPool(cfg.Pool, "process", cfg.Devices, cfg.StopGrace)
 	if len(cfg.Builtins) > 0 && cfg.Self == "" {
 		errs = append(errs, errors.New("built-in workers need Self, the path of this binary"))
 	}
@@ -106,12 +90,6 @@ func New(cfg Config) (*Pool, error) {
 		if len(argv) == 0 || argv[0] == "" {
 			errs = append(errs, fmt.Errorf("image %q maps to no command", img))
 		}
-	}
-	if cfg.Devices != nil && len(cfg.Devices) != d.GPUs {
-		errs = append(errs, fmt.Errorf("%d device names for %d GPUs", len(cfg.Devices), d.GPUs))
-	}
-	if cfg.StopGrace < 0 {
-		errs = append(errs, fmt.Errorf("stop grace %v is negative", cfg.StopGrace))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("process pool %q: %w", d.ID, err)
