@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -233,9 +234,7 @@ func (b *bench) e2ePass(concurrency int) (e2eResult, error) {
 	}
 	defer g.stop()
 	n, w := b.o.e2eJobs, b.o.e2eWorkers
-	body := fmt.Sprintf(`{"name":"bench-e2e","type":"QUEUE","templateId":"gantry-echo","gpu":{"pools":["local"]},`+
-		`"scaling":{"type":"QUEUE_DELAY","queueDelay":4},"workers":{"min":%d,"max":%d},"env":{"GANTRY_CONCURRENCY":"%d"}}`, w, w, concurrency)
-	ep, err := g.postEndpoint("bench-e2e", body)
+	ep, err := g.createEndpointEnv("bench-e2e", w, w, map[string]string{"GANTRY_CONCURRENCY": strconv.Itoa(concurrency)})
 	if err != nil {
 		return r, err
 	}
@@ -292,11 +291,12 @@ var e2eBody = []byte(`{"input":{"echo":1}}`)
 
 func (b *bench) scenarioE2E() error {
 	n, w := b.o.e2eJobs, b.o.e2eWorkers
+	concurrencies := []int{1}
+	if b.o.e2eConcurrency > 1 {
+		concurrencies = append(concurrencies, b.o.e2eConcurrency)
+	}
 	var passes []e2eResult
-	for _, c := range []int{1, b.o.e2eConcurrency} {
-		if c < 1 || (c == 1 && len(passes) > 0) {
-			continue
-		}
+	for _, c := range concurrencies {
 		r, err := b.e2ePass(c)
 		if err != nil {
 			return err

@@ -221,8 +221,18 @@ func waitHealthz(base string) error {
 // createEndpoint creates a QUEUE endpoint from the gantry-echo template with the given workers
 // bounds and returns its id.
 func (g *gantry) createEndpoint(name string, min, max int) (string, error) {
+	return g.createEndpointEnv(name, min, max, nil)
+}
+
+// createEndpointEnv is createEndpoint with env for the endpoint's workers.
+func (g *gantry) createEndpointEnv(name string, min, max int, env map[string]string) (string, error) {
+	envField := ""
+	if env != nil {
+		e, _ := json.Marshal(env)
+		envField = `,"env":` + string(e)
+	}
 	body := fmt.Sprintf(`{"name":%q,"type":"QUEUE","templateId":"gantry-echo","gpu":{"pools":["local"]},`+
-		`"scaling":{"type":"QUEUE_DELAY","queueDelay":4},"workers":{"min":%d,"max":%d}}`, name, min, max)
+		`"scaling":{"type":"QUEUE_DELAY","queueDelay":4},"workers":{"min":%d,"max":%d}%s}`, name, min, max, envField)
 	return g.postEndpoint(name, body)
 }
 
