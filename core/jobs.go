@@ -846,7 +846,7 @@ func (js *Jobs) sendWebhook(rec *Job) {
 	now := js.clock.Now()
 	body := WebhookBody{ID: rec.ID, Status: rec.Status, Output: rec.Output, Error: rec.Error,
 		DelayTime: rec.DelayTime(now), ExecutionTime: rec.ExecutionTime(now), Retries: rec.Retries, WorkerID: rec.WorkerID}
-	url, endedAt := rec.Webhook, rec.EndedAt
+	url, endpoint, endedAt := rec.Webhook, rec.Endpoint, rec.EndedAt
 	go func() {
 		// The end was written (save) before this ran: once it is on disk, a crash cannot
 		// take the job back to a state that would end it, and webhook it, a second time.
@@ -861,29 +861,25 @@ func (js *Jobs) sendWebhook(rec *Job) {
 			js.log.Error("encoding a webhook", "job", body.ID, "err", err)
 			return
 		}
-		js.notify.Notify(url, b, func() { js.webhookDelivered(body.ID, endedAt) })
+		js.notify.Notify(url, b, func() { js.webhookDelivered(endpoint, body.ID, endedAt) })
 	}()
 }
 
 // webhookDelivered clears the delivery mark of the job's end at endedAt (not of a later end,
 // after a retry). The write is not synced: a crash before it only delivers the webhook again.
-func (js *Jobs) webhookDelivered(id string, endedAt time.Time) {
-	key, ok := ParseJobKey(id)
-	if !ok {
-		return
-	}
-	sh := js.shard(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if _, live := sh.jobs[key]; !live {
+func (js *Jobs) webhookDelivered(endpoint, id string, endedAt time.Time) {
+	e, err := js.lookup(endpoint, id)
+	if err != nil {
 		return // expired meanwhile
 	}
-	rec, err := js.store.GetJob(id)
+	defer e.unlock()
+	if !e.status().Terminal() {
+		return // retried meanwhile: its next end marks it again
+	}
+	rec, err := js.record(e)
 	if err != nil || !rec.WebhookPending || !rec.EndedAt.Equal(endedAt) {
 		return
 	}
 	rec.WebhookPending = false
-	if err := js.store.PutJob(rec, nil, false); err != nil {
-		js.log.Error("storing job", "job", id, "err", err)
-	}
+	js.save(e, rec)
 }
