@@ -109,9 +109,9 @@ type epState struct {
 	// busyTicks counts the ticks in a row that found mu held and passed the endpoint by.
 	busyTicks atomic.Int32
 	// changes counts changes to the workers' phases and to the endpoint (recount, Set).
-	// quietUntil: a tick at changes == quietAt found nothing queued or running and every
-	// worker idle; until then, while that holds, no decision can differ (the first idle
-	// retirement is due then), so ticks pass the endpoint by (windows: catchUp).
+	// quietUntil: a tick at changes == quietAt found the endpoint calm (nothing queued, running
+	// or failing) and every worker idle; until then, while that holds, no decision can differ
+	// (the first idle retirement is due then), so ticks pass the endpoint by (windows: catchUp).
 	changes    uint64
 	quietAt    uint64
 	quietUntil time.Time
@@ -487,12 +487,11 @@ func (s *Scheduler) tick(es *epState, now time.Time, sc *scratch) bool {
 	var load core.Load
 	if ep.Type == core.TypeQueue {
 		load = es.load.Load()
-		// Fast path: with nothing queued, running or new, no worker (or only idle ones before
-		// the first is due to retire) and nothing changed, there is nothing to decide; the
-		// windows get the skipped ticks' zero samples when there is (catchUp).
-		if es.failures == 0 && es.throttled == 0 && load.Queued == 0 && load.LowQueued == 0 && load.InProgress == 0 &&
-			load.Submitted == es.scaler.lastSubmitted && load.ExecCount == es.scaler.lastExecN &&
-			((len(es.workers) == 0 && ep.Workers.Min == 0) || (es.quietAt == es.changes && now.Before(es.quietUntil))) {
+		// Fast path: a quiet endpoint (see quietUntil) that is still calm, with no job
+		// submitted or ended since, has nothing to decide; the windows get the skipped ticks'
+		// zero samples when it has (catchUp).
+		if es.calm(load) && load.Submitted == es.scaler.lastSubmitted && load.ExecCount == es.scaler.lastExecN &&
+			es.quietAt == es.changes && now.Before(es.quietUntil) {
 			es.scaler.skipped++
 			return true
 		}
@@ -601,20 +600,32 @@ func (s *Scheduler) tick(es *epState, now time.Time, sc *scratch) bool {
 		s.scaleDown(es, active, target, hold, load.Queued+load.LowQueued > 0, booting, idle)
 	}
 	es.quietUntil = time.Time{}
-	if ep.Type == core.TypeQueue && es.changes == changes && load.Queued == 0 && load.LowQueued == 0 && load.InProgress == 0 &&
-		len(booting) == 0 && len(idle) == ready && es.failures == 0 && es.throttled == 0 {
+	if ep.Type == core.TypeQueue && es.changes == changes && es.calm(load) && len(booting) == 0 && len(idle) == ready {
 		es.quietAt, es.quietUntil = changes, s.quietUntil(es, now, active, idle)
 	}
 	s.publish(es)
 	return true
 }
 
-// maxQuiet bounds how long ticks pass a quiet endpoint by.
+// calm says that nothing is queued or running on the endpoint and its workers are not failing
+// or waiting for capacity.
+func (es *epState) calm(load core.Load) bool {
+	return es.failures == 0 && es.throttled == 0 && load.Queued == 0 && load.LowQueued == 0 && load.InProgress == 0
+}
+
+// never is later than any tick.
+var never = time.Unix(1<<62, 0)
+
+// maxQuiet bounds how long ticks pass a quiet endpoint that has workers by.
 const maxQuiet = 10 * time.Second
 
-// quietUntil is when a quiet endpoint's first idle worker is due to retire (its idle grace
-// ends), or maxQuiet from now when none can (workers.min of them run).
+// quietUntil is until when ticks may pass a quiet endpoint by: with no worker and none wanted,
+// for good (only a job or a change ends that); else until its first idle worker is due to
+// retire (its idle grace ends), or maxQuiet from now when none can (workers.min of them run).
 func (s *Scheduler) quietUntil(es *epState, now time.Time, active int, idle []idleWorker) time.Time {
+	if len(es.workers) == 0 && es.ep.Workers.Min == 0 {
+		return never
+	}
 	until := now.Add(maxQuiet)
 	if active > es.ep.Workers.Min {
 		grace := idleGrace(&es.ep)
