@@ -35,11 +35,11 @@ const (
 	idleConnsPerWorker = 256
 	// connIdleTimeout closes connections idle longer than this.
 	connIdleTimeout = 30 * time.Second
-	// peekAfter is how long a connection may sit idle before it is checked for a close by the
-	// worker (a keep-alive timeout, a restart) before reuse. One taken back at once, as under
-	// load, skips the check, which costs a syscall: as with http.Transport, a worker that
+	// defaultPeekAfter is how long a connection may sit idle before it is checked for a close
+	// by the worker (a keep-alive timeout, a restart) before reuse. One taken back at once, as
+	// under load, skips the check, which costs a syscall: as with http.Transport, a worker that
 	// hangs up in that instant fails the request with a 502.
-	peekAfter = time.Millisecond
+	defaultPeekAfter = time.Millisecond
 )
 
 // aLongTimeAgo is a deadline that has passed: setting it unblocks a connection's reads and
@@ -55,7 +55,8 @@ type workerConn struct {
 
 // forwarder keeps idle connections per worker address (host:port).
 type forwarder struct {
-	dialer net.Dialer
+	dialer    net.Dialer
+	peekAfter time.Duration // defaultPeekAfter; tests set 0 to check every reuse
 
 	mu    sync.Mutex
 	idle  map[string][]*workerConn
@@ -63,7 +64,8 @@ type forwarder struct {
 }
 
 func newForwarder() *forwarder {
-	return &forwarder{dialer: net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}, idle: map[string][]*workerConn{}}
+	return &forwarder{dialer: net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}, peekAfter: defaultPeekAfter,
+		idle: map[string][]*workerConn{}}
 }
 
 // canForward says whether the forwarder may carry r.
@@ -85,7 +87,7 @@ func (f *forwarder) get(ctx context.Context, addr string) (*workerConn, error) {
 		conns[len(conns)-1] = nil
 		f.idle[addr] = conns[:len(conns)-1]
 		f.mu.Unlock()
-		if idle := time.Since(c.used); idle < connIdleTimeout && (idle < peekAfter || peerOpen(c.Conn)) {
+		if idle := time.Since(c.used); idle < connIdleTimeout && (idle < f.peekAfter || peerOpen(c.Conn)) {
 			return c, nil
 		}
 		c.Close()

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gantryhq/gantry/api"
 	"github.com/gantryhq/gantry/core"
 )
 
@@ -22,6 +23,12 @@ import (
 // endpoint's proxied base URL (…/lb/{id}), alice's key and a count of the connections the
 // proxy opened to the worker.
 func lbBackend(t *testing.T, handler http.HandlerFunc) (base, key string, conns *atomic.Int64) {
+	base, key, conns, _ = lbBackendAPI(t, handler)
+	return base, key, conns
+}
+
+// lbBackendAPI is lbBackend that also returns the API.
+func lbBackendAPI(t *testing.T, handler http.HandlerFunc) (base, key string, conns *atomic.Int64, a *api.API) {
 	t.Helper()
 	conns = new(atomic.Int64)
 	backend := httptest.NewUnstartedServer(handler)
@@ -34,7 +41,7 @@ func lbBackend(t *testing.T, handler http.HandlerFunc) (base, key string, conns 
 	t.Cleanup(backend.Close)
 	u, _ := url.Parse(backend.URL)
 	e := setup(t, setupOpts{quota: core.Quota{Minute: 10000}, balancer: &fakeBalancer{base: u}})
-	return e.srv.URL + "/lb/" + e.create(minimalLB), e.alice, conns
+	return e.srv.URL + "/lb/" + e.create(minimalLB), e.alice, conns, e.api
 }
 
 func lbRequest(t *testing.T, method, url, key, body string, header http.Header) *http.Response {
@@ -120,10 +127,12 @@ func TestLoadBalancerForwardsHeadersAndReusesConnections(t *testing.T) {
 }
 
 // A worker that closes its connections, saying so or not, costs no request: the proxy notices
-// the close before reusing a connection.
+// the close before reusing a connection (here it checks every reuse; by default, those after
+// 1 ms idle).
 func TestLoadBalancerWorkerClosesConnections(t *testing.T) {
 	t.Parallel()
-	base, key, conns := lbBackend(t, func(w http.ResponseWriter, r *http.Request) {
+	hungUp := make(chan struct{}, 1)
+	base, key, conns, a := lbBackendAPI(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/close": // says so
 			w.Header().Set("Connection", "close")
@@ -132,19 +141,20 @@ func TestLoadBalancerWorkerClosesConnections(t *testing.T) {
 			conn, rw, _ := http.NewResponseController(w).Hijack()
 			rw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 			rw.Flush()
-			time.Sleep(10 * time.Millisecond) // the proxy has put the connection back by now
 			conn.Close()
+			hungUp <- struct{}{}
 		default:
 			io.WriteString(w, "ok")
 		}
 	})
+	api.SetLBPeekAfter(a, 0)
 	for i, path := range []string{"/close", "/x", "/silent-close", "/x", "/silent-close", "/x"} {
 		resp := lbRequest(t, "GET", base+path, key, "", nil)
 		if b := readAll(t, resp); resp.StatusCode != 200 || (b != "ok" && b != "bye") {
 			t.Fatalf("request %d, GET %s = %d %q; want 200", i, path, resp.StatusCode, b)
 		}
 		if path == "/silent-close" {
-			time.Sleep(50 * time.Millisecond) // let the worker hang up
+			<-hungUp // the next request finds the connection closed
 		}
 	}
 	if n := conns.Load(); n != 4 {
