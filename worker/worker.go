@@ -111,11 +111,7 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 	r.stopTaking = stopTaking
 
 	var wg sync.WaitGroup
-	if cfg.Concurrency == 1 {
-		wg.Go(func() { r.takeLoop(ctx, takeCtx) })
-	} else {
-		wg.Go(func() { r.batchLoop(ctx, takeCtx) })
-	}
+	wg.Go(func() { r.takeLoop(ctx, takeCtx) })
 	if u := stopURL(cfg.TakeURL); u != "" {
 		wg.Go(func() { r.stopLoop(ctx, u) })
 	} else {
@@ -150,28 +146,12 @@ type activeJob struct {
 // maxEarlyStops bounds runner.earlyStops.
 const maxEarlyStops = 64
 
-// takeLoop long-polls job-take and runs the jobs it gets until takeCtx is done. Jobs run under
-// runCtx, so that a stopPod result stops the polling but not a running job.
+// takeLoop takes jobs and runs them, Concurrency at a time, until takeCtx is done, as the
+// runpod SDK's job scaler works: one long-poll at a time asks for as many jobs as there are
+// free slots (job-take for one, job-take-batch with batch_size for more), and each job runs on
+// its own goroutine under runCtx, so that a stopPod result stops the polling but not a running
+// job. It returns when takeCtx is done and the jobs it started have ended.
 func (r *runner) takeLoop(runCtx, takeCtx context.Context) {
-	var bo backoff
-	for takeCtx.Err() == nil {
-		job, err := r.take(takeCtx)
-		if err != nil {
-			r.takeFailed(takeCtx, err, &bo)
-			continue
-		}
-		bo.reset()
-		if job != nil {
-			r.runJob(runCtx, job)
-		}
-	}
-}
-
-// batchLoop is takeLoop for Concurrency > 1, as the runpod SDK's job scaler works: one
-// long-poll at a time asks for as many jobs as there are free slots (job-take-batch with
-// batch_size, or job-take for one slot), and each job runs on its own goroutine. It returns
-// when takeCtx is done and the jobs it started have ended.
-func (r *runner) batchLoop(runCtx, takeCtx context.Context) {
 	n := r.cfg.Concurrency
 	slots := make(chan struct{}, n) // a token per free slot
 	for range n {
@@ -195,6 +175,9 @@ func (r *runner) batchLoop(runCtx, takeCtx context.Context) {
 			default:
 				break gather
 			}
+		}
+		if takeCtx.Err() != nil { // a stopPod result ended the taking while a slot freed
+			return
 		}
 		jobs, err := r.takeN(takeCtx, free)
 		if len(jobs) > free {
