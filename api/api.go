@@ -13,6 +13,7 @@ import (
 	"net/http/httputil"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -64,6 +65,9 @@ type API struct {
 	proxy *httputil.ReverseProxy // requests the forwarder cannot carry
 	fwd   *forwarder
 	ready atomic.Bool
+
+	lbConns  lbConnSet // caller connections the load-balancing proxy serves itself (lbloop.go)
+	handoffs sync.Map  // *http.Server -> *handoff: where those connections go back to net/http
 }
 
 // New builds the API. It answers 503 on /healthz until SetReady(true).

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -58,7 +59,8 @@ func (a *API) newProxy() *httputil.ReverseProxy {
 				pr.Out.URL.RawPath = t.raw
 			}
 			pr.Out.Host = ""
-			pr.Out.Header.Del("Authorization") // the caller's key is Gantry's business, not the worker's
+			pr.Out.Header.Del("Authorization")                                 // the caller's key is Gantry's business, not the worker's
+			pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"] // SetXForwarded appends to it
 			pr.SetXForwarded()
 			if pr.Out.Body == nil || pr.Out.Body == http.NoBody {
 				// net/http resends a bodiless GET whose reused connection broke after it was
@@ -80,57 +82,62 @@ func (a *API) newProxy() *httputil.ReverseProxy {
 	}
 }
 
-// serveLB authenticates a request for a LOAD_BALANCER endpoint as job operations are (key
-// with or without "Bearer ", scope, rate limits with their headers) and proxies it to a ready
-// worker.
+// serveLB serves a request for a LOAD_BALANCER endpoint: a plain one on a keep-alive
+// connection in a loop of its own (lbloop.go), anything else (upgrades, uploads of unknown
+// length, HTTP/1.0) through httputil.ReverseProxy.
 func (a *API) serveLB(w http.ResponseWriter, r *http.Request) {
+	if canLoop(r) && a.loopLB(w, r) {
+		return
+	}
 	id, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, LBPrefix), "/")
-	if id == "" {
-		a.writeProblem(w, r, core.Errorf(core.KindNotFound, "name an endpoint: %s{endpoint_id}/...", LBPrefix))
-		return
-	}
-	key := strings.TrimSpace(r.Header.Get("Authorization"))
-	if scheme, rest, ok := strings.Cut(key, " "); ok && strings.EqualFold(scheme, "Bearer") {
-		key = strings.TrimSpace(rest)
-	}
-	ctx, err := a.h.authenticate(context.WithValue(r.Context(), writerKey{}, w), lbOperation, key)
-	if err != nil {
-		a.renderError(r.Context(), w, r, err)
-		return
-	}
-	p := principalOf(ctx)
-	ep, err := a.cfg.Management.GetEndpoint(ctx, p.User, id)
-	switch {
-	case err != nil:
-		a.renderError(r.Context(), w, r, err)
-		return
-	case !p.AllowsEndpoint(ep.ID):
-		a.writeProblem(w, r, core.Errorf(core.KindForbidden, "this key may not use endpoint %q", ep.ID))
-		return
-	case ep.Type != core.TypeLoadBalancer:
-		a.writeProblem(w, r, core.Errorf(core.KindConflict, "endpoint %q is a QUEUE endpoint: send jobs to /v2/%s/run", ep.ID, ep.ID))
-		return
-	case a.cfg.Balancer == nil:
-		a.writeProblem(w, r, core.Errorf(core.KindUnavailable, "this server runs no LOAD_BALANCER workers"))
-		return
-	}
-	base, release, err := a.cfg.Balancer.Acquire(ctx, ep.ID, a.cfg.LBHold)
+	ctx := context.WithValue(r.Context(), writerKey{}, w)
+	t, base, release, err := a.admitLB(ctx, id, r.Header.Get("Authorization"))
 	if err != nil {
 		a.renderError(r.Context(), w, r, err)
 		return
 	}
 	defer release()
-	t := &lbTarget{endpoint: ep.ID, base: base.String()}
 	prefix := LBPrefix + id
 	t.path = cmpPath(strings.TrimPrefix(r.URL.Path, prefix))
 	if r.URL.RawPath != "" {
 		t.raw, t.hasRawPath = cmpPath(strings.TrimPrefix(r.URL.RawPath, prefix)), true
 	}
-	if canForward(r) {
-		a.forward(w, r, base, t)
-		return
-	}
+	_ = base
 	a.proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, lbTargetKey{}, t)))
+}
+
+// admitLB admits a request for endpoint id as job operations are admitted (the key with or
+// without "Bearer ", its scope, the rate limits, whose headers go to ctx's writer) and waits,
+// up to the hold, for a ready worker. The caller calls release when the request is done.
+func (a *API) admitLB(ctx context.Context, id, authorization string) (t *lbTarget, base *url.URL, release func(), err error) {
+	if id == "" {
+		return nil, nil, nil, core.Errorf(core.KindNotFound, "name an endpoint: %s{endpoint_id}/...", LBPrefix)
+	}
+	key := strings.TrimSpace(authorization)
+	if scheme, rest, ok := strings.Cut(key, " "); ok && strings.EqualFold(scheme, "Bearer") {
+		key = strings.TrimSpace(rest)
+	}
+	ctx, err = a.h.authenticate(ctx, lbOperation, key)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	p := principalOf(ctx)
+	ep, err := a.cfg.Management.GetEndpoint(ctx, p.User, id)
+	switch {
+	case err != nil:
+		return nil, nil, nil, err
+	case !p.AllowsEndpoint(ep.ID):
+		return nil, nil, nil, core.Errorf(core.KindForbidden, "this key may not use endpoint %q", ep.ID)
+	case ep.Type != core.TypeLoadBalancer:
+		return nil, nil, nil, core.Errorf(core.KindConflict, "endpoint %q is a QUEUE endpoint: send jobs to /v2/%s/run", ep.ID, ep.ID)
+	case a.cfg.Balancer == nil:
+		return nil, nil, nil, core.Errorf(core.KindUnavailable, "this server runs no LOAD_BALANCER workers")
+	}
+	base, release, err = a.cfg.Balancer.Acquire(ctx, ep.ID, a.cfg.LBHold)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return &lbTarget{endpoint: ep.ID, base: base.String()}, base, release, nil
 }
 
 func cmpPath(p string) string {

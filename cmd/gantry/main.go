@@ -281,6 +281,9 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	defer cancel()
 	stopServing()
 	err = srv.Shutdown(shutdownCtx)
+	if lbErr := a.Shutdown(shutdownCtx); err == nil { // the connections the load-balancing proxy took over
+		err = lbErr
+	}
 	background.Wait() // workers stopped, ticks done: the store can close
 	if err != nil {
 		return fmt.Errorf("shutting down: %w", err)

@@ -1,0 +1,647 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gantryhq/gantry/core"
+)
+
+// A caller's keep-alive HTTP/1.1 connection that sends plain load-balanced requests is taken
+// from net/http (hijacked) at its first such request and served by a small loop, lbConn:
+// each request head is scanned in place, the worker gets it in one write with the same
+// header lines (less hop-by-hop ones and the key, plus X-Forwarded-*), and the worker's
+// answer head and body are relayed as they come, chunked bodies chunk by chunk. net/http's
+// per-request machinery (header maps, a context and a background read per request, the
+// response writer) was most of what the proxy cost on top of the two loopback round trips.
+//
+// The loop carries only what it can carry exactly: an HTTP/1.1 request for /lb/ with a known
+// body of at most fastBodyMax, no upgrade, no Expect, no Transfer-Encoding, a clean path
+// without escapes, and a head that fits the connection's read buffer. Any other request is handed back, unread, to the
+// http.Server the connection came from (handBack), which serves it and the rest of the
+// connection as it serves any other. Nothing is retried: a worker that fails a request before
+// its answer begins gets the caller a 502 problem, one that fails it later cuts the answer
+// short (the caller's connection is closed, so it cannot pass for complete).
+
+const (
+	// watchAfter is how long a request may wait for its worker before the loop starts
+	// watching the caller's connection for a hang-up, which frees the worker's connection
+	// (net/http watches from the start of every request; that costs a goroutine each).
+	watchAfter = 20 * time.Millisecond
+	// keepBuffer is the most request buffer an idle connection keeps for its next request.
+	keepBuffer = 8 << 10
+	// maxAnswerHead bounds a worker's answer head.
+	maxAnswerHead = 1 << 20
+)
+
+// lbConn is one hijacked caller connection.
+type lbConn struct {
+	a      *API
+	srv    *http.Server
+	conn   net.Conn
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	ctx    context.Context // carries rw for the rate-limit headers; ends at shutdown or hang-up
+	cancel context.CancelFunc
+	rw     rawResponse // the rate-limit headers and problems of the request being served
+	remote string      // the caller's IP, for X-Forwarded-For
+
+	q    lbRequest
+	body []byte    // the request body, read before the worker is picked
+	out  []byte    // the request head and body as the worker gets them
+	ab   answerBuf // the worker's answer head
+
+	watch     *time.Timer
+	watchDone chan struct{}
+	worker    *workerConn // the worker connection of the exchange in flight, for the watcher
+	workerMu  sync.Mutex
+}
+
+// lbRequest is a request the loop carries, as scanned from its head.
+type lbRequest struct {
+	method, target string // target: the raw request-target, /lb/{id}...
+	id, rest       string // the endpoint id, and the target after /lb/{id}
+	host, authz    string
+	length         int64
+	close          bool
+	fields         []byte // the header lines the worker gets, each "Name: value\r\n"
+	xff            []byte // the X-Forwarded-For values the caller sent, joined by ", "
+}
+
+// canLoop says whether r may start a loop: the loop's conditions, checked on the parsed
+// request net/http hands over.
+func canLoop(r *http.Request) bool {
+	return r.ProtoMajor == 1 && r.ProtoMinor == 1 && !r.Close && r.TLS == nil &&
+		r.ContentLength >= 0 && r.ContentLength <= fastBodyMax && len(r.TransferEncoding) == 0 &&
+		r.Header.Get("Upgrade") == "" && r.Header.Get("Expect") == "" &&
+		len(r.RequestURI) > len(LBPrefix) && r.RequestURI[:len(LBPrefix)] == LBPrefix && cleanTarget(r.RequestURI)
+}
+
+// loopLB hijacks r's connection and serves r and the connection's later requests in an
+// lbConn. It returns false, having done nothing, when the connection cannot be hijacked.
+func (a *API) loopLB(w http.ResponseWriter, r *http.Request) bool {
+	srv, _ := r.Context().Value(http.ServerContextKey).(*http.Server)
+	if srv == nil {
+		return false
+	}
+	// The body must be read before the hijack, which ends net/http's hold on it.
+	var body []byte
+	if r.ContentLength > 0 {
+		body = make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(r.Body, body); err != nil {
+			a.writeProblem(w, r, core.Errorf(core.KindMalformed, "reading the body: %v", err))
+			return true
+		}
+	}
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		r.Body = io.NopCloser(bytes.NewReader(body)) // for the general proxy
+		return false
+	}
+	if hc, ok := conn.(*handedConn); ok && hc.br.Buffered() == 0 {
+		conn = hc.Conn // a connection handed back before: drop the drained wrapper
+	}
+	// The hijacked reader reads through net/http's connection reader, whose read errors (the
+	// deadlines that stop a watch among them) cancel the connection's context: read the
+	// connection itself, after what that reader holds.
+	var src io.Reader = conn
+	if n := brw.Reader.Buffered(); n > 0 {
+		held, _ := brw.Reader.Peek(n)
+		src = io.MultiReader(bytes.NewReader(bytes.Clone(held)), conn)
+	}
+	c := &lbConn{a: a, srv: srv, conn: conn, br: bufio.NewReaderSize(src, 4<<10), bw: brw.Writer, body: body, watchDone: make(chan struct{}, 1)}
+	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		c.remote = ip
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	c.ctx, c.cancel = context.WithValue(ctx, writerKey{}, &c.rw), cancel
+	c.rw.h = http.Header{}
+	c.watch = time.AfterFunc(time.Hour, c.watchCaller)
+	c.watch.Stop()
+	stopping := !a.lbConns.add(c)
+	defer a.lbConns.remove(c)
+	defer cancel()
+	c.fromRequest(r)
+	c.q.close = stopping // the server is shutting down: serve this request, then close
+	c.serve()
+	return true
+}
+
+// fromRequest fills c.q from the request net/http parsed.
+func (c *lbConn) fromRequest(r *http.Request) {
+	q := &c.q
+	q.method, q.target, q.host, q.length = r.Method, r.RequestURI, r.Host, r.ContentLength
+	q.id, q.rest = splitLBTarget(q.target)
+	q.authz = r.Header.Get("Authorization")
+	q.fields, q.xff = q.fields[:0], q.xff[:0]
+	var conn []byte // the names r's Connection header lists (see appendNames)
+	for _, v := range r.Header["Connection"] {
+		conn = appendNames(conn, v)
+	}
+	for _, v := range r.Header["X-Forwarded-For"] {
+		q.xff = appendList(q.xff, v)
+	}
+	for k, vv := range r.Header {
+		if inList(k, hopByHop) || inList(k, notForwarded) || hasName(conn, k) {
+			continue
+		}
+		for _, v := range vv {
+			q.fields = append(append(append(append(q.fields, k...), ": "...), v...), "\r\n"...)
+		}
+	}
+}
+
+// serve serves c.q, then the connection's next requests, until the caller or the server
+// ends it or a request must be handed back.
+func (c *lbConn) serve() {
+	for {
+		keep := c.serveOne()
+		if !keep || c.q.close {
+			c.conn.Close()
+			return
+		}
+		if cap(c.body) > keepBuffer || cap(c.out) > keepBuffer {
+			c.body, c.out = nil, nil // an idle connection does not hold on to a large body
+		}
+		ok, err := c.next()
+		switch {
+		case err != nil:
+			c.conn.Close()
+			return
+		case !ok:
+			c.a.handBack(c.srv, &handedConn{Conn: c.conn, br: c.br})
+			return
+		}
+	}
+}
+
+// next waits for the connection's next request and scans its head into c.q, with its body in
+// c.body. It returns false, having consumed nothing, for a request the loop does not carry.
+func (c *lbConn) next() (bool, error) {
+	idle, header := c.timeouts()
+	if idle > 0 {
+		c.conn.SetReadDeadline(time.Now().Add(idle))
+	}
+	if c.a.lbConns.closing() {
+		// Checked again after the deadline is set: a shutdown that began since has set (or
+		// will set) its own deadline, which ends the wait below at once.
+		return false, net.ErrClosed
+	}
+	if _, err := c.br.Peek(1); err != nil {
+		return false, err // the caller hung up, or stayed idle too long
+	}
+	if header > 0 {
+		c.conn.SetReadDeadline(time.Now().Add(header))
+	}
+	var head []byte
+	for {
+		buf, _ := c.br.Peek(c.br.Buffered())
+		if i := bytes.Index(buf, []byte("\r\n\r\n")); i >= 0 {
+			head = buf[:i+4]
+			break
+		}
+		if c.br.Buffered() == c.br.Size() {
+			return false, nil // a head larger than the buffer: net/http reads it
+		}
+		if _, err := c.br.Peek(c.br.Buffered() + 1); err != nil {
+			if c.br.Buffered() > 0 && !errors.Is(err, io.EOF) {
+				return false, nil // let net/http answer the partial head (a timeout: 408)
+			}
+			return false, err
+		}
+	}
+	if !c.q.scan(head) {
+		return false, nil
+	}
+	c.br.Discard(len(head))
+	c.body = c.body[:0]
+	if c.q.length > 0 {
+		c.body = append(c.body, make([]byte, c.q.length)...)
+		if _, err := io.ReadFull(c.br, c.body); err != nil {
+			return false, err
+		}
+	}
+	c.conn.SetReadDeadline(time.Time{})
+	return true, nil
+}
+
+// timeouts are the server's idle and header-read timeouts, as net/http applies them.
+func (c *lbConn) timeouts() (idle, header time.Duration) {
+	idle, header = c.srv.IdleTimeout, c.srv.ReadHeaderTimeout
+	if idle == 0 {
+		idle = c.srv.ReadTimeout
+	}
+	if header == 0 {
+		header = c.srv.ReadTimeout
+	}
+	return idle, header
+}
+
+// serveOne admits c.q (key, rate limits, endpoint, a ready worker) and forwards it, or answers
+// why not. It returns whether the connection may carry another request.
+func (c *lbConn) serveOne() bool {
+	q := &c.q
+	clear(c.rw.h)
+	c.rw.status, c.rw.body = 0, c.rw.body[:0]
+	problemReq := func() *http.Request {
+		return &http.Request{Method: q.method, URL: &url.URL{Path: targetPath(q.target)}, Header: http.Header{}}
+	}
+	c.armWatch()
+	t, base, release, err := c.a.admitLB(c.ctx, q.id, q.authz)
+	if err != nil {
+		c.disarmWatch()
+		if c.ctx.Err() != nil {
+			return false // the caller went away while it waited for a worker
+		}
+		c.a.renderError(c.ctx, &c.rw, problemReq(), err)
+		return c.writeRaw(q)
+	}
+	keep, err := c.exchange(base.Host, q)
+	c.disarmWatch()
+	release()
+	switch {
+	case errors.Is(err, errCutShort):
+		return false
+	case err != nil && c.ctx.Err() == nil:
+		c.a.badGateway(&c.rw, problemReq(), t, err)
+		return c.writeRaw(q)
+	}
+	return keep && c.ctx.Err() == nil
+}
+
+// exchange writes c.q to a connection to the worker at addr and relays its answer. It
+// returns an error only while nothing has been written to the caller, or errCutShort.
+func (c *lbConn) exchange(addr string, q *lbRequest) (keep bool, err error) {
+	wc, err := c.a.fwd.get(c.ctx, addr)
+	if err != nil {
+		return false, err
+	}
+	c.setWorker(wc)
+	reuse := false
+	defer func() {
+		c.setWorker(nil)
+		if reuse && c.ctx.Err() == nil {
+			c.a.fwd.put(addr, wc)
+		} else {
+			wc.Close()
+		}
+	}()
+	out := c.out[:0]
+	out = append(append(append(append(out, q.method...), ' '), q.rest...), " HTTP/1.1\r\nHost: "...)
+	out = append(append(append(out, addr...), "\r\n"...), q.fields...)
+	if c.remote != "" {
+		out = append(append(append(append(out, "X-Forwarded-For: "...), q.xff...), c.remote...), "\r\n"...)
+	}
+	if q.host != "" {
+		out = append(append(append(out, "X-Forwarded-Host: "...), q.host...), "\r\n"...)
+	}
+	out = append(out, "X-Forwarded-Proto: http\r\n"...)
+	if q.length > 0 || (q.method != http.MethodGet && q.method != http.MethodHead && q.method != http.MethodOptions) {
+		out = strconv.AppendInt(append(out, "Content-Length: "...), q.length, 10)
+		out = append(out, "\r\n"...)
+	}
+	out = append(append(out, "\r\n"...), c.body...)
+	c.out = out
+	if _, err := wc.Write(out); err != nil {
+		return false, err
+	}
+	var a answer
+	for {
+		if err := a.read(wc.br, &c.ab, q.method == http.MethodHead); err != nil {
+			return false, err
+		}
+		if a.status >= 200 {
+			break
+		}
+		if a.status == http.StatusSwitchingProtocols {
+			return false, errors.New("it switched protocols on a request that asked for no upgrade")
+		}
+		// 1xx informational answers (103 Early Hints) are not relayed.
+	}
+	closing := q.close || c.a.lbConns.closing()
+	b := c.bw
+	c.writeAnswerHead(&a, closing)
+	// From here on a failure can only cut the answer short.
+	var rerr, werr error
+	switch {
+	case a.noBody:
+	case a.chunked:
+		rerr, werr = relayChunked(b, wc.br)
+	case a.length >= 0:
+		rerr, werr = relayN(b, wc.br, a.length)
+	default:
+		rerr, werr = relayUntilEOF(b, wc.br)
+	}
+	if werr == nil {
+		werr = b.Flush()
+	}
+	switch {
+	case werr != nil:
+		return false, errCutShort // the caller went away
+	case rerr != nil:
+		return false, errCutShort
+	}
+	reuse = !a.close && !(a.length < 0 && !a.chunked && !a.noBody)
+	return !closing, nil
+}
+
+// writeAnswerHead writes the head of the worker's answer a to the caller: its status, its
+// header lines less hop-by-hop ones, the rate-limit headers, a Date when the worker sent none,
+// and the framing the caller gets.
+func (c *lbConn) writeAnswerHead(a *answer, closing bool) {
+	b := c.bw
+	b.WriteString("HTTP/1.1 ")
+	b.Write(a.statusLine)
+	b.WriteString("\r\n")
+	b.Write(a.fields)
+	for k, vv := range c.rw.h {
+		for _, v := range vv {
+			b.WriteString(k)
+			b.WriteString(": ")
+			b.WriteString(v)
+			b.WriteString("\r\n")
+		}
+	}
+	if !a.hasDate {
+		b.WriteString("Date: ")
+		b.WriteString(time.Now().UTC().Format(http.TimeFormat))
+		b.WriteString("\r\n")
+	}
+	switch {
+	case a.length < 0 && !a.noBody: // chunked from the worker, or until it closes
+		b.WriteString("Transfer-Encoding: chunked\r\n")
+	case a.length >= 0 && a.status != http.StatusNoContent: // HEAD and 304 tell the length GET would get
+		b.WriteString("Content-Length: ")
+		b.WriteString(strconv.FormatInt(a.length, 10))
+		b.WriteString("\r\n")
+	}
+	if closing {
+		b.WriteString("Connection: close\r\n")
+	}
+	b.WriteString("\r\n")
+}
+
+// writeRaw writes c.rw (a problem) as the answer to q. It returns whether the connection may
+// carry another request.
+func (c *lbConn) writeRaw(q *lbRequest) bool {
+	closing := q.close || c.a.lbConns.closing()
+	b := c.bw
+	b.WriteString("HTTP/1.1 ")
+	b.WriteString(strconv.Itoa(c.rw.status))
+	b.WriteByte(' ')
+	b.WriteString(http.StatusText(c.rw.status))
+	b.WriteString("\r\n")
+	c.rw.h.Set("Date", time.Now().UTC().Format(http.TimeFormat))
+	if closing {
+		c.rw.h.Set("Connection", "close")
+	}
+	c.rw.h.Write(b)
+	b.WriteString("\r\n")
+	if q.method != http.MethodHead {
+		b.Write(c.rw.body)
+	}
+	return b.Flush() == nil && !closing
+}
+
+// armWatch starts the timer after which the caller's connection is watched for a hang-up.
+func (c *lbConn) armWatch() { c.watch.Reset(watchAfter) }
+
+// disarmWatch stops the watch and, when it had started, waits for it to end, so that this
+// goroutine may read the caller's connection again.
+func (c *lbConn) disarmWatch() {
+	if c.watch.Stop() {
+		return
+	}
+	c.conn.SetReadDeadline(aLongTimeAgo)
+	<-c.watchDone
+	c.conn.SetReadDeadline(time.Time{})
+}
+
+// watchCaller runs on the watch timer's goroutine: it waits for the caller to send something
+// (a pipelined request: it is alive) or hang up, in which case the request is abandoned: its
+// context ends and its worker connection is closed (the worker sees the hang-up).
+func (c *lbConn) watchCaller() {
+	defer func() { c.watchDone <- struct{}{} }()
+	if _, err := c.br.Peek(1); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		c.cancel()
+		c.workerMu.Lock()
+		if c.worker != nil {
+			c.worker.SetDeadline(aLongTimeAgo)
+		}
+		c.workerMu.Unlock()
+	}
+}
+
+func (c *lbConn) setWorker(wc *workerConn) {
+	c.workerMu.Lock()
+	c.worker = wc
+	if wc != nil && c.ctx.Err() != nil {
+		wc.SetDeadline(aLongTimeAgo)
+	}
+	c.workerMu.Unlock()
+}
+
+// rawResponse is the http.ResponseWriter the loop renders problems and rate-limit headers into.
+type rawResponse struct {
+	h      http.Header
+	status int
+	body   []byte
+}
+
+func (w *rawResponse) Header() http.Header { return w.h }
+func (w *rawResponse) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+}
+func (w *rawResponse) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	w.body = append(w.body, p...)
+	return len(p), nil
+}
+
+// --- scanning a request head ---------------------------------------------------------------
+
+// scan fills q from a request head (request line, header lines, the empty line). It returns
+// false for anything the loop does not carry, including heads net/http would refuse.
+func (q *lbRequest) scan(head []byte) bool {
+	line, rest, _ := bytes.Cut(head, []byte("\r\n"))
+	method, line, ok1 := bytes.Cut(line, []byte(" "))
+	target, proto, ok2 := bytes.Cut(line, []byte(" "))
+	if !ok1 || !ok2 || string(proto) != "HTTP/1.1" || !isToken(method) || len(target) <= len(LBPrefix) ||
+		string(target[:len(LBPrefix)]) != LBPrefix || !cleanTarget(string(target)) {
+		return false
+	}
+	q.method, q.target = string(method), string(target)
+	q.id, q.rest = splitLBTarget(q.target)
+	q.host, q.authz, q.length, q.close = "", "", 0, false
+	q.fields, q.xff = q.fields[:0], q.xff[:0]
+	hosts, lengths := 0, 0
+	var conn []byte // the names the Connection header lists (see appendNames)
+	for {
+		line, rest, _ = bytes.Cut(rest, []byte("\r\n"))
+		if len(line) == 0 {
+			break
+		}
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if !ok || !isToken(name) || !validValue(value) {
+			return false // obs-fold, a bad name or value: net/http's to refuse
+		}
+		value = bytes.Trim(value, " \t")
+		switch {
+		case fold(name, "Host"):
+			hosts++
+			q.host = string(value)
+		case fold(name, "Authorization"):
+			q.authz = string(value)
+		case fold(name, "Content-Length"):
+			lengths++
+			n, err := strconv.ParseInt(string(value), 10, 64)
+			if err != nil || n < 0 || n > fastBodyMax || value[0] == '+' {
+				return false
+			}
+			q.length = n
+		case fold(name, "Connection"):
+			conn = appendNames(conn, value)
+		case fold(name, "Transfer-Encoding"), fold(name, "Upgrade"), fold(name, "Expect"):
+			return false
+		case fold(name, "X-Forwarded-For"):
+			q.xff = appendList(q.xff, value)
+		case inList(name, hopByHop), inList(name, notForwarded):
+		default:
+			q.fields = append(append(append(append(q.fields, name...), ": "...), value...), "\r\n"...)
+		}
+	}
+	if len(conn) > 0 {
+		q.close = hasName(conn, "close")
+		q.fields = dropNamed(q.fields, conn)
+	}
+	return hosts == 1 && lengths <= 1
+}
+
+// splitLBTarget splits /lb/{id}/rest?q into the id and what the worker gets (/rest?q).
+func splitLBTarget(target string) (id, rest string) {
+	s := target[len(LBPrefix):]
+	i := 0
+	for i < len(s) && s[i] != '/' && s[i] != '?' {
+		i++
+	}
+	id, rest = s[:i], s[i:]
+	if rest == "" || rest[0] == '?' {
+		rest = "/" + rest
+	}
+	return id, rest
+}
+
+// cleanTarget says whether a request-target's path is one net/http's ServeMux serves as is:
+// no escapes (their decoding is net/http's business) and nothing path.Clean would change.
+func cleanTarget(target string) bool {
+	p := targetPath(target)
+	for i := 0; i < len(target); i++ {
+		if b := target[i]; b == '%' || b <= ' ' || b == 0x7f || b == '#' {
+			return false
+		}
+	}
+	c := path.Clean(p)
+	return c == p || c+"/" == p
+}
+
+func targetPath(target string) string {
+	if i := bytes.IndexByte([]byte(target), '?'); i >= 0 {
+		return target[:i]
+	}
+	return target
+}
+
+func appendList[T ~string | ~[]byte](dst []byte, v T) []byte {
+	return append(append(dst, v...), ", "...)
+}
+
+// appendNames appends the names a Connection header value lists to dst, each followed by ','.
+func appendNames[T ~string | ~[]byte](dst []byte, value T) []byte {
+	for f := range bytes.SplitSeq([]byte(value), []byte(",")) {
+		if f = bytes.TrimSpace(f); len(f) > 0 {
+			dst = append(append(dst, f...), ',')
+		}
+	}
+	return dst
+}
+
+// hasName says whether names (from appendNames) holds name, ignoring ASCII case.
+func hasName[T ~string | ~[]byte](names []byte, name T) bool {
+	for n := range bytes.SplitSeq(names, []byte(",")) {
+		if len(n) > 0 && fold(n, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// fold says whether a and b are equal, ignoring ASCII case.
+func fold[A, B ~string | ~[]byte](a A, b B) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		if lowerASCII(a[i]) != lowerASCII(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// isToken says whether b is a non-empty RFC 9110 token (a method or a field name).
+func isToken(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	for _, c := range b {
+		if !tokenByte[c] {
+			return false
+		}
+	}
+	return true
+}
+
+var tokenByte = func() (t [256]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-32] = true, true
+	}
+	for _, c := range "!#$%&'*+-.^_`|~" {
+		t[c] = true
+	}
+	return t
+}()
+
+// validValue says whether a field value has no control characters but tab.
+func validValue(v []byte) bool {
+	for _, c := range v {
+		if c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,184 @@
+package api_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rawConn is a caller's keep-alive connection to the proxy, written and read by hand.
+type rawConn struct {
+	t    *testing.T
+	conn net.Conn
+	br   *bufio.Reader
+	host string
+}
+
+func dialRaw(t *testing.T, base string) *rawConn {
+	t.Helper()
+	u, _ := url.Parse(base)
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	return &rawConn{t: t, conn: conn, br: bufio.NewReader(conn), host: u.Host}
+}
+
+func (c *rawConn) send(s string) {
+	c.t.Helper()
+	if _, err := io.WriteString(c.conn, s); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// get is a GET request for path with the key and extra header lines ("Name: value\r\n").
+func (c *rawConn) get(path, key, extra string) string {
+	return "GET " + path + " HTTP/1.1\r\nHost: " + c.host + "\r\nAuthorization: Bearer " + key + "\r\n" + extra + "\r\n"
+}
+
+func (c *rawConn) read(method string) (*http.Response, string) {
+	c.t.Helper()
+	resp, err := http.ReadResponse(c.br, &http.Request{Method: method})
+	if err != nil {
+		c.t.Fatalf("reading an answer: %v", err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		c.t.Fatalf("reading an answer's body: %v", err)
+	}
+	return resp, string(b)
+}
+
+// One caller connection carries pipelined requests, requests the loop hands back to net/http
+// (a chunked upload, an upgrade-less request with a head too large for its buffer, a
+// management call) and loop requests again after them; each gets its own answer, in order.
+func TestLoadBalancerConnectionLoop(t *testing.T) {
+	t.Parallel()
+	base, key, conns := lbBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		io.WriteString(w, r.Method+" "+r.URL.RequestURI()+" "+string(b)+" "+r.Header.Get("X-Secret")+r.Header.Get("X-Keep"))
+	})
+	path := strings.TrimPrefix(base, "http://")
+	path = path[strings.Index(path, "/"):]
+	c := dialRaw(t, base)
+	c.send(c.get(path+"/a?x=1", key, "") + c.get(path, key, "Connection: X-Secret\r\nX-Secret: hop\r\nX-Keep: k\r\n") +
+		"POST " + path + "/b HTTP/1.1\r\nHost: " + c.host + "\r\nAuthorization: " + key + "\r\nContent-Length: 3\r\n\r\nabc")
+	for _, want := range []string{"GET /a?x=1  ", "GET /  k", "POST /b abc "} {
+		if resp, b := c.read("GET"); resp.StatusCode != 200 || b != want {
+			t.Fatalf("pipelined answer = %d %q; want 200 %q", resp.StatusCode, b, want)
+		}
+	}
+	// Handed back: a chunked upload, a head larger than the loop's buffer, a QUEUE-side call.
+	c.send("POST " + path + "/chunked HTTP/1.1\r\nHost: " + c.host + "\r\nAuthorization: " + key +
+		"\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n")
+	if resp, b := c.read("POST"); resp.StatusCode != 200 || b != "POST /chunked abc " {
+		t.Fatalf("chunked upload = %d %q", resp.StatusCode, b)
+	}
+	c.send(c.get(path+"/big", key, "X-Keep: "+strings.Repeat("k", 6000)+"\r\n"))
+	if resp, b := c.read("GET"); resp.StatusCode != 200 || b != "GET /big  "+strings.Repeat("k", 6000) {
+		t.Fatalf("large head = %d %q", resp.StatusCode, b[:min(len(b), 40)])
+	}
+	c.send(c.get("/v2/serverless/nope", key, ""))
+	if resp, _ := c.read("GET"); resp.StatusCode != 404 || resp.Header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("management call on the same connection = %d", resp.StatusCode)
+	}
+	// And the loop again, which closes the connection when asked to.
+	c.send(c.get(path+"/again", key, "Connection: close\r\n"))
+	if resp, b := c.read("GET"); resp.StatusCode != 200 || b != "GET /again  " || !resp.Close {
+		t.Fatalf("after the hand-back = %d %q (close %v); want 200 and Connection: close", resp.StatusCode, b, resp.Close)
+	}
+	if n, err := c.br.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("after Connection: close the proxy read %d, %v; want EOF", n, err)
+	}
+	if n := conns.Load(); n > 2 {
+		t.Errorf("the proxy opened %d connections to the worker; want at most 2 (its own pool and the general proxy's)", n)
+	}
+}
+
+// Refusals inside the loop are the same problem+json answers as elsewhere, with the rate-limit
+// headers, and leave the connection usable.
+func TestLoadBalancerConnectionLoopRefusals(t *testing.T) {
+	t.Parallel()
+	base, key, _ := lbBackend(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	path := strings.TrimPrefix(base, "http://")
+	path = path[strings.Index(path, "/"):]
+	c := dialRaw(t, base)
+	for _, tc := range []struct {
+		path, key string
+		status    int
+	}{
+		{path + "/x", key, 200},
+		{path + "/x", "nope", 401},
+		{"/lb/unknownendpoint/x", key, 404},
+		{path + "/x", key, 200},
+	} {
+		c.send(c.get(tc.path, tc.key, ""))
+		resp, b := c.read("GET")
+		if resp.StatusCode != tc.status {
+			t.Fatalf("GET %s with key %q = %d %q; want %d", tc.path, tc.key, resp.StatusCode, b, tc.status)
+		}
+		if tc.status != 200 && (resp.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(b, `"status":`)) {
+			t.Errorf("refusal %d = %v %q; want a problem", tc.status, resp.Header, b)
+		}
+		if tc.status != 401 && resp.Header.Get("RateLimit") == "" {
+			t.Errorf("GET %s: no RateLimit header", tc.path)
+		}
+	}
+	c.send("HEAD " + path + "/x HTTP/1.1\r\nHost: " + c.host + "\r\nAuthorization: nope\r\n\r\n")
+	if resp, b := c.read("HEAD"); resp.StatusCode != 401 || b != "" {
+		t.Fatalf("HEAD refused = %d %q; want 401 and no body", resp.StatusCode, b)
+	}
+	c.send(c.get(path+"/x", key, ""))
+	if resp, b := c.read("GET"); resp.StatusCode != 200 || b != "ok" {
+		t.Fatalf("after a refused HEAD = %d %q", resp.StatusCode, b)
+	}
+}
+
+// API.Shutdown ends idle loop connections at once and lets a busy one finish its answer,
+// which tells the caller the connection closes.
+func TestLoadBalancerConnectionLoopShutdown(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	base, key, _, a := lbBackendAPI(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			started <- struct{}{}
+			<-release
+		}
+		io.WriteString(w, "ok")
+	})
+	path := strings.TrimPrefix(base, "http://")
+	path = path[strings.Index(path, "/"):]
+	idle, busy := dialRaw(t, base), dialRaw(t, base)
+	idle.send(idle.get(path+"/x", key, ""))
+	idle.read("GET")
+	busy.send(busy.get(path+"/x", key, ""))
+	busy.read("GET")
+	busy.send(busy.get(path+"/slow", key, ""))
+	<-started
+	done := make(chan error, 1)
+	go func() { done <- a.Shutdown(context.Background()) }()
+	if _, err := idle.br.ReadByte(); err != io.EOF {
+		t.Errorf("the idle connection after Shutdown: %v; want EOF", err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Shutdown returned (%v) while an answer was in flight", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if resp, b := busy.read("GET"); resp.StatusCode != 200 || b != "ok" || !resp.Close {
+		t.Errorf("the busy connection's answer = %d %q (close %v); want 200 ok and Connection: close", resp.StatusCode, b, resp.Close)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("Shutdown = %v", err)
+	}
+}

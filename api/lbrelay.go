@@ -1,0 +1,378 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+)
+
+// answer is a worker's answer head, as the loop relays it.
+type answer struct {
+	status     int
+	statusLine []byte // "200 OK": the code and reason
+	fields     []byte // the header lines the caller gets, each "Name: value\r\n"
+	length     int64  // Content-Length, or -1
+	chunked    bool
+	noBody     bool // an answer to HEAD, 1xx, 204 or 304
+	close      bool // the worker closes the connection after it
+	hasDate    bool
+}
+
+var errMalformedAnswer = errors.New("it sent a malformed answer")
+
+// answerBuf holds an answer head's bytes between answers.
+type answerBuf struct{ line, status, fields []byte }
+
+// read reads an answer head from br into a; its bytes live in ab. head says the request was
+// a HEAD, whose answer has no body whatever its head says.
+func (a *answer) read(br *bufio.Reader, ab *answerBuf, head bool) error {
+	*a = answer{length: -1}
+	line, err := readLine(br, &ab.line, maxAnswerHead)
+	if err != nil {
+		return err
+	}
+	if len(line) < 12 || string(line[:7]) != "HTTP/1." || (line[7] != '0' && line[7] != '1') || line[8] != ' ' ||
+		(len(line) > 12 && line[12] != ' ') {
+		return errMalformedAnswer
+	}
+	code, err := strconv.Atoi(string(line[9:12]))
+	if err != nil || code < 100 || code > 999 {
+		return errMalformedAnswer
+	}
+	ab.status = append(ab.status[:0], line[9:]...)
+	if len(line) == 12 {
+		ab.status = append(append(ab.status, ' '), http.StatusText(code)...)
+	}
+	a.status, a.statusLine = code, ab.status
+	http10 := line[7] == '0'
+	var conn []byte // the names the worker's Connection header lists (see appendNames)
+	fields := ab.fields[:0]
+	budget := maxAnswerHead
+	for {
+		if line, err = readLine(br, &ab.line, budget); err != nil {
+			return err
+		}
+		if len(line) == 0 {
+			break
+		}
+		budget -= len(line)
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if !ok || !isToken(name) || !validValue(value) {
+			return errMalformedAnswer // an obs-fold among others
+		}
+		value = bytes.Trim(value, " \t")
+		switch {
+		case fold(name, "Content-Length"):
+			n, err := strconv.ParseInt(string(value), 10, 64)
+			if err != nil || n < 0 || value[0] == '+' || (a.length >= 0 && a.length != n) {
+				return errMalformedAnswer
+			}
+			a.length = n
+			continue
+		case fold(name, "Transfer-Encoding"):
+			if !fold(value, "chunked") {
+				return errors.New("it answered with a transfer coding other than chunked")
+			}
+			a.chunked = true
+			continue
+		case fold(name, "Connection"):
+			conn = appendNames(conn, value)
+			continue
+		case fold(name, "Trailer"): // kept: the trailers it announces come with a chunked body
+		case inList(name, hopByHop):
+			continue
+		case fold(name, "Date"):
+			a.hasDate = true
+		}
+		fields = append(append(append(append(fields, name...), ": "...), value...), "\r\n"...)
+	}
+	if len(conn) > 0 {
+		fields = dropNamed(fields, conn)
+	}
+	ab.fields, a.fields = fields, fields
+	a.close = hasName(conn, "close") || (http10 && !hasName(conn, "keep-alive"))
+	if a.chunked && a.length >= 0 {
+		a.length, a.close = -1, true // RFC 9112 6.3: the coding wins, and the connection is suspect
+	}
+	a.noBody = head || code < 200 || code == http.StatusNoContent || code == http.StatusNotModified
+	return nil
+}
+
+// dropNamed removes from fields ("Name: value\r\n" lines) those whose names are in names
+// (from appendNames).
+func dropNamed(fields, names []byte) []byte {
+	out := fields[:0]
+	for len(fields) > 0 {
+		i := bytes.Index(fields, []byte("\r\n")) + 2
+		line := fields[:i]
+		fields = fields[i:]
+		if name, _, _ := bytes.Cut(line, []byte(":")); !hasName(names, name) {
+			out = append(out, line...)
+		}
+	}
+	return out
+}
+
+// readLine reads a line from br and returns it without its line ending. A line that fits
+// br's buffer is returned in place (valid until br's next read); a longer one is gathered in
+// *buf, up to limit bytes.
+func readLine(br *bufio.Reader, buf *[]byte, limit int) ([]byte, error) {
+	line, err := br.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		b := append((*buf)[:0], line...)
+		for errors.Is(err, bufio.ErrBufferFull) {
+			if len(b) > limit {
+				return nil, errors.New("its answer head is too large")
+			}
+			line, err = br.ReadSlice('\n')
+			b = append(b, line...)
+		}
+		*buf, line = b, b
+	}
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	line = line[:len(line)-1]
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
+	}
+	return line, nil
+}
+
+// The relays copy an answer's body from the worker (br) to the caller (bw). bw is flushed
+// whenever br has nothing more buffered, before a read that may wait: a streamed answer
+// reaches the caller as it comes, and an answer that arrived whole leaves in one write. They
+// tell a failed read of the worker from a failed write to the caller.
+
+// relayN copies n bytes.
+func relayN(bw *bufio.Writer, br *bufio.Reader, n int64) (rerr, werr error) {
+	buf := buffers.Get().(*[]byte)
+	defer buffers.Put(buf)
+	for n > 0 {
+		if br.Buffered() == 0 {
+			if werr = bw.Flush(); werr != nil {
+				return nil, werr
+			}
+		}
+		k, err := br.Read((*buf)[:min(n, int64(len(*buf)))])
+		if k > 0 {
+			if _, werr = bw.Write((*buf)[:k]); werr != nil {
+				return nil, werr
+			}
+			n -= int64(k)
+		}
+		if err != nil && n > 0 {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return err, nil
+		}
+	}
+	return nil, nil
+}
+
+// relayChunked copies a chunked body, chunk by chunk, and its trailer section.
+func relayChunked(bw *bufio.Writer, br *bufio.Reader) (rerr, werr error) {
+	var line []byte
+	var scratch []byte
+	for {
+		if br.Buffered() == 0 {
+			if werr = bw.Flush(); werr != nil {
+				return nil, werr
+			}
+		}
+		if line, rerr = readLine(br, &scratch, 4<<10); rerr != nil {
+			return rerr, nil
+		}
+		hex, _, _ := bytes.Cut(line, []byte(";")) // chunk extensions are dropped
+		size, err := strconv.ParseUint(string(bytes.TrimSpace(hex)), 16, 62)
+		if err != nil || len(bytes.TrimSpace(hex)) == 0 {
+			return errMalformedAnswer, nil
+		}
+		bw.WriteString(strconv.FormatUint(size, 16))
+		bw.WriteString("\r\n")
+		if size == 0 {
+			for { // the trailer section, up to its empty line
+				if br.Buffered() == 0 {
+					if werr = bw.Flush(); werr != nil {
+						return nil, werr
+					}
+				}
+				if line, rerr = readLine(br, &scratch, maxAnswerHead); rerr != nil {
+					return rerr, nil
+				}
+				bw.Write(line)
+				bw.WriteString("\r\n")
+				if len(line) == 0 {
+					return nil, nil
+				}
+			}
+		}
+		if rerr, werr = relayN(bw, br, int64(size)); rerr != nil || werr != nil {
+			return rerr, werr
+		}
+		if line, rerr = readLine(br, &scratch, 0); rerr != nil || len(line) != 0 {
+			return cmpErr(rerr, errMalformedAnswer), nil
+		}
+		bw.WriteString("\r\n")
+	}
+}
+
+// relayUntilEOF copies a body that ends when the worker closes the connection, chunked, so
+// that the caller's connection can carry on.
+func relayUntilEOF(bw *bufio.Writer, br *bufio.Reader) (rerr, werr error) {
+	buf := buffers.Get().(*[]byte)
+	defer buffers.Put(buf)
+	for {
+		if br.Buffered() == 0 {
+			if werr = bw.Flush(); werr != nil {
+				return nil, werr
+			}
+		}
+		k, err := br.Read(*buf)
+		if k > 0 {
+			bw.WriteString(strconv.FormatInt(int64(k), 16))
+			bw.WriteString("\r\n")
+			bw.Write((*buf)[:k])
+			if _, werr = bw.WriteString("\r\n"); werr != nil {
+				return nil, werr
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			_, werr = bw.WriteString("0\r\n\r\n")
+			return nil, werr
+		}
+		if err != nil {
+			return err, nil
+		}
+	}
+}
+
+func cmpErr(err, otherwise error) error {
+	if err != nil {
+		return err
+	}
+	return otherwise
+}
+
+// --- the loops' registry and the way back to net/http -------------------------------------
+
+// lbConnSet tracks the running loops, so that a shutdown can end them.
+type lbConnSet struct {
+	stopping atomic.Bool
+	mu       sync.Mutex
+	conns    map[*lbConn]struct{}
+	empty    chan struct{} // closed when stopping and no loop is left
+}
+
+// add registers c; it returns false when the server is shutting down.
+func (s *lbConnSet) add(c *lbConn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conns == nil {
+		s.conns = map[*lbConn]struct{}{}
+	}
+	s.conns[c] = struct{}{}
+	return !s.stopping.Load()
+}
+
+func (s *lbConnSet) remove(c *lbConn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, c)
+	if len(s.conns) == 0 && s.empty != nil {
+		close(s.empty)
+		s.empty = nil
+	}
+}
+
+func (s *lbConnSet) closing() bool { return s.stopping.Load() }
+
+// shutdown ends the loops: an idle one at once, a busy one after its answer (which tells the
+// caller Connection: close). It returns when none is left or ctx ends.
+func (s *lbConnSet) shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.stopping.Store(true)
+	for c := range s.conns {
+		c.conn.SetReadDeadline(aLongTimeAgo)
+	}
+	if len(s.conns) == 0 {
+		s.mu.Unlock()
+		return nil
+	}
+	if s.empty == nil {
+		s.empty = make(chan struct{})
+	}
+	empty := s.empty
+	s.mu.Unlock()
+	select {
+	case <-empty:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Shutdown ends the connections the load-balancing proxy took from the http.Server (see
+// lbloop.go): call it after the server's own Shutdown. Like it, it lets answers in progress
+// finish, until ctx ends.
+func (a *API) Shutdown(ctx context.Context) error { return a.lbConns.shutdown(ctx) }
+
+// handedConn is a connection handed back to net/http, with what the loop had read of it.
+type handedConn struct {
+	net.Conn
+	br *bufio.Reader
+}
+
+func (c *handedConn) Read(p []byte) (int, error) { return c.br.Read(p) }
+
+// handoff is a net.Listener whose connections are those the loops hand back to a server.
+type handoff struct {
+	ch   chan net.Conn
+	done chan struct{}
+	once sync.Once
+	addr net.Addr
+}
+
+func (h *handoff) Accept() (net.Conn, error) {
+	select {
+	case c := <-h.ch:
+		return c, nil
+	case <-h.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (h *handoff) Close() error   { h.once.Do(func() { close(h.done) }); return nil }
+func (h *handoff) Addr() net.Addr { return h.addr }
+
+// handBack gives conn, unread beyond what its wrapper holds, to srv, which serves it from its
+// next request on as it serves connections it accepted itself (and shuts it down with them).
+func (a *API) handBack(srv *http.Server, conn *handedConn) {
+	v, ok := a.handoffs.Load(srv)
+	if !ok {
+		h := &handoff{ch: make(chan net.Conn), done: make(chan struct{}), addr: conn.LocalAddr()}
+		if v, ok = a.handoffs.LoadOrStore(srv, h); !ok {
+			go func() {
+				_ = srv.Serve(h) // ends when srv shuts down (or was already)
+				h.Close()
+			}()
+		}
+	}
+	h := v.(*handoff)
+	select {
+	case h.ch <- conn:
+	case <-h.done:
+		conn.Close() // the server has shut down
+	}
+}
