@@ -24,6 +24,7 @@ test: ## run every test (race detector on), then the fuzz targets briefly
 fuzz: ## run each fuzz target for an execution count (~10 s each on 2 cores), or for FUZZTIME (e.g. 30s, 1000000x)
 	$(GO) test ./api -run '^$$' -fuzz '^FuzzCreateEndpoint$$' -fuzztime $(or $(FUZZTIME),40000x)
 	$(GO) test ./api -run '^$$' -fuzz '^FuzzUpdateEndpoint$$' -fuzztime $(or $(FUZZTIME),40000x)
+	$(GO) test ./api -run '^$$' -fuzz '^FuzzLoadBalancerHead$$' -fuzztime $(or $(FUZZTIME),60000x)
 	$(GO) test ./worker -run '^$$' -fuzz '^FuzzDecodeJob$$' -fuzztime $(or $(FUZZTIME),150000x)
 	$(GO) test ./worker/echo -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime $(or $(FUZZTIME),300000x)
 	$(GO) test ./models -run '^$$' -fuzz '^FuzzReadGIFInfo$$' -fuzztime $(or $(FUZZTIME),150000x)

@@ -1,12 +1,19 @@
 package api_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
+	"net/textproto"
+	"reflect"
 	"strings"
 	"testing"
 
+	"golang.org/x/net/http/httpguts"
+
+	"github.com/gantryhq/gantry/api"
 	"github.com/gantryhq/gantry/core"
 )
 
@@ -71,5 +78,77 @@ func FuzzUpdateEndpoint(f *testing.F) {
 	id := e.create(minimalQueue)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		fuzzRequest(t, e, "PATCH", "/v2/serverless/"+id, body)
+	})
+}
+
+// FuzzLoadBalancerHead checks the proxy's connection loop against net/http on any request
+// head: a head the loop carries is one net/http's server also accepts (no request reaches a
+// worker that Go's server would have refused), read the same way (method, target, Host,
+// Content-Length, Connection: close), and the worker gets exactly the caller's header fields
+// less the hop-by-hop ones, those Connection names, the key and the forwarding headers.
+func FuzzLoadBalancerHead(f *testing.F) {
+	for _, s := range []string{
+		"GET /lb/ep/x HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer k\r\n\r\n",
+		"POST /lb/ep/v1/chat?stream=1 HTTP/1.1\r\nHost: h:80\r\nContent-Length: 3\r\nConnection: close, X-A\r\nX-A: 1\r\nX-B: 2\r\nx-b:  3 \r\n\r\n",
+		"GET /lb/ep HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n",
+		"GET /lb/ep/../x HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+		"GET /lb/ep/%2e HTTP/1.1\r\nHost: a b\r\nX-Forwarded-For: 1.2.3.4\r\nKeep-Alive: 5\r\n\r\n",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, head string) {
+		if !strings.HasSuffix(head, "\r\n\r\n") || strings.Index(head, "\r\n\r\n") != len(head)-4 {
+			return // the loop hands the scanner exactly one head
+		}
+		ok, method, target, host, length, closing, fields := api.ScanLBHead([]byte(head))
+		if !ok {
+			return
+		}
+		r, err := http.ReadRequest(bufio.NewReader(strings.NewReader(head)))
+		if err != nil {
+			t.Fatalf("the loop carries a head net/http refuses (%v): %q", err, head)
+		}
+		hosts := r.Header.Values("Host") // ReadRequest moves one Host into r.Host (an empty one is valid)
+		if len(hosts) > 0 || !httpguts.ValidHostHeader(r.Host) {
+			t.Fatalf("the loop carries a head whose Host net/http's server refuses: %q", head)
+		}
+		for k, vv := range r.Header {
+			for _, v := range vv {
+				if !httpguts.ValidHeaderFieldName(k) || !httpguts.ValidHeaderFieldValue(v) {
+					t.Fatalf("the loop carries a field net/http's server refuses (%q: %q): %q", k, v, head)
+				}
+			}
+		}
+		if r.ProtoMajor != 1 || r.ProtoMinor != 1 || len(r.TransferEncoding) > 0 || r.Header.Get("Upgrade") != "" || r.Header.Get("Expect") != "" {
+			t.Fatalf("the loop carries a request it must hand back: %q", head)
+		}
+		if method != r.Method || target != r.RequestURI || host != r.Host || length != r.ContentLength || closing != r.Close {
+			t.Fatalf("the loop read %q %q host %q length %d close %v; net/http %q %q %q %d %v: %q",
+				method, target, host, length, closing, r.Method, r.RequestURI, r.Host, r.ContentLength, r.Close, head)
+		}
+		got, err := textproto.NewReader(bufio.NewReader(strings.NewReader(fields + "\r\n"))).ReadMIMEHeader()
+		if err != nil {
+			t.Fatalf("the fields the worker gets do not parse (%v): %q", err, fields)
+		}
+		want := http.Header{}
+		dropped := map[string]bool{}
+		for _, v := range r.Header["Connection"] {
+			for n := range strings.SplitSeq(v, ",") {
+				dropped[textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(n))] = true
+			}
+		}
+		for _, n := range []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+			"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Authorization", "Host", "Content-Length", "Forwarded",
+			"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
+			dropped[n] = true
+		}
+		for k, vv := range r.Header {
+			if !dropped[k] {
+				want[k] = vv
+			}
+		}
+		if !reflect.DeepEqual(http.Header(got), want) && !(len(got) == 0 && len(want) == 0) {
+			t.Fatalf("the worker gets %v; want %v: %q", got, want, head)
+		}
 	})
 }

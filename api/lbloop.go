@@ -15,6 +15,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/gantryhq/gantry/core"
 )
 
@@ -505,6 +507,9 @@ func (q *lbRequest) scan(head []byte) bool {
 		case fold(name, "Host"):
 			hosts++
 			q.host = string(value)
+			if !httpguts.ValidHostHeader(q.host) {
+				return false
+			}
 		case fold(name, "Authorization"):
 			q.authz = string(value)
 		case fold(name, "Content-Length"):
