@@ -1,6 +1,11 @@
 package api
 
-import "time"
+import (
+	"bufio"
+	"bytes"
+	"net/http"
+	"time"
+)
 
 // SetLBPeekAfter sets how long a proxy connection may sit idle before it is checked for a
 // close by the worker; call it before the API serves a request.
@@ -12,4 +17,26 @@ func ScanLBHead(head []byte) (ok bool, method, target, host string, length int64
 	var q lbRequest
 	ok = q.scan(head)
 	return ok, q.method, q.target, q.host, q.length, q.close, string(q.fields)
+}
+
+// RelayLBAnswer runs the connection loop's reading and relaying of a worker's answer to a
+// request (a HEAD when head is set): the bytes the caller would get, or the error that
+// would make it a 502 (before the head is relayed) or cut it short (after).
+func RelayLBAnswer(raw []byte, head bool) (out []byte, err error) {
+	var a answer
+	var ab answerBuf
+	br := bufio.NewReader(bytes.NewReader(raw))
+	for {
+		if err := a.read(br, &ab, head); err != nil {
+			return nil, err
+		}
+		if a.status >= 200 {
+			break
+		}
+	}
+	var buf bytes.Buffer
+	c := &lbConn{bw: bufio.NewWriter(&buf), rw: rawResponse{h: http.Header{}}, a: &API{}}
+	c.writeAnswerHead(&a, false)
+	rerr, werr := relayBody(c.bw, br, &a)
+	return buf.Bytes(), cmpErr(rerr, werr)
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/textproto"
@@ -149,6 +150,66 @@ func FuzzLoadBalancerHead(f *testing.F) {
 		}
 		if !reflect.DeepEqual(http.Header(got), want) && !(len(got) == 0 && len(want) == 0) {
 			t.Fatalf("the worker gets %v; want %v: %q", got, want, head)
+		}
+	})
+}
+
+// FuzzLoadBalancerAnswer checks the proxy's relay of a worker's answer against net/http's
+// reading of the same bytes: an answer the loop relays whole reaches the caller as an answer
+// net/http reads with the same status and the same body, without hop-by-hop headers, in any
+// framing the worker chose (length, chunked with trailers, until close, none).
+func FuzzLoadBalancerAnswer(f *testing.F) {
+	for _, s := range []string{
+		"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A: 1\r\n\r\nhello",
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\nConnection: X-A\r\nX-A: 1\r\n\r\n3;ext=1\r\nabc\r\n0\r\nX-Sum: 9\r\n\r\n",
+		"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil close",
+		"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 204 No Content\r\nKeep-Alive: timeout=5\r\n\r\n",
+		"HTTP/1.1 304 Not Modified\r\nContent-Length: 10\r\nETag: \"v\"\r\n\r\n",
+		"HTTP/1.1 200\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok",
+	} {
+		f.Add(s, false)
+	}
+	f.Add("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", true)
+	f.Fuzz(func(t *testing.T, raw string, head bool) {
+		out, err := api.RelayLBAnswer([]byte(raw), head)
+		if err != nil {
+			return // a 502, or an answer cut short: nothing to compare
+		}
+		method := http.MethodGet
+		if head {
+			method = http.MethodHead
+		}
+		br := bufio.NewReader(strings.NewReader(raw))
+		var want *http.Response
+		for {
+			if want, err = http.ReadResponse(br, &http.Request{Method: method}); err != nil {
+				t.Fatalf("the loop relays an answer net/http cannot read (%v): %q", err, raw)
+			}
+			if want.StatusCode >= 200 {
+				break
+			}
+		}
+		wantBody, err := io.ReadAll(want.Body)
+		if err != nil {
+			t.Fatalf("the loop relays an answer whose body net/http cannot read (%v): %q", err, raw)
+		}
+		got, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(out)), &http.Request{Method: method})
+		if err != nil {
+			t.Fatalf("the caller cannot read the relayed answer (%v): %q from %q", err, out, raw)
+		}
+		gotBody, err := io.ReadAll(got.Body)
+		if err != nil || got.StatusCode != want.StatusCode || !bytes.Equal(gotBody, wantBody) {
+			t.Fatalf("relayed %d %q (%v); net/http read %d %q: %q from %q", got.StatusCode, gotBody, err, want.StatusCode, wantBody, out, raw)
+		}
+		for _, h := range []string{"Keep-Alive", "Proxy-Connection", "Upgrade", "Te"} {
+			if got.Header.Get(h) != "" {
+				t.Fatalf("the relayed answer carries %s: %q from %q", h, out, raw)
+			}
+		}
+		for k, vv := range got.Trailer {
+			if !reflect.DeepEqual(vv, want.Trailer[k]) && want.Trailer[k] != nil {
+				t.Fatalf("trailer %s = %q; net/http read %q: %q from %q", k, vv, want.Trailer[k], out, raw)
+			}
 		}
 	})
 }

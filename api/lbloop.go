@@ -332,27 +332,10 @@ func (c *lbConn) exchange(addr string, q *lbRequest) (keep bool, err error) {
 		// 1xx informational answers (103 Early Hints) are not relayed.
 	}
 	closing := q.close || c.a.lbConns.closing()
-	b := c.bw
 	c.writeAnswerHead(&a, closing)
 	// From here on a failure can only cut the answer short.
-	var rerr, werr error
-	switch {
-	case a.noBody:
-	case a.chunked:
-		rerr, werr = relayChunked(b, wc.br)
-	case a.length >= 0:
-		rerr, werr = relayN(b, wc.br, a.length)
-	default:
-		rerr, werr = relayUntilEOF(b, wc.br)
-	}
-	if werr == nil {
-		werr = b.Flush()
-	}
-	switch {
-	case werr != nil:
-		return false, errCutShort // the caller went away
-	case rerr != nil:
-		return false, errCutShort
+	if rerr, werr := relayBody(c.bw, wc.br, &a); rerr != nil || werr != nil {
+		return false, errCutShort // the worker broke off, or the caller went away
 	}
 	reuse = !a.close && !(a.length < 0 && !a.chunked && !a.noBody)
 	return !closing, nil

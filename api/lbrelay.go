@@ -154,6 +154,23 @@ func readLine(br *bufio.Reader, buf *[]byte, limit int) ([]byte, error) {
 // reaches the caller as it comes, and an answer that arrived whole leaves in one write. They
 // tell a failed read of the worker from a failed write to the caller.
 
+// relayBody relays the body of the answer a and flushes bw.
+func relayBody(bw *bufio.Writer, br *bufio.Reader, a *answer) (rerr, werr error) {
+	switch {
+	case a.noBody:
+	case a.chunked:
+		rerr, werr = relayChunked(bw, br)
+	case a.length >= 0:
+		rerr, werr = relayN(bw, br, a.length)
+	default:
+		rerr, werr = relayUntilEOF(bw, br)
+	}
+	if rerr == nil && werr == nil {
+		werr = bw.Flush()
+	}
+	return rerr, werr
+}
+
 // relayN copies n bytes.
 func relayN(bw *bufio.Writer, br *bufio.Reader, n int64) (rerr, werr error) {
 	buf := buffers.Get().(*[]byte)
