@@ -63,6 +63,16 @@ func (c *rawConn) read(method string) (*http.Response, string) {
 func TestLoadBalancerConnectionLoop(t *testing.T) {
 	t.Parallel()
 	base, key, conns := lbBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") == "x-echo" { // a protocol switch: echo what comes, upper-cased
+			conn, rw, _ := http.NewResponseController(w).Hijack()
+			defer conn.Close()
+			rw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: x-echo\r\n\r\n")
+			rw.Flush()
+			line, _ := rw.ReadString('\n')
+			rw.WriteString(strings.ToUpper(line))
+			rw.Flush()
+			return
+		}
 		b, _ := io.ReadAll(r.Body)
 		io.WriteString(w, r.Method+" "+r.URL.RequestURI()+" "+string(b)+" "+r.Header.Get("X-Secret")+r.Header.Get("X-Keep"))
 	})
@@ -97,6 +107,18 @@ func TestLoadBalancerConnectionLoop(t *testing.T) {
 	}
 	if n, err := c.br.Read(make([]byte, 1)); err != io.EOF {
 		t.Errorf("after Connection: close the proxy read %d, %v; want EOF", n, err)
+	}
+	// A protocol switch after loop requests is handed back and passes through.
+	u := dialRaw(t, base)
+	u.send(u.get(path+"/x", key, ""))
+	u.read("GET")
+	u.send(u.get(path+"/ws", key, "Connection: Upgrade\r\nUpgrade: x-echo\r\n"))
+	if resp, err := http.ReadResponse(u.br, nil); err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade after a loop request = %v, %v; want 101", resp, err)
+	}
+	u.send("hello\n")
+	if line, err := u.br.ReadString('\n'); err != nil || line != "HELLO\n" {
+		t.Fatalf("through the switched connection: %q, %v; want the worker's echo", line, err)
 	}
 	if n := conns.Load(); n > 2 {
 		t.Errorf("the proxy opened %d connections to the worker; want at most 2 (its own pool and the general proxy's)", n)
