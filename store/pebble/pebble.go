@@ -28,9 +28,6 @@ type Store struct {
 	closeOnce sync.Once
 }
 
-// walMinSyncInterval is the least time between two WAL syncs (see Open).
-const walMinSyncInterval = 500 * time.Microsecond
-
 // Open opens (creating if needed) the store in dir. Only one process may hold it open.
 func Open(dir string) (*Store, error) {
 	db, err := pebble.Open(dir, &pebble.Options{
@@ -43,10 +40,6 @@ func Open(dir string) (*Store, error) {
 		L0CompactionThreshold:       4,
 		L0StopWritesThreshold:       64,
 		LBaseMaxBytes:               256 << 20,
-		// Group commit: a WAL sync costs this machine class ~150 µs of CPU and ~300 µs of
-		// wall time, whatever it carries. Syncs closer together than this wait, so a burst
-		// of acknowledged writes shares fewer of them; a lone write is synced at once.
-		WALMinSyncInterval: func() time.Duration { return walMinSyncInterval },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("opening the store in %s: %w", dir, err)
