@@ -115,14 +115,62 @@ func WantOf(ep *core.Endpoint, volumeDC func(id string) (string, bool)) Want {
 	return w
 }
 
-// NoRoomError says why no pool could take a worker, pool by pool.
-type NoRoomError struct{ Reasons []string }
+// NoRoomError says why no pool could take a worker, pool by pool. Its message is built only
+// when asked for: under load the scheduler meets many more of them than it reports.
+type NoRoomError struct {
+	want   Want
+	misses []poolMiss
+}
+
+// poolMiss is why one pool could not take the worker.
+type poolMiss struct {
+	pool  string
+	why   missKind
+	info  *core.Pool // nil for a pool this server does not have
+	inUse int        // missFull: GPUs reserved when it was tried
+}
+
+type missKind uint8
+
+const (
+	missUnknown missKind = iota
+	missDataCenter
+	missCUDA
+	missTooMany
+	missFull
+)
 
 func (e *NoRoomError) Error() string {
-	if len(e.Reasons) == 0 {
+	if len(e.misses) == 0 {
 		return "no pool has room: the endpoint lists no pool"
 	}
-	return "no pool has room: " + strings.Join(e.Reasons, "; ")
+	var b strings.Builder
+	b.WriteString("no pool has room: ")
+	for i, m := range e.misses {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		switch m.why {
+		case missUnknown:
+			fmt.Fprintf(&b, "%s: no such pool on this server", m.pool)
+		case missDataCenter:
+			fmt.Fprintf(&b, "%s: in data center %q, not an allowed one", m.pool, m.info.DataCenter)
+		case missCUDA:
+			fmt.Fprintf(&b, "%s: runs CUDA %s, none of the allowed %s", m.pool,
+				strings.Join(m.info.CUDAVersions, ", "), strings.Join(e.want.CUDAVersions, ", "))
+		case missTooMany:
+			fmt.Fprintf(&b, "%s: a worker may take at most %d GPUs here, not %d", m.pool, m.info.GPUsPerWorkerMax(), max(e.want.Count, 1))
+		case missFull:
+			fmt.Fprintf(&b, "%s: %d of %d in use", m.pool, m.inUse, m.info.GPUs)
+		}
+	}
+	return b.String()
+}
+
+// Same says whether e and o would say the same thing, without building either message.
+func (e *NoRoomError) Same(o *NoRoomError) bool {
+	return e != nil && o != nil && slices.Equal(e.misses, o.misses) && e.want.Count == o.want.Count &&
+		slices.Equal(e.want.CUDAVersions, o.want.CUDAVersions)
 }
 
 // Place reserves capacity for one worker on the first pool in w.Pools that is in an allowed
@@ -130,27 +178,28 @@ func (e *NoRoomError) Error() string {
 // *NoRoomError naming each pool's reason when none has.
 func (p *Placer) Place(w Want) (*Reservation, error) {
 	count := max(w.Count, 1)
-	var reasons []string
+	misses := make([]poolMiss, 0, len(w.Pools))
 	for _, id := range w.Pools {
 		s, ok := p.slots[id]
+		m := poolMiss{pool: id}
 		switch {
 		case !ok:
-			reasons = append(reasons, id+": no such pool on this server")
+			m.why = missUnknown
 		case len(w.DataCenters) > 0 && !slices.Contains(w.DataCenters, s.info.DataCenter):
-			reasons = append(reasons, fmt.Sprintf("%s: in data center %q, not an allowed one", id, s.info.DataCenter))
+			m.why, m.info = missDataCenter, &s.info
 		case len(w.CUDAVersions) > 0 && !slices.ContainsFunc(w.CUDAVersions, func(v string) bool { return slices.Contains(s.info.CUDAVersions, v) }):
-			reasons = append(reasons, fmt.Sprintf("%s: runs CUDA %s, none of the allowed %s", id,
-				strings.Join(s.info.CUDAVersions, ", "), strings.Join(w.CUDAVersions, ", ")))
+			m.why, m.info = missCUDA, &s.info
 		case count > s.info.GPUsPerWorkerMax():
-			reasons = append(reasons, fmt.Sprintf("%s: a worker may take at most %d GPUs here, not %d", id, s.info.GPUsPerWorkerMax(), count))
+			m.why, m.info = missTooMany, &s.info
 		default:
 			if r := s.reserve(count); r != nil {
 				return r, nil
 			}
-			reasons = append(reasons, fmt.Sprintf("%s: %d of %d in use", id, s.info.GPUs-int(s.free.Load()), s.info.GPUs))
+			m.why, m.info, m.inUse = missFull, &s.info, s.info.GPUs-int(s.free.Load())
 		}
+		misses = append(misses, m)
 	}
-	return nil, &NoRoomError{Reasons: reasons}
+	return nil, &NoRoomError{want: w, misses: misses}
 }
 
 // reserve takes n units of the slot's capacity, or nothing. The free count is the gate: once

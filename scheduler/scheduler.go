@@ -122,11 +122,13 @@ type epState struct {
 	lbReady   chan struct{}              // closed when a worker becomes ready; made by waiters
 	rr        atomic.Uint32              // round-robin start among equally loaded workers
 
-	failures  int       // workers in a row that crashed before their first poll
-	nextStart time.Time // no start before this while failures > 0
-	failure   string    // the last failure
-	throttled int       // workers wanted that no pool had room for at the last try
-	noRoom    string
+	failures  int          // workers in a row that crashed before their first poll
+	nextStart time.Time    // no start before this while failures > 0
+	failure   string       // the last failure
+	throttled int          // workers wanted that no pool had room for at the last try
+	noRoom    *NoRoomError // why, at the last try
+	noRoomMsg string       // the health reason for noRoomOf
+	noRoomOf  *NoRoomError // what noRoomMsg says
 	cold      coldStats
 	lastCond  core.Condition
 	exited    []exitedWorker // the last few workers that exited, oldest first (fleet.go)
@@ -568,7 +570,7 @@ func (s *Scheduler) tick(es *epState, now time.Time, sc *scratch) bool {
 		want = active
 	}
 	target := bound(want, active, ep.Workers)
-	es.throttled, es.noRoom = 0, ""
+	es.throttled, es.noRoom = 0, nil
 
 	switch {
 	case target > active:
@@ -712,8 +714,11 @@ func (s *Scheduler) publish(es *epState) {
 		c.Unhealthy = min(es.failures, max(es.ep.Workers.Max, 1))
 		c.Reason = fmt.Sprintf("workers keep failing before they take a job (%d in a row; last: %s); next start at %s",
 			es.failures, es.failure, es.nextStart.UTC().Format(time.RFC3339))
-	case es.throttled > 0:
-		c.Reason = fmt.Sprintf("waiting for capacity: %s", es.noRoom)
+	case es.throttled > 0 && es.noRoom != nil:
+		if !es.noRoom.Same(es.noRoomOf) { // the message is built when it changes
+			es.noRoomMsg, es.noRoomOf = "waiting for capacity: "+es.noRoom.Error(), es.noRoom
+		}
+		c.Reason = es.noRoomMsg
 	}
 	if es.ep.Type == core.TypeLoadBalancer {
 		es.lbCounts(&c)
@@ -753,7 +758,7 @@ func (s *Scheduler) startLocked(es *epState, now time.Time, code string) error {
 	res, err := s.placer.Place(es.want)
 	if err != nil {
 		es.throttled++
-		es.noRoom = err.Error()
+		es.noRoom, _ = err.(*NoRoomError)
 		s.reclaim(es.want)
 		return err
 	}
