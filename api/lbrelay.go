@@ -34,7 +34,7 @@ type answerBuf struct{ line, status, fields []byte }
 // a HEAD, whose answer has no body whatever its head says.
 func (a *answer) read(br *bufio.Reader, ab *answerBuf, head bool) error {
 	*a = answer{length: -1}
-	line, err := readLine(br, &ab.line, maxAnswerHead)
+	line, _, err := readLine(br, &ab.line, maxAnswerHead)
 	if err != nil {
 		return err
 	}
@@ -56,7 +56,7 @@ func (a *answer) read(br *bufio.Reader, ab *answerBuf, head bool) error {
 	fields := ab.fields[:0]
 	budget := maxAnswerHead
 	for {
-		if line, err = readLine(br, &ab.line, budget); err != nil {
+		if line, _, err = readLine(br, &ab.line, budget); err != nil {
 			return err
 		}
 		if len(line) == 0 {
@@ -98,6 +98,10 @@ func (a *answer) read(br *bufio.Reader, ab *answerBuf, head bool) error {
 	}
 	ab.fields, a.fields = fields, fields
 	a.close = hasName(conn, "close") || (http10 && !hasName(conn, "keep-alive"))
+	if http10 && a.chunked {
+		// HTTP/1.0 has no transfer codings: as net/http does, the body runs until the close.
+		a.chunked, a.length, a.close = false, -1, true
+	}
 	if a.chunked && a.length >= 0 {
 		a.length, a.close = -1, true // RFC 9112 6.3: the coding wins, and the connection is suspect
 	}
@@ -120,16 +124,16 @@ func dropNamed(fields, names []byte) []byte {
 	return out
 }
 
-// readLine reads a line from br and returns it without its line ending. A line that fits
-// br's buffer is returned in place (valid until br's next read); a longer one is gathered in
-// *buf, up to limit bytes.
-func readLine(br *bufio.Reader, buf *[]byte, limit int) ([]byte, error) {
-	line, err := br.ReadSlice('\n')
+// readLine reads a line from br and returns it without its line ending, and whether that
+// was CRLF (not a bare LF). A line that fits br's buffer is returned in place (valid until
+// br's next read); a longer one is gathered in *buf, up to limit bytes.
+func readLine(br *bufio.Reader, buf *[]byte, limit int) (line []byte, crlf bool, err error) {
+	line, err = br.ReadSlice('\n')
 	if errors.Is(err, bufio.ErrBufferFull) {
 		b := append((*buf)[:0], line...)
 		for errors.Is(err, bufio.ErrBufferFull) {
 			if len(b) > limit {
-				return nil, errors.New("its answer head is too large")
+				return nil, false, errors.New("its answer head is too large")
 			}
 			line, err = br.ReadSlice('\n')
 			b = append(b, line...)
@@ -140,13 +144,13 @@ func readLine(br *bufio.Reader, buf *[]byte, limit int) ([]byte, error) {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}
-		return nil, err
+		return nil, false, err
 	}
 	line = line[:len(line)-1]
 	if n := len(line); n > 0 && line[n-1] == '\r' {
-		line = line[:n-1]
+		line, crlf = line[:n-1], true
 	}
-	return line, nil
+	return line, crlf, nil
 }
 
 // The relays copy an answer's body from the worker (br) to the caller (bw). bw is flushed
@@ -200,20 +204,23 @@ func relayN(bw *bufio.Writer, br *bufio.Reader, n int64) (rerr, werr error) {
 
 // relayChunked copies a chunked body, chunk by chunk, and its trailer section.
 func relayChunked(bw *bufio.Writer, br *bufio.Reader) (rerr, werr error) {
-	var line []byte
-	var scratch []byte
+	var line, scratch []byte
+	var crlf bool
 	for {
 		if br.Buffered() == 0 {
 			if werr = bw.Flush(); werr != nil {
 				return nil, werr
 			}
 		}
-		if line, rerr = readLine(br, &scratch, 4<<10); rerr != nil {
-			return rerr, nil
+		// The lines of chunked framing, trailers included, must end with CRLF and hold no
+		// other CR: net/http requires it of chunk lines, and a bare LF or CR there is a
+		// classic framing ambiguity.
+		if line, crlf, rerr = readLine(br, &scratch, 4<<10); rerr != nil || !crlf || bytes.IndexByte(line, '\r') >= 0 {
+			return cmpErr(rerr, errMalformedAnswer), nil
 		}
-		hex, _, _ := bytes.Cut(line, []byte(";")) // chunk extensions are dropped
-		size, err := strconv.ParseUint(string(bytes.TrimSpace(hex)), 16, 62)
-		if err != nil || len(bytes.TrimSpace(hex)) == 0 {
+		hex, _, _ := bytes.Cut(bytes.TrimRight(line, " \t"), []byte(";")) // extensions are dropped
+		size, ok := parseChunkSize(hex)
+		if !ok {
 			return errMalformedAnswer, nil
 		}
 		bw.WriteString(strconv.FormatUint(size, 16))
@@ -225,24 +232,37 @@ func relayChunked(bw *bufio.Writer, br *bufio.Reader) (rerr, werr error) {
 						return nil, werr
 					}
 				}
-				if line, rerr = readLine(br, &scratch, maxAnswerHead); rerr != nil {
-					return rerr, nil
+				if line, crlf, rerr = readLine(br, &scratch, maxAnswerHead); rerr != nil || !crlf {
+					return cmpErr(rerr, errMalformedAnswer), nil
+				}
+				if len(line) == 0 {
+					bw.WriteString("\r\n")
+					return nil, nil
+				}
+				if name, value, ok := bytes.Cut(line, []byte(":")); !ok || !isToken(name) || !validValue(value) {
+					return errMalformedAnswer, nil
 				}
 				bw.Write(line)
 				bw.WriteString("\r\n")
-				if len(line) == 0 {
-					return nil, nil
-				}
 			}
 		}
 		if rerr, werr = relayN(bw, br, int64(size)); rerr != nil || werr != nil {
 			return rerr, werr
 		}
-		if line, rerr = readLine(br, &scratch, 0); rerr != nil || len(line) != 0 {
+		if line, crlf, rerr = readLine(br, &scratch, 0); rerr != nil || len(line) != 0 || !crlf {
 			return cmpErr(rerr, errMalformedAnswer), nil
 		}
 		bw.WriteString("\r\n")
 	}
+}
+
+// parseChunkSize parses a chunk size as net/http does: 1 to 16 hex digits, nothing else.
+func parseChunkSize(hex []byte) (uint64, bool) {
+	if len(hex) == 0 || len(hex) > 16 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(hex), 16, 64)
+	return n, err == nil && n <= 1<<62
 }
 
 // relayUntilEOF copies a body that ends when the worker closes the connection, chunked, so
