@@ -26,13 +26,8 @@ func RelayLBAnswer(raw []byte, head bool) (out []byte, err error) {
 	var a answer
 	var ab answerBuf
 	br := bufio.NewReader(bytes.NewReader(raw))
-	for {
-		if err := a.read(br, &ab, head); err != nil {
-			return nil, err
-		}
-		if a.status >= 200 {
-			break
-		}
+	if err := a.readFinal(br, &ab, head); err != nil {
+		return nil, err
 	}
 	var buf bytes.Buffer
 	c := &lbConn{bw: bufio.NewWriter(&buf), rw: rawResponse{h: http.Header{}}, a: &API{}}

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -30,7 +29,7 @@ const DefaultLBHold = 60 * time.Second
 
 type lbTarget struct {
 	endpoint   string
-	base       string // scheme://host of the worker
+	host       string // the worker's host:port
 	path, raw  string // the path after /lb/{id}, decoded and as sent
 	hasRawPath bool
 }
@@ -53,7 +52,7 @@ func (a *API) newProxy() *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			t := pr.In.Context().Value(lbTargetKey{}).(*lbTarget)
-			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", strings.TrimPrefix(t.base, "http://")
+			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", t.host
 			pr.Out.URL.Path, pr.Out.URL.RawPath = t.path, ""
 			if t.hasRawPath {
 				pr.Out.URL.RawPath = t.raw
@@ -91,7 +90,7 @@ func (a *API) serveLB(w http.ResponseWriter, r *http.Request) {
 	}
 	id, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, LBPrefix), "/")
 	ctx := context.WithValue(r.Context(), writerKey{}, w)
-	t, base, release, err := a.admitLB(ctx, id, r.Header.Get("Authorization"))
+	t, release, err := a.admitLB(ctx, id, r.Header.Get("Authorization"))
 	if err != nil {
 		a.renderError(r.Context(), w, r, err)
 		return
@@ -102,16 +101,15 @@ func (a *API) serveLB(w http.ResponseWriter, r *http.Request) {
 	if r.URL.RawPath != "" {
 		t.raw, t.hasRawPath = cmpPath(strings.TrimPrefix(r.URL.RawPath, prefix)), true
 	}
-	_ = base
 	a.proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, lbTargetKey{}, t)))
 }
 
 // admitLB admits a request for endpoint id as job operations are admitted (the key with or
 // without "Bearer ", its scope, the rate limits, whose headers go to ctx's writer) and waits,
 // up to the hold, for a ready worker. The caller calls release when the request is done.
-func (a *API) admitLB(ctx context.Context, id, authorization string) (t *lbTarget, base *url.URL, release func(), err error) {
+func (a *API) admitLB(ctx context.Context, id, authorization string) (t *lbTarget, release func(), err error) {
 	if id == "" {
-		return nil, nil, nil, core.Errorf(core.KindNotFound, "name an endpoint: %s{endpoint_id}/...", LBPrefix)
+		return nil, nil, core.Errorf(core.KindNotFound, "name an endpoint: %s{endpoint_id}/...", LBPrefix)
 	}
 	key := strings.TrimSpace(authorization)
 	if scheme, rest, ok := strings.Cut(key, " "); ok && strings.EqualFold(scheme, "Bearer") {
@@ -119,25 +117,25 @@ func (a *API) admitLB(ctx context.Context, id, authorization string) (t *lbTarge
 	}
 	ctx, err = a.h.authenticate(ctx, lbOperation, key)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	p := principalOf(ctx)
 	ep, err := a.cfg.Management.GetEndpoint(ctx, p.User, id)
 	switch {
 	case err != nil:
-		return nil, nil, nil, err
+		return nil, nil, err
 	case !p.AllowsEndpoint(ep.ID):
-		return nil, nil, nil, core.Errorf(core.KindForbidden, "this key may not use endpoint %q", ep.ID)
+		return nil, nil, core.Errorf(core.KindForbidden, "this key may not use endpoint %q", ep.ID)
 	case ep.Type != core.TypeLoadBalancer:
-		return nil, nil, nil, core.Errorf(core.KindConflict, "endpoint %q is a QUEUE endpoint: send jobs to /v2/%s/run", ep.ID, ep.ID)
+		return nil, nil, core.Errorf(core.KindConflict, "endpoint %q is a QUEUE endpoint: send jobs to /v2/%s/run", ep.ID, ep.ID)
 	case a.cfg.Balancer == nil:
-		return nil, nil, nil, core.Errorf(core.KindUnavailable, "this server runs no LOAD_BALANCER workers")
+		return nil, nil, core.Errorf(core.KindUnavailable, "this server runs no LOAD_BALANCER workers")
 	}
-	base, release, err = a.cfg.Balancer.Acquire(ctx, ep.ID, a.cfg.LBHold)
+	base, release, err := a.cfg.Balancer.Acquire(ctx, ep.ID, a.cfg.LBHold)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
-	return &lbTarget{endpoint: ep.ID, base: base.String()}, base, release, nil
+	return &lbTarget{endpoint: ep.ID, host: base.Host}, release, nil
 }
 
 func cmpPath(p string) string {

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -129,7 +130,7 @@ func (a *API) loopLB(w http.ResponseWriter, r *http.Request) bool {
 	ctx, cancel := context.WithCancel(r.Context())
 	c.ctx, c.cancel = context.WithValue(ctx, writerKey{}, &c.rw), cancel
 	c.rw.h = http.Header{}
-	c.watch = time.AfterFunc(time.Hour, c.watchCaller)
+	c.watch = time.AfterFunc(time.Hour, c.watchCaller) // made stopped; armWatch sets it going
 	c.watch.Stop()
 	stopping := !a.lbConns.add(c)
 	defer a.lbConns.remove(c)
@@ -155,13 +156,14 @@ func (c *lbConn) fromRequest(r *http.Request) {
 		q.xff = appendList(q.xff, v)
 	}
 	for k, vv := range r.Header {
-		if inList(k, hopByHop) || inList(k, notForwarded) || hasName(conn, k) {
+		if inList(k, hopByHop) || inList(k, notForwarded) {
 			continue
 		}
 		for _, v := range vv {
 			q.fields = append(append(append(append(q.fields, k...), ": "...), v...), "\r\n"...)
 		}
 	}
+	q.fields = dropNamed(q.fields, conn)
 }
 
 // serve serves c.q, then the connection's next requests, until the caller or the server
@@ -229,7 +231,7 @@ func (c *lbConn) next() (bool, error) {
 	c.br.Discard(len(head))
 	c.body = c.body[:0]
 	if c.q.length > 0 {
-		c.body = append(c.body, make([]byte, c.q.length)...)
+		c.body = slices.Grow(c.body, int(c.q.length))[:c.q.length]
 		if _, err := io.ReadFull(c.br, c.body); err != nil {
 			return false, err
 		}
@@ -260,7 +262,7 @@ func (c *lbConn) serveOne() bool {
 		return &http.Request{Method: q.method, URL: &url.URL{Path: targetPath(q.target)}, Header: http.Header{}}
 	}
 	c.armWatch()
-	t, base, release, err := c.a.admitLB(c.ctx, q.id, q.authz)
+	t, release, err := c.a.admitLB(c.ctx, q.id, q.authz)
 	if err != nil {
 		c.disarmWatch()
 		if c.ctx.Err() != nil {
@@ -269,7 +271,7 @@ func (c *lbConn) serveOne() bool {
 		c.a.renderError(c.ctx, &c.rw, problemReq(), err)
 		return c.writeRaw(q)
 	}
-	keep, err := c.exchange(base.Host, q)
+	keep, err := c.exchange(t.host, q)
 	c.disarmWatch()
 	release()
 	switch {
@@ -319,17 +321,8 @@ func (c *lbConn) exchange(addr string, q *lbRequest) (keep bool, err error) {
 		return false, err
 	}
 	var a answer
-	for {
-		if err := a.read(wc.br, &c.ab, q.method == http.MethodHead); err != nil {
-			return false, err
-		}
-		if a.status >= 200 {
-			break
-		}
-		if a.status == http.StatusSwitchingProtocols {
-			return false, errors.New("it switched protocols on a request that asked for no upgrade")
-		}
-		// 1xx informational answers (103 Early Hints) are not relayed.
+	if err := a.readFinal(wc.br, &c.ab, q.method == http.MethodHead); err != nil {
+		return false, err
 	}
 	closing := q.close || c.a.lbConns.closing()
 	c.writeAnswerHead(&a, closing)
@@ -513,10 +506,8 @@ func (q *lbRequest) scan(head []byte) bool {
 			q.fields = append(append(append(append(q.fields, name...), ": "...), value...), "\r\n"...)
 		}
 	}
-	if len(conn) > 0 {
-		q.close = hasName(conn, "close")
-		q.fields = dropNamed(q.fields, conn)
-	}
+	q.close = hasName(conn, "close")
+	q.fields = dropNamed(q.fields, conn)
 	return hosts == 1 && lengths <= 1
 }
 

@@ -93,9 +93,7 @@ func (a *answer) read(br *bufio.Reader, ab *answerBuf, head bool) error {
 		}
 		fields = append(append(append(append(fields, name...), ": "...), value...), "\r\n"...)
 	}
-	if len(conn) > 0 {
-		fields = dropNamed(fields, conn)
-	}
+	fields = dropNamed(fields, conn)
 	ab.fields, a.fields = fields, fields
 	a.close = hasName(conn, "close") || (http10 && !hasName(conn, "keep-alive"))
 	if http10 && a.chunked {
@@ -109,9 +107,28 @@ func (a *answer) read(br *bufio.Reader, ab *answerBuf, head bool) error {
 	return nil
 }
 
+// readFinal reads answer heads from br until the final one: 1xx informational answers (103
+// Early Hints) are not relayed, and a protocol switch nobody asked for is an error.
+func (a *answer) readFinal(br *bufio.Reader, ab *answerBuf, head bool) error {
+	for {
+		if err := a.read(br, ab, head); err != nil {
+			return err
+		}
+		switch {
+		case a.status == http.StatusSwitchingProtocols:
+			return errors.New("it switched protocols on a request that asked for no upgrade")
+		case a.status >= 200:
+			return nil
+		}
+	}
+}
+
 // dropNamed removes from fields ("Name: value\r\n" lines) those whose names are in names
 // (from appendNames).
 func dropNamed(fields, names []byte) []byte {
+	if len(names) == 0 {
+		return fields
+	}
 	out := fields[:0]
 	for len(fields) > 0 {
 		i := bytes.Index(fields, []byte("\r\n")) + 2

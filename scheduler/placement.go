@@ -167,8 +167,8 @@ func (e *NoRoomError) Error() string {
 	return b.String()
 }
 
-// Same says whether e and o would say the same thing, without building either message.
-func (e *NoRoomError) Same(o *NoRoomError) bool {
+// same says whether e and o would say the same thing, without building either message.
+func (e *NoRoomError) same(o *NoRoomError) bool {
 	return e != nil && o != nil && slices.Equal(e.misses, o.misses) && e.want.Count == o.want.Count &&
 		slices.Equal(e.want.CUDAVersions, o.want.CUDAVersions)
 }

@@ -715,7 +715,7 @@ func (s *Scheduler) publish(es *epState) {
 		c.Reason = fmt.Sprintf("workers keep failing before they take a job (%d in a row; last: %s); next start at %s",
 			es.failures, es.failure, es.nextStart.UTC().Format(time.RFC3339))
 	case es.throttled > 0 && es.noRoom != nil:
-		if !es.noRoom.Same(es.noRoomOf) { // the message is built when it changes
+		if !es.noRoom.same(es.noRoomOf) { // the message is built when it changes
 			es.noRoomMsg, es.noRoomOf = "waiting for capacity: "+es.noRoom.Error(), es.noRoom
 		}
 		c.Reason = es.noRoomMsg
