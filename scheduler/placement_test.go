@@ -85,8 +85,16 @@ func TestPlaceFillsThenFallsBackAndReleases(t *testing.T) {
 	if w := []string{"A[0]", "A[1]", "A[2]", "B[0]", "B[1]"}; !slices.Equal(got, w) {
 		t.Errorf("placements = %v; want %v", got, w)
 	}
-	if _, err := pl.Place(want); err == nil || !strings.Contains(err.Error(), "A: 3 of 3 in use; B: 2 of 2 in use") {
-		t.Errorf("Place on full pools = %v; want both full", err)
+	_, err1 := pl.Place(want)
+	if err1 == nil || !strings.Contains(err1.Error(), "A: 3 of 3 in use; B: 2 of 2 in use") {
+		t.Errorf("Place on full pools = %v; want both full", err1)
+	}
+	// Two refusals that would say the same are the same without building their messages;
+	// one that would say something else is not.
+	_, err2 := pl.Place(want)
+	_, err3 := pl.Place(Want{Pools: []string{"B", "A"}})
+	if nr1, nr2, nr3 := err1.(*NoRoomError), err2.(*NoRoomError), err3.(*NoRoomError); !nr1.same(nr2) || nr1.same(nr3) || nr1.same(nil) {
+		t.Errorf("same: %q vs %q vs %q; want the first two alike, the third not", nr1, nr2, nr3)
 	}
 	rs[1].Release()
 	rs[1].Release() // twice is harmless
