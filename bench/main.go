@@ -131,6 +131,8 @@ var scenarioNames = []string{"run", "runsync", "e2e", "memory", "scheduler", "co
 func main() {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	bare := fs.Bool("bare-serve", false, "internal: serve the bare handler on 127.0.0.1:0 and print its address")
+	queueWorkers := fs.Int("bare-queue-workers", 0, "internal, with -bare-serve and -gantry: serve the queue floor with this many `gantry worker gantry/echo` processes (the e2e floor)")
+	bareDurable := fs.String("bare-durable", "", "internal, with -bare-serve: store each /run body in a Pebble store in this dir, synced, as Gantry's store does (the durable floor)")
 	var o options
 	only := fs.String("only", strings.Join(scenarioNames, ","), "comma-separated scenarios to run: "+strings.Join(scenarioNames, ", "))
 	fs.StringVar(&o.gantryBin, "gantry", "", "gantry binary to benchmark (default: go build ./cmd/gantry into a temp dir)")
@@ -183,7 +185,11 @@ func main() {
 	_ = fs.Parse(os.Args[1:])
 
 	if *bare {
-		if err := serveBare(); err != nil {
+		serve := func() error { return serveBare(*bareDurable) }
+		if *queueWorkers > 0 {
+			serve = func() error { return serveQueueFloor(*queueWorkers, o.gantryBin, *bareDurable) }
+		}
+		if err := serve(); err != nil {
 			fmt.Fprintln(os.Stderr, "bench -bare-serve:", err)
 			os.Exit(1)
 		}

@@ -87,8 +87,13 @@ func (b *bench) scenarioRun() error {
 		return err
 	}
 	defer bare.stop()
+	floor, err := b.startFloor("run")
+	if err != nil {
+		return err
+	}
+	defer floor.stop()
 	body := jsonInput(b.o.runInputSize)
-	gURL, bURL := g.base+"/v2/"+ep+"/run", bare.base+"/v2/"+ep+"/run"
+	gURL, bURL, fURL := g.base+"/v2/"+ep+"/run", bare.base+"/v2/"+ep+"/run", floor.base+"/v2/"+ep+"/run"
 	// One check that the request is right before measuring.
 	if ok, resp, err := post(http.DefaultClient, gURL, g.key, body); !ok || err != nil || !bytes.Contains(resp, []byte(`"IN_QUEUE"`)) {
 		return fmt.Errorf("a /run to gantry answered %s (err %v)", resp, err)
@@ -100,6 +105,12 @@ func (b *bench) scenarioRun() error {
 		return err
 	}
 	bareCPU := bare.cpu() - c0
+	c0 = floor.cpu()
+	wf, err := b.runWrk("run-floor", fURL, g.key, body)
+	if err != nil {
+		return err
+	}
+	floorCPU := floor.cpu() - c0
 	c0 = g.cpu()
 	wg, err := b.runWrk("run-gantry", gURL, g.key, body)
 	if err != nil {
@@ -121,6 +132,10 @@ func (b *bench) scenarioRun() error {
 			b.verdict("run", wg.Errors == 0, fmt.Sprint(wg.Errors))},
 		row{"server CPU per request during the wrk pass", fmt.Sprintf("%.0f µs (%.1f CPU-s)", 1e6*gantryCPU/float64(max(wg.Requests, 1)), gantryCPU),
 			fmt.Sprintf("%.0f µs (%.1f CPU-s)", 1e6*bareCPU/float64(max(wb.Requests, 1)), bareCPU), "", ""},
+		row{fmt.Sprintf("durable floor (in the Gantry column): throughput, wrk %dc", b.o.wrkConns), fmt.Sprintf("%s (%.3fx bare; Gantry is %.3fx the floor)", rps(wf.rate()), wf.rate()/wb.rate(), wg.rate()/wf.rate()),
+			rps(wb.rate()), "", ""},
+		row{"durable floor: p50 / p99, wrk " + fmt.Sprint(b.o.wrkConns) + "c; errors", fmt.Sprintf("%s / %s; %d", ms(wf.P50), ms(wf.P99), wf.Errors), "", "", ""},
+		row{"durable floor: server CPU per request", fmt.Sprintf("%.0f µs (%.1f CPU-s)", 1e6*floorCPU/float64(max(wf.Requests, 1)), floorCPU), "", "", ""},
 	)
 
 	// The same load: fixed rates, from a paced generator, for both servers; the lower rate
@@ -144,6 +159,9 @@ func (b *bench) scenarioRun() error {
 		logf("fixed rate %.0f req/s for %v: gantry (%d jobs queued)", fr.rate, b.o.rateDuration, h.Jobs.InQueue)
 		pg := paced(gURL, g.key, body, fr.rate, b.o.wrkConns, b.o.rateDuration)
 		logf("  gantry: %.0f req/s, p50 %v, p99 %v, errors %d, unsent %d", pg.rate(), pg.P50, pg.P99, pg.Errors, pg.Unsent)
+		logf("fixed rate %.0f req/s for %v: durable floor", fr.rate, b.o.rateDuration)
+		pf := paced(fURL, g.key, body, fr.rate, b.o.wrkConns, b.o.rateDuration)
+		logf("  floor: %.0f req/s, p50 %v, p99 %v, errors %d, unsent %d", pf.rate(), pf.P50, pf.P99, pf.Errors, pf.Unsent)
 		label := fmt.Sprintf("fixed rate %.0f req/s (%s; Gantry had %d jobs queued)", fr.rate, fr.what, h.Jobs.InQueue)
 		p99ratio := float64(pg.P99) / float64(pb.P99)
 		s.rows = append(s.rows,
@@ -152,6 +170,7 @@ func (b *bench) scenarioRun() error {
 			row{label + ": p99", ms(pg.P99), ms(pb.P99), "<= 2x bare",
 				b.verdict("run", p99ratio <= 2, fmt.Sprintf("%.2fx", p99ratio))},
 			row{label + ": errors", fmt.Sprint(pg.Errors), fmt.Sprint(pb.Errors), "0", ""},
+			row{label + ": durable floor (in the Gantry column): p50 / p99", fmt.Sprintf("%s / %s (p99 %.2fx bare's)%s", ms(pf.P50), ms(pf.P99), float64(pf.P99)/float64(pb.P99), unsent(pf)), "", "", ""},
 		)
 	}
 	s.notes = append(s.notes,
@@ -159,6 +178,9 @@ func (b *bench) scenarioRun() error {
 			"The fixed-rate rows put both servers under the same offered load (a paced Go generator, 64 keep-alive connections, one request slot every 1/rate s; "+
 			"latency is measured from a request's slot, so queueing behind a slow server counts). "+
 			"A pass stops sending at 3x its length; slots never sent then count in the percentiles with the time they had waited by the cut-off (a lower bound).",
+		"The durable floor is the bare handler plus the one thing a durable /run cannot skip: before answering it stores the body as a job's input through Gantry's own store (store/pebble: "+
+			"the same Pebble options, the same batch of record and input, synced, Pebble's group commit), and nothing else of Gantry's (no routing, validation, keys, rate limits, queue or index). "+
+			"It is the ceiling of any /run that syncs each acknowledged job to disk on this machine; measured in the same run as the other two.",
 		"Load generators and servers share the machine's 2 cores. The paced generator is a minimal keep-alive HTTP/1.1 client (one prebuilt request, "+
 			"a write and a buffered read per request), not net/http's client, so that it takes about as little CPU from the server as wrk does.")
 	b.sections = append(b.sections, s)
@@ -310,6 +332,14 @@ func (b *bench) scenarioE2E() error {
 	defer bare.stop()
 	bs := burst(bare.base+"/v2/e2e/run", "bare", e2eBody, n, b.o.e2eClients, nil)
 
+	fl, err := b.e2eFloor(false)
+	if err != nil {
+		return err
+	}
+	fd, err := b.e2eFloor(true)
+	if err != nil {
+		return err
+	}
 	s := section{title: "3. End to end: jobs/s through 64 long-polling workers",
 		setup: fmt.Sprintf(`%d jobs {"input":{"echo":1}} POSTed to /run by %d concurrent Go clients (keep-alive); endpoint on gantry/echo with workers.min = workers.max = %d `+
 			"(worker processes started by Gantry's process pool, all idle before the first job), one fresh `gantry serve` per pass. "+
@@ -335,6 +365,24 @@ func (b *bench) scenarioE2E() error {
 				1e6*r.serveCPU/float64(n), 1e6*r.workersCPU/float64(n), r.serveCPU, r.workersCPU, r.nWorkers, r.warm.Round(time.Millisecond)), "", "", ""},
 		)
 	}
+	s.rows = append(s.rows,
+		row{"queue floor (in the Gantry column): jobs completed per second", fmt.Sprintf("%.0f jobs/s (%d in %.2f s; Gantry at concurrency 1 is %.3fx the floor)",
+			fl.jobsPerSec(), fl.h.Jobs.Completed, fl.elapsed.Seconds(), passes[0].jobsPerSec()/fl.jobsPerSec()), "", "", ""},
+		row{"queue floor: submission phase; /run p50 / p99", fmt.Sprintf("%.2f s, %s; %s / %s", fl.sub.Elapsed.Seconds(), rps(fl.sub.rate()), ms(fl.sub.P50), ms(fl.sub.P99)), "", "", ""},
+		row{"queue floor: CPU per job: server / the same worker processes", fmt.Sprintf("%.0f µs / %.0f µs (%.1f + %.1f CPU-s, %d workers)",
+			1e6*fl.serveCPU/float64(n), 1e6*fl.workersCPU/float64(n), fl.serveCPU, fl.workersCPU, fl.nWorkers), "", "", ""},
+		row{"durable queue floor (in the Gantry column): jobs completed per second", fmt.Sprintf("%.0f jobs/s (%d in %.2f s; Gantry at concurrency 1 is %.3fx this floor)",
+			fd.jobsPerSec(), fd.h.Jobs.Completed, fd.elapsed.Seconds(), passes[0].jobsPerSec()/fd.jobsPerSec()), "", "", ""},
+		row{"durable queue floor: submission phase; /run p50 / p99", fmt.Sprintf("%.2f s, %s; %s / %s", fd.sub.Elapsed.Seconds(), rps(fd.sub.rate()), ms(fd.sub.P50), ms(fd.sub.P99)), "", "", ""},
+		row{"durable queue floor: CPU per job: server / the same worker processes", fmt.Sprintf("%.0f µs / %.0f µs (%.1f + %.1f CPU-s, %d workers)",
+			1e6*fd.serveCPU/float64(n), 1e6*fd.workersCPU/float64(n), fd.serveCPU, fd.workersCPU, fd.nWorkers), "", "", ""},
+	)
+	s.notes = append(s.notes, fmt.Sprintf("The queue floor is the least any platform can do with these clients and workers: a plain net/http server (the bench binary, -bare-queue-workers) "+
+		"that keeps jobs in a Go channel, in memory only (no disk, no keys, no validation, no job records, no retention), answers /run, hands each job to a parked job-take long poll "+
+		"and counts job-done posts, with the same %d `gantry worker echo` processes (started by it, with the environment Gantry's process pool gives them) "+
+		"and the same %d clients. Completion is polled every 20 ms. It is the ceiling of the end-to-end rate on this machine; measured in the same run. "+
+		"The durable queue floor adds only the writes Gantry cannot skip, through Gantry's own store (store/pebble): at /run the job's input and record, synced before the answer; "+
+		"at job-take the record, not synced (a take lost in a crash is taken again); at job-done the record, synced (a completed job must not run again after a crash).", w, b.o.e2eClients))
 	b.sections = append(b.sections, s)
 	return nil
 }

@@ -21,6 +21,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gantryhq/gantry/core"
+	pebblestore "github.com/gantryhq/gantry/store/pebble"
 )
 
 // server is a started server process: gantry serve or the bare handler.
@@ -324,16 +327,40 @@ func (b *bench) startBare(label string) (*server, error) {
 	return s, nil
 }
 
+// startFloor re-executes this binary with -bare-serve -bare-durable: the durable floor, the
+// bare handler plus Gantry's synced store write, on a fresh data dir.
+func (b *bench) startFloor(label string) (*server, error) {
+	dir := filepath.Join(b.tmp, label+"-floor-data")
+	s, err := startProcess("durable floor ("+label+")", filepath.Join(b.tmp, label+"-floor.log"), b.self, "-bare-serve", "-bare-durable", dir)
+	if err != nil {
+		return nil, err
+	}
+	logf("durable floor (%s) on %s, pid %d", label, s.base, s.cmd.Process.Pid)
+	return s, nil
+}
+
 // serveBare is the bare handler: a plain net/http server, configured like gantry serve's, that
 // reads the body and answers what Gantry answers in shape: {"id":"<36 chars>","status":"IN_QUEUE"}
-// for /run, and a completed job for /runsync.
-func serveBare() error {
+// for /run, and a completed job for /runsync. With a durable dir it is the durable floor: before
+// answering /run it stores the body as a job's input in a Pebble store opened there, synced,
+// through Gantry's own store (store/pebble: the same options, the same batch of record and
+// input, Pebble's group commit), and nothing else of Gantry's.
+func serveBare(durable string) error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}
+	h := http.HandlerFunc(bareHandler)
+	if durable != "" {
+		st, err := pebblestore.Open(durable)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		h = durableHandler(st)
+	}
 	srv := &http.Server{
-		Handler:           http.HandlerFunc(bareHandler),
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
@@ -353,10 +380,36 @@ func bareHandler(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	bareAnswer(w, r, bareID())
+}
+
+// durableHandler is bareHandler with the synced store write of the durable floor.
+func durableHandler(st *pebblestore.Store) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 20<<20))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		id := bareID()
+		if err := st.PutJob(&core.Job{ID: id, Status: core.InQueue}, body, true); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		bareAnswer(w, r, id)
+	}
+}
+
+// bareID is a random id in Gantry's shape (36 characters).
+func bareID() string {
 	var raw [16]byte
 	_, _ = rand.Read(raw[:])
 	h := hex.EncodeToString(raw[:])
-	id := h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// bareAnswer writes the bare handler's answer for the job id.
+func bareAnswer(w http.ResponseWriter, r *http.Request, id string) {
 	var out bytes.Buffer
 	if strings.HasSuffix(r.URL.Path, "/runsync") {
 		out.WriteString(`{"delayTime":0,"executionTime":0,"id":"sync-` + id + `","output":1,"retries":0,"status":"COMPLETED"}`)
