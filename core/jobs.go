@@ -281,11 +281,12 @@ func signal(c chan struct{}) {
 }
 
 type endpointCounts struct {
-	inQueue, inProgress, completed, failed, retried atomic.Int64
-	lowQueued                                       atomic.Int64 // lowPriority jobs among inQueue
-	submitted                                       atomic.Int64 // jobs ever submitted or requeued
-	execMs, execCount                               atomic.Int64 // execution time of ended jobs
-	cond                                            atomic.Pointer[Condition]
+	// First, together, the counts LoadCounter.Load reads on every autoscaler tick.
+	inQueue, lowQueued, inProgress atomic.Int64 // lowQueued: lowPriority jobs among inQueue
+	submitted                      atomic.Int64 // jobs ever submitted or requeued
+	execMs, execCount              atomic.Int64 // execution time of ended jobs
+	completed, failed, retried     atomic.Int64
+	cond                           atomic.Pointer[Condition]
 }
 
 // JobsConfig wires a Jobs engine.

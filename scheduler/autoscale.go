@@ -67,13 +67,15 @@ type signals struct {
 
 // scaler is an endpoint's autoscaling state: its windows and whether it panics.
 type scaler struct {
-	stable, panic         window // REQUEST_COUNT: Q+R; QUEUE_DELAY: arrivals per tick
-	panicking             bool
-	panicTicks            int           // ticks since panic was last justified
-	service               time.Duration // EWMA of a job's execution time; 0 = none seen yet
-	lastExecMs, lastExecN int64
-	lastSubmitted         int64
-	skipped               int // ticks skipped while idle: zero samples owed to the windows
+	// First what a tick reads to pass a quiet endpoint by (epState keeps them together).
+	lastSubmitted, lastExecN int64
+	skipped                  int // ticks skipped while idle: zero samples owed to the windows
+
+	stable, panic window // REQUEST_COUNT: Q+R; QUEUE_DELAY: arrivals per tick
+	panicking     bool
+	panicTicks    int           // ticks since panic was last justified
+	service       time.Duration // EWMA of a job's execution time; 0 = none seen yet
+	lastExecMs    int64
 }
 
 // catchUp adds the zero samples of the ticks skipped while the endpoint was idle.
@@ -86,8 +88,8 @@ func (s *scaler) catchUp() {
 	s.skipped = 0
 }
 
-func newScaler(stable, panic int) *scaler {
-	return &scaler{stable: newWindow(stable), panic: newWindow(panic)}
+func newScaler(stable, panic int) scaler {
+	return scaler{stable: newWindow(stable), panic: newWindow(panic)}
 }
 
 // observeService folds the execution times of jobs ended since the last tick into the EWMA.

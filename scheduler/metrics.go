@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -16,8 +17,10 @@ var coldBuckets = []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30
 
 // metrics holds the scheduler's counters; gauges are read from the endpoints when written.
 type metrics struct {
-	mu        sync.Mutex
-	decisions map[decisionKey]int64
+	// decisions counts scaling decisions: decisionKey -> *atomic.Int64. A sync.Map, so that
+	// the tick counts without a lock (after an endpoint's first decision of a kind).
+	decisions sync.Map
+	mu        sync.Mutex // guards cold
 	cold      map[coldKey]*histogram
 }
 
@@ -36,12 +39,12 @@ type histogram struct {
 
 // decision counts one scaling decision: direction "up" or "down", reason a short code.
 func (m *metrics) decision(endpoint, direction, reason string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.decisions == nil {
-		m.decisions = map[decisionKey]int64{}
+	k := decisionKey{endpoint, direction, reason}
+	v, ok := m.decisions.Load(k)
+	if !ok {
+		v, _ = m.decisions.LoadOrStore(k, new(atomic.Int64))
 	}
-	m.decisions[decisionKey{endpoint, direction, reason}]++
+	v.(*atomic.Int64).Add(1)
 }
 
 func (m *metrics) coldStart(endpoint string, resumed bool, d time.Duration) {
@@ -106,18 +109,23 @@ func (s *Scheduler) WriteMetrics(w io.Writer) error {
 		}
 	}
 
-	s.metrics.mu.Lock()
-	decisions := make([]decisionKey, 0, len(s.metrics.decisions))
-	for k := range s.metrics.decisions {
-		decisions = append(decisions, k)
+	type decisionCount struct {
+		decisionKey
+		n int64
 	}
-	slices.SortFunc(decisions, func(a, b decisionKey) int {
+	var decisions []decisionCount
+	s.metrics.decisions.Range(func(k, v any) bool {
+		decisions = append(decisions, decisionCount{k.(decisionKey), v.(*atomic.Int64).Load()})
+		return true
+	})
+	slices.SortFunc(decisions, func(a, b decisionCount) int {
 		return cmp.Or(cmp.Compare(a.endpoint, b.endpoint), cmp.Compare(a.direction, b.direction), cmp.Compare(a.reason, b.reason))
 	})
 	help("gantry_scaling_decisions_total", "counter", "Workers started or resumed (up) and retired (down), by reason.")
-	for _, k := range decisions {
-		fmt.Fprintf(b, "gantry_scaling_decisions_total{endpoint=%q,direction=%q,reason=%q} %d\n", k.endpoint, k.direction, k.reason, s.metrics.decisions[k])
+	for _, d := range decisions {
+		fmt.Fprintf(b, "gantry_scaling_decisions_total{endpoint=%q,direction=%q,reason=%q} %d\n", d.endpoint, d.direction, d.reason, d.n)
 	}
+	s.metrics.mu.Lock()
 	colds := make([]coldKey, 0, len(s.metrics.cold))
 	for k := range s.metrics.cold {
 		colds = append(colds, k)

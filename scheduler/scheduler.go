@@ -79,8 +79,7 @@ type Scheduler struct {
 	// call or health poll holding the lock at that instant.
 	tickWaits bool
 
-	susMu     sync.Mutex
-	suspended map[string]map[*workerRec]struct{} // suspended workers by pool id, for reclaiming capacity
+	suspended suspendedWorkers
 
 	healthOnce sync.Once
 	healthRT   http.RoundTripper // LOAD_BALANCER health checks
@@ -96,18 +95,13 @@ type Scheduler struct {
 
 // epState is one endpoint as the scheduler runs it. mu guards everything but active.
 type epState struct {
-	mu      sync.Mutex
-	ep      core.Endpoint
-	want    Want
-	gen     int // bumped when what workers run changes (image, env, gpu...)
-	deleted bool
-	workers []*workerRec // a slice: ticks walk it, and an endpoint has few
-	scaler  *scaler
-	load    core.LoadCounter
-	queue   *queue       // its queue in Queues (queue endpoints)
-	active  atomic.Int32 // booting + ready workers, read without mu by Demand
+	// First, together, what a tick reads to pass a quiet endpoint by: ticks walk every
+	// endpoint, and under load each cache line a tick misses costs.
+	mu sync.Mutex
 	// busyTicks counts the ticks in a row that found mu held and passed the endpoint by.
 	busyTicks atomic.Int32
+	deleted   bool
+	queueType bool // ep.Type == core.TypeQueue
 	// changes counts changes to the workers' phases and to the endpoint (recount, Set).
 	// quietUntil: a tick at changes == quietAt found the endpoint calm (nothing queued, running
 	// or failing) and every worker idle; until then, while that holds, no decision can differ
@@ -115,6 +109,17 @@ type epState struct {
 	changes    uint64
 	quietAt    uint64
 	quietUntil time.Time
+	load       core.LoadCounter
+	failures   int    // workers in a row that crashed before their first poll
+	throttled  int    // workers wanted that no pool had room for at the last try
+	scaler     scaler // its fields for that check come first
+
+	ep      core.Endpoint
+	want    Want
+	gen     int          // bumped when what workers run changes (image, env, gpu...)
+	workers []*workerRec // a slice: ticks walk it, and an endpoint has few
+	queue   *queue       // its queue in Queues (queue endpoints)
+	active  atomic.Int32 // booting + ready workers, read without mu by Demand
 
 	// LOAD_BALANCER endpoints (balancer.go).
 	lb        atomic.Pointer[[]*backend] // the workers that take requests now
@@ -122,10 +127,8 @@ type epState struct {
 	lbReady   chan struct{}              // closed when a worker becomes ready; made by waiters
 	rr        atomic.Uint32              // round-robin start among equally loaded workers
 
-	failures  int          // workers in a row that crashed before their first poll
 	nextStart time.Time    // no start before this while failures > 0
 	failure   string       // the last failure
-	throttled int          // workers wanted that no pool had room for at the last try
 	noRoom    *NoRoomError // why, at the last try
 	noRoomMsg string       // the health reason for noRoomOf
 	noRoomOf  *NoRoomError // what noRoomMsg says
@@ -190,7 +193,7 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.VolumeDC == nil {
 		cfg.VolumeDC = func(string) (string, bool) { return "", false }
 	}
-	s := &Scheduler{cfg: cfg, placer: placer, suspended: map[string]map[*workerRec]struct{}{}}
+	s := &Scheduler{cfg: cfg, placer: placer, suspended: newSuspendedWorkers(placer)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -202,7 +205,7 @@ func (s *Scheduler) Placer() *Placer { return s.placer }
 // effect at the next tick; workers running an old image, env or GPU choice are replaced as
 // they become idle.
 func (s *Scheduler) Set(ep core.Endpoint) {
-	v, loaded := s.eps.LoadOrStore(ep.ID, &epState{ep: ep,
+	v, loaded := s.eps.LoadOrStore(ep.ID, &epState{ep: ep, queueType: ep.Type == core.TypeQueue,
 		scaler: newScaler(s.cfg.StableWindow, s.cfg.PanicWindow), load: s.cfg.Jobs.LoadCounter(ep.ID),
 		queue: s.cfg.Queues.queue(ep.ID)})
 	es := v.(*epState)
@@ -222,6 +225,7 @@ func (s *Scheduler) Set(ep core.Endpoint) {
 		es.gen++
 	}
 	es.ep = ep
+	es.queueType = ep.Type == core.TypeQueue
 	es.changes++
 	es.deleted = false
 	es.want = WantOf(&es.ep, s.cfg.VolumeDC)
@@ -484,10 +488,8 @@ func (s *Scheduler) tick(es *epState, now time.Time, sc *scratch) bool {
 	if es.deleted {
 		return true
 	}
-	ep := &es.ep
-	js := s.cfg.Jobs
 	var load core.Load
-	if ep.Type == core.TypeQueue {
+	if es.queueType {
 		load = es.load.Load()
 		// Fast path: a quiet endpoint (see quietUntil) that is still calm, with no job
 		// submitted or ended since, has nothing to decide; the windows get the skipped ticks'
@@ -500,6 +502,8 @@ func (s *Scheduler) tick(es *epState, now time.Time, sc *scratch) bool {
 	}
 	es.scaler.catchUp()
 	changes := es.changes
+	ep := &es.ep
+	js := s.cfg.Jobs
 
 	// Survey the workers: promote, recycle and time out; collect the idle ones.
 	idle, booting := sc.idle[:0], sc.booting[:0]
@@ -545,7 +549,7 @@ func (s *Scheduler) tick(es *epState, now time.Time, sc *scratch) bool {
 		sig = signals{Queued: load.Queued, InProgress: load.InProgress, Arrivals: float64(load.Submitted - es.scaler.lastSubmitted)}
 		es.scaler.lastSubmitted = load.Submitted
 		es.scaler.observeService(load)
-		if load.Queued > 0 {
+		if load.Queued > 0 && ep.Scaling.Type == core.ScaleQueueDelay { // REQUEST_COUNT counts jobs, not their wait
 			sc.head = es.queue.headInto(headScan, sc.head[:0])
 			for _, q := range sc.head {
 				if live, low := js.Waiting(q.Key); live && !low {
@@ -822,35 +826,16 @@ func (s *Scheduler) resumable(es *epState) *workerRec {
 			best = w
 		}
 	}
-	if best == nil {
-		return nil
+	if best == nil || !s.suspended.remove(best) {
+		return nil // none, or being reclaimed
 	}
-	s.susMu.Lock()
-	defer s.susMu.Unlock()
-	set := s.suspended[best.res.PoolID()]
-	if _, ok := set[best]; !ok {
-		return nil // being reclaimed
-	}
-	delete(set, best)
 	return best
 }
 
 // reclaim stops one suspended worker on a pool the want could use, to free its capacity:
 // FLASHBOOT workers before PRIORITY_FLASHBOOT ones, the longest suspended first.
 func (s *Scheduler) reclaim(want Want) {
-	s.susMu.Lock()
-	var best *workerRec
-	for _, pool := range want.Pools {
-		for w := range s.suspended[pool] {
-			if best == nil || (best.pinned && !w.pinned) || (best.pinned == w.pinned && w.susAt.Before(best.susAt)) {
-				best = w
-			}
-		}
-	}
-	if best != nil {
-		delete(s.suspended[best.res.PoolID()], best)
-	}
-	s.susMu.Unlock()
+	best := s.suspended.reclaimable(want.Pools)
 	if best == nil {
 		return
 	}
@@ -909,13 +894,7 @@ func (s *Scheduler) retireLocked(w *workerRec, why string, mayKeep bool) {
 		if w.lb != nil {
 			w.lb.state.Store(lbSuspended)
 		}
-		s.susMu.Lock()
-		pool := w.res.PoolID()
-		if s.suspended[pool] == nil {
-			s.suspended[pool] = map[*workerRec]struct{}{}
-		}
-		s.suspended[pool][w] = struct{}{}
-		s.susMu.Unlock()
+		s.suspended.add(w)
 	})
 }
 
@@ -925,9 +904,7 @@ func (s *Scheduler) stopLocked(w *workerRec, why string) {
 		return
 	}
 	if w.state == phaseSuspended {
-		s.susMu.Lock()
-		delete(s.suspended[w.res.PoolID()], w)
-		s.susMu.Unlock()
+		s.suspended.remove(w)
 	}
 	w.state, w.stopping = phaseStopping, true
 	w.es.recount()
@@ -943,9 +920,7 @@ func (s *Scheduler) stopLocked(w *workerRec, why string) {
 // forgetLocked drops a worker that is gone and gives its capacity back.
 func (s *Scheduler) forgetLocked(w *workerRec) {
 	if w.state == phaseSuspended {
-		s.susMu.Lock()
-		delete(s.suspended[w.res.PoolID()], w)
-		s.susMu.Unlock()
+		s.suspended.remove(w)
 	}
 	if i := slices.Index(w.es.workers, w); i >= 0 {
 		w.es.workers = slices.Delete(w.es.workers, i, i+1)
