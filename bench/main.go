@@ -107,6 +107,7 @@ type options struct {
 	schedProbeEndpoints int
 	schedProbeEvery     time.Duration
 	schedWarmN          int
+	schedFloorCPU       time.Duration // the scheduling floor's CPU per tick interval
 	schedPlaceDuration  time.Duration
 	schedPlaceProcs     int
 	schedPlaceFill      float64
@@ -168,6 +169,7 @@ func main() {
 	fs.DurationVar(&o.schedDrain, "sched-drain", 2*time.Minute, "scheduler: how long to wait for the jobs to finish after the last burst")
 	fs.IntVar(&o.schedProbeEndpoints, "sched-probe-endpoints", 1000, "scheduler: endpoints with idle workers kept out of the bursts for warm-worker probes")
 	fs.DurationVar(&o.schedProbeEvery, "sched-probe-every", 2*time.Millisecond, "scheduler: interval of the warm-worker probes during the load")
+	fs.DurationVar(&o.schedFloorCPU, "sched-floor-cpu", 2*time.Millisecond, "scheduler: CPU time the scheduling floor spins every tick interval beside the ticks (0 = no floor)")
 	fs.IntVar(&o.schedWarmN, "sched-warm-n", 20000, "scheduler: sequential warm-worker probes after the load")
 	fs.DurationVar(&o.schedPlaceDuration, "sched-place-duration", 3*time.Second, "scheduler: length of the placement measurement")
 	fs.IntVar(&o.schedPlaceProcs, "sched-place-procs", 2, "scheduler: goroutines and GOMAXPROCS of the placement measurement (go test -cpu)")

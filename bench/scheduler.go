@@ -35,7 +35,47 @@ type tickRecorder struct {
 	phase   atomic.Int32
 	mu      sync.Mutex
 	samples [nPhases][]tickSample
+	floor   [nPhases][]tickSample // the spinning floor's samples (runFloor)
 }
+
+// runFloor is the scheduling floor beside the tick: on a goroutine locked to its OS thread,
+// every interval, half an interval after the tick's cadence, it spins until its thread has
+// used spin of CPU time, touching no lock and allocating nothing, and records the wall time
+// that took. Under the same load, no tick that costs spin of CPU can return faster than that.
+func (r *tickRecorder) runFloor(ctx context.Context, every, spin time.Duration) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(every / 2):
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	x := uint64(1)
+	for {
+		select {
+		case <-ctx.Done():
+			floorSink.Store(x)
+			return
+		case <-t.C:
+		}
+		ph := r.phase.Load()
+		c0, t0 := threadCPU(), time.Now()
+		for threadCPU()-c0 < spin {
+			for range 2000 {
+				x = x*6364136223846793005 + 1442695040888963407
+			}
+		}
+		s := tickSample{wall: time.Since(t0), cpu: threadCPU() - c0}
+		r.mu.Lock()
+		r.floor[ph] = append(r.floor[ph], s)
+		r.mu.Unlock()
+	}
+}
+
+// floorSink keeps the floor's arithmetic from being optimized away.
+var floorSink atomic.Uint64
 
 // run ticks until ctx ends, on a goroutine locked to its OS thread so that the thread's CPU
 // clock is the tick's own CPU time.
@@ -62,9 +102,13 @@ func (r *tickRecorder) run(ctx context.Context, e *simEngine, every time.Duratio
 }
 
 func (r *tickRecorder) get(ph int32) (wall, cpu []time.Duration) {
+	return r.getOf(&r.samples, ph)
+}
+
+func (r *tickRecorder) getOf(from *[nPhases][]tickSample, ph int32) (wall, cpu []time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, s := range r.samples[ph] {
+	for _, s := range from[ph] {
 		wall, cpu = append(wall, s.wall), append(cpu, s.cpu)
 	}
 	return wall, cpu
@@ -170,6 +214,7 @@ type schedRun struct {
 	suspends, resumes       int64
 	maxUsed                 int
 	loadWall, loadCPU       durations
+	floorWall, floorCPU     durations // the spinning floor beside the ticks (runFloor)
 	quietWall, quietCPU     durations
 	loadProbes, quietProbes durations
 	loadProbeSubmit         durations // Submit's own share of loadProbes
@@ -208,6 +253,9 @@ func (b *bench) scenarioScheduler() error {
 	every := e.clock.real(time.Second)
 	var ticking sync.WaitGroup
 	ticking.Go(func() { rec.run(tickCtx, e, every) })
+	if o.schedFloorCPU > 0 {
+		ticking.Go(func() { rec.runFloor(tickCtx, every, o.schedFloorCPU) })
+	}
 
 	// Warm-up: the first ticks start every endpoint's workers.min workers.
 	run.minWanted = e.minWanted()
@@ -304,6 +352,8 @@ func (b *bench) scenarioScheduler() error {
 	run.maxUsed = int(maxUsed.Load())
 	w, c := rec.get(phaseLoad)
 	run.loadWall, run.loadCPU = summarize(w), summarize(c)
+	fw, fc := rec.getOf(&rec.floor, phaseLoad)
+	run.floorWall, run.floorCPU = summarize(fw), summarize(fc)
 	logf("scheduler: %d of %d jobs done in %v; ticks under load (%d): wall p50 %v p99 %v max %v, CPU p99 %v",
 		run.completed, run.submitted, run.loadTime.Round(time.Millisecond), run.loadWall.n, run.loadWall.p50, run.loadWall.p99, run.loadWall.max, run.loadCPU.p99)
 
@@ -615,6 +665,9 @@ func (b *bench) reportScheduler(r schedRun) {
 	sec.rows = append(sec.rows,
 		tickRow(fmt.Sprintf("a. one autoscaler tick (Scheduler.Tick) over %s endpoints, during the burst load (wall time)", thousands(len(s.eps))), r.loadWall, r.loadCPU, true),
 		tickRow("a. the same, after the load (idle workers parked, nothing queued)", r.quietWall, r.quietCPU, false),
+		row{metric: fmt.Sprintf("a. the scheduling floor during the burst load: a goroutine beside the tick, locked to its thread, spinning %v of CPU every %v (no lock, no allocation)",
+			o.schedFloorCPU, (time.Duration(float64(time.Second)/o.schedSpeed)).Round(time.Millisecond)),
+			gantry: fmt.Sprintf("wall p50 %s, p99 **%s**, max %s (%d spins); CPU p50 %s, p99 %s", us(r.floorWall.p50), us(r.floorWall.p99), us(r.floorWall.max), r.floorWall.n, us(r.floorCPU.p50), us(r.floorCPU.p99))},
 		row{metric: "a. the first tick (starts the workers.min workers)", gantry: fmt.Sprintf("%s; %d of %d workers.min workers polling %v later", us(r.firstTick), r.warmParked, r.minWanted, r.warmup.Round(time.Millisecond))},
 		placeRow(r.place, true), placeRow(r.placeEmpty, false),
 		probeRow(fmt.Sprintf("c. a job reaching an idle warm worker: Submit to the parked worker's Take returning it, one at a time, %d endpoints with parked workers", r.probeEndpoints), r.quietProbes, true),
@@ -640,6 +693,9 @@ func (b *bench) reportScheduler(r schedRun) {
 			"(scheduler.Queues.Parked > 0), and stops in the worker's goroutine right after Take returns the job, before anything else; this is Submit (store write, index, "+
 			"Queues.Enqueue waking the parked worker, Scheduler.Demand) plus the wake-up and the take (the store write moving the job IN_PROGRESS).",
 			(time.Duration(float64(time.Second)/o.schedSpeed)).Round(time.Millisecond), len(s.pools), 100*r.place.fill, r.place.procs, r.place.procs, r.place.procs, thousands(len(s.eps))),
+		fmt.Sprintf("The scheduling floor: under the same load, half a tick interval after each tick, a second goroutine locked to its own OS thread spins on arithmetic until its thread's CPU clock "+
+			"has advanced %v (-sched-floor-cpu; about the tick's median CPU under load) and records the wall time that took. It takes no lock and allocates nothing, so its wall time beyond its CPU time "+
+			"is only waiting for a CPU (other threads of this process, the Go scheduler's preemption, GC pauses): a tick needing that much CPU cannot, on this machine under this load, return sooner.", o.schedFloorCPU),
 		"The Go runtime row: runtime/metrics histograms read before and after the load phase; the figures are the upper bounds of the buckets holding the percentile. "+
 			"A runnable goroutine (a woken worker, the ticking goroutine once preempted or woken from a lock) waits that long for one of the 2 CPUs; the tick's wall time includes such waits.",
 		"Matching in-process benchmarks: `go test ./bench -run '^$' -bench 'BenchmarkPlacement|BenchmarkTick|BenchmarkWarmTake' -cpu 2` (bench/sim_test.go).")
