@@ -666,7 +666,7 @@ func (b *bench) reportScheduler(r schedRun) {
 		tickRow(fmt.Sprintf("a. one autoscaler tick (Scheduler.Tick) over %s endpoints, during the burst load (wall time)", thousands(len(s.eps))), r.loadWall, r.loadCPU, true),
 		tickRow("a. the same, after the load (idle workers parked, nothing queued)", r.quietWall, r.quietCPU, false),
 		row{metric: fmt.Sprintf("a. the scheduling floor during the burst load: a goroutine beside the tick, locked to its thread, spinning %v of CPU every %v (no lock, no allocation)",
-			o.schedFloorCPU, (time.Duration(float64(time.Second)/o.schedSpeed)).Round(time.Millisecond)),
+			o.schedFloorCPU, (time.Duration(float64(time.Second) / o.schedSpeed)).Round(time.Millisecond)),
 			gantry: fmt.Sprintf("wall p50 %s, p99 **%s**, max %s (%d spins); CPU p50 %s, p99 %s", us(r.floorWall.p50), us(r.floorWall.p99), us(r.floorWall.max), r.floorWall.n, us(r.floorCPU.p50), us(r.floorCPU.p99))},
 		row{metric: "a. the first tick (starts the workers.min workers)", gantry: fmt.Sprintf("%s; %d of %d workers.min workers polling %v later", us(r.firstTick), r.warmParked, r.minWanted, r.warmup.Round(time.Millisecond))},
 		placeRow(r.place, true), placeRow(r.placeEmpty, false),
