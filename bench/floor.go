@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
-	pebblestore "github.com/gantryhq/gantry/store/pebble"
 )
 
 // floorJob is a queued job of the queue floor.
@@ -37,22 +36,10 @@ type floorJob struct {
 type queueFloor struct {
 	jobs          chan floorJob
 	polling, done atomic.Int64
-	// st, when set, makes it the durable queue floor: each job's input and record are stored
+	// st, when open, makes it the durable queue floor: each job's input and record are stored
 	// synced at /run, its record unsynced at job-take and synced at job-done, as Gantry stores
-	// a job (store/pebble, the same options and batches).
-	st *pebblestore.Store
-}
-
-// put stores a job record (and input) when the floor is durable.
-func (q *queueFloor) put(w http.ResponseWriter, id string, status core.JobStatus, input []byte, sync bool) bool {
-	if q.st == nil {
-		return true
-	}
-	if err := q.st.PutJob(&core.Job{ID: id, Status: status}, input, sync); err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return false
-	}
-	return true
+	// a job.
+	st floorStore
 }
 
 func (q *queueFloor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -71,7 +58,7 @@ func (q *queueFloor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		id := bareID()
-		if !q.put(w, id, core.InQueue, req.Input, true) {
+		if !q.st.put(w, id, core.InQueue, req.Input, true) {
 			return
 		}
 		q.jobs <- floorJob{id: id, input: req.Input}
@@ -83,7 +70,7 @@ func (q *queueFloor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		select {
 		case j := <-q.jobs:
 			q.polling.Add(-1)
-			if !q.put(w, j.id, core.InProgress, nil, false) {
+			if !q.st.put(w, j.id, core.InProgress, nil, false) {
 				return
 			}
 			out, _ := json.Marshal(map[string]any{"id": j.id, "input": j.input})
@@ -98,7 +85,7 @@ func (q *queueFloor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.Contains(p, "/job-done/"):
 		_, _ = io.Copy(io.Discard, r.Body)
 		id := p[strings.LastIndexByte(p, '/')+1:]
-		if !q.put(w, id, core.Completed, nil, true) {
+		if !q.st.put(w, id, core.Completed, nil, true) {
 			return
 		}
 		q.done.Add(1)
@@ -130,13 +117,12 @@ func serveQueueFloor(n int, gantryBin, durable string) error {
 	if err != nil {
 		return err
 	}
-	q := &queueFloor{jobs: make(chan floorJob, 4<<20)}
-	if durable != "" {
-		if q.st, err = pebblestore.Open(durable); err != nil {
-			return err
-		}
-		defer q.st.Close()
+	st, err := openFloorStore(durable)
+	if err != nil {
+		return err
 	}
+	defer st.close()
+	q := &queueFloor{jobs: make(chan floorJob, 4<<20), st: st}
 	srv := &http.Server{Handler: q, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	base := "http://" + ln.Addr().String() + "/v2/floor"
 	var cmds []*exec.Cmd
@@ -194,11 +180,11 @@ func floorStats(c *http.Client, base string) (polling, done int64, err error) {
 func (b *bench) e2eFloor(durable bool) (e2eResult, error) {
 	r := e2eResult{concurrency: 1}
 	n, w := b.o.e2eJobs, b.o.e2eWorkers
-	name, args := "queue floor", []string{b.self, "-bare-serve", "-bare-queue-workers", strconv.Itoa(w), "-gantry", b.o.gantryBin}
+	name, args := "queue floor", []string{"-bare-queue-workers", strconv.Itoa(w), "-gantry", b.o.gantryBin}
 	if durable {
 		name, args = "durable queue floor", append(args, "-bare-durable", filepath.Join(b.tmp, "e2e-floor-data"))
 	}
-	s, err := startProcess(name, filepath.Join(b.tmp, strings.ReplaceAll(name, " ", "-")+".log"), args...)
+	s, err := b.startPeer(name, "e2e", args...)
 	if err != nil {
 		return r, err
 	}

@@ -43,45 +43,36 @@ type tickRecorder struct {
 // used spin of CPU time, touching no lock and allocating nothing, and records the wall time
 // that took. Under the same load, no tick that costs spin of CPU can return faster than that.
 func (r *tickRecorder) runFloor(ctx context.Context, every, spin time.Duration) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	select {
-	case <-ctx.Done():
-		return
-	case <-time.After(every / 2):
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
 	x := uint64(1)
-	for {
-		select {
-		case <-ctx.Done():
-			floorSink.Store(x)
-			return
-		case <-t.C:
-		}
-		ph := r.phase.Load()
-		c0, t0 := threadCPU(), time.Now()
-		for threadCPU()-c0 < spin {
+	r.loop(ctx, every, every/2, &r.floor, func() {
+		for c0 := threadCPU(); threadCPU()-c0 < spin; {
 			for range 2000 {
 				x = x*6364136223846793005 + 1442695040888963407
 			}
 		}
-		s := tickSample{wall: time.Since(t0), cpu: threadCPU() - c0}
-		r.mu.Lock()
-		r.floor[ph] = append(r.floor[ph], s)
-		r.mu.Unlock()
-	}
+		floorSink.Store(x)
+	})
 }
 
 // floorSink keeps the floor's arithmetic from being optimized away.
 var floorSink atomic.Uint64
 
-// run ticks until ctx ends, on a goroutine locked to its OS thread so that the thread's CPU
-// clock is the tick's own CPU time.
+// run ticks until ctx ends.
 func (r *tickRecorder) run(ctx context.Context, e *simEngine, every time.Duration) {
+	r.loop(ctx, every, 0, &r.samples, func() { e.sched.Tick(e.clock.Now()) })
+}
+
+// loop calls fn every interval, after a first delay, until ctx ends, and records the wall and
+// CPU time of each call into the current phase's samples. It runs on a goroutine locked to its
+// OS thread, so that the thread's CPU clock is fn's own CPU time.
+func (r *tickRecorder) loop(ctx context.Context, every, delay time.Duration, into *[nPhases][]tickSample, fn func()) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(delay):
+	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -91,12 +82,11 @@ func (r *tickRecorder) run(ctx context.Context, e *simEngine, every time.Duratio
 		case <-t.C:
 		}
 		ph := r.phase.Load()
-		now := e.clock.Now()
 		c0, t0 := threadCPU(), time.Now()
-		e.sched.Tick(now)
+		fn()
 		s := tickSample{wall: time.Since(t0), cpu: threadCPU() - c0}
 		r.mu.Lock()
-		r.samples[ph] = append(r.samples[ph], s)
+		into[ph] = append(into[ph], s)
 		r.mu.Unlock()
 	}
 }

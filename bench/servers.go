@@ -318,24 +318,23 @@ func (g *gantry) waitWorkers(endpoint string, n int, timeout time.Duration) (tim
 }
 
 // startBare re-executes this binary with -bare-serve.
-func (b *bench) startBare(label string) (*server, error) {
-	s, err := startProcess("bare handler ("+label+")", filepath.Join(b.tmp, label+"-bare.log"), b.self, "-bare-serve")
-	if err != nil {
-		return nil, err
-	}
-	logf("bare handler (%s) on %s, pid %d", label, s.base, s.cmd.Process.Pid)
-	return s, nil
+func (b *bench) startBare(label string) (*server, error) { return b.startPeer("bare handler", label) }
+
+// startFloor starts the durable floor: the bare handler plus Gantry's synced store write, on a
+// fresh data dir.
+func (b *bench) startFloor(label string) (*server, error) {
+	return b.startPeer("durable floor", label, "-bare-durable", filepath.Join(b.tmp, label+"-floor-data"))
 }
 
-// startFloor re-executes this binary with -bare-serve -bare-durable: the durable floor, the
-// bare handler plus Gantry's synced store write, on a fresh data dir.
-func (b *bench) startFloor(label string) (*server, error) {
-	dir := filepath.Join(b.tmp, label+"-floor-data")
-	s, err := startProcess("durable floor ("+label+")", filepath.Join(b.tmp, label+"-floor.log"), b.self, "-bare-serve", "-bare-durable", dir)
+// startPeer re-executes this binary with -bare-serve and args: one of the peers Gantry is
+// measured beside, named name, for the scenario label.
+func (b *bench) startPeer(name, label string, args ...string) (*server, error) {
+	logName := label + "-" + strings.ReplaceAll(name, " ", "-") + ".log"
+	s, err := startProcess(name+" ("+label+")", filepath.Join(b.tmp, logName), append([]string{b.self, "-bare-serve"}, args...)...)
 	if err != nil {
 		return nil, err
 	}
-	logf("durable floor (%s) on %s, pid %d", label, s.base, s.cmd.Process.Pid)
+	logf("%s (%s) on %s, pid %d", name, label, s.base, s.cmd.Process.Pid)
 	return s, nil
 }
 
@@ -350,17 +349,13 @@ func serveBare(durable string) error {
 	if err != nil {
 		return err
 	}
-	h := http.HandlerFunc(bareHandler)
-	if durable != "" {
-		st, err := pebblestore.Open(durable)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
-		h = durableHandler(st)
+	st, err := openFloorStore(durable)
+	if err != nil {
+		return err
 	}
+	defer st.close()
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           bareHandler(st),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
@@ -375,16 +370,9 @@ func serveBare(durable string) error {
 	return nil
 }
 
-func bareHandler(w http.ResponseWriter, r *http.Request) {
-	if _, err := io.ReadAll(io.LimitReader(r.Body, 20<<20)); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	bareAnswer(w, r, bareID())
-}
-
-// durableHandler is bareHandler with the synced store write of the durable floor.
-func durableHandler(st *pebblestore.Store) http.HandlerFunc {
+// bareHandler reads the body and answers; with an open st it first stores the body synced (the
+// durable floor).
+func bareHandler(st floorStore) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(r.Body, 20<<20))
 		if err != nil {
@@ -392,12 +380,42 @@ func durableHandler(st *pebblestore.Store) http.HandlerFunc {
 			return
 		}
 		id := bareID()
-		if err := st.PutJob(&core.Job{ID: id, Status: core.InQueue}, body, true); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
+		if st.put(w, id, core.InQueue, body, true) {
+			bareAnswer(w, r, id)
 		}
-		bareAnswer(w, r, id)
 	}
+}
+
+// floorStore is the store of the durable floors: Gantry's own (store/pebble: the same options,
+// the same batch of record and input, Pebble's group commit). Its zero value stores nothing.
+type floorStore struct{ st *pebblestore.Store }
+
+// openFloorStore opens the store in dir; "" = none.
+func openFloorStore(dir string) (floorStore, error) {
+	if dir == "" {
+		return floorStore{}, nil
+	}
+	st, err := pebblestore.Open(dir)
+	return floorStore{st}, err
+}
+
+func (f floorStore) close() {
+	if f.st != nil {
+		_ = f.st.Close()
+	}
+}
+
+// put stores a job record with the given status (and input, when not nil), synced or not, or
+// answers 500 and returns false when it cannot. Without a store it does nothing.
+func (f floorStore) put(w http.ResponseWriter, id string, status core.JobStatus, input []byte, sync bool) bool {
+	if f.st == nil {
+		return true
+	}
+	if err := f.st.PutJob(&core.Job{ID: id, Status: status}, input, sync); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return false
+	}
+	return true
 }
 
 // bareID is a random id in Gantry's shape (36 characters).

@@ -476,8 +476,8 @@ func TestSplitChunk(t *testing.T) {
 	}
 }
 
-// A webhook whose delivery a crash interrupted is delivered after the restart; one that was
-// delivered is not delivered again.
+// A webhook whose delivery a crash interrupted is delivered after the restart, and its job's
+// delivery mark is cleared once it is delivered (Recover sends only marked jobs again).
 func TestWebhookSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
@@ -518,8 +518,6 @@ func TestWebhookSurvivesRestart(t *testing.T) {
 	if got, _ := r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: j.ID}, 0); got.Status != core.Completed {
 		t.Errorf("job after the second restart: %s", got.Status)
 	}
-	// Recover delivers only what is marked, and the mark was cleared above: a third delivery
-	// would have to come from a marked record.
 }
 
 func recv(t *testing.T, c <-chan string, what string) string {
