@@ -151,6 +151,9 @@ func (l LoadCounter) Load() Load {
 		Submitted: l.c.submitted.Load(), ExecMs: l.c.execMs.Load(), ExecCount: l.c.execCount.Load()}
 }
 
+// SetCondition is Jobs.SetCondition without the lookup.
+func (l LoadCounter) SetCondition(c Condition) { l.c.cond.Store(&c) }
+
 // Load returns the endpoint's counts; it costs a map lookup and a few atomic loads.
 func (js *Jobs) Load(endpoint string) Load { return js.LoadCounter(endpoint).Load() }
 

@@ -41,7 +41,21 @@ func (w *window) add(v float64) {
 	}
 	w.buf[w.next] = v
 	w.sum += v
-	w.next = (w.next + 1) % len(w.buf)
+	if w.next++; w.next == len(w.buf) {
+		w.next = 0
+	}
+}
+
+// addZeros adds n zero samples.
+func (w *window) addZeros(n int) {
+	if n < len(w.buf) {
+		for range n {
+			w.add(0)
+		}
+		return
+	}
+	clear(w.buf)
+	w.next, w.filled, w.sum = 0, len(w.buf), 0
 }
 
 // rate is the sum over the whole window's span, per sample: a young window does not read a
@@ -80,10 +94,15 @@ type scaler struct {
 
 // catchUp adds the zero samples of the ticks skipped while the endpoint was idle.
 func (s *scaler) catchUp() {
-	for n := min(s.skipped, len(s.stable.buf)); n > 0; n-- {
-		s.stable.add(0)
-		s.panic.add(0)
-		s.updatePanic(false)
+	if s.skipped == 0 {
+		return
+	}
+	s.stable.addZeros(s.skipped)
+	s.panic.addZeros(s.skipped)
+	if s.panicking { // as s.skipped calls of updatePanic(false)
+		if s.panicTicks += s.skipped; s.panicTicks >= len(s.stable.buf) {
+			s.panicking = false
+		}
 	}
 	s.skipped = 0
 }

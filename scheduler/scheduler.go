@@ -118,8 +118,11 @@ type epState struct {
 	want    Want
 	gen     int          // bumped when what workers run changes (image, env, gpu...)
 	workers []*workerRec // a slice: ticks walk it, and an endpoint has few
-	queue   *queue       // its queue in Queues (queue endpoints)
-	active  atomic.Int32 // booting + ready workers, read without mu by Demand
+	// parked and suspended count the workers suspending or suspended, and suspended alone
+	// (recount): publish, retire and resume read them instead of walking the workers.
+	parked, suspended int
+	queue             *queue       // its queue in Queues (queue endpoints)
+	active            atomic.Int32 // booting + ready workers, read without mu by Demand
 
 	// LOAD_BALANCER endpoints (balancer.go).
 	lb        atomic.Pointer[[]*backend] // the workers that take requests now
@@ -457,9 +460,23 @@ func (es *epState) count(phases ...workerPhase) int {
 	return n
 }
 
+// recount follows a change to the workers' phases: it counts them again in one pass.
 func (es *epState) recount() {
 	es.changes++
-	es.active.Store(int32(es.count(phaseBooting, phaseReady)))
+	active, parked, suspended := 0, 0, 0
+	for _, w := range es.workers {
+		switch w.state {
+		case phaseBooting, phaseReady:
+			active++
+		case phaseSuspended:
+			suspended++
+			parked++
+		case phaseSuspending:
+			parked++
+		}
+	}
+	es.parked, es.suspended = parked, suspended
+	es.active.Store(int32(active))
 }
 
 func (s *Scheduler) backingOff(es *epState, now time.Time) bool {
@@ -503,13 +520,16 @@ func (s *Scheduler) tick(es *epState, now time.Time, sc *scratch) bool {
 	es.scaler.catchUp()
 	changes := es.changes
 	ep := &es.ep
-	js := s.cfg.Jobs
 
 	// Survey the workers: promote, recycle and time out; collect the idle ones.
 	idle, booting := sc.idle[:0], sc.booting[:0]
 	defer func() { sc.idle, sc.booting = idle[:0], booting[:0] }()
 	ready := 0
-	for _, w := range es.workers {
+	workers := es.workers
+	if es.active.Load() == 0 {
+		workers = nil // none booting or ready: nothing below to read in the others
+	}
+	for _, w := range workers {
 		switch w.state {
 		case phaseBooting:
 			if now.Sub(w.startedAt) > s.cfg.InitTimeout {
@@ -550,13 +570,7 @@ func (s *Scheduler) tick(es *epState, now time.Time, sc *scratch) bool {
 		es.scaler.lastSubmitted = load.Submitted
 		es.scaler.observeService(load)
 		if load.Queued > 0 && ep.Scaling.Type == core.ScaleQueueDelay { // REQUEST_COUNT counts jobs, not their wait
-			sc.head = es.queue.headInto(headScan, sc.head[:0])
-			for _, q := range sc.head {
-				if live, low := js.Waiting(q.Key); live && !low {
-					sig.OldestWait = max(now.Sub(time.Unix(0, q.At)), 0)
-					break
-				}
-			}
+			sig.OldestWait = s.oldestWait(es, now, sc)
 		}
 	} else {
 		// LOAD_BALANCER: requests waiting for a worker and requests in flight (spec 2.4: these
@@ -611,6 +625,23 @@ func (s *Scheduler) tick(es *epState, now time.Time, sc *scratch) bool {
 	}
 	s.publish(es)
 	return true
+}
+
+// oldestWait is how long the oldest queued job that may scale the endpoint up has waited. The
+// queue's head is nearly always that job; keys of jobs cancelled while queued, and lowPriority
+// ones, are passed over, up to headScan of them.
+func (s *Scheduler) oldestWait(es *epState, now time.Time, sc *scratch) time.Duration {
+	for n := 1; ; n = headScan {
+		sc.head = es.queue.headInto(n, sc.head[:0])
+		for _, q := range sc.head {
+			if live, low := s.cfg.Jobs.Waiting(q.Key); live && !low {
+				return max(now.Sub(time.Unix(0, q.At)), 0)
+			}
+		}
+		if n == headScan || len(sc.head) < n {
+			return 0
+		}
+	}
 }
 
 // calm says that nothing is queued or running on the endpoint and its workers are not failing
@@ -711,7 +742,7 @@ func (s *Scheduler) fail(es *epState, now time.Time, why string) {
 
 // publish hands the endpoint's condition to the job engine for /health and job status.
 func (s *Scheduler) publish(es *epState) {
-	c := core.Condition{Throttled: es.throttled, Suspended: es.count(phaseSuspended, phaseSuspending),
+	c := core.Condition{Throttled: es.throttled, Suspended: es.parked,
 		ColdStarts: es.cold.n, ColdStartLast: es.cold.last, ColdStartTotal: es.cold.total}
 	switch {
 	case es.failures > 0:
@@ -729,7 +760,7 @@ func (s *Scheduler) publish(es *epState) {
 	}
 	if c != es.lastCond {
 		es.lastCond = c
-		s.cfg.Jobs.SetCondition(es.ep.ID, c)
+		es.load.SetCondition(c)
 	}
 }
 
@@ -820,6 +851,9 @@ func (s *Scheduler) call(fn func(ctx context.Context)) {
 
 // resumable takes the endpoint's most recently suspended worker out of the suspended set.
 func (s *Scheduler) resumable(es *epState) *workerRec {
+	if es.suspended == 0 {
+		return nil
+	}
 	var best *workerRec
 	for _, w := range es.workers {
 		if w.state == phaseSuspended && w.gen == es.gen && (best == nil || w.susAt.After(best.susAt)) {
@@ -855,7 +889,7 @@ func (s *Scheduler) reclaim(want Want) {
 func (s *Scheduler) retireLocked(w *workerRec, why string, mayKeep bool) {
 	es := w.es
 	keep := mayKeep && es.ep.Flashboot != core.FlashbootOff && w.gen == es.gen &&
-		es.count(phaseSuspended, phaseSuspending) < max(es.ep.Workers.Max, 1)
+		es.parked < max(es.ep.Workers.Max, 1)
 	prev := w.state
 	w.state = phaseSuspending
 	es.recount()
@@ -891,6 +925,7 @@ func (s *Scheduler) retireLocked(w *workerRec, why string, mayKeep bool) {
 		}
 		w.state, w.susAt = phaseSuspended, s.cfg.Clock.Now()
 		w.pinned = es.ep.Flashboot == core.FlashbootPriority
+		es.recount()
 		if w.lb != nil {
 			w.lb.state.Store(lbSuspended)
 		}

@@ -685,3 +685,45 @@ func TestQuietEndpointsArePassedBy(t *testing.T) {
 		t.Errorf("the tick after a PATCH was passed by (%d skipped)", n)
 	}
 }
+
+// catchUp owes the windows a zero sample and the panic clock a tick for every skipped tick;
+// it must end where that many single ticks would, however many were skipped.
+func TestCatchUpEqualsSkippedTicks(t *testing.T) {
+	t.Parallel()
+	for _, skipped := range []int{1, 3, 5, 6, 7, 59, 60, 61, 1000} {
+		for _, panicking := range []bool{false, true} {
+			fast, slow := newScaler(60, 6), newScaler(60, 6)
+			for i := range 70 { // windows full of distinct samples, the ring's start not at 0
+				for _, s := range []*scaler{&fast, &slow} {
+					s.stable.add(float64(i + 1))
+					s.panic.add(float64(i + 1))
+					s.updatePanic(panicking && i == 60)
+				}
+			}
+			fast.skipped = skipped
+			fast.catchUp()
+			for range skipped {
+				slow.stable.add(0)
+				slow.panic.add(0)
+				slow.updatePanic(false)
+			}
+			for _, s := range []*scaler{&fast, &slow} { // the windows' contents, oldest first
+				s.stable.add(7)
+				s.panic.add(7)
+			}
+			if fast.stable.avg() != slow.stable.avg() || fast.panic.avg() != slow.panic.avg() ||
+				fast.stable.filled != slow.stable.filled || fast.panicking != slow.panicking || fast.skipped != 0 {
+				t.Errorf("skipped %d, panicking %v: caught up to stable %v (%d), panic %v, panicking %v; ticks give %v (%d), %v, %v",
+					skipped, panicking, fast.stable.avg(), fast.stable.filled, fast.panic.avg(), fast.panicking,
+					slow.stable.avg(), slow.stable.filled, slow.panic.avg(), slow.panicking)
+			}
+			for range 60 { // and every later sample leaves the same average
+				fast.stable.add(1)
+				slow.stable.add(1)
+				if fast.stable.avg() != slow.stable.avg() {
+					t.Fatalf("skipped %d: windows diverge after catching up", skipped)
+				}
+			}
+		}
+	}
+}
