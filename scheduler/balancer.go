@@ -253,7 +253,7 @@ func (s *Scheduler) Acquire(ctx context.Context, endpoint string, hold time.Dura
 		}
 		ready := es.lbReady
 		now := s.cfg.Clock.Now()
-		if !es.deleted && es.count(phaseBooting, phaseReady) == 0 && es.ep.Workers.Max > 0 && !s.backingOff(es, now) {
+		if !es.deleted && es.active.Load() == 0 && es.ep.Workers.Max > 0 && !s.backingOff(es, now) {
 			if err := s.startLocked(es, now, "scale_from_zero"); err == nil {
 				s.cfg.Log.Info("scaling up", "endpoint", endpoint, "from", 0, "to", 1, "reason", "scale from zero: a request arrived")
 			}

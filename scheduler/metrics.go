@@ -80,7 +80,7 @@ func (s *Scheduler) WriteMetrics(w io.Writer) error {
 		es := v.(*epState)
 		es.mu.Lock()
 		r := epRow{id: es.ep.ID, booting: es.count(phaseBooting), ready: es.count(phaseReady),
-			suspended: es.count(phaseSuspended, phaseSuspending), unhealthy: es.lastCond.Unhealthy, throttledWs: es.throttled}
+			suspended: es.parked, unhealthy: es.lastCond.Unhealthy, throttledWs: es.throttled}
 		es.mu.Unlock()
 		l := s.cfg.Jobs.Load(r.id)
 		r.queued, r.low, r.running = l.Queued, l.LowQueued, l.InProgress

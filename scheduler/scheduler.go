@@ -310,7 +310,7 @@ func (s *Scheduler) Demand(endpoint string) {
 	es.mu.Lock()
 	defer es.mu.Unlock()
 	now := s.cfg.Clock.Now()
-	if es.deleted || es.ep.Type != core.TypeQueue || es.count(phaseBooting, phaseReady) > 0 || es.ep.Workers.Max == 0 || s.backingOff(es, now) {
+	if es.deleted || es.ep.Type != core.TypeQueue || es.active.Load() > 0 || es.ep.Workers.Max == 0 || s.backingOff(es, now) {
 		return
 	}
 	if err := s.startLocked(es, now, "scale_from_zero"); err == nil {
@@ -565,7 +565,7 @@ func (s *Scheduler) tick(es *epState, now time.Time, sc *scratch) bool {
 	}
 
 	var sig signals
-	if ep.Type == core.TypeQueue {
+	if es.queueType {
 		sig = signals{Queued: load.Queued, InProgress: load.InProgress, Arrivals: float64(load.Submitted - es.scaler.lastSubmitted)}
 		es.scaler.lastSubmitted = load.Submitted
 		es.scaler.observeService(load)
@@ -620,7 +620,7 @@ func (s *Scheduler) tick(es *epState, now time.Time, sc *scratch) bool {
 		s.scaleDown(es, active, target, hold, load.Queued+load.LowQueued > 0, booting, idle)
 	}
 	es.quietUntil = time.Time{}
-	if ep.Type == core.TypeQueue && es.changes == changes && es.calm(load) && len(booting) == 0 && len(idle) == ready {
+	if es.queueType && es.changes == changes && es.calm(load) && len(booting) == 0 && len(idle) == ready {
 		es.quietAt, es.quietUntil = changes, s.quietUntil(es, now, active, idle)
 	}
 	s.publish(es)
