@@ -190,6 +190,21 @@ func (c *lbConn) serve() {
 	}
 }
 
+// bareLF says whether a line of b ends in a LF without a CR before it.
+func bareLF(b []byte) bool {
+	for i := bytes.IndexByte(b, '\n'); i >= 0; {
+		if i == 0 || b[i-1] != '\r' {
+			return true
+		}
+		j := bytes.IndexByte(b[i+1:], '\n')
+		if j < 0 {
+			return false
+		}
+		i += 1 + j
+	}
+	return false
+}
+
 // next waits for the connection's next request and scans its head into c.q, with its body in
 // c.body. It returns false, having consumed nothing, for a request the loop does not carry.
 func (c *lbConn) next() (bool, error) {
@@ -214,6 +229,9 @@ func (c *lbConn) next() (bool, error) {
 		if i := bytes.Index(buf, []byte("\r\n\r\n")); i >= 0 {
 			head = buf[:i+4]
 			break
+		}
+		if bareLF(buf) {
+			return false, nil // lines ending in a bare LF, which net/http accepts and scan does not
 		}
 		if c.br.Buffered() == c.br.Size() {
 			return false, nil // a head larger than the buffer: net/http reads it

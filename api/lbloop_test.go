@@ -86,7 +86,12 @@ func TestLoadBalancerConnectionLoop(t *testing.T) {
 			t.Fatalf("pipelined answer = %d %q; want 200 %q", resp.StatusCode, b, want)
 		}
 	}
-	// Handed back: a chunked upload, a head larger than the loop's buffer, a QUEUE-side call.
+	// Handed back: a head whose lines end in a bare LF (net/http accepts those), a chunked
+	// upload, a head larger than the loop's buffer, a QUEUE-side call.
+	c.send("GET " + path + "/lf HTTP/1.1\nHost: " + c.host + "\nAuthorization: Bearer " + key + "\n\n")
+	if resp, b := c.read("GET"); resp.StatusCode != 200 || b != "GET /lf  " {
+		t.Fatalf("bare-LF head = %d %q", resp.StatusCode, b)
+	}
 	c.send("POST " + path + "/chunked HTTP/1.1\r\nHost: " + c.host + "\r\nAuthorization: " + key +
 		"\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n")
 	if resp, b := c.read("POST"); resp.StatusCode != 200 || b != "POST /chunked abc " {
