@@ -20,11 +20,21 @@ type fakeBalancer struct {
 	fail     error
 	acquired atomic.Int64
 	released atomic.Int64
+	// An Acquire that takes a token from noWorker finds no worker: it says so on waiting and
+	// waits until its context ends, as the scheduler's does.
+	noWorker, waiting chan struct{}
 }
 
-func (b *fakeBalancer) Acquire(_ context.Context, _ string, _ time.Duration) (*url.URL, func(), error) {
+func (b *fakeBalancer) Acquire(ctx context.Context, _ string, _ time.Duration) (*url.URL, func(), error) {
 	if b.fail != nil {
 		return nil, nil, b.fail
+	}
+	select {
+	case <-b.noWorker:
+		b.waiting <- struct{}{}
+		<-ctx.Done()
+		return nil, nil, core.Errorf(core.KindUnavailable, "the request ended while it waited for a worker: %v", ctx.Err())
+	default:
 	}
 	b.acquired.Add(1)
 	return b.base, func() { b.released.Add(1) }, nil

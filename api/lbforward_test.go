@@ -30,6 +30,14 @@ func lbBackend(t *testing.T, handler http.HandlerFunc) (base, key string, conns 
 // lbBackendAPI is lbBackend that also returns the API.
 func lbBackendAPI(t *testing.T, handler http.HandlerFunc) (base, key string, conns *atomic.Int64, a *api.API) {
 	t.Helper()
+	base, key, conns, a, _ = lbBackendWith(t, handler, nil)
+	return base, key, conns, a
+}
+
+// lbBackendWith is lbBackendAPI on a server whose base context is serving (nil: none), with
+// its balancer.
+func lbBackendWith(t *testing.T, handler http.HandlerFunc, serving context.Context) (base, key string, conns *atomic.Int64, a *api.API, b *fakeBalancer) {
+	t.Helper()
 	conns = new(atomic.Int64)
 	backend := httptest.NewUnstartedServer(handler)
 	backend.Config.ConnState = func(_ net.Conn, s http.ConnState) {
@@ -40,8 +48,9 @@ func lbBackendAPI(t *testing.T, handler http.HandlerFunc) (base, key string, con
 	backend.Start()
 	t.Cleanup(backend.Close)
 	u, _ := url.Parse(backend.URL)
-	e := setup(t, setupOpts{quota: core.Quota{Minute: 10000}, balancer: &fakeBalancer{base: u}})
-	return e.srv.URL + "/lb/" + e.create(minimalLB), e.alice, conns, e.api
+	b = &fakeBalancer{base: u, noWorker: make(chan struct{}, 1), waiting: make(chan struct{}, 1)}
+	e := setup(t, setupOpts{quota: core.Quota{Minute: 10000}, balancer: b, base: serving})
+	return e.srv.URL + "/lb/" + e.create(minimalLB), e.alice, conns, e.api, b
 }
 
 func lbRequest(t *testing.T, method, url, key, body string, header http.Header) *http.Response {

@@ -55,8 +55,10 @@ type lbConn struct {
 	conn   net.Conn
 	br     *bufio.Reader
 	bw     *bufio.Writer
-	ctx    context.Context // carries rw for the rate-limit headers; ends at shutdown or hang-up
+	ctx    context.Context // carries rw for the rate-limit headers; ends when the caller hangs up
 	cancel context.CancelFunc
+	// wait is ctx, ended also when the server stops serving: it bounds a wait for a worker.
+	wait   context.Context
 	rw     rawResponse // the rate-limit headers and problems of the request being served
 	remote string      // the caller's IP, for X-Forwarded-For
 
@@ -127,8 +129,14 @@ func (a *API) loopLB(w http.ResponseWriter, r *http.Request) bool {
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		c.remote = ip
 	}
-	ctx, cancel := context.WithCancel(r.Context())
+	// The request's context ends when the server stops serving (gantry serve cancels its base
+	// context then, to end long polls at once). The loop's exchanges do not end with it: an
+	// answer in progress finishes, as API.Shutdown promises; only a wait for a worker does.
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	c.ctx, c.cancel = context.WithValue(ctx, writerKey{}, &c.rw), cancel
+	wait, stopWait := context.WithCancel(c.ctx)
+	defer context.AfterFunc(r.Context(), stopWait)()
+	c.wait = wait
 	c.rw.h = http.Header{}
 	c.watch = time.AfterFunc(time.Hour, c.watchCaller) // made stopped; armWatch sets it going
 	c.watch.Stop()
@@ -280,12 +288,13 @@ func (c *lbConn) serveOne() bool {
 		return &http.Request{Method: q.method, URL: &url.URL{Path: targetPath(q.target)}, Header: http.Header{}}
 	}
 	c.armWatch()
-	t, release, err := c.a.admitLB(c.ctx, q.id, q.authz)
+	t, release, err := c.a.admitLB(c.wait, q.id, q.authz)
 	if err != nil {
 		c.disarmWatch()
 		if c.ctx.Err() != nil {
 			return false // the caller went away while it waited for a worker
 		}
+		q.close = q.close || c.wait.Err() != nil // the server stops: answer (503), then close
 		c.a.renderError(c.ctx, &c.rw, problemReq(), err)
 		return c.writeRaw(q)
 	}

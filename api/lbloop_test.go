@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -169,28 +170,42 @@ func TestLoadBalancerConnectionLoopRefusals(t *testing.T) {
 	}
 }
 
-// API.Shutdown ends idle loop connections at once and lets a busy one finish its answer,
-// which tells the caller the connection closes.
+// Shutdown as gantry serve does it: the server's base context ends (long polls end at once),
+// then API.Shutdown ends idle loop connections at once and lets a busy one finish its answer,
+// which tells the caller the connection closes; a request waiting for a worker is answered 503.
 func TestLoadBalancerConnectionLoopShutdown(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	defer free() // a failed check does not leave the worker's handler waiting
 	started := make(chan struct{}, 1)
-	base, key, _, a := lbBackendAPI(t, func(w http.ResponseWriter, r *http.Request) {
+	serving, stopServing := context.WithCancel(context.Background())
+	defer stopServing()
+	base, key, _, a, bal := lbBackendWith(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			started <- struct{}{}
 			<-release
 		}
 		io.WriteString(w, "ok")
-	})
+	}, serving)
 	path := strings.TrimPrefix(base, "http://")
 	path = path[strings.Index(path, "/"):]
-	idle, busy := dialRaw(t, base), dialRaw(t, base)
-	idle.send(idle.get(path+"/x", key, ""))
-	idle.read("GET")
-	busy.send(busy.get(path+"/x", key, ""))
-	busy.read("GET")
+	idle, busy, waiting := dialRaw(t, base), dialRaw(t, base), dialRaw(t, base)
+	for _, c := range []*rawConn{idle, busy, waiting} {
+		c.send(c.get(path+"/x", key, ""))
+		c.read("GET")
+	}
 	busy.send(busy.get(path+"/slow", key, ""))
 	<-started
+	bal.noWorker <- struct{}{}
+	waiting.send(waiting.get(path+"/x", key, ""))
+	<-bal.waiting
+
+	stopServing()
+	if resp, _ := waiting.read("GET"); resp.StatusCode != http.StatusServiceUnavailable || !resp.Close {
+		t.Errorf("the request waiting for a worker when serving stopped = %d (close %v); want 503 and Connection: close", resp.StatusCode, resp.Close)
+	}
 	done := make(chan error, 1)
 	go func() { done <- a.Shutdown(context.Background()) }()
 	if _, err := idle.br.ReadByte(); err != io.EOF {
@@ -201,7 +216,7 @@ func TestLoadBalancerConnectionLoopShutdown(t *testing.T) {
 		t.Fatalf("Shutdown returned (%v) while an answer was in flight", err)
 	default:
 	}
-	close(release)
+	free()
 	if resp, b := busy.read("GET"); resp.StatusCode != 200 || b != "ok" || !resp.Close {
 		t.Errorf("the busy connection's answer = %d %q (close %v); want 200 ok and Connection: close", resp.StatusCode, b, resp.Close)
 	}

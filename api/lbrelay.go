@@ -378,8 +378,9 @@ func (s *lbConnSet) shutdown(ctx context.Context) error {
 }
 
 // Shutdown ends the connections the load-balancing proxy took from the http.Server (see
-// lbloop.go): call it after the server's own Shutdown. Like it, it lets answers in progress
-// finish, until ctx ends.
+// lbloop.go): call it with the server's own Shutdown. Like it, it lets answers in progress
+// finish, until ctx ends; a request waiting for a worker is answered 503 once the server's
+// base context ends.
 func (a *API) Shutdown(ctx context.Context) error { return a.lbConns.shutdown(ctx) }
 
 // handedConn is a connection handed back to net/http, with what the loop had read of it.

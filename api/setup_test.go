@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -68,6 +69,9 @@ type setupOpts struct {
 	quota    core.Quota
 	balancer core.Balancer
 	models   bool // serve the built-in ready-made models (metered, with a file store)
+	// base, when set, is the server's base context, as gantry serve sets one it cancels when
+	// it stops serving.
+	base context.Context
 }
 
 func setup(t testing.TB, opts ...setupOpts) *env {
@@ -126,7 +130,11 @@ func setup(t testing.TB, opts ...setupOpts) *env {
 		t.Fatal(err)
 	}
 	a.SetReady(true)
-	srv := httptest.NewServer(a)
+	srv := httptest.NewUnstartedServer(a)
+	if o.base != nil {
+		srv.Config.BaseContext = func(net.Listener) context.Context { return o.base }
+	}
+	srv.Start()
 	t.Cleanup(srv.Close)
 	e := &env{t: t, srv: srv, api: a, clock: clock, keys: keys, engine: jobs}
 	e.alice = e.newKey("alice", core.ScopeAll, nil, nil)

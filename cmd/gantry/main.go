@@ -280,8 +280,10 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	stopServing()
+	lbDone := make(chan error, 1) // the connections the load-balancing proxy took over, at the same time
+	go func() { lbDone <- a.Shutdown(shutdownCtx) }()
 	err = srv.Shutdown(shutdownCtx)
-	if lbErr := a.Shutdown(shutdownCtx); err == nil { // the connections the load-balancing proxy took over
+	if lbErr := <-lbDone; err == nil {
 		err = lbErr
 	}
 	background.Wait() // workers stopped, ticks done: the store can close
