@@ -76,21 +76,23 @@ func (h *handler) HandleBearerAuth(ctx context.Context, op oas.OperationName, t 
 
 // HandleJobKey authenticates job operations: the key with or without "Bearer ".
 func (h *handler) HandleJobKey(ctx context.Context, op oas.OperationName, t oas.JobKey) (context.Context, error) {
-	key := t.APIKey
-	if scheme, rest, ok := strings.Cut(key, " "); ok && strings.EqualFold(scheme, "Bearer") {
-		key = strings.TrimSpace(rest)
+	return h.authenticate(ctx, op, bearerless(t.APIKey))
+}
+
+// bearerless is an Authorization value without its "Bearer " scheme, when it has one: job
+// calls, worker calls and the load-balancing proxy take the key either way, as RunPod does.
+func bearerless(v string) string {
+	v = strings.TrimSpace(v)
+	if scheme, rest, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "Bearer") {
+		return strings.TrimSpace(rest)
 	}
-	return h.authenticate(ctx, op, key)
+	return v
 }
 
 // HandleWorkerToken takes the worker protocol's bare token; each handler checks it against the
 // route's endpoint and worker (the security handler does not see path parameters).
 func (h *handler) HandleWorkerToken(ctx context.Context, op oas.OperationName, t oas.WorkerToken) (context.Context, error) {
-	token := strings.TrimSpace(t.APIKey)
-	if scheme, rest, ok := strings.Cut(token, " "); ok && strings.EqualFold(scheme, "Bearer") {
-		token = strings.TrimSpace(rest)
-	}
-	return context.WithValue(ctx, workerTokenKey{}, token), nil
+	return context.WithValue(ctx, workerTokenKey{}, bearerless(t.APIKey)), nil
 }
 
 // authenticate checks the key, counts the request against the user's rate-limit windows (setting

@@ -111,11 +111,7 @@ func (a *API) admitLB(ctx context.Context, id, authorization string) (t *lbTarge
 	if id == "" {
 		return nil, nil, core.Errorf(core.KindNotFound, "name an endpoint: %s{endpoint_id}/...", LBPrefix)
 	}
-	key := strings.TrimSpace(authorization)
-	if scheme, rest, ok := strings.Cut(key, " "); ok && strings.EqualFold(scheme, "Bearer") {
-		key = strings.TrimSpace(rest)
-	}
-	ctx, err = a.h.authenticate(ctx, lbOperation, key)
+	ctx, err = a.h.authenticate(ctx, lbOperation, bearerless(authorization))
 	if err != nil {
 		return nil, nil, err
 	}

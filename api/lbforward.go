@@ -40,7 +40,6 @@ var aLongTimeAgo = time.Unix(1, 0)
 type workerConn struct {
 	net.Conn
 	br   *bufio.Reader
-	bw   *bufio.Writer
 	used time.Time // when it last went idle
 }
 
@@ -81,7 +80,7 @@ func (f *forwarder) get(ctx context.Context, addr string) (*workerConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &workerConn{Conn: nc, br: bufio.NewReaderSize(nc, 4<<10), bw: bufio.NewWriterSize(nc, 4<<10)}, nil
+	return &workerConn{Conn: nc, br: bufio.NewReaderSize(nc, 4<<10)}, nil
 }
 
 // put keeps c for reuse.

@@ -13,6 +13,7 @@ import (
 	"path"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -566,7 +567,7 @@ func cleanTarget(target string) bool {
 }
 
 func targetPath(target string) string {
-	if i := bytes.IndexByte([]byte(target), '?'); i >= 0 {
+	if i := strings.IndexByte(target, '?'); i >= 0 {
 		return target[:i]
 	}
 	return target
