@@ -52,7 +52,9 @@ func (a *answer) read(br *bufio.Reader, ab *answerBuf, head bool) error {
 	}
 	a.status, a.statusLine = code, ab.status
 	http10 := line[7] == '0'
-	var conn []byte // the names the worker's Connection header lists (see appendNames)
+	var conn []byte     // the names the worker's Connection header lists (see appendNames)
+	var clText [20]byte // the Content-Length value, as the worker wrote it
+	clLen := 0
 	fields := ab.fields[:0]
 	budget := maxAnswerHead
 	for {
@@ -70,11 +72,14 @@ func (a *answer) read(br *bufio.Reader, ab *answerBuf, head bool) error {
 		value = bytes.Trim(value, " \t")
 		switch {
 		case fold(name, "Content-Length"):
+			// Repeated, it must say the same in the same digits, as net/http requires ("2" and
+			// "02" are refused there); it is relayed once.
 			n, err := strconv.ParseInt(string(value), 10, 64)
-			if err != nil || n < 0 || value[0] == '+' || (a.length >= 0 && a.length != n) {
+			if err != nil || n < 0 || value[0] == '+' || len(value) > len(clText) ||
+				(a.length >= 0 && !bytes.Equal(value, clText[:clLen])) {
 				return errMalformedAnswer
 			}
-			a.length = n
+			a.length, clLen = n, copy(clText[:], value)
 			continue
 		case fold(name, "Transfer-Encoding"):
 			if !fold(value, "chunked") {
