@@ -59,6 +59,11 @@ func ReadGIFInfo(r io.Reader) (GIFInfo, error) {
 				delay = int64(binary.LittleEndian.Uint16(gce[2:]))
 				continue
 			}
+			if label == 0x01 { // plain text: a 12-byte block first, read whatever its size byte says, as image/gif does
+				if err := skip(br, 13); err != nil {
+					return GIFInfo{}, fmt.Errorf("reading a plain text extension: %w", err)
+				}
+			}
 			if err := skipSubBlocks(br); err != nil {
 				return GIFInfo{}, err
 			}
