@@ -18,6 +18,10 @@ const (
 // PutJob writes a job record, and its input when given. With durable the write is synced
 // before PutJob returns; Pebble groups the syncs of concurrent writers into one.
 func (s *Store) PutJob(j *core.Job, input []byte, durable bool) error {
+	if err := s.gate.enter(); err != nil {
+		return err
+	}
+	defer s.gate.leave()
 	val := encodeJob(j)
 	opts := pebble.NoSync
 	if durable {
@@ -36,6 +40,10 @@ func (s *Store) PutJob(j *core.Job, input []byte, durable bool) error {
 // SyncJobs returns once every write made before it is on disk. Concurrent callers share one
 // WAL sync (Pebble's group commit).
 func (s *Store) SyncJobs() error {
+	if err := s.gate.enter(); err != nil {
+		return err
+	}
+	defer s.gate.leave()
 	return s.db.LogData(nil, pebble.Sync)
 }
 
@@ -56,6 +64,10 @@ func (s *Store) Input(id string) ([]byte, error) {
 // DeleteJob removes a job and its input. Not synced: a delete lost in a crash is redone when
 // the expired job is found again at startup.
 func (s *Store) DeleteJob(id string) error {
+	if err := s.gate.enter(); err != nil {
+		return err
+	}
+	defer s.gate.leave()
 	b := s.db.NewBatch()
 	defer b.Close()
 	_ = b.Delete([]byte(jobPrefix+id), nil)

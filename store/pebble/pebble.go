@@ -26,6 +26,7 @@ type Store struct {
 	usageMu [16]sync.Mutex // AddUsage's check and write, striped by job id: other jobs' syncs group
 
 	closeOnce sync.Once
+	gate      gate // every operation passes it; Close shuts it first
 }
 
 // Open opens (creating if needed) the store in dir. Only one process may hold it open.
@@ -47,10 +48,14 @@ func Open(dir string) (*Store, error) {
 	return &Store{db: db}, nil
 }
 
-// Close flushes and closes the store; later calls do nothing.
+// Close waits for the operations in flight, then flushes and closes the store; later calls do
+// nothing, and operations after it return ErrClosed.
 func (s *Store) Close() error {
 	err := error(nil)
-	s.closeOnce.Do(func() { err = s.db.Close() })
+	s.closeOnce.Do(func() {
+		s.gate.close()
+		err = s.db.Close()
+	})
 	return err
 }
 
@@ -87,6 +92,10 @@ func (s *Store) put(f family, id, owner string, created time.Time, v any, old fu
 	if err != nil {
 		return err
 	}
+	if err := s.gate.enter(); err != nil {
+		return err
+	}
+	defer s.gate.leave()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b := s.db.NewBatch()
@@ -113,6 +122,10 @@ func get[T any](s *Store, f family, id string) (T, error) {
 // getWith hands the value at key to decode (which must not keep it), or returns
 // core.ErrNotFound.
 func (s *Store) getWith(key []byte, decode func([]byte) error) error {
+	if err := s.gate.enter(); err != nil {
+		return err
+	}
+	defer s.gate.leave()
 	val, closer, err := s.db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return core.ErrNotFound
@@ -138,6 +151,10 @@ func (s *Store) getJSON(key []byte, v any) error {
 func (s *Store) scanWith(prefix string, fn func(key, val []byte) error) error {
 	upper := []byte(prefix)
 	upper[len(upper)-1]++ // the first key past the prefix
+	if err := s.gate.enter(); err != nil {
+		return err
+	}
+	defer s.gate.leave()
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte(prefix), UpperBound: upper})
 	if err != nil {
 		return err
@@ -171,6 +188,10 @@ func list[T any](s *Store, f family, owner, cursor string, limit int) ([]T, stri
 	if cursor != "" {
 		lower = append([]byte(prefix+cursor), 0) // strictly after the cursor
 	}
+	if err := s.gate.enter(); err != nil {
+		return nil, "", err
+	}
+	defer s.gate.leave()
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: []byte(f.index + owner + "\x01")})
 	if err != nil {
 		return nil, "", err
@@ -195,6 +216,10 @@ func list[T any](s *Store, f family, owner, cursor string, limit int) ([]T, stri
 }
 
 func (s *Store) del(f family, id, owner string, created time.Time) error {
+	if err := s.gate.enter(); err != nil {
+		return err
+	}
+	defer s.gate.leave()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b := s.db.NewBatch()

@@ -31,6 +31,10 @@ func (s *Store) AddUsage(u core.Usage) (core.Usage, bool, error) {
 	}
 	h := fnv.New32a()
 	h.Write([]byte(u.JobID))
+	if err := s.gate.enter(); err != nil {
+		return core.Usage{}, false, err
+	}
+	defer s.gate.leave()
 	mu := &s.usageMu[h.Sum32()%uint32(len(s.usageMu))]
 	mu.Lock()
 	defer mu.Unlock()
@@ -61,6 +65,10 @@ func (s *Store) ScanUsage(owner string, from, to time.Time, fn func(core.Usage) 
 	if !to.IsZero() {
 		upper = []byte(prefix + cursorOf(to, ""))
 	}
+	if err := s.gate.enter(); err != nil {
+		return err
+	}
+	defer s.gate.leave()
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return err
