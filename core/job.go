@@ -38,6 +38,7 @@ const (
 	EvTimeout  Event = "timeout"  // the execution timeout passes
 	EvRequeue  Event = "requeue"  // the worker was lost, retries remain
 	EvLost     Event = "lost"     // the worker was lost, no retries remain
+	EvRelease  Event = "release"  // the server stops gracefully: back to the queue, no retry spent
 	EvRetry    Event = "retry"    // the caller retries a failed or timed-out job
 )
 
@@ -58,6 +59,7 @@ var Transitions = map[JobStatus]map[Event]JobStatus{
 		EvTimeout:  TimedOut,
 		EvRequeue:  InQueue,
 		EvLost:     Failed,
+		EvRelease:  InQueue,
 	},
 	Failed:   {EvRetry: InQueue},
 	TimedOut: {EvRetry: InQueue},

@@ -129,6 +129,8 @@ type Jobs struct {
 	workers map[string]*workerState // by worker id
 	tokens  map[string]string       // token -> worker id
 	onReady func(worker string)
+	// draining (under wmu): the server is stopping; Take hands out nothing (jobs_drain.go).
+	draining bool
 
 	counts sync.Map // endpoint -> *endpointCounts
 

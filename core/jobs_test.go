@@ -132,12 +132,12 @@ func TestTransitionTable(t *testing.T) {
 	t.Parallel()
 	states := []core.JobStatus{core.InQueue, core.InProgress, core.Completed, core.Failed, core.Cancelled, core.TimedOut}
 	events := []core.Event{core.EvTake, core.EvDone, core.EvFail, core.EvProgress, core.EvCancel, core.EvPurge,
-		core.EvTimeout, core.EvRequeue, core.EvLost, core.EvRetry}
+		core.EvTimeout, core.EvRequeue, core.EvLost, core.EvRelease, core.EvRetry}
 	allowed := map[[2]string]core.JobStatus{
 		{"IN_QUEUE", "take"}: core.InProgress, {"IN_QUEUE", "cancel"}: core.Cancelled, {"IN_QUEUE", "purge"}: core.Cancelled,
 		{"IN_PROGRESS", "done"}: core.Completed, {"IN_PROGRESS", "fail"}: core.Failed, {"IN_PROGRESS", "progress"}: core.InProgress,
 		{"IN_PROGRESS", "cancel"}: core.Cancelled, {"IN_PROGRESS", "timeout"}: core.TimedOut,
-		{"IN_PROGRESS", "requeue"}: core.InQueue, {"IN_PROGRESS", "lost"}: core.Failed,
+		{"IN_PROGRESS", "requeue"}: core.InQueue, {"IN_PROGRESS", "lost"}: core.Failed, {"IN_PROGRESS", "release"}: core.InQueue,
 		{"FAILED", "retry"}: core.InQueue, {"TIMED_OUT", "retry"}: core.InQueue,
 	}
 	for _, s := range states {

@@ -122,6 +122,10 @@ func (js *Jobs) Take(ctx context.Context, endpoint, worker string, max int) []Ta
 		}
 		js.wmu.Lock()
 	}
+	if js.draining {
+		js.wmu.Unlock()
+		return js.drainedTake(ctx)
+	}
 	first := false
 	if ok {
 		now := js.clock.Now()

@@ -1,0 +1,120 @@
+package core
+
+import (
+	"context"
+	"time"
+)
+
+// A graceful stop drains the job engine in three steps: Drain stops handing out jobs,
+// WaitRunning gives the jobs in progress time to finish (their results are taken as usual),
+// and Release puts the ones still running back in the queue without spending a retry, so that
+// the next start runs them again as if the stop had not happened.
+
+// Drain stops handing out jobs: the Take calls waiting now end with nothing, and later ones
+// wait, taking nothing, until their context ends (a worker's poll is answered "no job" when
+// the server stops serving). Running jobs go on, and their results, progress and streams are
+// taken as usual. There is no way back: Drain is for a server that is stopping.
+func (js *Jobs) Drain() {
+	js.wmu.Lock()
+	defer js.wmu.Unlock()
+	js.drainLocked()
+}
+
+// drainLocked is Drain; wmu is held.
+func (js *Jobs) drainLocked() {
+	js.draining = true
+	for _, w := range js.workers {
+		for _, cancel := range w.takes {
+			cancel()
+		}
+	}
+}
+
+// drainedTake is a Take while draining: no job, once ctx ends.
+func (js *Jobs) drainedTake(ctx context.Context) []Taken {
+	<-ctx.Done()
+	return nil
+}
+
+// Running returns how many jobs the workers hold (IN_PROGRESS).
+func (js *Jobs) Running() int {
+	js.wmu.Lock()
+	defer js.wmu.Unlock()
+	n := 0
+	for _, w := range js.workers {
+		n += len(w.held)
+	}
+	return n
+}
+
+// WaitRunning waits until no worker holds a job, or ctx ends; it reports whether none does.
+// It looks every poll (a graceful stop waits seconds, so a few milliseconds do not matter).
+func (js *Jobs) WaitRunning(ctx context.Context, poll time.Duration) bool {
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for js.Running() > 0 {
+		select {
+		case <-ctx.Done():
+			return js.Running() == 0
+		case <-t.C:
+		}
+	}
+	return true
+}
+
+// Release puts every running job back IN_QUEUE, synced, for a graceful stop: its retries are
+// unchanged (the worker was not lost; the server stopped it), and the worker is told in job-stop
+// to stop it; a result it posts later is refused (409), as for any job it no longer holds.
+// Release drains first (see Drain) and waits for the Take calls moving a job to a worker. The
+// jobs are not handed to the dispatcher (no worker may take them now): the next start queues
+// them again in their original order (Recover). It returns how many jobs it put back.
+func (js *Jobs) Release() (int, error) {
+	type held struct{ worker, id string }
+	var all []held
+	js.wmu.Lock()
+	js.drainLocked()
+	for js.taking() { // a Take may be moving a job to a worker right now
+		js.wcond.Wait()
+	}
+	for _, w := range js.workers {
+		for id := range w.held {
+			all = append(all, held{w.id, id})
+		}
+	}
+	js.wmu.Unlock()
+	n := 0
+	for _, h := range all {
+		key, ok := ParseJobKey(h.id)
+		if !ok {
+			continue
+		}
+		e := js.lock(key)
+		if e == nil {
+			continue
+		}
+		rec := e.attached()
+		if e.state != stRunning || rec == nil || rec.WorkerID != h.worker {
+			e.unlock() // ended meanwhile
+			continue
+		}
+		js.release(h.worker, h.id, true)
+		rec.Retries-- // requeue counts one more retry; a release spends none
+		js.requeue(e, rec)
+		e.unlock()
+		n++
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	return n, js.sync(true)
+}
+
+// taking reports whether a Take call is under way; wmu is held.
+func (js *Jobs) taking() bool {
+	for _, w := range js.workers {
+		if len(w.takes) > 0 {
+			return true
+		}
+	}
+	return false
+}
