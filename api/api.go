@@ -66,6 +66,8 @@ type API struct {
 	fwd   *forwarder
 	ready atomic.Bool
 
+	draining atomic.Bool // a graceful stop: only the workers' requests are served (drain.go)
+
 	lbConns  lbConnSet // caller connections the load-balancing proxy serves itself (lbloop.go)
 	handoffs sync.Map  // *http.Server -> *handoff: where those connections go back to net/http
 }
@@ -103,11 +105,14 @@ func (a *API) SetReady(ready bool) { a.ready.Store(ready) }
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/healthz" {
 		if !a.ready.Load() {
-			a.writeProblem(w, r, &core.Error{Kind: core.KindUnavailable, Detail: "starting up"})
+			a.writeProblem(w, r, &core.Error{Kind: core.KindUnavailable, Detail: a.notReady()})
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+		return
+	}
+	if a.draining.Load() && a.refuseDraining(w, r) {
 		return
 	}
 	if strings.HasPrefix(r.URL.Path, LBPrefix) {
