@@ -118,3 +118,10 @@ func (js *Jobs) taking() bool {
 	}
 	return false
 }
+
+// Workers returns how many workers the engine knows (registered and not yet forgotten).
+func (js *Jobs) Workers() int {
+	js.wmu.Lock()
+	defer js.wmu.Unlock()
+	return len(js.workers)
+}
