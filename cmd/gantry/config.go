@@ -49,6 +49,10 @@ type Config struct {
 	// FileTTL is how long the files models produce are kept, and their signed URLs work.
 	// Default 1h.
 	FileTTL time.Duration `yaml:"fileTtl"`
+	// ShutdownGrace is how long a graceful stop (SIGTERM, SIGINT) lets running jobs finish
+	// before it puts them back in the queue, their retries unchanged; 0 = at once; omitted =
+	// DefaultShutdownGrace (30 s).
+	ShutdownGrace *time.Duration `yaml:"shutdownGrace"`
 
 	// catalog is the model catalog Models makes of the built-in one (set by validate).
 	catalog []models.Spec
@@ -193,6 +197,7 @@ const configFileHelp = `Config file (YAML, --config FILE; unknown keys are rejec
       isServerless: true
       env: {MODEL: small}
   fileTtl: 1h                     # how long files models produce (and their URLs) last
+  shutdownGrace: 30s              # on SIGTERM, running jobs may finish this long; then back in the queue
   models:                         # changes to the ready-made models (GET /v2/models)
     - id: gantry-image            # a built-in model: override the fields given
       price: "0.003"              # USD per unit (megapixel), exact to a millionth
@@ -293,6 +298,9 @@ func (c *Config) validate() error {
 		if v.ID == "" || v.DataCenter == "" {
 			return fmt.Errorf("networkVolumes[%d]: id and dataCenterId are required", i)
 		}
+	}
+	if c.ShutdownGrace != nil && *c.ShutdownGrace < 0 {
+		return fmt.Errorf("shutdownGrace %v must not be negative", *c.ShutdownGrace)
 	}
 	if c.FileTTL < 0 {
 		return fmt.Errorf("fileTtl %v must not be negative", c.FileTTL)

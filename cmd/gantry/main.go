@@ -95,6 +95,8 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	qMinute := fs.Int("quota-minute", -1, fmt.Sprintf("default requests per user per minute; 0 = unlimited (default %d)", DefaultQuota.Minute))
 	qHour := fs.Int("quota-hour", -1, fmt.Sprintf("default requests per user per hour; 0 = unlimited (default %d)", DefaultQuota.Hour))
 	qDay := fs.Int("quota-day", -1, fmt.Sprintf("default requests per user per day; 0 = unlimited (default %d)", DefaultQuota.Day))
+	var grace optDuration
+	fs.Var(&grace, "shutdown-grace", fmt.Sprintf("on SIGTERM or SIGINT, how long running jobs may finish before they go back in the queue; 0 = at once (default %s)", DefaultShutdownGrace))
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: gantry serve [flags]\n\nRuns every Gantry API on one listener. GET /healthz answers 200 once ready;\nSIGTERM or SIGINT shuts down gracefully.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -113,6 +115,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	cfg.Listen = firstOf(*listen, cfg.Listen, "127.0.0.1:8080")
 	cfg.Data = firstOf(*data, cfg.Data, "./gantry-data")
 	cfg.PublicURL = firstOf(*publicURL, cfg.PublicURL)
+	cfg.ShutdownGrace = grace.or(cfg.ShutdownGrace)
 	quota := DefaultQuota
 	if cfg.Quota != nil {
 		quota = *cfg.Quota
@@ -275,8 +278,11 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return err
 	case <-ctx.Done():
 	}
-	log.Info("shutting down")
-	a.SetReady(false)
+	cut := make(chan os.Signal, 1) // a second signal cuts the grace period short
+	signal.Notify(cut, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(cut)
+	g := &graceful{log: log, grace: cfg.shutdownGrace(), drain: a.Drain, jobs: jobs, sched: sched, exitWait: exitWait(&cfg)}
+	g.drainJobs(cut)
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	stopServing()
@@ -286,7 +292,8 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if lbErr := <-lbDone; err == nil {
 		err = lbErr
 	}
-	background.Wait() // workers stopped, ticks done: the store can close
+	background.Wait() // ticks done, workers told to stop
+	g.stopWorkers()   // their exits applied: the store can close
 	if err != nil {
 		return fmt.Errorf("shutting down: %w", err)
 	}

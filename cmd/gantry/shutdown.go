@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/gantryhq/gantry/adapters/docker"
+	"github.com/gantryhq/gantry/adapters/process"
+	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/scheduler"
+)
+
+// DefaultShutdownGrace is how long a graceful stop lets running jobs finish before it puts
+// them back in the queue (--shutdown-grace, shutdownGrace).
+const DefaultShutdownGrace = 30 * time.Second
+
+// graceful is a graceful stop, in the order serve runs it on SIGTERM or SIGINT:
+//
+//  1. drainJobs: new requests but the workers' are refused and no job is handed out
+//     (drain); running jobs have up to grace to finish, and their results are taken; the
+//     ones still running are put back IN_QUEUE, their retries unchanged.
+//  2. serve stops serving HTTP and its background loops (the scheduler's Run closes it, which
+//     stops every worker).
+//  3. stopWorkers: the workers' exits are waited for, each applied to the job engine, so that
+//     nothing writes to the store after it closes.
+//  4. serve returns and the store closes.
+type graceful struct {
+	log   *slog.Logger
+	grace time.Duration // 0 = put running jobs back at once
+	drain func()        // the API's Drain
+	jobs  *core.Jobs
+	sched *scheduler.Scheduler
+	// exitWait bounds how long stopWorkers waits for the workers to exit: longer than the
+	// pools' stop grace (SIGTERM, then SIGKILL).
+	exitWait time.Duration
+}
+
+// drainJobs stops taking requests and handing out jobs, waits up to the grace for the running
+// jobs (a signal on cut ends the wait at once), and puts back those still running.
+func (g *graceful) drainJobs(cut <-chan os.Signal) {
+	g.drain()
+	running := g.jobs.Running()
+	g.log.Info("shutting down: no new requests or jobs; waiting for running jobs", "running", running, "grace", g.grace)
+	ctx, cancel := context.WithTimeout(context.Background(), g.grace)
+	defer cancel()
+	go func() {
+		select {
+		case <-cut:
+			g.log.Info("shutting down: a second signal ends the grace period")
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	start := time.Now()
+	if running > 0 && g.jobs.WaitRunning(ctx, 10*time.Millisecond) {
+		g.log.Info("shutting down: the running jobs finished", "after", time.Since(start).Round(time.Millisecond))
+	}
+	n, err := g.jobs.Release()
+	if err != nil {
+		g.log.Error("shutting down: putting running jobs back in the queue", "err", err)
+	}
+	if n > 0 {
+		g.log.Info("shutting down: jobs still running are back in the queue, their retries unchanged; they run at the next start", "jobs", n)
+	}
+}
+
+// stopWorkers stops every worker (a no-op when the scheduler's Run already closed it) and
+// waits until their exits have been applied.
+func (g *graceful) stopWorkers() {
+	g.sched.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), g.exitWait)
+	defer cancel()
+	if err := g.sched.WaitStopped(ctx); err != nil {
+		g.log.Error("shutting down: waiting for the workers to exit", "err", err)
+	}
+}
+
+// exitWait is how long a stop waits for the pools' workers to exit: the longest stop grace
+// of the pools, and 30 s more.
+func exitWait(cfg *Config) time.Duration {
+	grace := max(process.DefaultStopGrace, docker.DefaultStopGrace)
+	for _, p := range cfg.Pools {
+		if p.Docker != nil {
+			grace = max(grace, p.Docker.StopGrace)
+		}
+	}
+	return grace + 30*time.Second
+}
+
+// shutdownGrace is the configured grace, or the default.
+func (c *Config) shutdownGrace() time.Duration {
+	if c.ShutdownGrace == nil {
+		return DefaultShutdownGrace
+	}
+	return *c.ShutdownGrace
+}
+
+// optDuration is a duration flag that may be left unset (nil).
+type optDuration struct{ d *time.Duration }
+
+func (o *optDuration) String() string {
+	if o == nil || o.d == nil {
+		return ""
+	}
+	return o.d.String()
+}
+
+func (o *optDuration) Set(v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return err
+	}
+	if d < 0 {
+		return fmt.Errorf("%v must not be negative", d)
+	}
+	o.d = &d
+	return nil
+}
+
+// or is the flag's value when set, else def.
+func (o *optDuration) or(def *time.Duration) *time.Duration {
+	if o.d != nil {
+		return o.d
+	}
+	return def
+}
