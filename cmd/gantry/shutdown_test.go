@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -192,5 +194,69 @@ func TestGracefulStopMidBurst(t *testing.T) {
 	s.stop(t)
 	if out := log.String(); strings.Contains(out, "panic") {
 		t.Errorf("the last stop's log has a panic:\n%s", out)
+	}
+}
+
+// TestShutdownGraceSetting: --shutdown-grace and shutdownGrace set the grace (the flag wins),
+// the default is 30 s, and a negative or malformed one is refused, naming the setting.
+func TestShutdownGraceSetting(t *testing.T) {
+	t.Parallel()
+	var help bytes.Buffer
+	_ = run([]string{"serve", "--help"}, io.Discard, &help)
+	for _, want := range []string{"-shutdown-grace", "(default 30s)", "shutdownGrace: 30s"} {
+		if !strings.Contains(help.String(), want) {
+			t.Errorf("serve --help lacks %q:\n%s", want, help.String())
+		}
+	}
+	for i, tc := range []struct {
+		file string // config file body; "" = no config file
+		flag string // --shutdown-grace; "" = not given
+		want time.Duration
+		err  string // a refusal containing this; "" = accepted
+	}{
+		{want: DefaultShutdownGrace},
+		{file: "shutdownGrace: 2m\n", want: 2 * time.Minute},
+		{file: "shutdownGrace: 0s\n", want: 0},
+		{file: "shutdownGrace: 2m\n", flag: "5s", want: 5 * time.Second},
+		{flag: "0", want: 0},
+		{file: "shutdownGrace: -1s\n", err: "shutdownGrace -1s must not be negative"},
+		{flag: "-1s", err: `invalid value "-1s" for flag -shutdown-grace: -1s must not be negative`},
+		{flag: "soon", err: `invalid value "soon" for flag -shutdown-grace`},
+	} {
+		path := ""
+		if tc.file != "" {
+			path = filepath.Join(t.TempDir(), fmt.Sprintf("c%d.yaml", i))
+			if err := os.WriteFile(path, []byte(tc.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if tc.err != "" { // refused before serve starts anything
+			args := []string{"serve", "--data", t.TempDir()}
+			if path != "" {
+				args = append(args, "--config", path)
+			}
+			if tc.flag != "" {
+				args = append(args, "--shutdown-grace", tc.flag)
+			}
+			var stderr bytes.Buffer
+			if err := run(args, io.Discard, &stderr); err == nil || !strings.Contains(err.Error()+stderr.String(), tc.err) {
+				t.Errorf("gantry %v = %v (stderr %q); want a refusal with %q", args, err, stderr.String(), tc.err)
+			}
+			continue
+		}
+		cfg, err := loadConfig(path)
+		if err != nil {
+			t.Fatalf("config %q: %v", tc.file, err)
+		}
+		var flagVal optDuration
+		if tc.flag != "" {
+			if err := flagVal.Set(tc.flag); err != nil {
+				t.Fatalf("--shutdown-grace %s: %v", tc.flag, err)
+			}
+		}
+		cfg.ShutdownGrace = flagVal.or(cfg.ShutdownGrace)
+		if got := cfg.shutdownGrace(); got != tc.want {
+			t.Errorf("config %q, flag %q: grace %v; want %v", tc.file, tc.flag, got, tc.want)
+		}
 	}
 }
