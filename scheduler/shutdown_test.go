@@ -1,0 +1,35 @@
+package scheduler
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gantryhq/gantry/core"
+)
+
+// TestWaitStopped: WaitStopped waits while a worker is alive (the scheduler or the job engine
+// still knows it), says how many are left when its context ends, and returns nil once every
+// worker's exit has been applied.
+func TestWaitStopped(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	r.endpoint(func(ep *core.Endpoint) { ep.Workers.Min = 2 })
+	r.tick(time.Second)
+	r.running(2)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := r.s.WaitStopped(ctx); err == nil || !strings.Contains(err.Error(), "2 workers have not exited (2 known to the job engine)") {
+		t.Errorf("WaitStopped with 2 workers alive = %v; want an error saying 2 have not exited", err)
+	}
+	r.s.Close() // the fake pool reports each exit from Stop
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.s.WaitStopped(ctx); err != nil {
+		t.Errorf("WaitStopped after Close = %v; want nil", err)
+	}
+	if n := r.jobs.Workers(); n != 0 {
+		t.Errorf("the job engine knows %d workers after WaitStopped; want 0", n)
+	}
+}
