@@ -7,8 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -207,5 +209,59 @@ func TestGracefulStopOrder(t *testing.T) {
 			}
 		}
 		pst.Close()
+	}
+}
+
+// TestDrainJobsGrace: drainJobs lets a running job finish within the grace period (it
+// completes), puts back one that outlasts it with retries 0, and a second signal ends the wait
+// at once.
+func TestDrainJobsGrace(t *testing.T) {
+	t.Parallel()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ep := &core.Endpoint{ID: "ep1", Owner: "alice", Type: core.TypeQueue}
+	for _, tc := range []struct {
+		name   string
+		grace  time.Duration
+		runs   time.Duration // how long the job runs
+		signal bool          // a second signal comes during the grace period
+		want   core.JobStatus
+	}{
+		{"finishes within the grace", time.Minute, 20 * time.Millisecond, false, core.Completed},
+		{"outlasts the grace", 20 * time.Millisecond, time.Hour, false, core.InQueue},
+		{"no grace", 0, time.Hour, false, core.InQueue},
+		{"second signal", time.Hour, time.Hour, true, core.InQueue},
+	} {
+		st, err := pebble.Open(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs := core.NewJobs(core.JobsConfig{Store: st, Dispatch: &scheduler.Queues{}, Clock: core.SystemClock{}, Log: log})
+		jobs.RegisterWorker(ep.ID, "w1")
+		j, err := jobs.Submit(ep, core.Submission{Input: []byte(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := jobs.Take(context.Background(), ep.ID, "w1", 1); len(got) != 1 {
+			t.Fatalf("%s: Take = %d jobs; want 1", tc.name, len(got))
+		}
+		finish := time.AfterFunc(tc.runs, func() { _ = jobs.Done(ep.ID, "w1", j.ID, core.Result{Output: json.RawMessage(`1`)}) })
+		cut := make(chan os.Signal, 1)
+		if tc.signal {
+			cut <- syscall.SIGTERM
+		}
+		g := &graceful{log: log, grace: tc.grace, drain: jobs.Drain, jobs: jobs}
+		drained := make(chan struct{})
+		go func() { defer close(drained); g.drainJobs(cut) }()
+		select {
+		case <-drained:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: drainJobs did not return within 10 s", tc.name)
+		}
+		finish.Stop()
+		got, err := jobs.Get(core.JobRef{Endpoint: ep.ID, ID: j.ID}, 0)
+		if err != nil || got.Status != tc.want || got.Retries != 0 {
+			t.Errorf("%s: job after drainJobs = %s retries %d, %v; want %s, retries 0", tc.name, got.Status, got.Retries, err, tc.want)
+		}
+		st.Close()
 	}
 }
