@@ -89,6 +89,7 @@ type Scheduler struct {
 	wg      sync.WaitGroup // pool calls in flight
 	pollers sync.WaitGroup // LOAD_BALANCER health pollers, one per running worker
 	closed  atomic.Bool
+	holding atomic.Bool // Hold: no worker starts or resumes (shutdown.go)
 
 	metrics metrics
 }
@@ -767,8 +768,8 @@ func (s *Scheduler) publish(es *epState) {
 // startLocked starts one worker for the endpoint (resuming a suspended one first). es.mu is
 // held; the pool call runs in the background.
 func (s *Scheduler) startLocked(es *epState, now time.Time, code string) error {
-	if s.closed.Load() {
-		return errors.New("the scheduler is closed")
+	if s.closed.Load() || s.holding.Load() {
+		return errors.New("the scheduler is closed or stopping")
 	}
 	if w := s.resumable(es); w != nil {
 		w.state, w.startedAt, w.resumed, w.polled = phaseBooting, now, true, false

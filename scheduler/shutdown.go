@@ -26,3 +26,8 @@ func (s *Scheduler) WaitStopped(ctx context.Context) error {
 		}
 	}
 }
+
+// Hold starts no more workers (nor resumes suspended ones), for a graceful stop: the jobs still
+// queued will not be handed out, and a worker starting now (a container pulling its image)
+// would only delay Close, which waits for the pool calls in flight. Running workers go on.
+func (s *Scheduler) Hold() { s.holding.Store(true) }

@@ -33,3 +33,23 @@ func TestWaitStopped(t *testing.T) {
 		t.Errorf("the job engine knows %d workers after WaitStopped; want 0", n)
 	}
 }
+
+// TestHold: once held, the scheduler starts no worker, neither for a queued job on an endpoint
+// scaled to zero (Demand) nor at a tick; the workers running go on.
+func TestHold(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	busy := r.endpoint(func(ep *core.Endpoint) { ep.ID, ep.Workers.Min = "busy", 1 })
+	r.tick(time.Second)
+	r.running(1)
+	r.s.Hold()
+	idle := r.endpoint(func(ep *core.Endpoint) { ep.ID = "idle" })
+	r.submit(idle, 2, false)
+	r.submit(busy, 3, false)
+	r.tick(time.Second)
+	r.tick(10 * time.Second)
+	if _, _, started := r.pool.counts(); started != 1 {
+		t.Errorf("%d workers started in all; want 1 (the one before Hold)", started)
+	}
+	r.running(1)
+}

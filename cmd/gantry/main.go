@@ -281,7 +281,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	cut := make(chan os.Signal, 1) // a second signal cuts the grace period short
 	signal.Notify(cut, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(cut)
-	g := &graceful{log: log, grace: cfg.shutdownGrace(), drain: a.Drain, jobs: jobs, sched: sched, exitWait: exitWait(&cfg)}
+	g := &graceful{log: log, grace: cfg.shutdownGrace(), drain: func() { a.Drain(); sched.Hold() }, jobs: jobs, sched: sched, exitWait: exitWait(&cfg)}
 	g.drainJobs(cut)
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -19,8 +19,8 @@ const DefaultShutdownGrace = 30 * time.Second
 
 // graceful is a graceful stop, in the order serve runs it on SIGTERM or SIGINT:
 //
-//  1. drainJobs: new requests but the workers' are refused and no job is handed out
-//     (drain); running jobs have up to grace to finish, and their results are taken; the
+//  1. drainJobs: new requests but the workers' are refused, no job is handed out and no worker
+//     started (drain); running jobs have up to grace to finish, and their results are taken; the
 //     ones still running are put back IN_QUEUE, their retries unchanged.
 //  2. serve stops serving HTTP and its background loops (the scheduler's Run closes it, which
 //     stops every worker).
@@ -30,7 +30,7 @@ const DefaultShutdownGrace = 30 * time.Second
 type graceful struct {
 	log   *slog.Logger
 	grace time.Duration // 0 = put running jobs back at once
-	drain func()        // the API's Drain
+	drain func()        // the API's Drain and the scheduler's Hold
 	jobs  *core.Jobs
 	sched *scheduler.Scheduler
 	// exitWait bounds how long stopWorkers waits for the workers to exit: longer than the

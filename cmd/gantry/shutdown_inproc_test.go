@@ -174,7 +174,7 @@ func TestGracefulStopOrder(t *testing.T) {
 			time.Sleep(time.Millisecond) // polling a condition, with a deadline
 		}
 
-		g := &graceful{log: log, grace: time.Duration(round%3) * 5 * time.Millisecond, drain: jobs.Drain, jobs: jobs, sched: sched, exitWait: 10 * time.Second}
+		g := &graceful{log: log, grace: time.Duration(round%3) * 5 * time.Millisecond, drain: func() { jobs.Drain(); sched.Hold() }, jobs: jobs, sched: sched, exitWait: 10 * time.Second}
 		g.drainJobs(nil)
 		stopRun()
 		<-ran
