@@ -89,6 +89,13 @@ type Invoker interface {
 	//
 	// GET /v2/{endpointId}/stream/{jobId}
 	GetJobStream(ctx context.Context, params GetJobStreamParams) (GetJobStreamRes, error)
+	// GetOpenAPI invokes getOpenAPI operation.
+	//
+	// The OpenAPI document the server was built from, byte for byte the repository's `openapi.yaml`; feed
+	// it to a client generator or an API browser.
+	//
+	// GET /openapi.yaml
+	GetOpenAPI(ctx context.Context) (GetOpenAPIRes, error)
 	// GetTemplate invokes getTemplate operation.
 	//
 	// GET /v2/templates/{templateId}
@@ -1917,6 +1924,79 @@ func (c *Client) sendGetJobStream(ctx context.Context, params GetJobStreamParams
 
 	stage = "DecodeResponse"
 	result, err := decodeGetJobStreamResponse(resp)
+	if err != nil {
+		return res, errors.Wrap(err, "decode response")
+	}
+
+	return result, nil
+}
+
+// GetOpenAPI invokes getOpenAPI operation.
+//
+// The OpenAPI document the server was built from, byte for byte the repository's `openapi.yaml`; feed
+// it to a client generator or an API browser.
+//
+// GET /openapi.yaml
+func (c *Client) GetOpenAPI(ctx context.Context) (GetOpenAPIRes, error) {
+	res, err := c.sendGetOpenAPI(ctx)
+	return res, err
+}
+
+func (c *Client) sendGetOpenAPI(ctx context.Context) (res GetOpenAPIRes, err error) {
+	otelAttrs := []attribute.KeyValue{
+		otelogen.OperationID("getOpenAPI"),
+		semconv.HTTPRequestMethodKey.String("GET"),
+		semconv.URLTemplateKey.String("/openapi.yaml"),
+	}
+	otelAttrs = append(otelAttrs, c.cfg.Attributes...)
+
+	// Run stopwatch.
+	startTime := time.Now()
+	defer func() {
+		// Use floating point division here for higher precision (instead of Millisecond method).
+		elapsedDuration := time.Since(startTime)
+		c.duration.Record(ctx, float64(elapsedDuration)/float64(time.Millisecond), metric.WithAttributes(otelAttrs...))
+	}()
+
+	// Increment request counter.
+	c.requests.Add(ctx, 1, metric.WithAttributes(otelAttrs...))
+
+	// Start a span for this request.
+	ctx, span := c.cfg.Tracer.Start(ctx, GetOpenAPIOperation,
+		trace.WithAttributes(otelAttrs...),
+		clientSpanKind,
+	)
+	// Track stage for error reporting.
+	var stage string
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, stage)
+			c.errors.Add(ctx, 1, metric.WithAttributes(otelAttrs...))
+		}
+		span.End()
+	}()
+
+	stage = "BuildURL"
+	u := uri.Clone(c.requestURL(ctx))
+	var pathParts [1]string
+	pathParts[0] = "/openapi.yaml"
+	uri.AddPathParts(u, pathParts[:]...)
+
+	stage = "EncodeRequest"
+	r, err := ht.NewRequest(ctx, "GET", u)
+	if err != nil {
+		return res, errors.Wrap(err, "create request")
+	}
+
+	stage = "SendRequest"
+	resp, err := c.cfg.Client.Do(r)
+	if err != nil {
+		return res, errors.Wrap(err, "do request")
+	}
+
+	stage = "DecodeResponse"
+	result, err := decodeGetOpenAPIResponse(resp)
 	if err != nil {
 		return res, errors.Wrap(err, "decode response")
 	}

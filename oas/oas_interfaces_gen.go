@@ -49,6 +49,10 @@ type GetJobStreamRes interface {
 	getJobStreamRes()
 }
 
+type GetOpenAPIRes interface {
+	getOpenAPIRes()
+}
+
 type GetTemplateRes interface {
 	getTemplateRes()
 }

@@ -18,6 +18,7 @@ const (
 	GetJobStatusOperation         OperationName = "GetJobStatus"
 	GetJobStatusSyncOperation     OperationName = "GetJobStatusSync"
 	GetJobStreamOperation         OperationName = "GetJobStream"
+	GetOpenAPIOperation           OperationName = "GetOpenAPI"
 	GetTemplateOperation          OperationName = "GetTemplate"
 	GetUsageOperation             OperationName = "GetUsage"
 	GetWorkerLogsOperation        OperationName = "GetWorkerLogs"

@@ -1092,6 +1092,7 @@ func (*ErrorStatusCode) getHealthRes()            {}
 func (*ErrorStatusCode) getJobStatusRes()         {}
 func (*ErrorStatusCode) getJobStatusSyncRes()     {}
 func (*ErrorStatusCode) getJobStreamRes()         {}
+func (*ErrorStatusCode) getOpenAPIRes()           {}
 func (*ErrorStatusCode) getTemplateRes()          {}
 func (*ErrorStatusCode) getUsageRes()             {}
 func (*ErrorStatusCode) getWorkerLogsRes()        {}
@@ -1238,6 +1239,37 @@ func (s *GetFileOKRawApplicationOctetStream) SetResponse(val *http.Response) {
 }
 
 func (*GetFileOKRawApplicationOctetStream) getFileRes() {}
+
+type GetOpenAPIOK struct {
+	Data io.Reader
+}
+
+// Read reads data from the Data reader.
+//
+// Kept to satisfy the io.Reader interface.
+func (s GetOpenAPIOK) Read(p []byte) (n int, err error) {
+	if s.Data == nil {
+		return 0, io.EOF
+	}
+	return s.Data.Read(p)
+}
+
+// GetOpenAPIOKRawApplicationYaml represents raw HTTP response for GetOpenAPI application/yaml.
+type GetOpenAPIOKRawApplicationYaml struct {
+	Response *http.Response `json:"-"`
+}
+
+// GetResponse returns the value of Response.
+func (s *GetOpenAPIOKRawApplicationYaml) GetResponse() *http.Response {
+	return s.Response
+}
+
+// SetResponse sets the value of Response.
+func (s *GetOpenAPIOKRawApplicationYaml) SetResponse(val *http.Response) {
+	s.Response = val
+}
+
+func (*GetOpenAPIOKRawApplicationYaml) getOpenAPIRes() {}
 
 type GetWorkerLogsOK struct {
 	Data io.Reader

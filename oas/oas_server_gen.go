@@ -223,6 +223,13 @@ type RawHandler interface {
 	//
 	// GET /files/{name}
 	GetFile(ctx context.Context, params GetFileParams, w http.ResponseWriter) error
+	// GetOpenAPI implements getOpenAPI operation.
+	//
+	// The OpenAPI document the server was built from, byte for byte the repository's `openapi.yaml`; feed
+	// it to a client generator or an API browser.
+	//
+	// GET /openapi.yaml
+	GetOpenAPI(ctx context.Context, w http.ResponseWriter) error
 }
 
 // Server implements http server based on OpenAPI v3 specification and

@@ -111,6 +111,16 @@ func (UnimplementedHandler) GetJobStream(ctx context.Context, params GetJobStrea
 	return r, ht.ErrNotImplemented
 }
 
+// GetOpenAPI implements getOpenAPI operation.
+//
+// The OpenAPI document the server was built from, byte for byte the repository's `openapi.yaml`; feed
+// it to a client generator or an API browser.
+//
+// GET /openapi.yaml
+func (UnimplementedHandler) GetOpenAPI(ctx context.Context, w http.ResponseWriter) error {
+	return ht.ErrNotImplemented
+}
+
 // GetTemplate implements getTemplate operation.
 //
 // GET /v2/templates/{templateId}
