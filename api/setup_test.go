@@ -72,6 +72,8 @@ type setupOpts struct {
 	// base, when set, is the server's base context, as gantry serve sets one it cancels when
 	// it stops serving.
 	base context.Context
+	// canRun, when set, tells which images the pools can run (nil: every pool runs any).
+	canRun core.ImageRunner
 }
 
 func setup(t testing.TB, opts ...setupOpts) *env {
@@ -120,6 +122,7 @@ func setup(t testing.TB, opts ...setupOpts) *env {
 	cfg.Jobs = jobs
 	cfg.Management = &core.Management{Endpoints: st, Templates: st, Clock: clock, OnDelete: func(id string) { jobs.Purge(id) },
 		Catalog: core.NewCatalog(testPools, []core.NetworkVolume{{ID: "vol-eu", DataCenter: "EU-RO-1", SizeGB: 10}}, testTemplates)}
+	cfg.Management.Catalog.CanRun = o.canRun
 	for _, s := range specs {
 		if _, err := cfg.Management.PutPlatformEndpoint(context.Background(), s.Endpoint("cpu")); err != nil {
 			t.Fatal(err)

@@ -49,6 +49,9 @@ type Catalog struct {
 	templates []Template
 	// Available returns the GPUs (or slots) of a pool not reserved now; nil = all of them.
 	Available func(poolID string) int
+	// CanRun reports whether a pool can run an image, and when it cannot, why and how to fix
+	// it; nil = every pool may run every image (see ImageRunner).
+	CanRun ImageRunner
 }
 
 // NewCatalog returns a catalog of the given pools, volumes and public templates. Templates are

@@ -202,6 +202,8 @@ func checkRules(e *Endpoint, idleTimeoutGiven bool, cat *Catalog) []FieldError {
 		}
 	}
 
+	errs = append(errs, cat.checkImage(e.Image, pools)...) // its jobs would wait forever
+
 	// Workers and scaling.
 	if e.Workers.Min > e.Workers.Max {
 		add("$.workers.min", "must not exceed workers.max (%d)", e.Workers.Max)

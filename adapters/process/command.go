@@ -61,6 +61,29 @@ func (c commands) command(image string) ([]string, error) {
 	return nil, fmt.Errorf("the process pool has no command for image %q: map it under `images:` in the config file (known: %s)", image, strings.Join(known, ", "))
 }
 
+// CanRun reports whether the pool can run the image: a built-in one or one the config maps
+// to a command. It implements scheduler.ImageChecker, so that an endpoint whose jobs would
+// wait forever is refused when it is created.
+func (p *Pool) CanRun(image string) (ok bool, why string) {
+	if _, err := p.cmds.command(image); err == nil {
+		return true, ""
+	}
+	return false, fmt.Sprintf("pool %s (process) has no images: entry for %q; map it to the command that runs it under images: in the config file (images: {%q: [python3, handler.py]}), or use a built-in image (%s)",
+		p.desc.ID, image, image, strings.Join(p.cmds.builtinImages(), ", "))
+}
+
+// builtinImages returns the built-in images the config does not map elsewhere, sorted.
+func (c commands) builtinImages() []string {
+	var out []string
+	for _, b := range c.builtins {
+		if c.builtin(BuiltinPrefix + b) {
+			out = append(out, BuiltinPrefix+b)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // logPath is where a worker's output goes; "" when it is discarded.
 func (c commands) logPath(id string) string {
 	if c.logDir == "" {

@@ -211,6 +211,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	workerReady = sched.WorkerReady
 	queues.OnEnqueue = sched.Demand
 	catalog.Available = sched.Placer().Free
+	catalog.CanRun = sched.Placer().CanRun // an image no listed pool can run is refused (422)
 	mgmt := &core.Management{
 		Endpoints: st, Templates: st, Clock: clock, Catalog: catalog,
 		OnChange: sched.Set, // new scaling, bounds or GPUs take effect at once
