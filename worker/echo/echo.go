@@ -4,10 +4,13 @@
 //
 // The input is a JSON object; every field is optional and the steps run in this order:
 //
-//	"sleep_ms": N          wait N milliseconds (0..86400000) first; a cancelled job ends at once
 //	"progress": [a, b, …]  post each value as a progress update, in order
 //	"stream": [a, b, …]    stream each value as one part, in order; the output is then the
 //	                       array of the parts (the aggregate of the stream)
+//	"sleep_ms": N          take N milliseconds (0..86400000) in all: with progress values or
+//	                       stream parts, each one is posted first and an equal share of N
+//	                       follows it (so a status or stream call in between sees it);
+//	                       without, N is slept first. A cancelled job ends at once
 //	"error": "msg"         fail the job with msg (after the steps above)
 //	"echo": X              output X
 //
@@ -19,7 +22,10 @@
 //
 //	{"echo": "hi"}                          COMPLETED, output "hi"
 //	{"prompt": "x"}                         COMPLETED, output {"prompt": "x"}
-//	{"sleep_ms": 2000, "progress": [50]}    after 2 s one progress update 50, then the input
+//	{"sleep_ms": 2000, "progress": [50]}    progress update 50 at once (status shows it for
+//	                                        2 s), then the input
+//	{"sleep_ms": 3000, "stream": ["a", "b", "c"]}
+//	                                        a part a second, output ["a", "b", "c"]
 //	{"stream": ["a", "b"]}                  stream chunks "a" and "b", output ["a", "b"]
 //	{"error": "boom"}                       FAILED, error "boom"
 package echo
@@ -60,27 +66,39 @@ func Handler(ctx context.Context, job *worker.Job, r worker.Responder) (any, err
 	if err := json.Unmarshal(raw, &in); err != nil {
 		return nil, fmt.Errorf("echo: %w", describe(err))
 	}
+	var sleep time.Duration
 	if in.SleepMS != nil {
 		ms := *in.SleepMS
 		if ms < 0 || ms > maxSleep.Milliseconds() {
 			return nil, fmt.Errorf("echo: sleep_ms %d is out of range (0..%d)", ms, maxSleep.Milliseconds())
 		}
-		t := time.NewTimer(time.Duration(ms) * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
+		sleep = time.Duration(ms) * time.Millisecond
+	}
+	// Each step (a progress update, then a stream part) is posted, then its share of the sleep
+	// follows, so that status and stream calls see the steps one by one while the job runs.
+	steps := len(in.Progress) + len(in.Stream)
+	if steps == 0 {
+		if err := pause(ctx, sleep); err != nil {
+			return nil, err
 		}
+	}
+	share := func(i int) time.Duration { // step i's share: the shares add up to sleep exactly
+		return sleep*time.Duration(i+1)/time.Duration(steps) - sleep*time.Duration(i)/time.Duration(steps)
 	}
 	for i, p := range in.Progress {
 		if err := r.Progress(ctx, p); err != nil {
 			return nil, fmt.Errorf("echo: posting progress update %d: %w", i, err)
 		}
+		if err := pause(ctx, share(i)); err != nil {
+			return nil, err
+		}
 	}
 	for i, p := range in.Stream {
 		if err := r.Stream(ctx, p); err != nil {
 			return nil, fmt.Errorf("echo: streaming part %d: %w", i, err)
+		}
+		if err := pause(ctx, share(len(in.Progress)+i)); err != nil {
+			return nil, err
 		}
 	}
 	if in.Error != nil {
@@ -93,6 +111,21 @@ func Handler(ctx context.Context, job *worker.Job, r worker.Responder) (any, err
 		return x, nil
 	}
 	return raw, nil
+}
+
+// pause waits d, or until ctx is done (its error).
+func pause(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // describe names the field of a JSON type error.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -115,7 +116,7 @@ func TestSleepCancelled(t *testing.T) {
 	done := make(chan error, 1)
 	r := &recorder{}
 	go func() {
-		_, err := Handler(ctx, &worker.Job{ID: "j", Input: json.RawMessage(`{"sleep_ms": 3600000, "progress": [1]}`)}, r)
+		_, err := Handler(ctx, &worker.Job{ID: "j", Input: json.RawMessage(`{"sleep_ms": 3600000, "progress": [1, 2]}`)}, r)
 		done <- err
 	}()
 	cancel()
@@ -124,11 +125,81 @@ func TestSleepCancelled(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("Handler after cancel = %v; want context.Canceled", err)
 		}
-		if len(r.calls) != 0 {
-			t.Errorf("calls after cancel = %q; want none", r.calls)
+		if want := []string{"progress 1"}; !slices.Equal(r.calls, want) {
+			t.Errorf("calls after cancel = %q; want %q (the first update, then the cancelled sleep)", r.calls, want)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Handler did not return within 5s of its context's cancel")
+	}
+}
+
+// posted is a worker.Responder that hands each call to a channel, as it happens.
+type posted chan string
+
+func (p posted) Progress(_ context.Context, v any) error {
+	p <- fmt.Sprintf("progress %s", v)
+	return nil
+}
+func (p posted) Stream(_ context.Context, v any) error { p <- fmt.Sprintf("stream %s", v); return nil }
+func (p posted) PutFile(context.Context, string, []byte) (worker.File, error) {
+	return worker.File{}, errors.New("posted: no files")
+}
+
+// TestStepsBeforeSleep checks that each progress update and stream part is posted before its
+// share of sleep_ms, so that a status or stream call during the sleep sees it.
+func TestStepsBeforeSleep(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		input string
+		want  []string // posted, in order, each before its share of the hour-long sleep ends
+	}{
+		{`{"sleep_ms": 3600000, "progress": [50]}`, []string{"progress 50"}},
+		{`{"sleep_ms": 3600000, "stream": ["a", "b"]}`, []string{`stream "a"`}},
+		{`{"sleep_ms": 3600000, "progress": [1], "stream": ["a"]}`, []string{"progress 1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.input, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			p := make(posted, 10)
+			done := make(chan error, 1)
+			go func() {
+				_, err := Handler(ctx, &worker.Job{ID: "j", Input: json.RawMessage(tt.input)}, p)
+				done <- err
+			}()
+			deadline := time.After(5 * time.Second)
+			for _, want := range tt.want {
+				select {
+				case got := <-p:
+					if got != want {
+						t.Fatalf("posted %q; want %q", got, want)
+					}
+				case err := <-done:
+					t.Fatalf("Handler returned %v before posting %q", err, want)
+				case <-deadline:
+					t.Fatalf("%q was not posted within 5s: it waits for the sleep", want)
+				}
+			}
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Errorf("Handler after cancel = %v; want context.Canceled", err)
+			}
+			if len(p) != 0 {
+				t.Errorf("%d more calls posted during the first share of the sleep; want none", len(p))
+			}
+		})
+	}
+}
+
+func TestSleepShares(t *testing.T) {
+	t.Parallel()
+	began := time.Now()
+	if _, errText, calls := run(t, t.Context(), `{"sleep_ms": 60, "progress": [1, 2], "stream": [3]}`); errText != "" || len(calls) != 3 {
+		t.Fatalf("Handler = %s, calls %q; want success, 3 calls", errText, calls)
+	}
+	if d := time.Since(began); d < 60*time.Millisecond {
+		t.Errorf("Handler with sleep_ms 60 over 3 steps returned after %v; want at least 60ms in all", d)
 	}
 }
 
