@@ -110,6 +110,7 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 	defer stopTaking()
 	r.stopTaking = stopTaking
 
+	r.log.Info("worker started; polling for jobs", "concurrency", cfg.Concurrency)
 	var wg sync.WaitGroup
 	wg.Go(func() { r.takeLoop(ctx, takeCtx) })
 	if u := stopURL(cfg.TakeURL); u != "" {
@@ -401,6 +402,7 @@ func (r *runner) runJob(runCtx context.Context, job *Job) {
 	}
 	defer r.unregister(job.ID)
 	log := r.log.With("job", job.ID)
+	log.Info("job taken")
 	start := time.Now()
 	resp := &responder{r: r, job: j, id: job.ID}
 	out, herr := r.call(jobCtx, job, resp, log)
@@ -433,7 +435,7 @@ func (r *runner) runJob(runCtx context.Context, job *Job) {
 	if herr != nil {
 		log.Info("job failed", "err", herr, "took", time.Since(start))
 	} else {
-		log.Debug("job done", "took", time.Since(start))
+		log.Info("job done", "took", time.Since(start))
 	}
 	if stopPod {
 		log.Info("stopPod requested; taking no further jobs")
