@@ -219,7 +219,9 @@ type CreateEndpointRequest struct {
 	Gpu        GpuConfig    `json:"gpu"`
 	Scaling    Scaling      `json:"scaling"`
 	TemplateId OptString    `json:"templateId"`
-	// Required unless templateId is set.
+	// Required unless templateId is set. At least one listed pool must be able to run it: when every pool
+	// in `gpu.pools` knows it cannot (a process pool with no `images:` entry for it), the create is 422
+	// naming each pool and the fix.
 	Image OptString `json:"image"`
 	Args  OptString `json:"args"`
 	// GB.
@@ -5528,9 +5530,10 @@ func (*UnprocessableEntityHeaders) workerJobFileRes()    {}
 // Fields to change; the others keep their values. `type` and `templateId` cannot change.
 // Ref: #/components/schemas/UpdateEndpointRequest
 type UpdateEndpointRequest struct {
-	Name                OptString                   `json:"name"`
-	Gpu                 OptGpuConfig                `json:"gpu"`
-	Scaling             OptScaling                  `json:"scaling"`
+	Name    OptString    `json:"name"`
+	Gpu     OptGpuConfig `json:"gpu"`
+	Scaling OptScaling   `json:"scaling"`
+	// As on create: an image no listed pool can run is 422.
 	Image               OptString                   `json:"image"`
 	Args                OptString                   `json:"args"`
 	Disk                OptInt                      `json:"disk"`
