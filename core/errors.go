@@ -47,8 +47,8 @@ func (e *Error) Error() string {
 	if e.Err != nil {
 		return e.Detail + ": " + e.Err.Error()
 	}
-	if len(e.Fields) == 0 {
-		return e.Detail
+	if len(e.Fields) == 0 || len(e.Fields) == 1 && e.Detail == e.Fields[0].String() {
+		return e.Detail // Invalid made the one field's error the detail: say it once
 	}
 	parts := make([]string, len(e.Fields))
 	for i, f := range e.Fields {
