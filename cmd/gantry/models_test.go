@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"image/png"
@@ -281,10 +282,14 @@ fileTtl: 10m
 		{"models:\n  - id: gantry-text\n    prize: 1\n", "prize"},
 		{"models:\n  - id: gantry-text\n    pools: [nowhere]\n", "unknown pool"},
 		{"models:\n  - id: gantry-text\n    workers: {min: 3, max: 1}\n", "min <= max"},
+		{"models:\n  - id: my-llm\n    type: TEXT_GENERATION\n    image: example/llm:1\n", `model my-llm: its endpoint: $.image: no listed pool can run image "example/llm:1": pool local (process) has no images: entry for "example/llm:1"`},
 	} {
 		p := filepath.Join(t.TempDir(), "bad.yaml")
 		_ = os.WriteFile(p, []byte(bad.yaml), 0o600)
-		out, err := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data", t.TempDir(), "--config", p).CombinedOutput()
+		// A config wrongly accepted would serve on: the deadline ends it, and the test fails.
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		out, err := exec.CommandContext(ctx, bin, "serve", "--listen", "127.0.0.1:0", "--data", t.TempDir(), "--config", p).CombinedOutput()
+		cancel()
 		if err == nil || !strings.Contains(string(out), bad.want) {
 			t.Errorf("config %q: err %v, output %s; want a refusal containing %q", bad.yaml, err, out, bad.want)
 		}
