@@ -68,7 +68,8 @@ type Config struct {
 	// Client makes every request. Nil means a client with no overall timeout: each request
 	// carries its own deadline.
 	Client *http.Client
-	// Log receives the worker's logs. Nil means slog.Default().
+	// Log receives the worker's logs: at Info its start and each job taken, done, failed or
+	// stopped; warnings and errors of the protocol. Nil means slog.Default().
 	Log *slog.Logger
 
 	// sleep waits for d or until ctx is done; tests replace it to record the delays asked for.
