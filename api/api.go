@@ -55,6 +55,8 @@ type Config struct {
 	// LBHold is how long a LOAD_BALANCER request waits for a ready worker (scale from zero)
 	// before a 503; 0 = DefaultLBHold.
 	LBHold time.Duration
+	// Webhooks is where job webhooks may go; the zero policy refuses private addresses.
+	Webhooks core.WebhookPolicy
 }
 
 // API is Gantry's HTTP front: /healthz plus every operation of openapi.yaml.

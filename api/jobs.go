@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/url"
 	"strings"
 	"time"
 
@@ -85,8 +84,8 @@ func (h *handler) submit(ctx context.Context, req *oas.JobRequest, endpointID st
 		s.S3Config = e.Bytes()
 	}
 	if u, ok := req.Webhook.Get(); ok {
-		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-			return core.Job{}, core.Invalid(core.FieldError{Path: "$.webhook", Message: "must be an http or https URL"})
+		if err := h.cfg.Webhooks.CheckURL(u); err != nil {
+			return core.Job{}, err
 		}
 		s.Webhook = u
 	}

@@ -74,6 +74,8 @@ type setupOpts struct {
 	base context.Context
 	// canRun, when set, tells which images the pools can run (nil: every pool runs any).
 	canRun core.ImageRunner
+	// webhooks is where job webhooks may go (default: public addresses only).
+	webhooks core.WebhookPolicy
 }
 
 func setup(t testing.TB, opts ...setupOpts) *env {
@@ -105,6 +107,7 @@ func setup(t testing.TB, opts ...setupOpts) *env {
 		Balancer:  o.balancer,
 		LBHold:    time.Second,
 		Log:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Webhooks:  o.webhooks,
 	}
 	var specs []models.Spec
 	if o.models {

@@ -1,0 +1,107 @@
+package core
+
+import (
+	"fmt"
+	"net/netip"
+	"net/url"
+	"strings"
+)
+
+// WebhookAllowPrivateSetting names the setting that lets webhooks reach private networks, as
+// the errors that refuse them say it.
+const WebhookAllowPrivateSetting = "webhooks.allowPrivate: true in the config file, or gantry serve --webhook-allow-private"
+
+// WebhookPolicy is where webhooks may go. By default only public addresses: loopback,
+// private, link-local (cloud metadata 169.254.169.254 included), shared (CGNAT), unspecified
+// and multicast addresses are refused, at submission for an address written in the URL and
+// at every connection for the address a host name resolved to.
+type WebhookPolicy struct {
+	// AllowPrivate lets webhooks reach every address (a laptop, a closed network).
+	AllowPrivate bool
+}
+
+// addrRange is a block of addresses webhooks do not reach by default, with the rule's name.
+type addrRange struct {
+	prefix netip.Prefix
+	rule   string
+}
+
+// forbiddenRanges are the blocks netip's predicates do not cover by themselves.
+var forbiddenRanges = []addrRange{
+	{netip.MustParsePrefix("0.0.0.0/8"), "an unspecified (\"this network\") address (0.0.0.0/8)"},
+	{netip.MustParsePrefix("100.64.0.0/10"), "a shared (carrier-grade NAT) address (100.64.0.0/10)"},
+	{netip.MustParsePrefix("192.0.0.0/24"), "an IETF protocol address (192.0.0.0/24)"},
+	{netip.MustParsePrefix("198.18.0.0/15"), "a benchmarking address (198.18.0.0/15)"},
+	{netip.MustParsePrefix("240.0.0.0/4"), "a reserved address (240.0.0.0/4)"},
+	{netip.MustParsePrefix("64:ff9b::/96"), "a NAT64 address (64:ff9b::/96), which reaches IPv4 addresses"},
+	{netip.MustParsePrefix("64:ff9b:1::/48"), "a local NAT64 address (64:ff9b:1::/48)"},
+	{netip.MustParsePrefix("2002::/16"), "a 6to4 address (2002::/16), which reaches IPv4 addresses"},
+}
+
+// ForbiddenAddr returns the rule that keeps webhooks from ip by default ("a loopback address
+// (127.0.0.0/8, ::1)"), or "" when ip is public. An IPv4-mapped IPv6 address is judged as its
+// IPv4 address.
+func ForbiddenAddr(ip netip.Addr) string {
+	ip = ip.Unmap().WithZone("")
+	switch {
+	case !ip.IsValid():
+		return "not an IP address"
+	case ip.IsLoopback():
+		return "a loopback address (127.0.0.0/8, ::1)"
+	case ip.IsUnspecified():
+		return "an unspecified address (0.0.0.0, ::)"
+	case ip.IsPrivate():
+		return "a private address (10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, fc00::/7)"
+	case ip.IsLinkLocalUnicast():
+		return "a link-local address (169.254.0.0/16 with cloud metadata 169.254.169.254, fe80::/10)"
+	case ip.IsMulticast():
+		return "a multicast address"
+	case ip.Is4() && ip == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		return "the broadcast address"
+	}
+	for _, r := range forbiddenRanges {
+		if r.prefix.Contains(ip) {
+			return r.rule
+		}
+	}
+	return ""
+}
+
+// CheckAddr returns an error naming the rule when the policy keeps webhooks from ip.
+func (p WebhookPolicy) CheckAddr(ip netip.Addr) error {
+	if p.AllowPrivate {
+		return nil
+	}
+	if rule := ForbiddenAddr(ip); rule != "" {
+		return fmt.Errorf("%s is %s; webhooks go only to public addresses unless private networks are allowed (%s)",
+			ip.Unmap().WithZone(""), rule, WebhookAllowPrivateSetting)
+	}
+	return nil
+}
+
+// CheckURL validates a job's webhook URL at submission: an http or https URL with a host,
+// no user name or password, and no literal IP address the policy refuses. A host name is
+// checked when a delivery connects (the address it resolves to then), so DNS cannot pass a
+// name that resolves to a refused address. The error is KindInvalid, on $.webhook.
+func (p WebhookPolicy) CheckURL(raw string) error {
+	invalid := func(format string, args ...any) error {
+		return Invalid(FieldError{Path: "$.webhook", Message: fmt.Sprintf(format, args...)})
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {
+		return invalid("must be an http or https URL")
+	}
+	if u.User != nil {
+		return invalid("must not carry a user name or password (user:password@); put a secret in the path or query instead")
+	}
+	host := u.Hostname()
+	if host == "" {
+		return invalid("must name a host")
+	}
+	if ip, err := netip.ParseAddr(strings.TrimSuffix(host, ".")); err == nil {
+		if err := p.CheckAddr(ip); err != nil {
+			return invalid("%v", err)
+		}
+	}
+	return nil
+}
