@@ -35,9 +35,10 @@ type Dispatcher interface {
 
 // Notifier delivers a job's final state to its webhook. It calls done once the delivery has
 // succeeded or been given up on; until then the job stays marked for delivery, and a restart
-// delivers it again (webhooks are delivered at least once).
+// delivers it again (webhooks are delivered at least once). It reports false when it has no
+// room for the delivery now: the job stays marked, and is offered again on a later Tick.
 type Notifier interface {
-	Notify(url string, body []byte, done func())
+	Notify(url string, body []byte, done func()) bool
 }
 
 // WorkerLostAfter is how long a worker may stay silent (no poll, ping or post) before its jobs
@@ -139,6 +140,8 @@ type Jobs struct {
 	epMu    sync.RWMutex
 	epIDs   map[string]uint32 // interned endpoint ids
 	epNames []string
+
+	webhookBacklog webhookBacklog // webhooks the notifier had no room for (jobs_webhook.go)
 }
 
 type shard struct {
@@ -864,7 +867,9 @@ func (js *Jobs) sendWebhook(rec *Job) {
 			js.log.Error("encoding a webhook", "job", body.ID, "err", err)
 			return
 		}
-		js.notify.Notify(url, b, func() { js.webhookDelivered(endpoint, body.ID, endedAt) })
+		if !js.notify.Notify(url, b, func() { js.webhookDelivered(endpoint, body.ID, endedAt) }) {
+			js.deferWebhook(endpoint, body.ID, endedAt)
+		}
 	}()
 }
 

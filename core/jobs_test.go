@@ -38,9 +38,17 @@ type notifications struct {
 	// otherwise done is called at once and delivered gets the url.
 	hold      atomic.Bool
 	delivered chan string
+	// full refuses deliveries (Notify reports false), as a full delivery queue does, and
+	// sends their url on refused.
+	full    atomic.Bool
+	refused chan string
 }
 
-func (n *notifications) Notify(url string, body []byte, done func()) {
+func (n *notifications) Notify(url string, body []byte, done func()) bool {
+	if n.full.Load() {
+		n.refused <- url
+		return false
+	}
 	n.mu.Lock()
 	n.sent[url] = body
 	n.mu.Unlock()
@@ -49,6 +57,7 @@ func (n *notifications) Notify(url string, body []byte, done func()) {
 		done()
 		n.delivered <- url
 	}
+	return true
 }
 
 // rig is a job engine on a real Pebble store and real queues, with an injected clock.
@@ -67,8 +76,9 @@ func newRig(t *testing.T) *rig {
 	t.Helper()
 	dir := t.TempDir()
 	r := &rig{t: t, dir: dir, clock: &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)},
-		ep:    &core.Endpoint{ID: "ep1", Owner: "alice", TimeoutMs: 60000},
-		hooks: &notifications{sent: map[string][]byte{}, got: make(chan string, 16), delivered: make(chan string, 16)}}
+		ep: &core.Endpoint{ID: "ep1", Owner: "alice", TimeoutMs: 60000},
+		hooks: &notifications{sent: map[string][]byte{}, got: make(chan string, 16), delivered: make(chan string, 16),
+			refused: make(chan string, 16)}}
 	r.open()
 	return r
 }

@@ -70,6 +70,7 @@ func (js *Jobs) Tick(now time.Time) {
 		js.log.Warn("worker lost: no heartbeat", "worker", id, "after", WorkerLostAfter)
 		js.loseWorker(id)
 	}
+	js.offerDeferredWebhooks()
 }
 
 // due handles one deadline and reports whether a sync is needed.

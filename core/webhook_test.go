@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"encoding/json"
 	"errors"
 	"net/netip"
 	"strings"
@@ -86,5 +87,38 @@ func TestForbiddenAddr(t *testing.T) {
 		if got := core.ForbiddenAddr(netip.MustParseAddr(tt.ip)) != ""; got != tt.forbidden {
 			t.Errorf("ForbiddenAddr(%s) = %q; want forbidden %v", tt.ip, core.ForbiddenAddr(netip.MustParseAddr(tt.ip)), tt.forbidden)
 		}
+	}
+}
+
+// A webhook the notifier has no room for (its queue is full) is not lost: the job stays
+// marked for delivery in the store, and a later Tick offers it again, body and all.
+func TestWebhookWaitsWhileNotifierIsFull(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.hooks.full.Store(true)
+	j := r.submit(`{"a":1}`, func(s *core.Submission) { s.Webhook = "http://hook.test/full" })
+	r.take("w")
+	if err := r.jobs.Done("ep1", "w", j.ID, core.Result{Output: json.RawMessage(`"out"`)}); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, r.hooks.refused, "the refused delivery")
+	r.jobs.Tick(r.clock.Now()) // still full: refused again, kept
+	recv(t, r.hooks.refused, "the delivery refused again")
+	if rec, err := r.store.GetJob(j.ID); err != nil || !rec.WebhookPending {
+		t.Fatalf("stored job while its webhook waits: %+v, %v; want webhookPending", rec, err)
+	}
+
+	r.hooks.full.Store(false)
+	r.jobs.Tick(r.clock.Now())
+	recv(t, r.hooks.delivered, "the delivery once there is room")
+	var hook core.WebhookBody
+	r.hooks.mu.Lock()
+	_ = json.Unmarshal(r.hooks.sent["http://hook.test/full"], &hook)
+	r.hooks.mu.Unlock()
+	if hook.ID != j.ID || hook.Status != core.Completed || string(hook.Output) != `"out"` || string(hook.Input) != `{"a":1}` {
+		t.Errorf("webhook = %+v; want the completed job with its input", hook)
+	}
+	if rec, err := r.store.GetJob(j.ID); err != nil || rec.WebhookPending { // done ran before delivered
+		t.Fatalf("stored job after the delivery: %+v, %v; want webhookPending cleared", rec, err)
 	}
 }

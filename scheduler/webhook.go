@@ -3,68 +3,231 @@ package scheduler
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
+	"sync"
+	"syscall"
 	"time"
+
+	"github.com/sourcegraph/conc/pool"
+
+	"github.com/gantryhq/gantry/core"
 )
 
 // Webhooks delivers job results: one POST of the final job (application/json), retried with
-// exponential backoff (1 s, 2 s, 4 s, ... WebhookAttempts in all) until a 2xx answer. The job
-// engine keeps each job marked for delivery until done is called, so a delivery a restart
-// interrupted is made again.
+// exponential backoff (1 s, 2 s, 4 s, ... WebhookAttempts in all) until a 2xx answer.
+//
+// Deliveries run on a fixed pool of Workers goroutines fed by a queue of Queue deliveries;
+// Notify refuses a delivery when the queue is full, and the job engine keeps it in the store
+// and offers it again later. A delivery connects only to addresses Policy allows, checked on
+// the address actually dialled (so a host name that resolves, or is rebound, to an internal
+// address is refused too); a refused connection is logged and gives the delivery up at once.
+// Redirects are never followed (a 3xx answer is a failed attempt), and no proxy from the
+// environment is used. The job engine keeps each job marked for delivery until done is
+// called, so a delivery that Close or a restart interrupted is made again.
+//
+// The zero value is ready to use; Close stops it.
 type Webhooks struct {
-	Client *http.Client
+	// Policy is where deliveries may connect; the zero policy allows public addresses only.
+	Policy core.WebhookPolicy
 	Log    *slog.Logger
 	// Backoff is the first retry delay (default 1 s); tests shorten it.
 	Backoff time.Duration
+	// Workers is how many deliveries are in flight at most; 0 = DefaultWebhookWorkers.
+	Workers int
+	// Queue is how many deliveries wait for a worker at most; 0 = DefaultWebhookQueue.
+	Queue int
+
+	once   sync.Once
+	client *http.Client
+	queue  chan delivery
+	ctx    context.Context // cancelled by Close: attempts and retry waits end
+	cancel context.CancelFunc
+	pool   *pool.Pool
+	closed sync.Once
+
+	waiting func() // tests: called when a delivery starts waiting to retry
 }
 
 // WebhookAttempts is how many times a webhook is tried.
 const WebhookAttempts = 6
 
-// Notify delivers body to url in the background, then calls done (after a 2xx answer, or
-// once it gives up).
-func (w *Webhooks) Notify(url string, body []byte, done func()) {
-	go func() {
-		w.deliver(url, body)
-		if done != nil {
-			done()
-		}
-	}()
+// DefaultWebhookWorkers and DefaultWebhookQueue size the delivery pool.
+const (
+	DefaultWebhookWorkers = 16
+	DefaultWebhookQueue   = 1024
+)
+
+// webhookAttemptTimeout bounds one attempt: connecting, sending and reading the answer's head.
+const webhookAttemptTimeout = 10 * time.Second
+
+type delivery struct {
+	url  string
+	body []byte
+	done func()
 }
 
-func (w *Webhooks) deliver(url string, body []byte) {
-	client := w.Client
-	if client == nil {
-		client = &http.Client{Timeout: 10 * time.Second}
+// errNotSent marks a delivery that no retry can make: a connection the policy refused, or a
+// URL that does not parse.
+type errNotSent struct{ err error }
+
+func (e *errNotSent) Error() string { return e.err.Error() }
+
+// start builds the client and starts the workers, once.
+func (w *Webhooks) start() {
+	w.once.Do(func() {
+		if w.Log == nil {
+			w.Log = slog.Default()
+		}
+		policy := w.Policy
+		dialer := &net.Dialer{
+			Timeout: webhookAttemptTimeout,
+			// Control sees the address about to be connected, after name resolution.
+			Control: func(_, address string, _ syscall.RawConn) error {
+				ap, err := netip.ParseAddrPort(address)
+				if err != nil {
+					return &errNotSent{fmt.Errorf("webhook address %q: %w", address, err)}
+				}
+				if err := policy.CheckAddr(ap.Addr()); err != nil {
+					return &errNotSent{err}
+				}
+				return nil
+			},
+		}
+		w.client = &http.Client{
+			Transport: &http.Transport{
+				Proxy:                 nil, // never $HTTP_PROXY: it would connect where the policy does not look
+				DialContext:           dialer.DialContext,
+				TLSHandshakeTimeout:   webhookAttemptTimeout,
+				ResponseHeaderTimeout: webhookAttemptTimeout,
+				MaxIdleConnsPerHost:   2,
+				IdleConnTimeout:       30 * time.Second,
+				ForceAttemptHTTP2:     true,
+			},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+		q := w.Queue
+		if q <= 0 {
+			q = DefaultWebhookQueue
+		}
+		w.queue = make(chan delivery, q)
+		w.ctx, w.cancel = context.WithCancel(context.Background())
+		n := w.Workers
+		if n <= 0 {
+			n = DefaultWebhookWorkers
+		}
+		w.pool = pool.New().WithMaxGoroutines(n)
+		for range n {
+			w.pool.Go(w.work)
+		}
+	})
+}
+
+// Notify queues a delivery of body to url; done is called after a 2xx answer or once the
+// delivery is given up (not when Close interrupts it). It reports false, keeping nothing,
+// when the queue is full or the deliveries were closed.
+func (w *Webhooks) Notify(url string, body []byte, done func()) bool {
+	w.start()
+	if w.ctx.Err() != nil {
+		return false
 	}
+	select {
+	case w.queue <- delivery{url: url, body: body, done: done}:
+		return true
+	default:
+		return false
+	}
+}
+
+// Close stops the deliveries: attempts in flight and retry waits end at once, queued
+// deliveries are dropped (their jobs stay marked for delivery), and it returns when the
+// workers have stopped.
+func (w *Webhooks) Close() {
+	w.start()
+	w.closed.Do(func() {
+		w.cancel()
+		w.pool.Wait()
+	})
+}
+
+// work delivers queued webhooks until Close.
+func (w *Webhooks) work() {
+	for {
+		select {
+		case <-w.ctx.Done():
+			return
+		case d := <-w.queue:
+			if w.deliver(w.ctx, d.url, d.body) && d.done != nil {
+				d.done()
+			}
+		}
+	}
+}
+
+// deliver makes the attempts; it reports whether the delivery is finished (delivered or
+// given up), false when ctx ended first.
+func (w *Webhooks) deliver(ctx context.Context, url string, body []byte) (finished bool) {
+	w.start()
 	delay := w.Backoff
 	if delay == 0 {
 		delay = time.Second
 	}
 	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-		if err != nil {
-			cancel()
-			w.Log.Warn("webhook not sent: bad URL", "url", url, "err", err)
-			return
+		err := w.attempt(ctx, url, body)
+		switch {
+		case err == nil:
+			return true
+		case ctx.Err() != nil:
+			return false
 		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("User-Agent", "gantry-webhook")
-		resp, err := client.Do(req)
-		cancel()
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode/100 == 2 {
-				return
-			}
+		if notSent := (*errNotSent)(nil); errors.As(err, &notSent) {
+			w.Log.Warn("webhook not sent", "url", url, "err", notSent)
+			return true
 		}
 		if attempt == WebhookAttempts {
 			w.Log.Warn("webhook gave up", "url", url, "attempts", attempt, "err", err)
-			return
+			return true
 		}
-		time.Sleep(delay)
+		if w.waiting != nil {
+			w.waiting()
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
 		delay *= 2
 	}
+}
+
+// attempt posts body once; nil means a 2xx answer.
+func (w *Webhooks) attempt(ctx context.Context, url string, body []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, webhookAttemptTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return &errNotSent{fmt.Errorf("bad webhook URL: %w", err)}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "gantry-webhook")
+	resp, err := w.client.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.CopyN(io.Discard, resp.Body, 4<<10) // a short answer keeps the connection reusable
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode/100 == 2:
+		return nil
+	case resp.StatusCode/100 == 3:
+		return fmt.Errorf("answered %s, a redirect (webhooks do not follow redirects)", resp.Status)
+	}
+	return fmt.Errorf("answered %s", resp.Status)
 }

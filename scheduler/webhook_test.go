@@ -1,14 +1,35 @@
 package scheduler
 
 import (
+	"bytes"
+	"context"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gantryhq/gantry/core"
 )
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// local allows the loopback receivers of these tests.
+var local = core.WebhookPolicy{AllowPrivate: true}
+
+// wait fails the test unless c is closed or sends within 10 s.
+func wait[T any](t *testing.T, c <-chan T, what string) {
+	t.Helper()
+	select {
+	case <-c:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no %s within 10 s", what)
+	}
+}
 
 func TestWebhookRetriesUntil2xx(t *testing.T) {
 	t.Parallel()
@@ -26,9 +47,12 @@ func TestWebhookRetriesUntil2xx(t *testing.T) {
 		got <- string(b)
 	}))
 	defer srv.Close()
-	w := &Webhooks{Backoff: time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	w := &Webhooks{Policy: local, Backoff: time.Millisecond, Log: quiet}
+	defer w.Close()
 	done := make(chan struct{})
-	w.Notify(srv.URL, []byte(`{"id":"j1","status":"COMPLETED"}`), func() { close(done) })
+	if !w.Notify(srv.URL, []byte(`{"id":"j1","status":"COMPLETED"}`), func() { close(done) }) {
+		t.Fatal("Notify = false with an empty queue; want true")
+	}
 	select {
 	case b := <-got:
 		if b != `{"id":"j1","status":"COMPLETED"}` || calls.Load() != 3 {
@@ -37,11 +61,7 @@ func TestWebhookRetriesUntil2xx(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("webhook not delivered")
 	}
-	select {
-	case <-done: // the engine may now clear the job's delivery mark
-	case <-time.After(10 * time.Second):
-		t.Fatal("done not called after the delivery")
-	}
+	wait(t, done, "done after the delivery") // the engine may now clear the job's delivery mark
 }
 
 func TestWebhookGivesUp(t *testing.T) {
@@ -52,9 +72,159 @@ func TestWebhookGivesUp(t *testing.T) {
 		w.WriteHeader(http.StatusInternalServerError)
 	}))
 	defer srv.Close()
-	w := &Webhooks{Backoff: time.Millisecond, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	w.deliver(srv.URL, []byte(`{}`)) // synchronous: returns when it gives up
+	w := &Webhooks{Policy: local, Backoff: time.Millisecond, Log: quiet}
+	defer w.Close()
+	if !w.deliver(context.Background(), srv.URL, []byte(`{}`)) { // synchronous: returns when it gives up
+		t.Error("deliver = false (interrupted); want true (given up)")
+	}
 	if n := calls.Load(); n != WebhookAttempts {
 		t.Errorf("%d attempts; want %d", n, WebhookAttempts)
+	}
+}
+
+// syncBuffer is a log destination tests read while deliveries write.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// By default a delivery connects to no internal address: not to a literal loopback address,
+// nor to a host name that resolves to one (the check is on the address dialled, so DNS
+// rebinding does not pass it). The refused delivery is logged and given up at once (done is
+// called; with a one-hour backoff a retry would never end in time), and the receiver sees
+// nothing. With AllowPrivate the same URLs are delivered.
+func TestWebhookRefusesInternalAddresses(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls.Add(1) }))
+	defer srv.Close()
+	port := srv.URL[strings.LastIndexByte(srv.URL, ':'):]
+	for _, url := range []string{srv.URL, "http://localhost" + port + "/hook", "http://[::ffff:127.0.0.1]" + port} {
+		var log syncBuffer
+		w := &Webhooks{Backoff: time.Hour, Log: slog.New(slog.NewTextHandler(&log, nil))}
+		done := make(chan struct{})
+		w.Notify(url, []byte(`{}`), func() { close(done) })
+		wait(t, done, "done for the refused delivery to "+url)
+		w.Close()
+		if n := calls.Load(); n != 0 {
+			t.Errorf("delivery to %s reached the receiver %d times; want refused", url, n)
+		}
+		if l := log.String(); strings.Count(l, "webhook not sent") != 1 || !strings.Contains(l, "a loopback address") ||
+			!strings.Contains(l, "webhooks.allowPrivate") {
+			t.Errorf("log of the delivery to %s:\n%s\nwant one \"webhook not sent\" naming the loopback rule and webhooks.allowPrivate", url, l)
+		}
+	}
+	for _, url := range []string{srv.URL, "http://localhost" + port + "/hook"} {
+		w := &Webhooks{Policy: local, Backoff: time.Hour, Log: quiet}
+		if !w.deliver(context.Background(), url, []byte(`{}`)) {
+			t.Errorf("deliver(%s) with AllowPrivate interrupted", url)
+		}
+		w.Close()
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("receiver got %d deliveries with AllowPrivate; want 2", n)
+	}
+}
+
+// A receiver that redirects (307, which would repeat the POST with its body) to another
+// local port is not followed: the second server sees no request.
+func TestWebhookDoesNotFollowRedirects(t *testing.T) {
+	t.Parallel()
+	var inner atomic.Int32
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { inner.Add(1) }))
+	defer target.Close()
+	var outer atomic.Int32
+	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		outer.Add(1)
+		http.Redirect(w, r, target.URL+"/internal", http.StatusTemporaryRedirect)
+	}))
+	defer redirector.Close()
+	w := &Webhooks{Policy: local, Backoff: time.Millisecond, Log: quiet}
+	defer w.Close()
+	if !w.deliver(context.Background(), redirector.URL, []byte(`{"secret":1}`)) {
+		t.Error("deliver interrupted")
+	}
+	if i, o := inner.Load(), outer.Load(); i != 0 || o != WebhookAttempts {
+		t.Errorf("redirect target got %d requests, redirector %d; want 0 and %d (a redirect is a failed attempt)", i, o, WebhookAttempts)
+	}
+}
+
+// Deliveries run on a bounded pool: with 2 workers and a queue of 1, two slow receivers take
+// both workers, a third delivery waits in the queue, and a fourth is refused (the engine keeps
+// it in the store); no more than 2 are ever in flight.
+func TestWebhookPoolIsBounded(t *testing.T) {
+	t.Parallel()
+	var inFlight, most atomic.Int32
+	arrived := make(chan struct{}, 8)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inFlight.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		arrived <- struct{}{}
+		<-release
+		inFlight.Add(-1)
+	}))
+	defer srv.Close()
+	w := &Webhooks{Policy: local, Workers: 2, Queue: 1, Backoff: time.Millisecond, Log: quiet}
+	defer w.Close()
+	var done sync.WaitGroup
+	notify := func() bool {
+		done.Add(1)
+		if w.Notify(srv.URL, []byte(`{}`), done.Done) {
+			return true
+		}
+		done.Done()
+		return false
+	}
+	if !notify() || !notify() {
+		t.Fatal("Notify refused a delivery with idle workers")
+	}
+	wait(t, arrived, "first delivery")
+	wait(t, arrived, "second delivery")
+	if !notify() {
+		t.Error("Notify refused the third delivery with room in the queue")
+	}
+	if notify() {
+		t.Error("Notify took a fourth delivery with both workers busy and the queue full; want it refused")
+	}
+	close(release)
+	wait(t, arrived, "the queued delivery")
+	all := make(chan struct{})
+	go func() { done.Wait(); close(all) }()
+	wait(t, all, "done for the three deliveries taken")
+	if m := most.Load(); m != 2 {
+		t.Errorf("%d deliveries in flight at most; want 2 (the pool size)", m)
+	}
+}
+
+// Close stops retries at once: a delivery waiting (an hour) to retry ends without done, so
+// its job stays marked for delivery and a restart makes it again.
+func TestWebhookCloseStopsRetries(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	waiting := make(chan struct{}, 1)
+	w := &Webhooks{Policy: local, Backoff: time.Hour, Log: quiet, waiting: func() { waiting <- struct{}{} }}
+	var called atomic.Bool
+	w.Notify(srv.URL, []byte(`{}`), func() { called.Store(true) })
+	wait(t, waiting, "the wait before the second attempt")
+	closed := make(chan struct{})
+	go func() { w.Close(); close(closed) }()
+	wait(t, closed, "Close during a retry wait")
+	if called.Load() {
+		t.Error("done called for a delivery Close interrupted; want the job left marked")
+	}
+	if w.Notify(srv.URL, []byte(`{}`), nil) {
+		t.Error("Notify after Close = true; want false")
 	}
 }
