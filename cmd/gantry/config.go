@@ -53,6 +53,8 @@ type Config struct {
 	// before it puts them back in the queue, their retries unchanged; 0 = at once; omitted =
 	// DefaultShutdownGrace (30 s).
 	ShutdownGrace *time.Duration `yaml:"shutdownGrace"`
+	// Webhooks is where job webhooks may go (webhooks.go).
+	Webhooks WebhooksConfig `yaml:"webhooks"`
 
 	// catalog is the model catalog Models makes of the built-in one (set by validate).
 	catalog []models.Spec
@@ -198,6 +200,10 @@ const configFileHelp = `Config file (YAML, --config FILE; unknown keys are rejec
       env: {MODEL: small}
   fileTtl: 1h                     # how long files models produce (and their URLs) last
   shutdownGrace: 30s              # on SIGTERM, running jobs may finish this long; then back in the queue
+  webhooks:                       # job webhooks (POSTed when a job ends)
+    allowPrivate: false           # true: may reach loopback/private/link-local addresses
+    workers: 16                   # deliveries in flight at once
+    queue: 1024                   # deliveries waiting; past it they wait in the store
   models:                         # changes to the ready-made models (GET /v2/models)
     - id: gantry-image            # a built-in model: override the fields given
       price: "0.003"              # USD per unit (megapixel), exact to a millionth
@@ -301,6 +307,9 @@ func (c *Config) validate() error {
 	}
 	if c.ShutdownGrace != nil && *c.ShutdownGrace < 0 {
 		return fmt.Errorf("shutdownGrace %v must not be negative", *c.ShutdownGrace)
+	}
+	if err := c.Webhooks.validate(); err != nil {
+		return err
 	}
 	if c.FileTTL < 0 {
 		return fmt.Errorf("fileTtl %v must not be negative", c.FileTTL)

@@ -18,7 +18,8 @@ import (
 // worker.
 func gantryUser(t *testing.T, bin, data string, endpoint string) (*started, string, string) {
 	t.Helper()
-	s := startServe(t, bin, "--data", data, "--quota-minute", "0", "--quota-hour", "0", "--quota-day", "0")
+	s := startServe(t, bin, "--data", data, "--quota-minute", "0", "--quota-hour", "0", "--quota-day", "0",
+		"--webhook-allow-private") // the tests' webhook receivers listen on 127.0.0.1
 	out, err := exec.Command(bin, "keys", "create", "--data", data, "--user", "alice").Output()
 	if err != nil {
 		t.Fatal(err)
@@ -254,7 +255,7 @@ func TestCrashLosesNoAcknowledgedJob(t *testing.T) {
 	wg.Wait()
 	<-s.done
 
-	s2 := startServe(t, bin, "--data", data, "--quota-minute", "0", "--quota-hour", "0", "--quota-day", "0")
+	s2 := startServe(t, bin, "--data", data, "--quota-minute", "0", "--quota-hour", "0", "--quota-day", "0", "--webhook-allow-private")
 	total := 0
 	acked.Range(func(k, v any) bool {
 		total++

@@ -97,6 +97,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	qDay := fs.Int("quota-day", -1, fmt.Sprintf("default requests per user per day; 0 = unlimited (default %d)", DefaultQuota.Day))
 	var grace optDuration
 	fs.Var(&grace, "shutdown-grace", fmt.Sprintf("on SIGTERM or SIGINT, how long running jobs may finish before they go back in the queue; 0 = at once (default %s)", DefaultShutdownGrace))
+	webhookAllowPrivate := fs.Bool("webhook-allow-private", false, "let job webhooks reach loopback, private and link-local addresses (webhooks.allowPrivate)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: gantry serve [flags]\n\nRuns every Gantry API on one listener. GET /healthz answers 200 once ready;\nSIGTERM or SIGINT shuts down gracefully.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -116,6 +117,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	cfg.Data = firstOf(*data, cfg.Data, "./gantry-data")
 	cfg.PublicURL = firstOf(*publicURL, cfg.PublicURL)
 	cfg.ShutdownGrace = grace.or(cfg.ShutdownGrace)
+	cfg.Webhooks.AllowPrivate = cfg.Webhooks.AllowPrivate || *webhookAllowPrivate
 	quota := DefaultQuota
 	if cfg.Quota != nil {
 		quota = *cfg.Quota
@@ -173,9 +175,12 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	}
 	files := &core.Files{Store: fileDir, Key: fileKey, TTL: cfg.FileTTL, Clock: clock}
 	queues := &scheduler.Queues{}
+	// Closed before the store: retries stop, and undelivered jobs stay marked for the restart.
+	webhooks := cfg.Webhooks.deliveries(log)
+	defer webhooks.Close()
 	var workerReady func(worker string) // the scheduler's, set below
 	jobs := core.NewJobs(core.JobsConfig{Store: st, Dispatch: queues, Clock: clock, Log: log,
-		Notify: &scheduler.Webhooks{Log: log}, OnWorkerReady: func(w string) { workerReady(w) },
+		Notify: webhooks, OnWorkerReady: func(w string) { workerReady(w) },
 		Meter: models.NewMeter(cfg.catalog, files), Usage: st})
 	queued, requeued, err := jobs.Recover()
 	if err != nil {
@@ -238,6 +243,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		Clock:      clock,
 		PublicURL:  cfg.PublicURL,
 		Log:        log,
+		Webhooks:   cfg.Webhooks.policy(),
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/scheduler"
+)
+
+// WebhooksConfig is where job webhooks may go and how many are delivered at once.
+type WebhooksConfig struct {
+	// AllowPrivate lets webhooks reach loopback, private, link-local and other internal
+	// addresses (a laptop, a closed network). Default false: public addresses only.
+	AllowPrivate bool `yaml:"allowPrivate"`
+	// Workers is how many deliveries are in flight at once; 0 = 16.
+	Workers int `yaml:"workers"`
+	// Queue is how many deliveries wait for a worker; past it they wait in the store (their
+	// jobs stay marked for delivery) and are offered again every tick. 0 = 1024.
+	Queue int `yaml:"queue"`
+}
+
+// validate checks the webhooks section.
+func (w WebhooksConfig) validate() error {
+	if w.Workers < 0 || w.Queue < 0 {
+		return fmt.Errorf("webhooks: workers %d and queue %d may not be negative", w.Workers, w.Queue)
+	}
+	return nil
+}
+
+// policy is where the API accepts webhook URLs to and deliveries connect.
+func (w WebhooksConfig) policy() core.WebhookPolicy {
+	return core.WebhookPolicy{AllowPrivate: w.AllowPrivate}
+}
+
+// deliveries returns the webhook deliverer; Close it before the store closes.
+func (w WebhooksConfig) deliveries(log *slog.Logger) *scheduler.Webhooks {
+	if w.AllowPrivate {
+		log.Warn("webhooks may reach private networks (webhooks.allowPrivate)")
+	}
+	return &scheduler.Webhooks{Policy: w.policy(), Workers: w.Workers, Queue: w.Queue, Log: log}
+}
