@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -18,6 +19,9 @@ const WebhookAllowPrivateSetting = "webhooks.allowPrivate: true in the config fi
 type WebhookPolicy struct {
 	// AllowPrivate lets webhooks reach every address (a laptop, a closed network).
 	AllowPrivate bool
+	// Self are the addresses Gantry itself listens on: refused even with AllowPrivate, so
+	// that a webhook cannot call Gantry's own API.
+	Self []netip.AddrPort
 }
 
 // addrRange is a block of addresses webhooks do not reach by default, with the rule's name.
@@ -79,6 +83,18 @@ func (p WebhookPolicy) CheckAddr(ip netip.Addr) error {
 	return nil
 }
 
+// CheckAddrPort returns an error naming the rule when the policy keeps webhooks from ap:
+// Gantry's own address, or an address CheckAddr refuses.
+func (p WebhookPolicy) CheckAddrPort(ap netip.AddrPort) error {
+	ip := ap.Addr().Unmap().WithZone("")
+	for _, s := range p.Self {
+		if s.Port() == ap.Port() && s.Addr().Unmap().WithZone("") == ip {
+			return fmt.Errorf("%s is Gantry's own address; webhooks may not call Gantry itself", netip.AddrPortFrom(ip, ap.Port()))
+		}
+	}
+	return p.CheckAddr(ip)
+}
+
 // CheckURL validates a job's webhook URL at submission: an http or https URL with a host,
 // no user name or password, and no literal IP address the policy refuses. A host name is
 // checked when a delivery connects (the address it resolves to then), so DNS cannot pass a
@@ -99,7 +115,14 @@ func (p WebhookPolicy) CheckURL(raw string) error {
 		return invalid("must name a host")
 	}
 	if ip, err := netip.ParseAddr(strings.TrimSuffix(host, ".")); err == nil {
-		if err := p.CheckAddr(ip); err != nil {
+		port, err := strconv.ParseUint(u.Port(), 10, 16)
+		if u.Port() == "" {
+			port, err = map[string]uint64{"http": 80, "https": 443}[u.Scheme], nil
+		}
+		if err != nil {
+			return invalid("has a bad port %q", u.Port())
+		}
+		if err := p.CheckAddrPort(netip.AddrPortFrom(ip, uint16(port))); err != nil {
 			return invalid("%v", err)
 		}
 	}

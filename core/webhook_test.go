@@ -72,6 +72,32 @@ func TestWebhookPolicyCheckURL(t *testing.T) {
 	}
 }
 
+// Gantry's own address is refused even where private networks are allowed; another port of
+// the same host is not.
+func TestWebhookPolicyRefusesSelf(t *testing.T) {
+	t.Parallel()
+	p := core.WebhookPolicy{AllowPrivate: true, Self: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:8080"), netip.MustParseAddrPort("192.168.1.5:80")}}
+	for _, tt := range []struct {
+		url     string
+		refused bool
+	}{
+		{"http://127.0.0.1:8080/v2/ep/run", true},
+		{"http://[::ffff:127.0.0.1]:8080/", true},
+		{"http://192.168.1.5/", true},
+		{"https://192.168.1.5/", false},
+		{"http://127.0.0.1:8081/", false},
+		{"http://localhost:8080/", false}, // a host name: refused when the delivery dials it
+		{"http://127.0.0.1:99999/", true},
+	} {
+		if err := p.CheckURL(tt.url); (err != nil) != tt.refused {
+			t.Errorf("CheckURL(%q) = %v; want refused %v", tt.url, err, tt.refused)
+		}
+	}
+	if err := p.CheckAddrPort(netip.MustParseAddrPort("127.0.0.1:8080")); err == nil || !strings.Contains(err.Error(), "Gantry's own address") {
+		t.Errorf("CheckAddrPort(127.0.0.1:8080) = %v; want Gantry's own address refused", err)
+	}
+}
+
 func TestForbiddenAddr(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {

@@ -93,7 +93,7 @@ func (w *Webhooks) start() {
 				if err != nil {
 					return &errNotSent{fmt.Errorf("webhook address %q: %w", address, err)}
 				}
-				if err := policy.CheckAddr(ap.Addr()); err != nil {
+				if err := policy.CheckAddrPort(ap); err != nil {
 					return &errNotSent{err}
 				}
 				return nil

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -106,9 +107,20 @@ func TestWebhookRefusesInternalAddresses(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls.Add(1) }))
 	defer srv.Close()
 	port := srv.URL[strings.LastIndexByte(srv.URL, ':'):]
-	for _, url := range []string{srv.URL, "http://localhost" + port + "/hook", "http://[::ffff:127.0.0.1]" + port} {
+	self := core.WebhookPolicy{AllowPrivate: true, Self: []netip.AddrPort{netip.MustParseAddrPort(srv.Listener.Addr().String())}}
+	for _, tt := range []struct {
+		url    string
+		policy core.WebhookPolicy
+		rule   string
+	}{
+		{srv.URL, core.WebhookPolicy{}, "a loopback address"},
+		{"http://localhost" + port + "/hook", core.WebhookPolicy{}, "a loopback address"},
+		{"http://[::ffff:127.0.0.1]" + port, core.WebhookPolicy{}, "a loopback address"},
+		{"http://localhost" + port + "/v2/x/run", self, "Gantry's own address"},
+	} {
+		url := tt.url
 		var log syncBuffer
-		w := &Webhooks{Backoff: time.Hour, Log: slog.New(slog.NewTextHandler(&log, nil))}
+		w := &Webhooks{Policy: tt.policy, Backoff: time.Hour, Log: slog.New(slog.NewTextHandler(&log, nil))}
 		done := make(chan struct{})
 		w.Notify(url, []byte(`{}`), func() { close(done) })
 		wait(t, done, "done for the refused delivery to "+url)
@@ -116,9 +128,8 @@ func TestWebhookRefusesInternalAddresses(t *testing.T) {
 		if n := calls.Load(); n != 0 {
 			t.Errorf("delivery to %s reached the receiver %d times; want refused", url, n)
 		}
-		if l := log.String(); strings.Count(l, "webhook not sent") != 1 || !strings.Contains(l, "a loopback address") ||
-			!strings.Contains(l, "webhooks.allowPrivate") {
-			t.Errorf("log of the delivery to %s:\n%s\nwant one \"webhook not sent\" naming the loopback rule and webhooks.allowPrivate", url, l)
+		if l := log.String(); strings.Count(l, "webhook not sent") != 1 || !strings.Contains(l, tt.rule) {
+			t.Errorf("log of the delivery to %s:\n%s\nwant one \"webhook not sent\" saying %q", url, l, tt.rule)
 		}
 	}
 	for _, url := range []string{srv.URL, "http://localhost" + port + "/hook"} {

@@ -160,6 +160,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	addr := ln.Addr().String()
+	cfg.Webhooks.listensOn(ln.Addr())
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://" + addr
 	}

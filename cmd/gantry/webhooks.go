@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"net"
+	"net/netip"
 
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/scheduler"
@@ -18,6 +20,28 @@ type WebhooksConfig struct {
 	// Queue is how many deliveries wait for a worker; past it they wait in the store (their
 	// jobs stay marked for delivery) and are offered again every tick. 0 = 1024.
 	Queue int `yaml:"queue"`
+
+	// self are the addresses this server listens on (set by serve): webhooks never go there.
+	self []netip.AddrPort
+}
+
+// listensOn sets the server's own addresses from its listener's: the address itself, or,
+// for an unspecified one (0.0.0.0, ::), every address of this machine's interfaces.
+func (w *WebhooksConfig) listensOn(addr net.Addr) {
+	ap, err := netip.ParseAddrPort(addr.String())
+	if err != nil {
+		return
+	}
+	if !ap.Addr().IsUnspecified() {
+		w.self = []netip.AddrPort{ap}
+		return
+	}
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			w.self = append(w.self, netip.AddrPortFrom(p.Addr(), ap.Port()))
+		}
+	}
 }
 
 // validate checks the webhooks section.
@@ -30,7 +54,7 @@ func (w WebhooksConfig) validate() error {
 
 // policy is where the API accepts webhook URLs to and deliveries connect.
 func (w WebhooksConfig) policy() core.WebhookPolicy {
-	return core.WebhookPolicy{AllowPrivate: w.AllowPrivate}
+	return core.WebhookPolicy{AllowPrivate: w.AllowPrivate, Self: w.self}
 }
 
 // deliveries returns the webhook deliverer; Close it before the store closes.

@@ -15,7 +15,7 @@ import (
 
 // By default gantry serve refuses a webhook to a loopback address (422 naming the rule and
 // webhooks.allowPrivate); `webhooks: {allowPrivate: true}` in the config file lets it through
-// and the webhook arrives. A negative webhooks.workers is refused at start.
+// and the webhook arrives, but not one to Gantry's own address. A negative webhooks.workers is refused at start.
 func TestServeWebhookRules(t *testing.T) {
 	t.Parallel()
 	bin := buildGantry(t)
@@ -55,6 +55,10 @@ func TestServeWebhookRules(t *testing.T) {
 			}
 			s.stop(t)
 			continue
+		}
+		self := `{"input":{"echo":1},"webhook":"` + s.base + `/v2/` + ep.ID + `/run"}`
+		if code, _, b := send(t, "POST", s.base+"/v2/"+ep.ID+"/run", key, self); code != 422 || !strings.Contains(string(b), "Gantry's own address") {
+			t.Errorf("run with a webhook to gantry itself and allowPrivate = %d %s; want 422 naming Gantry's own address", code, b)
 		}
 		var j jobView
 		_ = json.Unmarshal(b, &j)
