@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	neturl "net/url"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -105,6 +107,7 @@ func (w *Webhooks) start() {
 				DialContext:           dialer.DialContext,
 				TLSHandshakeTimeout:   webhookAttemptTimeout,
 				ResponseHeaderTimeout: webhookAttemptTimeout,
+				MaxIdleConns:          64,
 				MaxIdleConnsPerHost:   2,
 				IdleConnTimeout:       30 * time.Second,
 				ForceAttemptHTTP2:     true,
@@ -186,11 +189,11 @@ func (w *Webhooks) deliver(ctx context.Context, url string, body []byte) (finish
 			return false
 		}
 		if notSent := (*errNotSent)(nil); errors.As(err, &notSent) {
-			w.Log.Warn("webhook not sent", "url", url, "err", notSent)
+			w.Log.Warn("webhook not sent", "url", logURL(url), "err", notSent)
 			return true
 		}
 		if attempt == WebhookAttempts {
-			w.Log.Warn("webhook gave up", "url", url, "attempts", attempt, "err", err)
+			w.Log.Warn("webhook gave up", "url", logURL(url), "attempts", attempt, "err", redactErr(err, url))
 			return true
 		}
 		if w.waiting != nil {
@@ -230,4 +233,19 @@ func (w *Webhooks) attempt(ctx context.Context, url string, body []byte) error {
 		return fmt.Errorf("answered %s, a redirect (webhooks do not follow redirects)", resp.Status)
 	}
 	return fmt.Errorf("answered %s", resp.Status)
+}
+
+// logURL is a webhook URL as logged: without its query, where receivers often keep a secret.
+func logURL(raw string) string {
+	u, err := neturl.Parse(raw)
+	if err != nil {
+		return "(unparsable)"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
+}
+
+// redactErr hides the full URL (with its query) that net/http writes into its errors.
+func redactErr(err error, raw string) string {
+	return strings.ReplaceAll(err.Error(), raw, logURL(raw))
 }

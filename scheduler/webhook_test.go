@@ -73,13 +73,17 @@ func TestWebhookGivesUp(t *testing.T) {
 		w.WriteHeader(http.StatusInternalServerError)
 	}))
 	defer srv.Close()
-	w := &Webhooks{Policy: local, Backoff: time.Millisecond, Log: quiet}
+	var log syncBuffer
+	w := &Webhooks{Policy: local, Backoff: time.Millisecond, Log: slog.New(slog.NewTextHandler(&log, nil))}
 	defer w.Close()
-	if !w.deliver(context.Background(), srv.URL, []byte(`{}`)) { // synchronous: returns when it gives up
+	if !w.deliver(context.Background(), srv.URL+"/hook?token=s3cret", []byte(`{}`)) { // synchronous: returns when it gives up
 		t.Error("deliver = false (interrupted); want true (given up)")
 	}
 	if n := calls.Load(); n != WebhookAttempts {
 		t.Errorf("%d attempts; want %d", n, WebhookAttempts)
+	}
+	if l := log.String(); !strings.Contains(l, "webhook gave up") || !strings.Contains(l, srv.URL+"/hook") || strings.Contains(l, "s3cret") {
+		t.Errorf("log:\n%s\nwant \"webhook gave up\" with the URL, without its query", l)
 	}
 }
 
@@ -114,7 +118,7 @@ func TestWebhookRefusesInternalAddresses(t *testing.T) {
 		rule   string
 	}{
 		{srv.URL, core.WebhookPolicy{}, "a loopback address"},
-		{"http://localhost" + port + "/hook", core.WebhookPolicy{}, "a loopback address"},
+		{"http://localhost" + port + "/hook?token=s3cret", core.WebhookPolicy{}, "a loopback address"},
 		{"http://[::ffff:127.0.0.1]" + port, core.WebhookPolicy{}, "a loopback address"},
 		{"http://localhost" + port + "/v2/x/run", self, "Gantry's own address"},
 	} {
@@ -128,8 +132,8 @@ func TestWebhookRefusesInternalAddresses(t *testing.T) {
 		if n := calls.Load(); n != 0 {
 			t.Errorf("delivery to %s reached the receiver %d times; want refused", url, n)
 		}
-		if l := log.String(); strings.Count(l, "webhook not sent") != 1 || !strings.Contains(l, tt.rule) {
-			t.Errorf("log of the delivery to %s:\n%s\nwant one \"webhook not sent\" saying %q", url, l, tt.rule)
+		if l := log.String(); strings.Count(l, "webhook not sent") != 1 || !strings.Contains(l, tt.rule) || strings.Contains(l, "s3cret") {
+			t.Errorf("log of the delivery to %s:\n%s\nwant one \"webhook not sent\" saying %q, without the query", url, l, tt.rule)
 		}
 	}
 	for _, url := range []string{srv.URL, "http://localhost" + port + "/hook"} {
