@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"cmp"
 	"fmt"
 	"os"
 	"strings"
 	"time"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/models"
@@ -61,6 +58,11 @@ type Config struct {
 
 	// devices names the GPUs of discovered pools (process.LocalDevices), by pool id.
 	devices map[string][]string
+
+	// file is the config file read ("" = none); lines has the line of each key it gave, by
+	// key path (quota.minute), for validate's messages.
+	file  string
+	lines map[string]int
 }
 
 // PoolConfig is one pool of the config file: the catalog's description of it, and for
@@ -221,7 +223,8 @@ const configFileHelp = `Config file (YAML, --config FILE; unknown keys are rejec
       env: {MODEL: sdxl-base}
 `
 
-// loadConfig reads a config file strictly.
+// loadConfig reads a config file strictly: an unknown key, a value of the wrong type or a
+// second document is refused with the file, line and key path.
 func loadConfig(path string) (Config, error) {
 	var c Config
 	if path == "" {
@@ -231,20 +234,22 @@ func loadConfig(path string) (Config, error) {
 	if err != nil {
 		return c, err
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && err.Error() != "EOF" {
-		return c, fmt.Errorf("reading %s: %w", path, err)
+	q := DefaultQuota
+	c.Quota = &q // the windows the file leaves out keep their defaults
+	if err := decodeConfig(path, b, &c); err != nil {
+		return c, err
 	}
+	c.file = path
 	return c, c.validate()
 }
 
 // validate checks what the config file declares.
 func (c *Config) validate() error {
+	if err := c.validateNumbers(); err != nil {
+		return err
+	}
 	a := c.Autoscaler
 	switch {
-	case a.StableWindow < 0 || a.PanicWindow < 0 || a.InitTimeout < 0 || a.LBHold < 0:
-		return fmt.Errorf("autoscaler: %+v: seconds may not be negative", a)
 	case a.PanicWindow > cmp.Or(a.StableWindow, scheduler.StableWindow):
 		return fmt.Errorf("autoscaler: panicWindow %d is longer than stableWindow %d", a.PanicWindow, cmp.Or(a.StableWindow, scheduler.StableWindow))
 	}
