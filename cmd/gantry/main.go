@@ -41,6 +41,9 @@ Usage:
   gantry keys revoke [--data DIR] KEY_ID
                                 revoke a key (the server refuses it within 10 s)
   gantry worker NAME            run a built-in worker (gantry worker --help)
+  gantry version                print the version and the revision built from
+
+Every command takes --help (exit status 0); an error exits with status 2.
 `
 
 func main() {
@@ -48,7 +51,7 @@ func main() {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "gantry:", err)
 		}
-		os.Exit(2)
+		os.Exit(exitCode(err))
 	}
 }
 
@@ -77,6 +80,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("unknown keys subcommand %q (create, list or revoke)", args[1])
 	case "worker":
 		return runWorker(args[1:], stderr)
+	case "version", "--version":
+		printVersion(stdout)
+		return nil
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -92,9 +98,10 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	data := fs.String("data", "", "state directory (default ./gantry-data)")
 	configPath := fs.String("config", "", "YAML config file (see below)")
 	publicURL := fs.String("public-url", "", "base of the requestUrls handed out (default http://<listen address>)")
-	qMinute := fs.Int("quota-minute", -1, fmt.Sprintf("default requests per user per minute; 0 = unlimited (default %d)", DefaultQuota.Minute))
-	qHour := fs.Int("quota-hour", -1, fmt.Sprintf("default requests per user per hour; 0 = unlimited (default %d)", DefaultQuota.Hour))
-	qDay := fs.Int("quota-day", -1, fmt.Sprintf("default requests per user per day; 0 = unlimited (default %d)", DefaultQuota.Day))
+	var qMinute, qHour, qDay quotaFlag
+	fs.Var(&qMinute, "quota-minute", fmt.Sprintf("default requests per user per minute, a whole `number`; 0 = unlimited (default %d, or the config file's)", DefaultQuota.Minute))
+	fs.Var(&qHour, "quota-hour", fmt.Sprintf("default requests per user per hour, a whole `number`; 0 = unlimited (default %d, or the config file's)", DefaultQuota.Hour))
+	fs.Var(&qDay, "quota-day", fmt.Sprintf("default requests per user per day, a whole `number`; 0 = unlimited (default %d, or the config file's)", DefaultQuota.Day))
 	var grace optDuration
 	fs.Var(&grace, "shutdown-grace", fmt.Sprintf("on SIGTERM or SIGINT, how long running jobs may finish before they go back in the queue; 0 = at once (default %s)", DefaultShutdownGrace))
 	webhookAllowPrivate := fs.Bool("webhook-allow-private", false, "let job webhooks reach loopback, private and link-local addresses (webhooks.allowPrivate)")
@@ -122,11 +129,9 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if cfg.Quota != nil {
 		quota = *cfg.Quota
 	}
-	for flagVal, field := range map[*int]*int{qMinute: &quota.Minute, qHour: &quota.Hour, qDay: &quota.Day} {
-		if *flagVal >= 0 {
-			*field = *flagVal
-		}
-	}
+	qMinute.apply(&quota.Minute)
+	qHour.apply(&quota.Hour)
+	qDay.apply(&quota.Day)
 
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -279,7 +284,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		log.Info("pool", "id", p.ID, "gpuType", p.GPUType, "count", p.GPUs, "cudaVersions", strings.Join(p.CUDAVersions, ","), "dataCenter", p.DataCenter)
 	}
 	fmt.Fprintf(stdout, "Gantry is listening on http://%s (data: %s)\n", addr, cfg.Data)
-	fmt.Fprintf(stdout, "Get an API key:  go run ./cmd/gantry keys create --data %s --user alice\n", cfg.Data)
+	fmt.Fprintln(stdout, startupHint(cfg.Data))
 
 	select {
 	case err := <-errc:
@@ -389,9 +394,10 @@ func keysCreate(args []string, stdout, stderr io.Writer) error {
 	var endpoints stringList
 	fs.Var(&endpoints, "endpoint", "with --scope jobs: an endpoint id the key may use (repeatable; none = all)")
 	expires := fs.Duration("expires", 0, "key lifetime, e.g. 720h (0 = never expires)")
-	qMinute := fs.Int("quota-minute", -1, "set the user's own requests-per-minute quota (0 = unlimited)")
-	qHour := fs.Int("quota-hour", -1, "set the user's own requests-per-hour quota (0 = unlimited)")
-	qDay := fs.Int("quota-day", -1, "set the user's own requests-per-day quota (0 = unlimited)")
+	var qMinute, qHour, qDay quotaFlag
+	fs.Var(&qMinute, "quota-minute", "set the user's own requests-per-minute quota, a whole `number` (0 = unlimited; windows not given keep the user's or the default)")
+	fs.Var(&qHour, "quota-hour", "set the user's own requests-per-hour quota, a whole `number` (0 = unlimited)")
+	fs.Var(&qDay, "quota-day", "set the user's own requests-per-day quota, a whole `number` (0 = unlimited)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: gantry keys create --user NAME [flags]\n\nIssues an API key and prints it as the last line of stdout. The key is shown once;\nonly its SHA-256 is stored. Works while `gantry serve` runs on the same --data.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -432,16 +438,14 @@ func keysCreate(args []string, stdout, stderr io.Writer) error {
 	if created {
 		u = core.User{Name: *user, CreatedAt: now}
 	}
-	if *qMinute >= 0 || *qHour >= 0 || *qDay >= 0 {
+	if qMinute.set || qHour.set || qDay.set {
 		q := DefaultQuota
 		if u.Quota != nil {
 			q = *u.Quota
 		}
-		for flagVal, field := range map[*int]*int{qMinute: &q.Minute, qHour: &q.Hour, qDay: &q.Day} {
-			if *flagVal >= 0 {
-				*field = *flagVal
-			}
-		}
+		qMinute.apply(&q.Minute)
+		qHour.apply(&q.Hour)
+		qDay.apply(&q.Day)
 		u.Quota = &q
 	}
 	if err := dir.PutUser(ctx, u); err != nil {

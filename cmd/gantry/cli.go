@@ -1,0 +1,124 @@
+package main
+
+import (
+	"cmp"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+)
+
+// exitCode is the process's exit status for run's error: 0 when help was asked for
+// (-h, --help), 2 otherwise.
+func exitCode(err error) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	}
+	return 2
+}
+
+// quotaFlag is a requests-per-window flag that knows whether it was given: unset keeps the
+// configured (or default) quota, and a negative number is refused.
+type quotaFlag struct {
+	n   int
+	set bool
+}
+
+func (q *quotaFlag) String() string {
+	if q == nil || !q.set {
+		return ""
+	}
+	return strconv.Itoa(q.n)
+}
+
+func (q *quotaFlag) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return errors.New("not a whole number")
+	}
+	if n < 0 {
+		return errors.New("negative: give a number of requests, or 0 for unlimited")
+	}
+	q.n, q.set = n, true
+	return nil
+}
+
+// apply sets *dst to the flag's value when it was given.
+func (q *quotaFlag) apply(dst *int) {
+	if q.set {
+		*dst = q.n
+	}
+}
+
+// printVersion writes `gantry version`: the module version, the VCS revision the binary was
+// built from, and the Go version.
+func printVersion(w io.Writer) {
+	info, _ := debug.ReadBuildInfo()
+	fmt.Fprintln(w, versionLine(info))
+}
+
+func versionLine(info *debug.BuildInfo) string {
+	if info == nil {
+		return "gantry (no build information) " + runtime.Version()
+	}
+	version := info.Main.Version
+	if version == "" {
+		version = "(devel)"
+	}
+	var rev, at, modified string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = ", modified"
+			}
+		}
+	}
+	line := "gantry " + version
+	if rev != "" {
+		line += fmt.Sprintf(" (revision %s", rev)
+		if at != "" {
+			line += " of " + at
+		}
+		line += modified + ")"
+	}
+	return line + " " + cmp.Or(info.GoVersion, runtime.Version())
+}
+
+// invokedAs is how a user runs this binary again, for hints: `go run ./cmd/gantry` when it
+// was built by go run (its executable lies in a go-build directory), else the name it was
+// invoked by.
+func invokedAs(arg0, exe string) string {
+	if dir := filepath.ToSlash(filepath.Dir(exe)); filepath.Base(dir) == "exe" && strings.Contains(dir, "/go-build") {
+		return "go run ./cmd/gantry"
+	}
+	if arg0 == "" {
+		return "gantry"
+	}
+	return shellQuote(arg0)
+}
+
+// shellQuote quotes s for a POSIX shell when it needs quoting.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=@+,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// startupHint is the line `gantry serve` prints on how to get an API key.
+func startupHint(data string) string {
+	exe, _ := os.Executable()
+	return fmt.Sprintf("Get an API key:  %s keys create --data %s --user alice", invokedAs(os.Args[0], exe), shellQuote(data))
+}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"errors"
+	"os/exec"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"testing"
+)
+
+// TestCLIHelpVersionAndFlags runs the binary: --help prints usage and exits 0 for every
+// command, no default prints as -1, `gantry version` prints the version, and a negative
+// quota flag is refused naming it.
+func TestCLIHelpVersionAndFlags(t *testing.T) {
+	t.Parallel()
+	bin := buildGantry(t)
+	for _, tc := range []struct {
+		args     []string
+		wantCode int
+		want     string
+	}{
+		{[]string{"serve", "--help"}, 0, "Usage: gantry serve"},
+		{[]string{"serve", "-h"}, 0, "-quota-minute number"},
+		{[]string{"keys", "create", "--help"}, 0, "Usage: gantry keys create"},
+		{[]string{"keys", "list", "--help"}, 0, "-data"},
+		{[]string{"keys", "revoke", "-h"}, 0, "-data"},
+		{[]string{"worker", "--help"}, 0, "Usage: gantry worker"},
+		{[]string{"--help"}, 0, "gantry version"},
+		{[]string{"version"}, 0, "gantry "},
+		{[]string{"version"}, 0, runtime.Version()},
+		{[]string{"serve", "--quota-minute", "-1", "--config", "/nonexistent/gantry.yaml"}, 2, `invalid value "-1" for flag -quota-minute: negative`},
+		{[]string{"serve", "--quota-day", "many", "--config", "/nonexistent/gantry.yaml"}, 2, `invalid value "many" for flag -quota-day: not a whole number`},
+		{[]string{"keys", "create", "--data", "/nonexistent/data", "--user", "a", "--quota-hour", "-5"}, 2, `invalid value "-5" for flag -quota-hour: negative`},
+		{[]string{"nonsense"}, 2, `unknown command "nonsense"`},
+	} {
+		out, err := exec.Command(bin, tc.args...).CombinedOutput()
+		code := 0
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			code = exit.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != tc.wantCode || !strings.Contains(string(out), tc.want) {
+			t.Errorf("gantry %v: exit %d, output:\n%s\nwant exit %d and %q", tc.args, code, out, tc.wantCode, tc.want)
+		}
+		if strings.Contains(string(out), "(default -1)") {
+			t.Errorf("gantry %v prints a default of -1:\n%s", tc.args, out)
+		}
+	}
+}
+
+func TestVersionLine(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		info *debug.BuildInfo
+		want string
+	}{
+		{nil, "gantry (no build information) " + runtime.Version()},
+		{&debug.BuildInfo{GoVersion: "go1.26.1", Main: debug.Module{Version: "v1.2.3"}}, "gantry v1.2.3 go1.26.1"},
+		{&debug.BuildInfo{GoVersion: "go1.26.1", Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
+			{Key: "vcs.revision", Value: "17b0e36"}, {Key: "vcs.time", Value: "2026-11-23T09:00:00Z"}, {Key: "vcs.modified", Value: "true"}}},
+			"gantry (devel) (revision 17b0e36 of 2026-11-23T09:00:00Z, modified) go1.26.1"},
+	} {
+		if got := versionLine(tc.info); got != tc.want {
+			t.Errorf("versionLine(%+v) = %q; want %q", tc.info, got, tc.want)
+		}
+	}
+}
+
+func TestInvokedAs(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ arg0, exe, want string }{
+		{"/tmp/go-build1234/b001/exe/gantry", "/tmp/go-build1234/b001/exe/gantry", "go run ./cmd/gantry"},
+		{"./gantry", "/home/me/gantry/gantry", "./gantry"},
+		{"gantry", "/usr/local/bin/gantry", "gantry"},
+		{"/opt/my tools/gantry", "/opt/my tools/gantry", "'/opt/my tools/gantry'"},
+		{"", "/usr/local/bin/gantry", "gantry"},
+	} {
+		if got := invokedAs(tc.arg0, tc.exe); got != tc.want {
+			t.Errorf("invokedAs(%q, %q) = %q; want %q", tc.arg0, tc.exe, got, tc.want)
+		}
+	}
+}
