@@ -391,8 +391,9 @@ func keysCreate(args []string, stdout, stderr io.Writer) error {
 	data := fs.String("data", "./gantry-data", "state directory of the server the key is for")
 	user := fs.String("user", "", "user the key belongs to (created if needed); required")
 	scope := fs.String("scope", "all", "what the key may do: all, read (reads only) or jobs (job operations only)")
+	initData := fs.Bool("init", false, "start a new data directory at --data if it holds no Gantry data yet (without it, such a --data is refused)")
 	var endpoints stringList
-	fs.Var(&endpoints, "endpoint", "with --scope jobs: an endpoint id the key may use (repeatable; none = all)")
+	fs.Var(&endpoints, "endpoint", "with --scope jobs: an endpoint id the key may use (repeatable; none = all); checked to be the user's or a ready-made model's while no gantry serve holds --data, else not checked")
 	expires := fs.Duration("expires", 0, "key lifetime, e.g. 720h (0 = never expires)")
 	var qMinute, qHour, qDay quotaFlag
 	fs.Var(&qMinute, "quota-minute", "set the user's own requests-per-minute quota, a whole `number` (0 = unlimited; windows not given keep the user's or the default)")
@@ -422,12 +423,15 @@ func keysCreate(args []string, stdout, stderr io.Writer) error {
 	if *expires < 0 {
 		return errors.New("--expires must not be negative")
 	}
-	dir, err := keydir.Open(*data)
+	dir, err := openKeyDir(*data, *initData)
 	if err != nil {
 		return err
 	}
 	defer dir.Close()
 	ctx := context.Background()
+	if err := checkKeyEndpoints(ctx, *data, *user, endpoints, stderr); err != nil {
+		return err
+	}
 	now := time.Now().UTC()
 
 	u, err := dir.GetUser(ctx, *user)
@@ -475,7 +479,7 @@ func keysList(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	dir, err := keydir.Open(*data)
+	dir, err := openKeyDir(*data, false)
 	if err != nil {
 		return err
 	}
@@ -510,7 +514,7 @@ func keysRevoke(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() != 1 {
 		return errors.New("name one key id (see gantry keys list)")
 	}
-	dir, err := keydir.Open(*data)
+	dir, err := openKeyDir(*data, false)
 	if err != nil {
 		return err
 	}

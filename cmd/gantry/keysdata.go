@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/store/keydir"
+	"github.com/gantryhq/gantry/store/pebble"
+)
+
+// holdsGantryData reports whether dir is a Gantry data directory: `gantry serve` has run on it
+// (its store, dir/pebble) or keys were created there (dir/keys).
+func holdsGantryData(dir string) bool {
+	for _, sub := range []string{"pebble", "keys"} {
+		if fi, err := os.Stat(filepath.Join(dir, sub)); err == nil && fi.IsDir() {
+			return true
+		}
+	}
+	return false
+}
+
+// openKeyDir opens the keys of the data directory data. A directory that holds no Gantry data
+// is refused, so that a mistyped --data does not quietly start a key store the server never
+// reads, unless init says to start one there.
+func openKeyDir(data string, init bool) (*keydir.Dir, error) {
+	if !init && !holdsGantryData(data) {
+		return nil, fmt.Errorf("--data %s holds no Gantry data (neither %s nor %s exists): give the directory `gantry serve --data` uses, or add --init to start a new one there",
+			data, filepath.Join(data, "pebble"), filepath.Join(data, "keys"))
+	}
+	return keydir.Open(data)
+}
+
+// checkKeyEndpoints checks that each id names an endpoint of user, or a ready-made model's
+// endpoint, in the data directory's store. The store can only be read while no `gantry
+// serve` holds it; then (or when there is no store yet) the ids are not checked, which is said
+// on notes. Such a key is harmless: job calls on endpoints its user does not own are not found.
+func checkKeyEndpoints(ctx context.Context, data, user string, ids []string, notes io.Writer) error {
+	for _, id := range ids {
+		if id == "" {
+			return errors.New("--endpoint: the id is empty")
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	dir := filepath.Join(data, "pebble")
+	if _, err := os.Stat(dir); err != nil {
+		fmt.Fprintf(notes, "gantry: note: --endpoint ids not checked: %s has no store yet\n", data)
+		return nil
+	}
+	st, err := pebble.Open(dir)
+	if err != nil {
+		fmt.Fprintf(notes, "gantry: note: --endpoint ids not checked: the store is in use (by a running gantry serve?): %v\n", err)
+		return nil
+	}
+	defer st.Close()
+	mgmt := &core.Management{Endpoints: st}
+	for _, id := range ids {
+		_, _, err := mgmt.JobEndpoint(ctx, user, id)
+		switch {
+		case core.KindOf(err) == core.KindNotFound:
+			return fmt.Errorf("--endpoint %s: user %s has no endpoint %q, and no ready-made model has that id", id, user, id)
+		case err != nil:
+			return fmt.Errorf("--endpoint %s: %w", id, err)
+		}
+	}
+	return nil
+}
