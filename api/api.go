@@ -5,6 +5,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -57,6 +58,15 @@ type Config struct {
 	LBHold time.Duration
 	// Webhooks is where job webhooks may go; the zero policy refuses private addresses.
 	Webhooks core.WebhookPolicy
+	// BodyReadTimeout bounds the reading of one request body, from the moment the handler
+	// starts reading it: a slower upload gets 408 and its connection closed.
+	// 0 = DefaultBodyReadTimeout (60 s); negative = no bound.
+	BodyReadTimeout time.Duration
+	// BodyBudget bounds the request-body bytes all requests together hold at once (from
+	// reading a body until its request is answered); a request whose body would overspend it
+	// gets 503 with Retry-After before its body is read. 0 = DefaultBodyBudget (256 MiB);
+	// negative = no bound.
+	BodyBudget int64
 }
 
 // API is Gantry's HTTP front: /healthz plus every operation of openapi.yaml.
@@ -68,7 +78,8 @@ type API struct {
 	fwd   *forwarder
 	ready atomic.Bool
 
-	draining atomic.Bool // a graceful stop: only the workers' requests are served (drain.go)
+	draining atomic.Bool  // a graceful stop: only the workers' requests are served (drain.go)
+	inflight atomic.Int64 // request-body bytes held against cfg.BodyBudget (body.go)
 
 	lbConns  lbConnSet // caller connections the load-balancing proxy serves itself (lbloop.go)
 	handoffs sync.Map  // *http.Server -> *handoff: where those connections go back to net/http
@@ -85,6 +96,8 @@ func New(cfg Config) (*API, error) {
 	if cfg.LBHold == 0 {
 		cfg.LBHold = DefaultLBHold
 	}
+	cfg.BodyReadTimeout = cmp.Or(cfg.BodyReadTimeout, DefaultBodyReadTimeout)
+	cfg.BodyBudget = cmp.Or(cfg.BodyBudget, DefaultBodyBudget)
 	a := &API{cfg: cfg}
 	h := &handler{cfg: &a.cfg}
 	a.h = h
@@ -121,11 +134,24 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.serveLB(w, r)
 		return
 	}
+	ctx := context.WithValue(context.WithValue(r.Context(), writerKey{}, w), requestKey{}, r)
 	route, ok := a.oas.FindPath(r.Method, r.URL)
+	if ok {
+		var err error
+		if ctx, err = a.preauthenticate(ctx, r, route); err != nil {
+			closeUnread(w, r)
+			a.writeProblem(w, r, toCoreError(err))
+			return
+		}
+	}
 	if ok && r.Body != nil && r.Body != http.NoBody && r.Method != http.MethodGet {
 		op := route.OperationID()
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, bodyCap(op)))
+		body, held, err := a.readBody(w, r, bodyCap(op))
+		defer a.release(held)
 		var tooLarge *http.MaxBytesError
+		if err != nil {
+			closeUnread(w, r)
+		}
 		switch {
 		case errors.As(err, &tooLarge):
 			if op == "workerJobDone" {
@@ -134,7 +160,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			a.writeProblem(w, r, core.Errorf(core.KindTooLarge, "the body is larger than this operation's limit of %s", byteSize(tooLarge.Limit)))
 			return
 		case err != nil:
-			a.writeProblem(w, r, core.Errorf(core.KindMalformed, "reading the body: %v", err))
+			a.writeProblem(w, r, a.bodyError(w, err))
 			return
 		}
 		if isWorkerOp(op) && op != "workerJobFile" { // job-file's body is the file
@@ -146,7 +172,6 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
-	ctx := context.WithValue(context.WithValue(r.Context(), writerKey{}, w), requestKey{}, r)
 	a.oas.ServeHTTP(w, r.WithContext(ctx))
 }
 

@@ -71,11 +71,17 @@ func principalOf(ctx context.Context) *core.Principal {
 
 // HandleBearerAuth authenticates management calls: "Authorization: Bearer <key>".
 func (h *handler) HandleBearerAuth(ctx context.Context, op oas.OperationName, t oas.BearerAuth) (context.Context, error) {
+	if principalOf(ctx) != nil { // authenticated before the body was read (preauthenticate)
+		return ctx, nil
+	}
 	return h.authenticate(ctx, op, t.Token)
 }
 
 // HandleJobKey authenticates job operations: the key with or without "Bearer ".
 func (h *handler) HandleJobKey(ctx context.Context, op oas.OperationName, t oas.JobKey) (context.Context, error) {
+	if principalOf(ctx) != nil { // authenticated before the body was read (preauthenticate)
+		return ctx, nil
+	}
 	return h.authenticate(ctx, op, bearerless(t.APIKey))
 }
 
@@ -92,6 +98,9 @@ func bearerless(v string) string {
 // HandleWorkerToken takes the worker protocol's bare token; each handler checks it against the
 // route's endpoint and worker (the security handler does not see path parameters).
 func (h *handler) HandleWorkerToken(ctx context.Context, op oas.OperationName, t oas.WorkerToken) (context.Context, error) {
+	if _, ok := ctx.Value(workerTokenKey{}).(workerAuthed); ok { // checked by preauthenticate
+		return ctx, nil
+	}
 	return context.WithValue(ctx, workerTokenKey{}, bearerless(t.APIKey)), nil
 }
 

@@ -23,6 +23,7 @@ const (
 	kindUnsupportedMediaType
 	kindNotImplemented
 	kindBadGateway
+	kindRequestTimeout
 )
 
 // problem is the application/problem+json body (spec 7). Error repeats Detail on job
@@ -64,6 +65,8 @@ func statusOf(k core.Kind) int {
 		return http.StatusNotImplemented
 	case kindBadGateway:
 		return http.StatusBadGateway
+	case kindRequestTimeout:
+		return http.StatusRequestTimeout
 	}
 	return http.StatusInternalServerError
 }
@@ -258,7 +261,7 @@ func (a *API) writeProblem(w http.ResponseWriter, r *http.Request, e *core.Error
 	if route, ok := a.oas.FindPath(r.Method, r.URL); (ok && isJobOp(route.OperationID())) || strings.HasPrefix(r.URL.Path, LBPrefix) {
 		p.Error = p.Detail
 	}
-	if e.Kind == core.KindRateLimited {
+	if e.Kind == core.KindRateLimited || e.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.FormatInt(e.RetryAfter, 10))
 	}
 	if e.Kind == core.KindUnauthorized {

@@ -291,8 +291,13 @@ type workerTokenKey struct{}
 // worker authenticates a worker route: the token must be the one issued to this worker of
 // this endpoint.
 func (h *handler) worker(ctx context.Context, endpoint, worker string) error {
-	token, _ := ctx.Value(workerTokenKey{}).(string)
-	return h.cfg.Jobs.AuthWorker(token, endpoint, worker)
+	switch v := ctx.Value(workerTokenKey{}).(type) {
+	case workerAuthed: // preauthenticate checked the token against this route
+		return nil
+	case string:
+		return h.cfg.Jobs.AuthWorker(v, endpoint, worker)
+	}
+	return h.cfg.Jobs.AuthWorker("", endpoint, worker)
 }
 
 func workerJob(t core.Taken) oas.WorkerJob {

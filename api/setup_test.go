@@ -76,6 +76,9 @@ type setupOpts struct {
 	canRun core.ImageRunner
 	// webhooks is where job webhooks may go (default: public addresses only).
 	webhooks core.WebhookPolicy
+	// bodyTimeout and bodyBudget set Config.BodyReadTimeout and Config.BodyBudget (0 = defaults).
+	bodyTimeout time.Duration
+	bodyBudget  int64
 }
 
 func setup(t testing.TB, opts ...setupOpts) *env {
@@ -99,15 +102,17 @@ func setup(t testing.TB, opts ...setupOpts) *env {
 	queues := &scheduler.Queues{}
 	jc := core.JobsConfig{Store: st, Dispatch: queues, Clock: clock, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	cfg := api.Config{
-		Auth:      &core.Authenticator{Keys: keys, Defaults: o.quota, Clock: clock},
-		Limiter:   &core.RateLimiter{},
-		Clock:     clock,
-		PublicURL: "https://gantry.example",
-		TakeWait:  300 * time.Millisecond,
-		Balancer:  o.balancer,
-		LBHold:    time.Second,
-		Log:       slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Webhooks:  o.webhooks,
+		Auth:            &core.Authenticator{Keys: keys, Defaults: o.quota, Clock: clock},
+		Limiter:         &core.RateLimiter{},
+		Clock:           clock,
+		PublicURL:       "https://gantry.example",
+		TakeWait:        300 * time.Millisecond,
+		Balancer:        o.balancer,
+		LBHold:          time.Second,
+		BodyReadTimeout: o.bodyTimeout,
+		BodyBudget:      o.bodyBudget,
+		Webhooks:        o.webhooks,
+		Log:             slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	var specs []models.Spec
 	if o.models {
