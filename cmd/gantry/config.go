@@ -52,6 +52,8 @@ type Config struct {
 	ShutdownGrace *time.Duration `yaml:"shutdownGrace"`
 	// Webhooks is where job webhooks may go (webhooks.go).
 	Webhooks WebhooksConfig `yaml:"webhooks"`
+	// Limits bounds request bodies (limits.go); omitted fields keep their defaults.
+	Limits LimitsConfig `yaml:"limits"`
 
 	// catalog is the model catalog Models makes of the built-in one (set by validate).
 	catalog []models.Spec
@@ -206,6 +208,9 @@ const configFileHelp = `Config file (YAML, --config FILE; unknown keys are rejec
     allowPrivate: false           # true: may reach loopback/private/link-local addresses
     workers: 16                   # deliveries in flight at once
     queue: 1024                   # deliveries waiting; past it they wait in the store
+  limits:                         # request bodies (flags --body-budget-mb, --body-timeout)
+    bodyBudgetMB: 256             # MiB of bodies all requests hold at once; past it 503 (at least 64)
+    bodyTimeout: 60s              # how long one body may take to arrive; past it 408
   models:                         # changes to the ready-made models (GET /v2/models)
     - id: gantry-image            # a built-in model: override the fields given
       price: "0.003"              # USD per unit (megapixel), exact to a millionth

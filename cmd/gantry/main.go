@@ -105,6 +105,8 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	var grace optDuration
 	fs.Var(&grace, "shutdown-grace", fmt.Sprintf("on SIGTERM or SIGINT, how long running jobs may finish before they go back in the queue; 0 = at once (default %s)", DefaultShutdownGrace))
 	webhookAllowPrivate := fs.Bool("webhook-allow-private", false, "let job webhooks reach loopback, private and link-local addresses (webhooks.allowPrivate)")
+	bodyBudget := fs.Int64("body-budget-mb", 0, "MiB of request bodies all requests may hold at once; past it 503 (default 256, at least 64)")
+	bodyTimeout := fs.Duration("body-timeout", 0, "how long one request body may take to arrive; past it 408 (default 60s)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: gantry serve [flags]\n\nRuns every Gantry API on one listener. GET /healthz answers 200 once ready;\nSIGTERM or SIGINT shuts down gracefully.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -125,6 +127,11 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	cfg.PublicURL = firstOf(*publicURL, cfg.PublicURL)
 	cfg.ShutdownGrace = grace.or(cfg.ShutdownGrace)
 	cfg.Webhooks.AllowPrivate = cfg.Webhooks.AllowPrivate || *webhookAllowPrivate
+	cfg.Limits.BodyBudgetMB = cmp.Or(*bodyBudget, cfg.Limits.BodyBudgetMB)
+	cfg.Limits.BodyTimeout = cmp.Or(*bodyTimeout, cfg.Limits.BodyTimeout)
+	if err := cfg.Limits.validate(); err != nil {
+		return err
+	}
 	quota := DefaultQuota
 	if cfg.Quota != nil {
 		quota = *cfg.Quota
@@ -235,7 +242,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	modelCatalog := models.CoreCatalog(cfg.catalog)
-	a, err := api.New(api.Config{
+	apiCfg := api.Config{
 		Management: mgmt,
 		Auth:       &core.Authenticator{Keys: keys, Defaults: quota, Clock: clock},
 		Limiter:    &core.RateLimiter{},
@@ -250,7 +257,9 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		PublicURL:  cfg.PublicURL,
 		Log:        log,
 		Webhooks:   cfg.Webhooks.policy(),
-	})
+	}
+	cfg.Limits.apiLimits(&apiCfg)
+	a, err := api.New(apiCfg)
 	if err != nil {
 		return err
 	}
