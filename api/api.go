@@ -8,7 +8,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
@@ -170,9 +169,9 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			a.writeProblem(w, r, core.Errorf(core.KindMalformed, "the body is not valid JSON"))
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.Body = &readBuffer{b: body}
 	}
-	a.oas.ServeHTTP(w, r.WithContext(ctx))
+	a.oas.ServeHTTP(w, innerRequest(r, ctx, route.OperationID()))
 }
 
 // refuseResult fails a job whose result was too large to read, so it does not vanish: the

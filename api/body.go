@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -139,5 +140,49 @@ func closeUnread(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
 		w.Header().Set("Connection", "close")
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	}
+}
+
+// readBuffer is the body handed on to the generated server once readBody has read it: it lets
+// go of the bytes when read to the end, so the request does not keep a second copy of a body
+// the generated server has copied.
+type readBuffer struct{ b []byte }
+
+func (rb *readBuffer) Read(p []byte) (int, error) {
+	if len(rb.b) == 0 {
+		rb.b = nil
+		return 0, io.EOF
+	}
+	n := copy(p, rb.b)
+	rb.b = rb.b[n:]
+	return n, nil
+}
+
+func (rb *readBuffer) Close() error { return nil }
+
+// bodyHolder lets a handler reach the request the generated server decoded its body from.
+type bodyHolder struct{ r *http.Request }
+
+type bodyHolderKey struct{}
+
+// innerRequest is r with ctx, for the generated server. A runsync request lives until its job
+// ends, so its context also carries what releaseBody needs to let go of the generated
+// server's copy of the body once it is decoded.
+func innerRequest(r *http.Request, ctx context.Context, opID string) *http.Request {
+	if opID != "runSyncJob" {
+		return r.WithContext(ctx)
+	}
+	h := &bodyHolder{}
+	in := r.WithContext(context.WithValue(ctx, bodyHolderKey{}, h))
+	h.r = in
+	return in
+}
+
+// releaseBody drops the request's decoded body (the generated server keeps it as the
+// request's Body), so a handler that waits long holds only the copy it uses.
+func releaseBody(ctx context.Context) {
+	if h, ok := ctx.Value(bodyHolderKey{}).(*bodyHolder); ok && h.r != nil {
+		h.r.Body = http.NoBody
+		h.r = nil
 	}
 }

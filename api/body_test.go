@@ -141,13 +141,13 @@ func TestSlowBody(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds, or fails after 10 s.
+// waitFor polls cond until it holds, or fails after 30 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("waited 10 s for: %s", what)
+			t.Fatalf("waited 30 s for: %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -111,6 +111,7 @@ func (h *handler) RunSyncJob(ctx context.Context, req *oas.JobRequest, params oa
 	if err != nil {
 		return nil, err
 	}
+	releaseBody(ctx)                                                                 // the job has the input; the wait below must not hold two more copies
 	j, err = h.cfg.Jobs.Wait(ctx, core.JobRef{Endpoint: j.Endpoint, ID: j.ID}, wait) // the caller's own job
 	if err != nil {
 		return nil, err
