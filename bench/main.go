@@ -4,7 +4,7 @@
 // Run it from the repository root (make bench does):
 //
 //	go run ./bench                       # every scenario, about 15 minutes on 2 cores
-//	go run ./bench -only run,runsync     # some scenarios: run, runsync, e2e, memory, scheduler, coldstart, lb, coldstart-docker
+//	go run ./bench -only run,runsync     # some scenarios: run, runsync, e2e, memory, bigbody, scheduler, coldstart, lb, coldstart-docker
 //	go run ./bench -mem-jobs 200000      # a smaller memory scenario
 //	go run ./bench -only scheduler -sched-jobs 200000 -sched-bursts 4   # a smaller simulation
 //
@@ -127,7 +127,7 @@ type options struct {
 	lbThreads    int           // wrk threads
 }
 
-var scenarioNames = []string{"run", "runsync", "e2e", "memory", "scheduler", "coldstart", "lb", "coldstart-docker"}
+var scenarioNames = []string{"run", "runsync", "e2e", "memory", "bigbody", "scheduler", "coldstart", "lb", "coldstart-docker"}
 
 func main() {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
@@ -268,6 +268,8 @@ func runAll(o options) error {
 			err = b.scenarioE2E()
 		case "memory":
 			err = b.scenarioMemory()
+		case "bigbody":
+			err = b.scenarioBigBody()
 		case "scheduler":
 			err = b.scenarioScheduler()
 		case "coldstart":
