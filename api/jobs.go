@@ -120,6 +120,9 @@ func (h *handler) RunSyncJob(ctx context.Context, req *oas.JobRequest, params oa
 }
 
 func (h *handler) status(ctx context.Context, endpointID, jobID string, ttl int64, wait time.Duration) (*oas.JobHeaders, error) {
+	if err := mayChangeTTL(ctx, ttl); err != nil {
+		return nil, err
+	}
 	t, err := h.jobEndpoint(ctx, endpointID)
 	if err != nil {
 		return nil, err
@@ -140,6 +143,15 @@ func (h *handler) status(ctx context.Context, endpointID, jobID string, ttl int6
 		}
 	}
 	return &oas.JobHeaders{Response: h.job(&j)}, nil
+}
+
+// mayChangeTTL refuses a status ttl (it changes how long the job is kept, and a short one
+// removes it) to a key whose scope may only read jobs.
+func mayChangeTTL(ctx context.Context, ttl int64) error {
+	if p := principalOf(ctx); ttl != 0 && p != nil && !p.Allows(core.JobWrite) {
+		return core.Errorf(core.KindForbidden, "this key's scope %q may read a job's status but not change its ttl (it needs scope all or jobs)", p.Scope)
+	}
+	return nil
 }
 
 // GetJobStatus implements status.
