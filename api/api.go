@@ -169,6 +169,10 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			a.writeProblem(w, r, core.Errorf(core.KindMalformed, "the body is not valid JSON"))
 			return
 		}
+		if e := bodyError(op, r.Header.Get("Content-Type"), body); e != nil {
+			a.writeProblem(w, r, e)
+			return
+		}
 		r.Body = &readBuffer{b: body}
 	}
 	a.oas.ServeHTTP(w, innerRequest(r, ctx, route.OperationID()))
