@@ -92,6 +92,9 @@ func bearerless(v string) string {
 	if scheme, rest, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "Bearer") {
 		return strings.TrimSpace(rest)
 	}
+	if strings.EqualFold(v, "Bearer") {
+		return "" // the scheme without a key: a missing key, as on management routes
+	}
 	return v
 }
 

@@ -92,7 +92,7 @@ func TestGoldenErrors(t *testing.T) {
 		{"400 unparsable parameter", "GET", "/v2/serverless?limit=many", "Bearer " + e.alice, "", "", 400,
 			`{"title":"Bad Request","status":400,"detail":"query.limit: cannot be parsed: invalid syntax","errors":["query.limit: cannot be parsed"]}`},
 		{"401 no key", "GET", "/v2/serverless", "", "", "", 401,
-			`{"title":"Unauthorized","status":401,"detail":"the Authorization header is missing or malformed (expected \"Authorization: Bearer \u003cAPI_KEY\u003e\")"}`},
+			`{"title":"Unauthorized","status":401,"detail":"the API key is missing or malformed (expected \"Authorization: Bearer \u003cAPI_KEY\u003e\")"}`},
 		{"401 unknown key", "GET", "/v2/serverless", "Bearer gk_nope", "", "", 401,
 			`{"title":"Unauthorized","status":401,"detail":"the API key is not valid"}`},
 		{"401 expired key", "GET", "/v2/serverless", "Bearer " + e.expired, "", "", 401,
@@ -200,5 +200,22 @@ func TestRateLimitExempt(t *testing.T) {
 	r := e.as(e.alice, "GET", "/v2/serverless", "")
 	if r.status != 200 || r.header.Get("RateLimit") != "" || r.header.Get("RateLimit-Policy") != "" {
 		t.Errorf("exempt = %d RateLimit %q; want 200 without headers", r.status, r.header.Get("RateLimit"))
+	}
+}
+
+// TestUnauthorizedWording: a missing or malformed key gets one wording on management and job
+// routes alike.
+func TestUnauthorizedWording(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	id := e.create(minimalQueue)
+	const detail = `the API key is missing or malformed (expected "Authorization: Bearer <API_KEY>")`
+	for _, path := range []string{"/v2/serverless", "/v2/" + id + "/health"} {
+		for _, auth := range []string{"", "Bearer", "bearer", "Bearer gk_" + strings.Repeat("x", 300)} {
+			r := e.do("GET", path, auth, "")
+			if r.status != 401 || r.json(t)["detail"] != detail {
+				t.Errorf("GET %s with Authorization %.20q = %d %s; want 401 %s", path, auth, r.status, r.body, detail)
+			}
+		}
 	}
 }

@@ -92,7 +92,7 @@ func toCoreError(err error) *core.Error {
 	case errors.As(err, &ce):
 		return ce
 	case errors.As(err, &sec):
-		return core.Errorf(core.KindUnauthorized, "the Authorization header is missing or malformed (expected \"Authorization: Bearer <API_KEY>\")")
+		return &core.Error{Kind: core.KindUnauthorized, Detail: core.MissingKeyDetail}
 	case errors.Is(err, ht.ErrNotImplemented):
 		return &core.Error{Kind: kindNotImplemented, Detail: "this operation is not implemented yet"}
 	case errors.As(err, &ctype):

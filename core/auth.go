@@ -119,6 +119,10 @@ func HashKey(secret string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// MissingKeyDetail is the one wording of a 401 for a key that is missing or malformed, on
+// every route.
+const MissingKeyDetail = `the API key is missing or malformed (expected "Authorization: Bearer <API_KEY>")`
+
 // Authenticator turns a key secret into a Principal.
 type Authenticator struct {
 	Keys     KeyStore
@@ -129,7 +133,7 @@ type Authenticator struct {
 // Authenticate checks a key secret: an unknown, malformed or expired key is KindUnauthorized.
 func (a *Authenticator) Authenticate(ctx context.Context, secret string) (Principal, error) {
 	if secret == "" || len(secret) > 256 {
-		return Principal{}, Errorf(KindUnauthorized, "the API key is missing or malformed")
+		return Principal{}, &Error{Kind: KindUnauthorized, Detail: MissingKeyDetail}
 	}
 	k, err := a.Keys.LookupKey(ctx, HashKey(secret))
 	if errors.Is(err, ErrNotFound) {
