@@ -118,6 +118,9 @@ func (a *API) SetReady(ready bool) { a.ready.Store(ready) }
 // routes' Content-Type (RunPod workers post JSON as a form).
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/healthz" {
+		if !a.healthzMethod(w, r) {
+			return
+		}
 		if !a.ready.Load() {
 			a.writeProblem(w, r, &core.Error{Kind: core.KindUnavailable, Detail: a.notReady()})
 			return
@@ -175,7 +178,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r.Body = &readBuffer{b: body}
 	}
-	a.oas.ServeHTTP(w, innerRequest(r, ctx, route.OperationID()))
+	a.oas.ServeHTTP(w, innerRequest(headAsGet(r), ctx, route.OperationID()))
 }
 
 // refuseResult fails a job whose result was too large to read, so it does not vanish: the

@@ -1,7 +1,9 @@
 package api_test
 
 import (
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -108,5 +110,102 @@ func TestBodyErrors(t *testing.T) {
 		if ct := r.header.Get("Content-Type"); ct != "application/problem+json" {
 			t.Errorf("%s: Content-Type = %q; want application/problem+json", tc.name, ct)
 		}
+	}
+}
+
+// TestHealthzMethods: /healthz answers GET and HEAD; every other method is 405 with Allow.
+func TestHealthzMethods(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	for _, method := range []string{"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH"} {
+		r := e.do(method, "/healthz", "", "")
+		want := http.StatusMethodNotAllowed
+		if method == "GET" || method == "HEAD" {
+			want = http.StatusOK
+		}
+		if r.status != want {
+			t.Errorf("%s /healthz = %d %s; want %d", method, r.status, r.body, want)
+			continue
+		}
+		if want == http.StatusOK {
+			continue
+		}
+		wantBody := `{"title":"Method Not Allowed","status":405,"detail":"` + method + ` is not allowed here; allowed: GET, HEAD"}`
+		if strings.TrimSpace(r.body) != wantBody || r.header.Get("Allow") != "GET, HEAD" || r.header.Get("Content-Type") != "application/problem+json" {
+			t.Errorf("%s /healthz = %s (Allow %q, Content-Type %q); want %s (Allow \"GET, HEAD\", problem+json)",
+				method, r.body, r.header.Get("Allow"), r.header.Get("Content-Type"), wantBody)
+		}
+	}
+}
+
+// TestHeadFile: a produced file's signed URL answers HEAD as it answers GET, without the body.
+func TestHeadFile(t *testing.T) {
+	t.Parallel()
+	e := modelEnv(t)
+	id := e.do("POST", "/v2/gantry-image/run", e.alice, `{"input":{"prompt":"a cat","width":512,"height":512}}`).json(t)["id"].(string)
+	if job, _ := e.takeModelJob("gantry-image", "w1"); job != id {
+		t.Fatalf("took %s; want %s", job, id)
+	}
+	tok := e.engine.RegisterWorker("gantry-image", "w1")
+	img := pngBytes(t, 64, 64)
+	r := e.putFile("gantry-image", "w1", id, tok, "png", img)
+	if r.status != 200 {
+		t.Fatalf("job-file = %d %s", r.status, r.body)
+	}
+	path := strings.TrimPrefix(r.json(t)["url"].(string), "https://gantry.example")
+	tests := []struct {
+		name, path string
+		status     int
+		ctype      string
+		length     string
+	}{
+		{"the file", path, 200, "image/png", strconv.Itoa(len(img))},
+		{"a changed signature", path[:len(path)-2] + "xx", 403, "application/problem+json", ""},
+	}
+	for _, tc := range tests {
+		r := e.do("HEAD", tc.path, "", "")
+		if r.status != tc.status || r.header.Get("Content-Type") != tc.ctype || r.body != "" {
+			t.Errorf("HEAD %s (%s) = %d %q with %d body bytes; want %d %q and no body", tc.path, tc.name, r.status, r.header.Get("Content-Type"), len(r.body), tc.status, tc.ctype)
+		}
+		if tc.length != "" && r.header.Get("Content-Length") != tc.length {
+			t.Errorf("HEAD %s: Content-Length = %q; want %s", tc.path, r.header.Get("Content-Length"), tc.length)
+		}
+	}
+}
+
+// TestCleanPaths: a path that is not clean gets a 307 to the clean one, as http.ServeMux gives,
+// but as problem+json.
+func TestCleanPaths(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	mux := http.NewServeMux()
+	mux.Handle("/", e.api)
+	srv := httptest.NewServer(e.api.CleanPaths(mux))
+	t.Cleanup(srv.Close)
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	tests := []struct{ method, path, location string }{
+		{"GET", "/v2//serverless", "/v2/serverless"},
+		{"POST", "/v2/x/../serverless?limit=2", "/v2/serverless?limit=2"},
+		{"GET", "/v2/./serverless/", "/v2/serverless/"},
+	}
+	for _, tc := range tests {
+		req, _ := http.NewRequest(tc.method, srv.URL+tc.path, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		want := `{"title":"Temporary Redirect","status":307,"detail":"the path \"` + strings.Split(tc.path, "?")[0] +
+			`\" is not clean; the same request to \"` + tc.location + `\" is the one meant"}`
+		if resp.StatusCode != 307 || resp.Header.Get("Location") != tc.location || resp.Header.Get("Content-Type") != "application/problem+json" || strings.TrimSpace(string(b)) != want {
+			t.Errorf("%s %s = %d %q Location %q: %s; want 307 problem+json Location %q: %s", tc.method, tc.path,
+				resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("Location"), b, tc.location, want)
+		}
+	}
+	if r, err := client.Get(srv.URL + "/healthz"); err != nil || r.StatusCode != 200 {
+		t.Errorf("GET /healthz through CleanPaths = %v, %v; want 200", r, err)
+	} else {
+		r.Body.Close()
 	}
 }

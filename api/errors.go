@@ -24,6 +24,7 @@ const (
 	kindNotImplemented
 	kindBadGateway
 	kindRequestTimeout
+	kindRedirect // a 307 to the clean form of a path (CleanPaths)
 )
 
 // problem is the application/problem+json body (spec 7). Error repeats Detail on job
@@ -67,6 +68,8 @@ func statusOf(k core.Kind) int {
 		return http.StatusBadGateway
 	case kindRequestTimeout:
 		return http.StatusRequestTimeout
+	case kindRedirect:
+		return http.StatusTemporaryRedirect
 	}
 	return http.StatusInternalServerError
 }

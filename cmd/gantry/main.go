@@ -278,9 +278,10 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		_ = sched.WriteMetrics(w)
 	})
+	mux.Handle("/metrics", a.NotAllowed(api.HeadAllow)) // the other methods: 405 problem+json
 	srv := &http.Server{
 		BaseContext:       func(net.Listener) context.Context { return serveCtx },
-		Handler:           mux,
+		Handler:           a.CleanPaths(mux),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,

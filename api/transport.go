@@ -1,0 +1,80 @@
+package api
+
+import (
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/gantryhq/gantry/core"
+)
+
+// This file gives requests that reach no operation the problem+json answers operations give:
+// a path that is not clean, the methods of the routes outside openapi.yaml, and a HEAD of a
+// produced file (problemconn.go does the same for what net/http refuses itself).
+
+// HeadAllow is the Allow value of /healthz and /metrics.
+const HeadAllow = "GET, HEAD"
+
+// healthzMethod refuses (405) every method of /healthz but GET and HEAD; false when it did.
+func (a *API) healthzMethod(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return true
+	}
+	a.NotAllowed(HeadAllow).ServeHTTP(w, r)
+	return false
+}
+
+// NotAllowed answers 405 with Allow, as problem+json: for a route served beside the API
+// (gantry serve's GET /metrics) asked with another method.
+func (a *API) NotAllowed(allow string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { a.methodNotAllowed(w, r, allow) })
+}
+
+// CleanPaths serves next, but answers a request whose path is not clean (an empty, "." or
+// ".." segment) itself: a 307 to the clean path, as http.ServeMux would, with a problem+json
+// body instead of ServeMux's text/html.
+func (a *API) CleanPaths(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodConnect {
+			escaped := r.URL.EscapedPath()
+			if clean := cleanPath(escaped); clean != escaped {
+				loc := clean
+				if r.URL.RawQuery != "" {
+					loc += "?" + r.URL.RawQuery
+				}
+				w.Header().Set("Location", loc)
+				a.writeProblem(w, r, &core.Error{Kind: kindRedirect,
+					Detail: "the path " + strconv.Quote(escaped) + " is not clean; the same request to " + strconv.Quote(loc) + " is the one meant"})
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// cleanPath is the path http.ServeMux serves p as: path.Clean's, keeping a trailing slash.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np
+}
+
+// headAsGet is the request the router sees for r: a HEAD of a produced file is routed as the
+// GET it stands for (GetFile answers it without a body, from the request in its context).
+func headAsGet(r *http.Request) *http.Request {
+	if r.Method != http.MethodHead || !strings.HasPrefix(r.URL.Path, "/files/") {
+		return r
+	}
+	g := *r
+	g.Method = http.MethodGet
+	return &g
+}
