@@ -1,12 +1,17 @@
 package api_test
 
 import (
+	"bufio"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/gantryhq/gantry/api"
 )
 
 // TestReadKeyTTL: a read key gets a job's status but may not change its ttl (a short one would
@@ -207,5 +212,77 @@ func TestCleanPaths(t *testing.T) {
 		t.Errorf("GET /healthz through CleanPaths = %v, %v; want 200", r, err)
 	} else {
 		r.Body.Close()
+	}
+}
+
+// TestProblemListener: what net/http refuses before any handler (a head too large, a NUL in a
+// header, an unknown transfer coding) is problem+json; other answers pass unchanged.
+func TestProblemListener(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	mux := http.NewServeMux()
+	mux.Handle("/", e.api)
+	mux.HandleFunc("/plain", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, "400 Bad Request")
+	})
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Config.MaxHeaderBytes = 64 << 10
+	srv.Listener = api.ProblemListener(srv.Listener, srv.Config.MaxHeaderBytes)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	big := strings.Repeat("a", 70<<10)
+	const tooLarge = `{"title":"Request Header Fields Too Large","status":431,"detail":"the request line and headers are larger than this server's limit of 64 KB"}`
+	tests := []struct {
+		name, request string
+		status        int
+		want          string // the body; "" = not problem+json
+	}{
+		{"a URL over the limit", "GET /v2/serverless?x=" + big + " HTTP/1.1\r\nHost: a\r\n\r\n", 431, tooLarge},
+		{"a header over the limit", "GET /healthz HTTP/1.1\r\nHost: a\r\nX-Big: " + big + "\r\n\r\n", 431, tooLarge},
+		{"a NUL in a header", "GET /healthz HTTP/1.1\r\nHost: a\r\nX-A: b\x00c\r\n\r\n", 400,
+			`{"title":"Bad Request","status":400,"detail":"the request could not be read as HTTP/1.1 (a malformed request line or header, such as a control character in a header)"}`},
+		{"no Host", "GET /healthz HTTP/1.1\r\n\r\n", 400,
+			`{"title":"Bad Request","status":400,"detail":"the request could not be read: missing required Host header"}`},
+		{"an unknown transfer coding", "POST /healthz HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: zip\r\n\r\n", 501,
+			`{"title":"Not Implemented","status":501,"detail":"the request's Transfer-Encoding is not supported"}`},
+		{"a good request", "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", 200, ""},
+		{"a handler's 404", "GET /nope HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", 404,
+			`{"title":"Not Found","status":404,"detail":"no operation at /nope"}`},
+		{"a handler's own text/plain 400 passes unchanged", "GET /plain HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n", 400, ""},
+	}
+	for _, tc := range tests {
+		c, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		go func() { _, _ = io.WriteString(c, tc.request) }() // the server may answer before it reads all
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Errorf("%s: reading the answer: %v", tc.name, err)
+			c.Close()
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		c.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s = %d %s; want %d", tc.name, resp.StatusCode, b, tc.status)
+			continue
+		}
+		if tc.want == "" {
+			if tc.status == http.StatusBadRequest && (resp.Header.Get("Content-Type") != "text/plain; charset=utf-8" || string(b) != "400 Bad Request") {
+				t.Errorf("%s = %q %s; want the handler's text/plain answer", tc.name, resp.Header.Get("Content-Type"), b)
+			}
+			continue
+		}
+		if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" || strings.TrimSpace(string(b)) != tc.want {
+			t.Errorf("%s = %q %s; want application/problem+json %s", tc.name, ct, b, tc.want)
+		}
+		if resp.ContentLength != int64(len(b)) {
+			t.Errorf("%s: Content-Length %d; the body has %d bytes", tc.name, resp.ContentLength, len(b))
+		}
 	}
 }

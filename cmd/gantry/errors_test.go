@@ -1,15 +1,18 @@
 package main
 
 import (
+	"bufio"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestServeTransportErrors: what gantry serve answers outside the API's operations is
 // problem+json too: another method on /metrics (405 with Allow), a path that is not clean (a
-// 307 to the clean one).
+// 307 to the clean one), a request net/http refuses itself (431, 400).
 func TestServeTransportErrors(t *testing.T) {
 	t.Parallel()
 	s := startServe(t, buildGantry(t), "--data", t.TempDir())
@@ -40,6 +43,36 @@ func TestServeTransportErrors(t *testing.T) {
 			resp.Header.Get(name) != value || strings.TrimSpace(string(b)) != tc.want {
 			t.Errorf("%s %s = %d %q (%s: %q) %s; want %d problem+json (%s) %s", tc.method, tc.path, resp.StatusCode,
 				resp.Header.Get("Content-Type"), name, resp.Header.Get(name), b, tc.status, tc.header, tc.want)
+		}
+	}
+	// What net/http refuses before any handler.
+	raw := []struct {
+		name, request string
+		status        int
+		want          string
+	}{
+		{"a URL over 64 KB", "GET /v2/serverless?x=" + strings.Repeat("a", 70<<10) + " HTTP/1.1\r\nHost: a\r\n\r\n", 431,
+			`{"title":"Request Header Fields Too Large","status":431,"detail":"the request line and headers are larger than this server's limit of 64 KB"}`},
+		{"a NUL in a header", "GET /healthz HTTP/1.1\r\nHost: a\r\nX-A: b\x00c\r\n\r\n", 400,
+			`{"title":"Bad Request","status":400,"detail":"the request could not be read as HTTP/1.1 (a malformed request line or header, such as a control character in a header)"}`},
+	}
+	for _, tc := range raw {
+		c, err := net.Dial("tcp", strings.TrimPrefix(s.base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		go func() { _, _ = io.WriteString(c, tc.request) }() // the server may answer before it reads all
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Errorf("%s: reading the answer: %v", tc.name, err)
+			c.Close()
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		c.Close()
+		if resp.StatusCode != tc.status || resp.Header.Get("Content-Type") != "application/problem+json" || strings.TrimSpace(string(b)) != tc.want {
+			t.Errorf("%s = %d %q %s; want %d problem+json %s", tc.name, resp.StatusCode, resp.Header.Get("Content-Type"), b, tc.status, tc.want)
 		}
 	}
 	if resp, err := client.Get(s.base + "/metrics"); err != nil || resp.StatusCode != 200 {

@@ -287,7 +287,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		MaxHeaderBytes:    64 << 10,
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(api.ProblemListener(ln, srv.MaxHeaderBytes)) }()
 	a.SetReady(true)
 
 	for _, p := range cfg.Pools {
