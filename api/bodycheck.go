@@ -6,6 +6,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/ogen-go/ogen/ogenerrors"
@@ -13,15 +14,11 @@ import (
 	"github.com/gantryhq/gantry/core"
 )
 
-// contentTypeError refuses (415) a Content-Type header that is not a media type at all, or a
-// missing one on a request that has a body; nil otherwise (the generated server then checks
-// that a well-formed type is application/json). ogen reports both as a 422 naming "$" with
-// mime's words, which says nothing useful.
-func contentTypeError(ct string, hasBody bool) *core.Error {
+// contentTypeError refuses (415) a Content-Type header that is missing or not a media type at
+// all; nil for a media type (the generated server checks that it is application/json). ogen
+// reports both as a 422 naming "$" with mime's words, which says nothing useful.
+func contentTypeError(ct string) *core.Error {
 	if ct == "" {
-		if !hasBody {
-			return nil
-		}
 		return &core.Error{Kind: kindUnsupportedMediaType, Detail: "the Content-Type header is missing; the body must be application/json"}
 	}
 	if _, _, err := mime.ParseMediaType(ct); err != nil {
@@ -192,29 +189,26 @@ func scanString(body []byte, start int) (end int, bad string) {
 	return len(body), bad
 }
 
-// bodyError runs the checks of a request body the generated server words badly or not at
-// all: the Content-Type (415), and, on a JSON body a caller sends (not a worker), its text
-// (400). body is syntactically valid JSON when the type is JSON.
+// bodyError checks the text of a JSON body a caller sends (not a worker): 400 when it is not
+// Unicode. body is syntactically valid JSON when ct is JSON.
 func bodyError(op, ct string, body []byte) *core.Error {
-	if e := contentTypeError(ct, len(body) > 0); e != nil {
-		return e
-	}
-	if isWorkerOp(op) || !bytes.HasPrefix([]byte(ct), []byte("application/json")) {
+	if isWorkerOp(op) || !strings.HasPrefix(ct, "application/json") {
 		return nil
 	}
 	return textError(body)
 }
 
-// bodylessTypeError words the generated server's refusal of a request without a body whose
-// Content-Type is missing (a JSON body is required: 400) or not a media type (415).
-func bodylessTypeError(r *http.Request, err error) *core.Error {
+// typeError words the generated server's refusal of a body by its Content-Type, which only
+// operations that take a body make: a missing type on a request without a body is 400 (a JSON
+// body is required), a missing type or one that is not a media type is 415.
+func typeError(r *http.Request, err error) *core.Error {
 	var body *ogenerrors.DecodeRequestError
 	if !errors.As(err, &body) {
 		return nil
 	}
 	ct := r.Header.Get("Content-Type")
-	if ct == "" && r.ContentLength <= 0 {
+	if ct == "" && r.ContentLength == 0 {
 		return core.Errorf(core.KindMalformed, "a JSON body is required")
 	}
-	return contentTypeError(ct, true)
+	return contentTypeError(ct)
 }

@@ -98,6 +98,7 @@ func TestBodyErrors(t *testing.T) {
 		{"a pair is text", "POST", run, e.alice, "application/json", `{"input":{"e":"\ud83d\ude00 \uD83D\uDE00"}}`, 200, ""},
 		{"an escaped backslash is text", "POST", run, e.alice, "application/json", `{"input":{"e":"\\ud800"}}`, 200, ""},
 		{"UTF-8 is text", "POST", run, e.alice, "application/json", `{"input":{"e":"héllo 😀"}}`, 200, ""},
+		{"no Content-Type where no body is read", "POST", "/v2/" + id + "/purge-queue", e.alice, "", `{}`, 200, ""},
 	}
 	for _, tc := range tests {
 		r := e.doRaw(tc.method, tc.path, tc.auth, tc.ctype, tc.body)

@@ -77,7 +77,7 @@ func statusOf(k core.Kind) int {
 // renderError is the one place a failure becomes a response: ogen hands it security, parameter,
 // body and handler errors alike.
 func (a *API) renderError(ctx context.Context, w http.ResponseWriter, r *http.Request, err error) {
-	if e := bodylessTypeError(r, err); e != nil {
+	if e := typeError(r, err); e != nil {
 		a.writeProblem(w, r, e)
 		return
 	}
