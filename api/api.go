@@ -162,7 +162,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			a.writeProblem(w, r, core.Errorf(core.KindTooLarge, "the body is larger than this operation's limit of %s", byteSize(tooLarge.Limit)))
 			return
 		case err != nil:
-			a.writeProblem(w, r, a.bodyError(w, err))
+			a.writeProblem(w, r, a.readError(w, err))
 			return
 		}
 		if isWorkerOp(op) && op != "workerJobFile" { // job-file's body is the file
@@ -172,7 +172,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			a.writeProblem(w, r, core.Errorf(core.KindMalformed, "the body is not valid JSON"))
 			return
 		}
-		if e := bodyError(op, r.Header.Get("Content-Type"), body); e != nil {
+		if e := checkBodyText(op, r.Header.Get("Content-Type"), body); e != nil {
 			a.writeProblem(w, r, e)
 			return
 		}

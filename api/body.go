@@ -118,8 +118,8 @@ func (a *API) BodyBytesInFlight() int64 { return a.inflight.Load() }
 // isBodyTimeout reports whether a body read failed on the read deadline.
 func isBodyTimeout(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
 
-// bodyError is the answer to a body readBody could not read (other than one too large).
-func (a *API) bodyError(w http.ResponseWriter, err error) *core.Error {
+// readError is the answer to a body readBody could not read (other than one too large).
+func (a *API) readError(w http.ResponseWriter, err error) *core.Error {
 	switch {
 	case errors.Is(err, errBodyBudget):
 		return &core.Error{Kind: core.KindUnavailable, RetryAfter: BodyBusyRetryAfter,

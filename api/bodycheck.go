@@ -189,9 +189,9 @@ func scanString(body []byte, start int) (end int, bad string) {
 	return len(body), bad
 }
 
-// bodyError checks the text of a JSON body a caller sends (not a worker): 400 when it is not
+// checkBodyText checks the text of a JSON body a caller sends (not a worker): 400 when it is not
 // Unicode. body is syntactically valid JSON when ct is JSON.
-func bodyError(op, ct string, body []byte) *core.Error {
+func checkBodyText(op, ct string, body []byte) *core.Error {
 	if isWorkerOp(op) || !strings.HasPrefix(ct, "application/json") {
 		return nil
 	}
