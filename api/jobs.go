@@ -423,6 +423,6 @@ func (h *handler) WorkerPing(ctx context.Context, p oas.WorkerPingParams) (oas.W
 	if p.Status.Or("") == "unhealthy" {
 		unhealthy = strings.TrimSpace(p.Check.Or("startup check") + ": " + p.Reason.Or("no reason given"))
 	}
-	h.cfg.Jobs.Ping(p.WorkerId, unhealthy)
+	h.cfg.Jobs.PingJobs(p.WorkerId, unhealthy, p.JobID.Or(""))
 	return &oas.WorkerAck{Status: "ok"}, nil
 }

@@ -26,7 +26,7 @@ func (js *Jobs) WorkerStatus(worker string) (WorkerStatus, bool) {
 	if !ok {
 		return WorkerStatus{}, false
 	}
-	return WorkerStatus{Polled: w.polled, Busy: len(w.held), IdleSince: w.idleSince, StopPod: w.stopPod,
+	return WorkerStatus{Polled: w.polled, Busy: w.busy(), IdleSince: w.idleSince, StopPod: w.stopPod,
 		Unhealthy: w.unhealthy}, true
 }
 
@@ -62,7 +62,7 @@ func (js *Jobs) SuspendWorker(worker string) bool {
 	js.wmu.Lock()
 	defer js.wmu.Unlock()
 	w, ok := js.workers[worker]
-	if !ok || len(w.held) > 0 {
+	if !ok || w.busy() > 0 {
 		return false
 	}
 	if !w.suspended {
@@ -75,7 +75,7 @@ func (js *Jobs) SuspendWorker(worker string) bool {
 	for len(w.takes) > 0 { // a Take may be moving a job to the worker right now
 		js.wcond.Wait()
 	}
-	if len(w.held) > 0 {
+	if w.busy() > 0 {
 		js.resumeLocked(w)
 		return false
 	}

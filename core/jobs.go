@@ -132,6 +132,7 @@ type Jobs struct {
 	onReady func(worker string)
 	// draining (under wmu): the server is stopping; Take hands out nothing (jobs_drain.go).
 	draining bool
+	onLost   atomic.Pointer[func(worker string)] // OnWorkerLost
 
 	counts sync.Map // endpoint -> *endpointCounts
 
@@ -818,12 +819,12 @@ func (js *Jobs) Health(endpoint string) Health {
 	defer js.wmu.Unlock()
 	for _, w := range js.workers {
 		switch {
-		case w.endpoint != endpoint:
+		case w.endpoint != endpoint, w.lost: // a lost worker is being stopped
 		case w.unhealthy != "":
 			h.Unhealthy++
 			h.UnhealthyReasons = append(h.UnhealthyReasons, w.unhealthy)
 		case w.suspended: // counted by the scheduler's condition
-		case len(w.held) > 0:
+		case w.busy() > 0:
 			h.Running++
 		case !w.polled:
 			h.Initializing++

@@ -58,17 +58,8 @@ func (js *Jobs) Tick(now time.Time) {
 		needSync = js.due(d, now) || needSync
 	}
 	_ = js.sync(needSync)
-	js.wmu.Lock()
-	var lost []string
-	for id, w := range js.workers {
-		if len(w.held) > 0 && now.Sub(w.lastSeen) > WorkerLostAfter {
-			lost = append(lost, id)
-		}
-	}
-	js.wmu.Unlock()
-	for _, id := range lost {
-		js.log.Warn("worker lost: no heartbeat", "worker", id, "after", WorkerLostAfter)
-		js.loseWorker(id)
+	for _, id := range js.silentWorkers(now) {
+		js.workerLost(id)
 	}
 	js.offerDeferredWebhooks()
 }

@@ -20,6 +20,7 @@ type workerState struct {
 	stop         chan string // job ids the worker must stop
 	stopPod      bool
 	unhealthy    string // why the worker reported itself unhealthy; "" = healthy
+	liveness            // lost, and stopped jobs it still runs (liveness.go)
 	// Suspension (FLASHBOOT): a suspended worker's polls park until it resumes.
 	suspended bool
 	resumed   chan struct{}                 // closed on resume; made on suspend
@@ -34,7 +35,7 @@ type workerState struct {
 // publishActivity mirrors the worker's activity into its atomics; wmu is held.
 func (w *workerState) publishActivity() {
 	w.aPolled.Store(w.polled)
-	w.aBusy.Store(int32(len(w.held)))
+	w.aBusy.Store(int32(w.busy()))
 	w.aStopPod.Store(w.stopPod)
 	if !w.idleSince.IsZero() {
 		w.aIdle.Store(w.idleSince.UnixNano())
@@ -97,7 +98,7 @@ func (js *Jobs) WorkerStopPod(worker string) bool {
 	js.wmu.Lock()
 	defer js.wmu.Unlock()
 	w, ok := js.workers[worker]
-	return ok && w.stopPod && len(w.held) == 0
+	return ok && w.stopPod && w.busy() == 0
 }
 
 // Taken is a job handed to a worker.
@@ -112,7 +113,12 @@ type Taken struct {
 func (js *Jobs) Take(ctx context.Context, endpoint, worker string, max int) []Taken {
 	js.wmu.Lock()
 	w, ok := js.workers[worker]
-	for ok && w.suspended {
+	for ok && (w.suspended || w.lost) {
+		if w.lost { // it is being stopped: its poll ends with nothing
+			js.wmu.Unlock()
+			<-ctx.Done()
+			return nil
+		}
 		resumed := w.resumed
 		js.wmu.Unlock()
 		select {
@@ -207,6 +213,9 @@ func (js *Jobs) take(endpoint, worker string, key JobKey) (Taken, bool) {
 	js.wmu.Lock()
 	if w, ok := js.workers[worker]; ok {
 		w.held[id] = true
+		if len(w.stopHeld) > 0 {
+			delete(w.stopHeld, id) // taken again (a retry): it is not stopped any more
+		}
 		w.publishActivity()
 	}
 	js.wmu.Unlock()
@@ -265,6 +274,9 @@ func (js *Jobs) Done(endpoint, worker, id string, r Result) error {
 	}
 	e, rec, err := js.held(endpoint, worker, id)
 	if err != nil {
+		if !r.Progress {
+			js.stopDone(worker, id) // a stopped job the worker ran to its end
+		}
 		return err
 	}
 	if r.StopPod {
@@ -333,13 +345,22 @@ func (js *Jobs) measure(endpoint, id string, output json.RawMessage) (Charge, er
 func (js *Jobs) JobsToStop(ctx context.Context, worker string, wait time.Duration) []string {
 	js.wmu.Lock()
 	w, ok := js.workers[worker]
+	repeat := ok && len(w.stopHeld) > 0
 	js.wmu.Unlock()
 	if !ok {
 		return nil
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
+	var again <-chan time.Time // stopped jobs the worker still runs are named again (liveness.go)
+	if repeat {
+		rt := time.NewTimer(StopRepeat)
+		defer rt.Stop()
+		again = rt.C
+	}
 	select {
+	case <-again:
+		return js.stopsToRepeat(w)
 	case id := <-w.stop:
 		ids := []string{id}
 		for {
@@ -378,7 +399,10 @@ func (js *Jobs) release(worker, id string, stop bool) {
 		return
 	}
 	delete(w.held, id)
-	if len(w.held) == 0 {
+	if stop {
+		js.stopHeldLocked(w, id)
+	}
+	if w.busy() == 0 {
 		w.idleSince = js.clock.Now()
 	}
 	w.publishActivity()
@@ -401,6 +425,7 @@ func (js *Jobs) loseWorker(worker string) {
 			ids = append(ids, id)
 		}
 		clear(w.held)
+		clear(w.stopHeld)
 		w.idleSince = js.clock.Now()
 		w.publishActivity()
 	}

@@ -22,7 +22,9 @@ type fakePool struct {
 	suspended map[string]bool
 	started   []WorkerSpec
 	resumes   int
-	crash     error // a started worker exits at once with this
+	crash     error    // a started worker exits at once with this
+	killed    []string // workers Kill was called for (lost_test.go)
+	slowKill  bool     // Kill records the call only: the worker exits when the test says
 	noSuspend bool
 	// http, when set, serves each LOAD_BALANCER worker (a spec with PortEnv): its addresses
 	// are a test server's.

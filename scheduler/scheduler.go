@@ -157,6 +157,7 @@ type workerRec struct {
 	polled    bool      // it polled at least once since it started
 	resumed   bool      // the current cold start is a resume
 	stopping  bool      // Stop was called: its exit is expected
+	killed    bool      // killed as lost (lost.go)
 	failed    bool      // its stop counts as a crash (init timeout)
 	pinned    bool      // suspended by a PRIORITY_FLASHBOOT endpoint: reclaimed last
 	susAt     time.Time
@@ -199,6 +200,7 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	s := &Scheduler{cfg: cfg, placer: placer, suspended: newSuspendedWorkers(placer)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	cfg.Jobs.OnWorkerLost(s.WorkerLost)
 	return s, nil
 }
 

@@ -1,0 +1,131 @@
+package core_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gantryhq/gantry/core"
+)
+
+// A worker silent while it holds a job is reported lost once, before its job goes back to the
+// queue; from then on it takes nothing (a poll in flight ends empty) and /health does not count
+// it.
+func TestLostWorkerIsReportedAndTakesNothing(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	var mu sync.Mutex
+	var lost []string
+	var queuedAtLoss core.JobStatus
+	j := r.submit(`{}`)
+	r.jobs.OnWorkerLost(func(w string) {
+		mu.Lock()
+		defer mu.Unlock()
+		lost = append(lost, w)
+		queuedAtLoss = r.status(j.ID)
+	})
+	r.jobs.RegisterWorker(r.ep.ID, "w1")
+	r.jobs.RegisterWorker(r.ep.ID, "w2")
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	r.jobs.Take(done, r.ep.ID, "w2", 1) // w2 is ready and idle
+	r.take("w1")
+	ctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+	defer stop()
+	polled := make(chan []core.Taken, 1)
+	go func() { polled <- r.jobs.Take(ctx, r.ep.ID, "w1", 1) }()
+	r.jobs.Ping("w2", "")
+	r.clock.Advance(core.WorkerLostAfter + time.Second)
+	r.jobs.Ping("w2", "")
+	r.jobs.Tick(r.clock.Now())
+	r.jobs.Tick(r.clock.Now())
+	mu.Lock()
+	if !slices.Equal(lost, []string{"w1"}) || queuedAtLoss != core.InProgress {
+		t.Errorf("lost = %v (job %s then); want [w1], reported before the job went back", lost, queuedAtLoss)
+	}
+	mu.Unlock()
+	if h := r.jobs.Health(r.ep.ID); h.Idle != 1 || h.Running != 0 || h.InQueue != 1 {
+		t.Errorf("health = idle %d, running %d, inQueue %d; want 1, 0, 1 (the lost worker not counted)", h.Idle, h.Running, h.InQueue)
+	}
+	if got := <-polled; len(got) != 0 {
+		t.Errorf("the lost worker's poll took %v; want nothing", got)
+	}
+	if got := r.take("w2"); got.ID != j.ID {
+		t.Errorf("w2 took %s; want %s", got.ID, j.ID)
+	}
+}
+
+// A job stopped (here cancelled) while the worker still reports running it is named by
+// job-stop again, after StopRepeat, until the worker's ping no longer lists it or the worker
+// posts for it; meanwhile the worker counts as busy.
+func TestStoppedJobIsNamedAgainWhileTheWorkerHoldsIt(t *testing.T) {
+	t.Parallel()
+	for _, end := range []string{"ping", "done"} {
+		r := newRig(t)
+		r.jobs.RegisterWorker(r.ep.ID, "w1")
+		j := r.submit(`{}`)
+		tk := r.take("w1")
+		if _, err := r.jobs.Cancel(core.JobRef{Endpoint: r.ep.ID, ID: j.ID}); err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if got := r.jobs.JobsToStop(ctx, "w1", 5*time.Second); !slices.Equal(got, []string{tk.ID}) {
+			t.Fatalf("%s: first job-stop = %v; want [%s]", end, got, tk.ID)
+		}
+		// The SDK ignored it (its task had not started): it keeps listing the job.
+		r.clock.Advance(2 * time.Second)
+		r.jobs.PingJobs("w1", "", "other,"+tk.ID)
+		start := time.Now()
+		if got := r.jobs.JobsToStop(ctx, "w1", 5*time.Second); !slices.Equal(got, []string{tk.ID}) {
+			t.Fatalf("%s: job-stop while the worker holds the job = %v; want [%s]", end, got, tk.ID)
+		}
+		if d := time.Since(start); d < core.StopRepeat/2 {
+			t.Errorf("%s: the stop was named again after %s; want a pause of about %s", end, d, core.StopRepeat)
+		}
+		if h := r.jobs.Health(r.ep.ID); h.Running != 1 || h.Idle != 0 {
+			t.Errorf("%s: health = running %d, idle %d; want the worker busy", end, h.Running, h.Idle)
+		}
+		if st, _ := r.jobs.WorkerStatus("w1"); st.Busy != 1 {
+			t.Errorf("%s: worker busy = %d; want 1", end, st.Busy)
+		}
+		if r.jobs.SuspendWorker("w1") {
+			t.Errorf("%s: SuspendWorker of a worker still running a stopped job = true", end)
+		}
+		switch end {
+		case "ping":
+			r.clock.Advance(10 * time.Second)
+			r.jobs.PingJobs("w1", "", "")
+		case "done":
+			if err := r.jobs.Done(r.ep.ID, "w1", tk.ID, core.Result{Output: []byte(`1`)}); core.KindOf(err) != core.KindConflict {
+				t.Errorf("done: the stopped job's result = %v; want a conflict", err)
+			}
+		}
+		if got := r.jobs.JobsToStop(ctx, "w1", 3*core.StopRepeat/2); len(got) != 0 {
+			t.Errorf("%s: job-stop after the worker let the job go = %v; want nothing", end, got)
+		}
+		if h := r.jobs.Health(r.ep.ID); h.Running != 0 || h.Idle != 1 {
+			t.Errorf("%s: health = running %d, idle %d; want the worker idle", end, h.Running, h.Idle)
+		}
+	}
+}
+
+// A worker that never reports its jobs in pings does not stay busy with a stopped job: it is
+// let go after WorkerLostAfter, and is not taken for lost.
+func TestStoppedJobIsForgottenWithoutPings(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.jobs.RegisterWorker(r.ep.ID, "w1")
+	var lost []string
+	r.jobs.OnWorkerLost(func(w string) { lost = append(lost, w) })
+	j := r.submit(`{}`)
+	r.take("w1")
+	if _, err := r.jobs.Cancel(core.JobRef{Endpoint: r.ep.ID, ID: j.ID}); err != nil {
+		t.Fatal(err)
+	}
+	r.jobs.Tick(r.clock.Advance(core.WorkerLostAfter + time.Second))
+	if st, _ := r.jobs.WorkerStatus("w1"); st.Busy != 0 || len(lost) != 0 {
+		t.Errorf("after WorkerLostAfter: busy %d, lost %v; want 0, none", st.Busy, lost)
+	}
+}

@@ -1,0 +1,55 @@
+package scheduler
+
+import "context"
+
+// Killer is implemented by pools that can end a worker at once, with no polite signal and no
+// grace (SIGKILL; it ends a process stopped with SIGSTOP too). The scheduler kills a worker the
+// job engine declared lost: it stopped answering, so a polite stop would only wait out the
+// grace. Pools without it get Stop (a polite signal, then force after their grace).
+type Killer interface {
+	// Kill ends a worker at once; its WorkerExited event follows as after Stop. Killing a
+	// worker that already exited, or is unknown, is not an error.
+	Kill(ctx context.Context, id string) error
+}
+
+// WorkerLost stops a worker the job engine declared lost (silent while holding a job) by
+// force, at once: it leaves the endpoint's active workers (and so the autoscaler starts a
+// replacement, a job arriving on an endpoint with none at once) and shows as STOPPING until it
+// exits. Wire it to core.Jobs.OnWorkerLost (New does).
+func (s *Scheduler) WorkerLost(worker string) {
+	v, ok := s.byID.Load(worker)
+	if !ok {
+		return
+	}
+	w := v.(*workerRec)
+	es := w.es
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	if w.state == phaseStopping && w.killed {
+		return
+	}
+	s.metrics.decision(es.ep.ID, "down", "lost")
+	s.killLocked(w, "lost: it stopped answering while holding a job")
+}
+
+// killLocked stops a worker by force (Kill when its pool has it, else Stop); a worker already
+// being stopped politely is killed too. es.mu is held.
+func (s *Scheduler) killLocked(w *workerRec, why string) {
+	if w.state == phaseSuspended {
+		s.suspended.remove(w)
+	}
+	w.state, w.stopping, w.killed = phaseStopping, true, true
+	w.es.recount()
+	s.publish(w.es)
+	s.cfg.Log.Warn("killing a worker", "endpoint", w.es.ep.ID, "worker", w.id, "reason", why)
+	pool := w.res.Pool()
+	s.call(func(ctx context.Context) {
+		stop := pool.Stop
+		if k, ok := pool.(Killer); ok {
+			stop = k.Kill
+		}
+		if err := stop(ctx, w.id); err != nil {
+			s.cfg.Log.Error("killing a worker", "worker", w.id, "err", err)
+		}
+	})
+}
