@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // workerCall sends a worker-protocol request as the RunPod SDK does: bare token, JSON body
@@ -132,6 +133,11 @@ func TestWorkerProtocol(t *testing.T) {
 	}
 	if r := e.workerCall("GET", "/v2/"+ep+"/job-stop/w1"+q, tok, ""); r.status != 200 || r.body != fmt.Sprintf(`{"jobsToStop":[%q]}`, id) {
 		t.Errorf("job-stop = %d %s", r.status, r.body)
+	}
+	// The job stays named until the worker's ping no longer lists it (stop_test.go).
+	e.clock.Set(e.clock.Now().Add(2 * time.Second))
+	if r := e.workerCall("GET", "/v2/"+ep+"/ping/w1"+q, tok, ""); r.status != 200 {
+		t.Fatalf("ping = %d", r.status)
 	}
 	if r := e.workerCall("GET", "/v2/"+ep+"/job-stop/w1"+q, tok, ""); r.status != 204 {
 		t.Errorf("job-stop with nothing = %d; want 204", r.status)

@@ -350,13 +350,15 @@ func (js *Jobs) JobsToStop(ctx context.Context, worker string, wait time.Duratio
 	if !ok {
 		return nil
 	}
+	// Stopped jobs the worker still runs are named again after StopRepeat (liveness.go).
+	var timeout, again <-chan time.Time
+	if repeat {
+		wait = min(wait, StopRepeat)
+	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
-	var again <-chan time.Time // stopped jobs the worker still runs are named again (liveness.go)
-	if repeat {
-		rt := time.NewTimer(StopRepeat)
-		defer rt.Stop()
-		again = rt.C
+	if timeout = t.C; repeat {
+		timeout, again = nil, t.C
 	}
 	select {
 	case <-again:
@@ -371,7 +373,7 @@ func (js *Jobs) JobsToStop(ctx context.Context, worker string, wait time.Duratio
 				return ids
 			}
 		}
-	case <-t.C:
+	case <-timeout:
 	case <-ctx.Done():
 	}
 	return nil
