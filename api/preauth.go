@@ -26,7 +26,7 @@ func schemeOf(op oas.OperationName, opID string) scheme {
 	switch {
 	case isWorkerOp(opID):
 		return schemeWorker
-	case op == oas.GetFileOperation:
+	case op == oas.GetFileOperation, op == oas.GetOpenAPIOperation:
 		return schemeNone
 	}
 	if a, ok := access[op]; ok && (a == core.JobRead || a == core.JobWrite) {

@@ -45,7 +45,7 @@ func TestForeignWorker(t *testing.T) {
 
 func newKey(t *testing.T, bin, data string) string {
 	t.Helper()
-	out, err := execOutput(bin, "keys", "create", "--data", data, "--user", "alice")
+	out, err := execOutput(bin, "keys", "create", "--data", data, "--init", "--user", "alice")
 	if err != nil {
 		t.Fatal(err)
 	}
