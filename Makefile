@@ -26,6 +26,7 @@ fuzz: ## run each fuzz target for an execution count (~10 s each on 2 cores), or
 	$(GO) test ./api -run '^$$' -fuzz '^FuzzUpdateEndpoint$$' -fuzztime $(or $(FUZZTIME),40000x)
 	$(GO) test ./api -run '^$$' -fuzz '^FuzzLoadBalancerHead$$' -fuzztime $(or $(FUZZTIME),60000x)
 	$(GO) test ./api -run '^$$' -fuzz '^FuzzLoadBalancerAnswer$$' -fuzztime $(or $(FUZZTIME),40000x)
+	$(GO) test ./api -run '^$$' -fuzz '^FuzzBodyText$$' -fuzztime $(or $(FUZZTIME),100000x)
 	$(GO) test ./worker -run '^$$' -fuzz '^FuzzDecodeJob$$' -fuzztime $(or $(FUZZTIME),150000x)
 	$(GO) test ./worker/echo -run '^$$' -fuzz '^FuzzHandler$$' -fuzztime $(or $(FUZZTIME),300000x)
 	$(GO) test ./models -run '^$$' -fuzz '^FuzzReadGIFInfo$$' -fuzztime $(or $(FUZZTIME),150000x)
