@@ -1,6 +1,7 @@
 package pebble
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -30,12 +31,19 @@ func (s *Store) PutJob(j *core.Job, input []byte, durable bool) error {
 	if input == nil {
 		return s.db.Set([]byte(jobPrefix+j.ID), val, opts)
 	}
-	b := s.db.NewBatch()
+	// Sized exactly: a batch's buffer otherwise takes the next power of two past the input, up
+	// to twice its size. (NewBatchWithSize would not do: the first Set rounds it up again.)
+	size := batchSize(len(inputPrefix)+len(j.ID), len(input)) + batchSize(len(jobPrefix)+len(j.ID), len(val))
+	b := s.db.NewBatch(pebble.WithInitialSizeBytes(size))
 	defer b.Close()
 	_ = b.Set([]byte(inputPrefix+j.ID), input, nil)
 	_ = b.Set([]byte(jobPrefix+j.ID), val, nil)
 	return b.Commit(opts)
 }
+
+// batchSize bounds what one Set of a key and value of these lengths takes in a batch: the
+// batch header, the record's kind, two varint lengths and the bytes.
+func batchSize(key, value int) int { return 12 + 1 + 2*binary.MaxVarintLen64 + key + value }
 
 // SyncJobs returns once every write made before it is on disk. Concurrent callers share one
 // WAL sync (Pebble's group commit).
