@@ -176,6 +176,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			a.writeProblem(w, r, e)
 			return
 		}
+		body, ctx = liftInput(ctx, op, body)
 		r.Body = &readBuffer{b: body}
 	}
 	a.oas.ServeHTTP(w, innerRequest(headAsGet(r), ctx, route.OperationID()))

@@ -81,7 +81,7 @@ func (a *API) renderError(ctx context.Context, w http.ResponseWriter, r *http.Re
 		a.writeProblem(w, r, e)
 		return
 	}
-	a.writeProblem(w, r, toCoreError(err))
+	a.writeProblem(w, r, bodyOffsets(ctx, err, toCoreError(err)))
 }
 
 // toCoreError classifies any error the generated server or a handler returns.

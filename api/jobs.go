@@ -66,6 +66,9 @@ func (h *handler) submit(ctx context.Context, req *oas.JobRequest, endpointID st
 		return core.Job{}, err
 	}
 	ep := t.ep
+	if in := takeInput(ctx); in != nil { // ServeHTTP lifted it out of the body (input.go)
+		req.Input = in
+	}
 	// input is kept byte for byte (x-ogen-type RawMessage), so its object type is checked here.
 	if in := bytes.TrimSpace(req.Input); len(in) == 0 || in[0] != '{' {
 		return core.Job{}, core.Invalid(core.FieldError{Path: "$.input", Message: "must be a JSON object"})
