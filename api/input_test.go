@@ -1,9 +1,12 @@
 package api_test
 
 import (
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/gantryhq/gantry/core"
 )
 
 // TestRunInputLifted: /run takes the input out of the body before the generated decoder reads
@@ -47,6 +50,30 @@ func TestRunInputLifted(t *testing.T) {
 			take := e.workerCall("GET", "/v2/"+ep+"/job-take/w1?gpu=CPU&job_in_progress=0", tok, "")
 			if take.status != 200 || !strings.Contains(take.body, tc.want) {
 				t.Errorf("job-take = %d %s; want the job with %s", take.status, take.body, tc.want)
+			}
+		})
+	}
+}
+
+// BenchmarkRun measures /run through the whole API (no network): the body checks, the lifting
+// of the input, the generated decoder and the job's submission.
+func BenchmarkRun(b *testing.B) {
+	e := setup(b, setupOpts{quota: core.Quota{}})
+	ep := e.create(minimalQueue)
+	for _, size := range []int{1 << 10, 64 << 10} {
+		body := `{"input":{"prompt":"` + strings.Repeat("a cat on a mat ", size/15) + `"},"policy":{"ttl":60000}}`
+		b.Run(strconv.Itoa(size>>10)+"KB", func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				req := httptest.NewRequest("POST", "/v2/"+ep+"/run", strings.NewReader(body))
+				req.Header.Set("Authorization", e.alice)
+				req.Header.Set("Content-Type", "application/json")
+				w := httptest.NewRecorder()
+				e.api.ServeHTTP(w, req)
+				if w.Code != 200 {
+					b.Fatalf("run = %d %s", w.Code, w.Body)
+				}
 			}
 		})
 	}
