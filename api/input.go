@@ -65,6 +65,11 @@ func liftInput(ctx context.Context, op string, body []byte) ([]byte, context.Con
 	if in := bytes.TrimSpace(raw); len(in) == 0 || in[0] != '{' {
 		return body, ctx
 	}
+	if cap(body)-len(body) > len(body)/4 {
+		// A chunked body's buffer grew by doubling: the job keeps its input, so keep an
+		// exact copy rather than most of a buffer up to twice the body.
+		raw = bytes.Clone(raw)
+	}
 	size := len(body)
 	for _, s := range spans {
 		size -= s[1] - s[0] - 2
