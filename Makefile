@@ -17,6 +17,7 @@ build: ## build the gantry binary into bin/
 test: ## run every test (race detector on), then the fuzz targets briefly
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
+	$(GO) test -count=1 -run '^TestRunSync(HoldsOneCopy|PeakMemory)$$' ./api # they measure memory: skipped under -race
 	$(MAKE) fuzz
 
 # Counts, not durations: go1.26's fuzz coordinator can fail a clean run with "context deadline

@@ -16,6 +16,9 @@ import (
 // input, not one per layer that read it (the body buffer, the decoder's buffer, the job's
 // input). Not parallel: it measures the process's live heap.
 func TestRunSyncHoldsOneCopy(t *testing.T) {
+	if raceEnabled {
+		t.Skip("measures memory: not under -race (see raceEnabled)")
+	}
 	e := setup(t, setupOpts{quota: core.Quota{}})
 	ep := e.create(minimalQueue)
 	const n, size = 8, 2 << 20
@@ -58,6 +61,9 @@ func TestRunSyncHoldsOneCopy(t *testing.T) {
 // copied out) are not made, and the write batch is not rounded up to a power of two. Not
 // parallel: it measures the process's allocations.
 func TestRunSyncPeakMemory(t *testing.T) {
+	if raceEnabled {
+		t.Skip("measures memory: not under -race (see raceEnabled)")
+	}
 	e := setup(t, setupOpts{quota: core.Quota{}})
 	ep := e.create(minimalQueue)
 	const n, size = 16, 2 << 20
