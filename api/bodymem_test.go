@@ -3,6 +3,7 @@ package api_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"runtime"
 	"runtime/debug"
@@ -31,24 +32,7 @@ func TestRunSyncHoldsOneCopy(t *testing.T) {
 		return int64(m.HeapAlloc)
 	}
 	base := live()
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			req, _ := http.NewRequestWithContext(ctx, "POST", e.srv.URL+"/v2/"+ep+"/runsync?wait=60000", bytes.NewReader(body))
-			req.Header.Set("Authorization", e.alice)
-			req.Header.Set("Content-Type", "application/json")
-			if resp, err := e.srv.Client().Do(req); err == nil {
-				resp.Body.Close()
-			}
-		}()
-	}
-	waitFor(t, "the jobs to be queued", func() bool {
-		return strings.Contains(e.do("GET", "/v2/"+ep+"/health", e.alice, "").body, `"inQueue":8`)
-	})
+	defer holdRunSyncs(t, e, ep, n, body, 8)()
 	held, bodies := live()-base, int64(n*len(body))
 	if held > bodies*3/2 {
 		t.Errorf("%d runsync requests of %d bytes hold %d MB; want at most 1.5x their %d MB", n, len(body), held>>20, bodies>>20)
@@ -84,9 +68,21 @@ func TestRunSyncPeakMemory(t *testing.T) {
 	// and what they allocate again would vary from run to run.
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	base := allocated()
+	defer holdRunSyncs(t, e, ep, n, body, 17)()
+	got, bodies := allocated()-base, int64(n*len(body))
+	t.Logf("allocated %d MB for %d MB of bodies (%.2fx)", got>>20, bodies>>20, float64(got)/float64(bodies))
+	if got > bodies*3 {
+		t.Errorf("%d runsync requests of %d bytes allocated %d MB; want at most 3x their %d MB", n, len(body), got>>20, bodies>>20)
+	}
+}
+
+// holdRunSyncs sends n concurrent runsync requests of body to endpoint ep (on an endpoint with
+// no workers, so they wait) and returns once the endpoint has inQueue jobs queued; the function
+// it returns ends the requests.
+func holdRunSyncs(t *testing.T, e *env, ep string, n int, body []byte, inQueue int) func() {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
 	for range n {
 		wg.Add(1)
 		go func() {
@@ -99,12 +95,9 @@ func TestRunSyncPeakMemory(t *testing.T) {
 			}
 		}()
 	}
+	want := fmt.Sprintf(`"inQueue":%d`, inQueue)
 	waitFor(t, "the jobs to be queued", func() bool {
-		return strings.Contains(e.do("GET", "/v2/"+ep+"/health", e.alice, "").body, `"inQueue":17`)
+		return strings.Contains(e.do("GET", "/v2/"+ep+"/health", e.alice, "").body, want)
 	})
-	got, bodies := allocated()-base, int64(n*len(body))
-	t.Logf("allocated %d MB for %d MB of bodies (%.2fx)", got>>20, bodies>>20, float64(got)/float64(bodies))
-	if got > bodies*3 {
-		t.Errorf("%d runsync requests of %d bytes allocated %d MB; want at most 3x their %d MB", n, len(body), got>>20, bodies>>20)
-	}
+	return func() { cancel(); wg.Wait() }
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"io"
 	"net/http"
@@ -35,33 +34,11 @@ type started struct {
 
 var listenRE = regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
 
+// startServe starts `gantry serve` on a port of the kernel's and waits for its address
+// (startLogged, when the test reads the server's log too).
 func startServe(t *testing.T, bin string, args ...string) *started {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &started{cmd: cmd, done: make(chan error, 1)}
-	lines := bufio.NewScanner(stdout)
-	deadline := time.AfterFunc(30*time.Second, func() { cmd.Process.Kill() })
-	for lines.Scan() {
-		if m := listenRE.FindStringSubmatch(lines.Text()); m != nil {
-			s.base = m[1]
-			break
-		}
-	}
-	deadline.Stop()
-	if s.base == "" {
-		t.Fatalf("gantry serve printed no address; stderr:\n%s", stderr.String())
-	}
-	go func() { _, _ = io.Copy(io.Discard, stdout); s.done <- cmd.Wait() }()
-	t.Cleanup(func() { cmd.Process.Kill() })
+	s, _ := startLogged(t, bin, args...)
 	return s
 }
 
