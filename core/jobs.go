@@ -713,7 +713,7 @@ func (js *Jobs) Retry(ref JobRef) (Job, error) {
 	if err != nil {
 		return Job{}, err
 	}
-	js.requeue(e, rec)
+	js.requeue(e, rec, true)
 	js.countsOf(ref.Endpoint).retried.Add(1)
 	snap, key := *rec, e.key
 	e.unlock()
@@ -724,14 +724,17 @@ func (js *Jobs) Retry(ref JobRef) (Job, error) {
 	return snap, nil
 }
 
-// requeue puts a job back IN_QUEUE (retry or worker lost) and detaches its record. Called
-// with the shard locked; the caller syncs and enqueues the job once unlocked.
-func (js *Jobs) requeue(e *entry, rec *Job) {
+// requeue puts a job back IN_QUEUE (retry, worker lost, or a graceful stop's release) and
+// detaches its record; spend counts one more retry (a release spends none). Called with the
+// shard locked; the caller syncs and enqueues the job once unlocked.
+func (js *Jobs) requeue(e *entry, rec *Job, spend bool) {
 	now := js.clock.Now()
 	js.count(rec.Endpoint, rec.Status, InQueue, rec.Policy.LowPriority)
 	rec.Status = InQueue
 	rec.Output, rec.Error, rec.WorkerID, rec.Cost = nil, "", "", nil
-	rec.Retries++
+	if spend {
+		rec.Retries++
+	}
 	rec.QueuedAt, rec.StartedAt, rec.EndedAt = now, time.Time{}, time.Time{}
 	rec.ExpiresAt = now.Add(ttlOf(rec))
 	if x := e.x; x != nil {

@@ -84,22 +84,12 @@ func (js *Jobs) Release() (int, error) {
 	js.wmu.Unlock()
 	n := 0
 	for _, h := range all {
-		key, ok := ParseJobKey(h.id)
-		if !ok {
-			continue
-		}
-		e := js.lock(key)
+		e, rec := js.lockRunning(h.worker, h.id)
 		if e == nil {
-			continue
-		}
-		rec := e.attached()
-		if e.state != stRunning || rec == nil || rec.WorkerID != h.worker {
-			e.unlock() // ended meanwhile
-			continue
+			continue // ended meanwhile
 		}
 		js.release(h.worker, h.id, true)
-		rec.Retries-- // requeue counts one more retry; a release spends none
-		js.requeue(e, rec)
+		js.requeue(e, rec, false)
 		e.unlock()
 		n++
 	}

@@ -433,19 +433,11 @@ func (js *Jobs) loseWorker(worker string) {
 	}
 	js.wmu.Unlock()
 	for _, id := range ids {
-		key, ok := ParseJobKey(id)
-		if !ok {
-			continue
-		}
-		e := js.lock(key)
+		e, rec := js.lockRunning(worker, id)
 		if e == nil {
 			continue
 		}
-		rec := e.attached()
-		if e.state != stRunning || rec == nil || rec.WorkerID != worker {
-			e.unlock()
-			continue
-		}
+		key := e.key
 		js.lostJob(e, rec)
 		endpoint, queued := rec.Endpoint, e.state == stQueued
 		e.unlock()
@@ -464,7 +456,26 @@ func (js *Jobs) lostJob(e *entry, rec *Job) {
 		js.end(e, rec, EvLost, Failed)
 		return
 	}
-	js.requeue(e, rec)
+	js.requeue(e, rec, true)
+}
+
+// lockRunning locks job id and returns it with its record while worker runs it (IN_PROGRESS,
+// taken by that worker); nil, with nothing locked, once it ended or went elsewhere.
+func (js *Jobs) lockRunning(worker, id string) (*entry, *Job) {
+	key, ok := ParseJobKey(id)
+	if !ok {
+		return nil, nil
+	}
+	e := js.lock(key)
+	if e == nil {
+		return nil, nil
+	}
+	rec := e.attached()
+	if e.state != stRunning || rec == nil || rec.WorkerID != worker {
+		e.unlock()
+		return nil, nil
+	}
+	return e, rec
 }
 
 // Holds returns nil when the worker holds the job (IN_PROGRESS, taken by it), else the error a
