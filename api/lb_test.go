@@ -1,8 +1,10 @@
 package api_test
 
 import (
+	"bufio"
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -114,5 +116,73 @@ func TestLoadBalancerNoWorker(t *testing.T) {
 	// Health works on LOAD_BALANCER endpoints too (requestUrls.health).
 	if r := e.as(e.alice, "GET", "/v2/"+lb+"/health", ""); r.status != 200 {
 		t.Errorf("health of a LOAD_BALANCER endpoint = %d %s", r.status, r.body)
+	}
+}
+
+// rawWorker is a worker that answers every request on a connection with the same 2-byte
+// answer, reading nothing but request heads: its own cost stays out of the proxy's figures.
+func rawWorker(tb testing.TB) *url.URL {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				br := bufio.NewReader(conn)
+				for {
+					for { // the request head, up to its empty line (the bench sends no bodies)
+						line, err := br.ReadSlice('\n')
+						if err != nil {
+							return
+						}
+						if len(line) <= 2 {
+							break
+						}
+					}
+					if _, err := io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return &url.URL{Scheme: "http", Host: ln.Addr().String()}
+}
+
+// BenchmarkLoadBalancerLoop measures a keep-alive GET through the proxy's connection loop:
+// admission (key, rate limits, endpoint, worker) and the two loopback round trips. Its
+// allocations per request are the loop's budget; the figure counts the whole process.
+func BenchmarkLoadBalancerLoop(b *testing.B) {
+	e := setup(b, setupOpts{quota: core.Quota{}, balancer: &fakeBalancer{base: rawWorker(b)}})
+	lb := e.create(minimalLB)
+	u, _ := url.Parse(e.srv.URL)
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	req := []byte("GET /lb/" + lb + "/x HTTP/1.1\r\nHost: " + u.Host + "\r\nAuthorization: Bearer " + e.alice + "\r\n\r\n")
+	br := bufio.NewReader(conn)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := conn.Write(req); err != nil {
+			b.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != 200 || string(body) != "ok" {
+			b.Fatalf("GET = %d %q, %v; want 200 ok", resp.StatusCode, body, err)
+		}
 	}
 }
