@@ -25,6 +25,7 @@ var layers = map[string][]string{
 	"scheduler": {"adapters", "store", "api"},
 	"adapters":  {"store", "api"},
 	"store":     {"api", "scheduler", "adapters"},
+	"lbproxy":   {"api", "store", "scheduler", "adapters"}, // an HTTP proxy; admission is api's
 	"worker":    nil,                                       // parsed, no arrows yet
 	"models":    {"api", "store", "scheduler", "adapters"}, // core and worker only
 }
@@ -166,6 +167,7 @@ func TestCheckersCatch(t *testing.T) {
 		"api/api.go":            "// Package api is fine.\npackage api\n\nimport (\n\t_ \"" + module + "/core\"\n\t_ \"" + module + "/adapters/process\"\n)\n",
 		"api/api_test.go":       "package api\n\nimport _ \"" + module + "/store/pebble\"\n", // tests may
 		"store/kv/kv.go":        "package kv\n\nimport _ \"" + module + "/api\"\n",
+		"lbproxy/proxy.go":      "// Package lbproxy is fine.\npackage lbproxy\n\nimport _ \"" + module + "/api\"\n",
 		"store/doc.go":          "// Package store is fine.\npackage store\n",
 		"store/x/testdata/t.go": "package t\n\nimport _ \"" + module + "/api\"\n",                               // not a package
 		"adapters/a/a.go":       "// Package a is fine.\npackage a\n\nimport _ \"" + module + "/storefront\"\n", // not store/...
@@ -189,6 +191,7 @@ func TestCheckersCatch(t *testing.T) {
 	wantArrows := []string{
 		"api/api.go imports " + module + "/adapters/process",
 		"core/a.go imports " + module + "/store/pebble",
+		"lbproxy/proxy.go imports " + module + "/api",
 		"store/kv/kv.go imports " + module + "/api",
 	}
 	if len(gotArrows) != len(wantArrows) {

@@ -10,16 +10,15 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"net/http/httputil"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-faster/jx"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/lbproxy"
 	"github.com/gantryhq/gantry/oas"
 )
 
@@ -73,15 +72,11 @@ type API struct {
 	cfg   Config
 	oas   *oas.Server
 	h     *handler
-	proxy *httputil.ReverseProxy // requests the forwarder cannot carry
-	fwd   *forwarder
+	lb    *lbproxy.Proxy // serves /lb/, asking lbAdmission (lb.go)
 	ready atomic.Bool
 
 	draining atomic.Bool  // a graceful stop: only the workers' requests are served (drain.go)
 	inflight atomic.Int64 // request-body bytes held against cfg.BodyBudget (body.go)
-
-	lbConns  lbConnSet // caller connections the load-balancing proxy serves itself (lbloop.go)
-	handoffs sync.Map  // *http.Server -> *handoff: where those connections go back to net/http
 }
 
 // New builds the API. It answers 503 on /healthz until SetReady(true).
@@ -100,7 +95,7 @@ func New(cfg Config) (*API, error) {
 	a := &API{cfg: cfg}
 	h := &handler{cfg: &a.cfg}
 	a.h = h
-	a.proxy, a.fwd = a.newProxy(), newForwarder()
+	a.lb = lbproxy.New(lbAdmission{a})
 	srv, err := oas.NewServer(h, h, h, oas.WithErrorHandler(a.renderError), oas.WithNotFound(a.notFound),
 		oas.WithMethodNotAllowed(a.methodNotAllowed))
 	if err != nil {

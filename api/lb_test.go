@@ -63,7 +63,7 @@ func TestLoadBalancerProxy(t *testing.T) {
 	t.Cleanup(backend.Close)
 	u, _ := url.Parse(backend.URL)
 	bal := &fakeBalancer{base: u}
-	e := setup(t, setupOpts{quota: core.Quota{Minute: 6}, balancer: bal})
+	e := setup(t, setupOpts{quota: core.Quota{Minute: 7}, balancer: bal})
 	lb := e.create(minimalLB)
 	queue := e.create(minimalQueue)
 
@@ -82,6 +82,16 @@ func TestLoadBalancerProxy(t *testing.T) {
 	if n := hits.Load() - before; n != 1 {
 		t.Errorf("the worker got the failed request %d times; want 1 (no retries)", n)
 	}
+	// The same through the general proxy, which carries uploads of unknown length.
+	req, _ := http.NewRequest("POST", e.srv.URL+"/lb/"+lb+"/hang-up", io.MultiReader(strings.NewReader("a"), strings.NewReader("b")))
+	req.Header.Set("Authorization", e.alice)
+	req.ContentLength = -1 // chunked
+	if resp, err := e.srv.Client().Do(req); err != nil {
+		t.Errorf("a chunked upload to a worker hanging up: %v", err)
+	} else if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusBadGateway || resp.Header.Get("Content-Type") != "application/problem+json" ||
+		!strings.Contains(string(b), `"detail":"the worker of endpoint `+lb+` did not answer`) {
+		t.Errorf("a chunked upload to a worker hanging up = %d %s; want a 502 problem", resp.StatusCode, b)
+	}
 	for _, tc := range []struct {
 		name, path, auth string
 		status           int
@@ -99,7 +109,7 @@ func TestLoadBalancerProxy(t *testing.T) {
 			t.Errorf("%s: GET %s = %d %s; want a %d problem saying %q", tc.name, tc.path, r.status, r.body, tc.status, tc.detail)
 		}
 	}
-	if a, rel := bal.acquired.Load(), bal.released.Load(); a != rel || a != 2 {
+	if a, rel := bal.acquired.Load(), bal.released.Load(); a != rel || a != 3 {
 		t.Errorf("acquired %d, released %d; want every acquired worker released", a, rel)
 	}
 }
@@ -116,6 +126,93 @@ func TestLoadBalancerNoWorker(t *testing.T) {
 	// Health works on LOAD_BALANCER endpoints too (requestUrls.health).
 	if r := e.as(e.alice, "GET", "/v2/"+lb+"/health", ""); r.status != 200 {
 		t.Errorf("health of a LOAD_BALANCER endpoint = %d %s", r.status, r.body)
+	}
+}
+
+// rawConn is a caller's keep-alive connection to the proxy, written and read by hand.
+type rawConn struct {
+	t    *testing.T
+	conn net.Conn
+	br   *bufio.Reader
+	host string
+}
+
+func dialRaw(t *testing.T, base string) *rawConn {
+	t.Helper()
+	u, _ := url.Parse(base)
+	conn, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	return &rawConn{t: t, conn: conn, br: bufio.NewReader(conn), host: u.Host}
+}
+
+func (c *rawConn) send(s string) {
+	c.t.Helper()
+	if _, err := io.WriteString(c.conn, s); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// get is a GET request for path with the key and extra header lines ("Name: value\r\n").
+func (c *rawConn) get(path, key, extra string) string {
+	return "GET " + path + " HTTP/1.1\r\nHost: " + c.host + "\r\nAuthorization: Bearer " + key + "\r\n" + extra + "\r\n"
+}
+
+func (c *rawConn) read(method string) (*http.Response, string) {
+	c.t.Helper()
+	resp, err := http.ReadResponse(c.br, &http.Request{Method: method})
+	if err != nil {
+		c.t.Fatalf("reading an answer: %v", err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		c.t.Fatalf("reading an answer's body: %v", err)
+	}
+	return resp, string(b)
+}
+
+// Refusals inside the proxy's connection loop are the same problem+json answers as
+// elsewhere, with the rate-limit headers, and leave the connection usable.
+func TestLoadBalancerConnectionLoopRefusals(t *testing.T) {
+	t.Parallel()
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	t.Cleanup(backend.Close)
+	u, _ := url.Parse(backend.URL)
+	e := setup(t, setupOpts{quota: core.Quota{Minute: 10000}, balancer: &fakeBalancer{base: u}})
+	path := "/lb/" + e.create(minimalLB)
+	key := e.alice
+	c := dialRaw(t, e.srv.URL)
+	for _, tc := range []struct {
+		path, key string
+		status    int
+	}{
+		{path + "/x", key, 200},
+		{path + "/x", "nope", 401},
+		{"/lb/unknownendpoint/x", key, 404},
+		{path + "/x", key, 200},
+	} {
+		c.send(c.get(tc.path, tc.key, ""))
+		resp, b := c.read("GET")
+		if resp.StatusCode != tc.status {
+			t.Fatalf("GET %s with key %q = %d %q; want %d", tc.path, tc.key, resp.StatusCode, b, tc.status)
+		}
+		if tc.status != 200 && (resp.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(b, `"status":`)) {
+			t.Errorf("refusal %d = %v %q; want a problem", tc.status, resp.Header, b)
+		}
+		if tc.status != 401 && resp.Header.Get("RateLimit") == "" {
+			t.Errorf("GET %s: no RateLimit header", tc.path)
+		}
+	}
+	c.send("HEAD " + path + "/x HTTP/1.1\r\nHost: " + c.host + "\r\nAuthorization: nope\r\n\r\n")
+	if resp, b := c.read("HEAD"); resp.StatusCode != 401 || b != "" {
+		t.Fatalf("HEAD refused = %d %q; want 401 and no body", resp.StatusCode, b)
+	}
+	c.send(c.get(path+"/x", key, ""))
+	if resp, b := c.read("GET"); resp.StatusCode != 200 || b != "ok" {
+		t.Fatalf("after a refused HEAD = %d %q", resp.StatusCode, b)
 	}
 }
 

@@ -1,4 +1,4 @@
-package api_test
+package lbproxy_test
 
 import (
 	"bufio"
@@ -61,7 +61,7 @@ func (c *rawConn) read(method string) (*http.Response, string) {
 // One caller connection carries pipelined requests, requests the loop hands back to net/http
 // (a chunked upload, an upgrade-less request with a head too large for its buffer, a
 // management call) and loop requests again after them; each gets its own answer, in order.
-func TestLoadBalancerConnectionLoop(t *testing.T) {
+func TestConnectionLoop(t *testing.T) {
 	t.Parallel()
 	base, key, conns := lbBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Upgrade") == "x-echo" { // a protocol switch: echo what comes, upper-cased
@@ -131,49 +131,10 @@ func TestLoadBalancerConnectionLoop(t *testing.T) {
 	}
 }
 
-// Refusals inside the loop are the same problem+json answers as elsewhere, with the rate-limit
-// headers, and leave the connection usable.
-func TestLoadBalancerConnectionLoopRefusals(t *testing.T) {
-	t.Parallel()
-	base, key, _ := lbBackend(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
-	path := strings.TrimPrefix(base, "http://")
-	path = path[strings.Index(path, "/"):]
-	c := dialRaw(t, base)
-	for _, tc := range []struct {
-		path, key string
-		status    int
-	}{
-		{path + "/x", key, 200},
-		{path + "/x", "nope", 401},
-		{"/lb/unknownendpoint/x", key, 404},
-		{path + "/x", key, 200},
-	} {
-		c.send(c.get(tc.path, tc.key, ""))
-		resp, b := c.read("GET")
-		if resp.StatusCode != tc.status {
-			t.Fatalf("GET %s with key %q = %d %q; want %d", tc.path, tc.key, resp.StatusCode, b, tc.status)
-		}
-		if tc.status != 200 && (resp.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(b, `"status":`)) {
-			t.Errorf("refusal %d = %v %q; want a problem", tc.status, resp.Header, b)
-		}
-		if tc.status != 401 && resp.Header.Get("RateLimit") == "" {
-			t.Errorf("GET %s: no RateLimit header", tc.path)
-		}
-	}
-	c.send("HEAD " + path + "/x HTTP/1.1\r\nHost: " + c.host + "\r\nAuthorization: nope\r\n\r\n")
-	if resp, b := c.read("HEAD"); resp.StatusCode != 401 || b != "" {
-		t.Fatalf("HEAD refused = %d %q; want 401 and no body", resp.StatusCode, b)
-	}
-	c.send(c.get(path+"/x", key, ""))
-	if resp, b := c.read("GET"); resp.StatusCode != 200 || b != "ok" {
-		t.Fatalf("after a refused HEAD = %d %q", resp.StatusCode, b)
-	}
-}
-
 // Shutdown as gantry serve does it: the server's base context ends (long polls end at once),
-// then API.Shutdown ends idle loop connections at once and lets a busy one finish its answer,
+// then Proxy.Shutdown ends idle loop connections at once and lets a busy one finish its answer,
 // which tells the caller the connection closes; a request waiting for a worker is answered 503.
-func TestLoadBalancerConnectionLoopShutdown(t *testing.T) {
+func TestConnectionLoopShutdown(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	var once sync.Once
@@ -182,7 +143,7 @@ func TestLoadBalancerConnectionLoopShutdown(t *testing.T) {
 	started := make(chan struct{}, 1)
 	serving, stopServing := context.WithCancel(context.Background())
 	defer stopServing()
-	base, key, _, a, bal := lbBackendWith(t, func(w http.ResponseWriter, r *http.Request) {
+	base, key, _, p, adm := lbBackendWith(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			started <- struct{}{}
 			<-release
@@ -198,16 +159,16 @@ func TestLoadBalancerConnectionLoopShutdown(t *testing.T) {
 	}
 	busy.send(busy.get(path+"/slow", key, ""))
 	<-started
-	bal.noWorker <- struct{}{}
+	adm.noWorker <- struct{}{}
 	waiting.send(waiting.get(path+"/x", key, ""))
-	<-bal.waiting
+	<-adm.waiting
 
 	stopServing()
 	if resp, _ := waiting.read("GET"); resp.StatusCode != http.StatusServiceUnavailable || !resp.Close {
 		t.Errorf("the request waiting for a worker when serving stopped = %d (close %v); want 503 and Connection: close", resp.StatusCode, resp.Close)
 	}
 	done := make(chan error, 1)
-	go func() { done <- a.Shutdown(context.Background()) }()
+	go func() { done <- p.Shutdown(context.Background()) }()
 	if _, err := idle.br.ReadByte(); err != io.EOF {
 		t.Errorf("the idle connection after Shutdown: %v; want EOF", err)
 	}

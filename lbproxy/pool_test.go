@@ -1,13 +1,11 @@
-package api_test
+package lbproxy_test
 
 import (
 	"bufio"
 	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
@@ -15,75 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gantryhq/gantry/api"
-	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/lbproxy"
 )
-
-// lbBackend starts handler as a worker behind a LOAD_BALANCER endpoint and returns the
-// endpoint's proxied base URL (…/lb/{id}), alice's key and a count of the connections the
-// proxy opened to the worker.
-func lbBackend(t *testing.T, handler http.HandlerFunc) (base, key string, conns *atomic.Int64) {
-	base, key, conns, _ = lbBackendAPI(t, handler)
-	return base, key, conns
-}
-
-// lbBackendAPI is lbBackend that also returns the API.
-func lbBackendAPI(t *testing.T, handler http.HandlerFunc) (base, key string, conns *atomic.Int64, a *api.API) {
-	t.Helper()
-	base, key, conns, a, _ = lbBackendWith(t, handler, nil)
-	return base, key, conns, a
-}
-
-// lbBackendWith is lbBackendAPI on a server whose base context is serving (nil: none), with
-// its balancer.
-func lbBackendWith(t *testing.T, handler http.HandlerFunc, serving context.Context) (base, key string, conns *atomic.Int64, a *api.API, b *fakeBalancer) {
-	t.Helper()
-	conns = new(atomic.Int64)
-	backend := httptest.NewUnstartedServer(handler)
-	backend.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
-		}
-	}
-	backend.Start()
-	t.Cleanup(backend.Close)
-	u, _ := url.Parse(backend.URL)
-	b = &fakeBalancer{base: u, noWorker: make(chan struct{}, 1), waiting: make(chan struct{}, 1)}
-	e := setup(t, setupOpts{quota: core.Quota{Minute: 10000}, balancer: b, base: serving})
-	return e.srv.URL + "/lb/" + e.create(minimalLB), e.alice, conns, e.api, b
-}
-
-func lbRequest(t *testing.T, method, url, key, body string, header http.Header) *http.Response {
-	t.Helper()
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	if body == "" {
-		req.Body = nil
-	}
-	for k, vv := range header {
-		req.Header[k] = vv
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	return resp
-}
-
-func readAll(t *testing.T, resp *http.Response) string {
-	t.Helper()
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("reading the answer: %v", err)
-	}
-	return string(b)
-}
 
 // The proxy forwards the caller's headers less hop-by-hop ones and the key, adds
 // X-Forwarded-*, sends the worker's answer back less its hop-by-hop headers, and keeps one
 // connection to the worker for consecutive requests.
-func TestLoadBalancerForwardsHeadersAndReusesConnections(t *testing.T) {
+func TestForwardsHeadersAndReusesConnections(t *testing.T) {
 	t.Parallel()
 	var host, got atomic.Value
 	base, key, conns := lbBackend(t, func(w http.ResponseWriter, r *http.Request) {
@@ -138,10 +74,10 @@ func TestLoadBalancerForwardsHeadersAndReusesConnections(t *testing.T) {
 // A worker that closes its connections, saying so or not, costs no request: the proxy notices
 // the close before reusing a connection (here it checks every reuse; by default, those after
 // 1 ms idle).
-func TestLoadBalancerWorkerClosesConnections(t *testing.T) {
+func TestWorkerClosesConnections(t *testing.T) {
 	t.Parallel()
 	hungUp := make(chan struct{}, 1)
-	base, key, conns, a := lbBackendAPI(t, func(w http.ResponseWriter, r *http.Request) {
+	base, key, conns, p, _ := lbBackendWith(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/close": // says so
 			w.Header().Set("Connection", "close")
@@ -155,8 +91,8 @@ func TestLoadBalancerWorkerClosesConnections(t *testing.T) {
 		default:
 			io.WriteString(w, "ok")
 		}
-	})
-	api.SetLBPeekAfter(a, 0)
+	}, nil)
+	lbproxy.SetPeekAfter(p, 0)
 	for i, path := range []string{"/close", "/x", "/silent-close", "/x", "/silent-close", "/x"} {
 		resp := lbRequest(t, "GET", base+path, key, "", nil)
 		if b := readAll(t, resp); resp.StatusCode != 200 || (b != "ok" && b != "bye") {
@@ -172,7 +108,7 @@ func TestLoadBalancerWorkerClosesConnections(t *testing.T) {
 }
 
 // Answers of unknown length stream through as the worker writes them, trailers included.
-func TestLoadBalancerStreamsAnswers(t *testing.T) {
+func TestStreamsAnswers(t *testing.T) {
 	t.Parallel()
 	next := make(chan struct{})
 	base, key, _ := lbBackend(t, func(w http.ResponseWriter, r *http.Request) {
@@ -206,7 +142,7 @@ func TestLoadBalancerStreamsAnswers(t *testing.T) {
 // A caller that goes away while the worker thinks closes the proxy's connection to the
 // worker (the worker sees its request cancelled); an answer the worker breaks off reaches the
 // caller as broken, never as complete.
-func TestLoadBalancerCancelAndCutShort(t *testing.T) {
+func TestCancelAndCutShort(t *testing.T) {
 	t.Parallel()
 	cancelled := make(chan struct{})
 	base, key, _ := lbBackend(t, func(w http.ResponseWriter, r *http.Request) {
@@ -259,7 +195,7 @@ func TestLoadBalancerCancelAndCutShort(t *testing.T) {
 
 // Requests the forwarder does not carry (an upload of unknown length, a large one) go
 // through the general proxy and arrive whole.
-func TestLoadBalancerLargeAndChunkedUploads(t *testing.T) {
+func TestLargeAndChunkedUploads(t *testing.T) {
 	t.Parallel()
 	base, key, _ := lbBackend(t, func(w http.ResponseWriter, r *http.Request) {
 		n, _ := io.Copy(io.Discard, r.Body)
@@ -281,7 +217,7 @@ func TestLoadBalancerLargeAndChunkedUploads(t *testing.T) {
 // Answers without a body (204, 304), a body that ends when the worker closes the connection
 // (no length, HTTP/1.0 style) and a malformed answer: each reaches the caller as it should,
 // and only connections fit for reuse are reused.
-func TestLoadBalancerAnswerFraming(t *testing.T) {
+func TestAnswerFraming(t *testing.T) {
 	t.Parallel()
 	raw := func(w http.ResponseWriter, s string) {
 		conn, rw, _ := http.NewResponseController(w).Hijack()

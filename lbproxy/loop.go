@@ -1,4 +1,4 @@
-package api
+package lbproxy
 
 import (
 	"bufio"
@@ -10,20 +10,16 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
-
-	"golang.org/x/net/http/httpguts"
 
 	"github.com/gantryhq/gantry/core"
 )
 
 // A caller's keep-alive HTTP/1.1 connection that sends plain load-balanced requests is taken
-// from net/http (hijacked) at its first such request and served by a small loop, lbConn:
+// from net/http (hijacked) at its first such request and served by a small loop, callerConn:
 // each request head is scanned in place, the worker gets it in one write with the same
 // header lines (less hop-by-hop ones and the key, plus X-Forwarded-*), and the worker's
 // answer head and body are relayed as they come, chunked bodies chunk by chunk. net/http's
@@ -32,9 +28,9 @@ import (
 //
 // The loop carries only what it can carry exactly: an HTTP/1.1 request for /lb/ with a known
 // body of at most fastBodyMax, no upgrade, no Expect, no Transfer-Encoding, a clean path
-// without escapes, and a head that fits the connection's read buffer. Any other request is handed back, unread, to the
-// http.Server the connection came from (handBack), which serves it and the rest of the
-// connection as it serves any other. Nothing is retried: a worker that fails a request before
+// without escapes, and a head that fits the connection's read buffer. Any other request is
+// handed back, unread, to the http.Server the connection came from (handBack), which serves
+// it and the rest of the connection as it serves any other. Nothing is retried: a worker that fails a request before
 // its answer begins gets the caller a 502 problem, one that fails it later cuts the answer
 // short (the caller's connection is closed, so it cannot pass for complete).
 
@@ -49,9 +45,12 @@ const (
 	maxAnswerHead = 1 << 20
 )
 
-// lbConn is one hijacked caller connection.
-type lbConn struct {
-	a      *API
+// errCutShort says that the worker's answer broke off after its head was relayed.
+var errCutShort = errors.New("the worker's answer broke off")
+
+// callerConn is one hijacked caller connection.
+type callerConn struct {
+	p      *Proxy
 	srv    *http.Server
 	conn   net.Conn
 	br     *bufio.Reader
@@ -63,7 +62,7 @@ type lbConn struct {
 	rw     rawResponse // the rate-limit headers and problems of the request being served
 	remote string      // the caller's IP, for X-Forwarded-For
 
-	q    lbRequest
+	q    request
 	body []byte    // the request body, read before the worker is picked
 	out  []byte    // the request head and body as the worker gets them
 	ab   answerBuf // the worker's answer head
@@ -74,8 +73,8 @@ type lbConn struct {
 	workerMu  sync.Mutex
 }
 
-// lbRequest is a request the loop carries, as scanned from its head.
-type lbRequest struct {
+// request is a request the loop carries, as scanned from its head.
+type request struct {
 	method, target string // target: the raw request-target, /lb/{id}...
 	id, rest       string // the endpoint id, and the target after /lb/{id}
 	host, authz    string
@@ -91,12 +90,12 @@ func canLoop(r *http.Request) bool {
 	return r.ProtoMajor == 1 && r.ProtoMinor == 1 && !r.Close && r.TLS == nil &&
 		r.ContentLength >= 0 && r.ContentLength <= fastBodyMax && len(r.TransferEncoding) == 0 &&
 		r.Header.Get("Upgrade") == "" && r.Header.Get("Expect") == "" &&
-		len(r.RequestURI) > len(LBPrefix) && r.RequestURI[:len(LBPrefix)] == LBPrefix && cleanTarget(r.RequestURI)
+		len(r.RequestURI) > len(Prefix) && r.RequestURI[:len(Prefix)] == Prefix && cleanTarget(r.RequestURI)
 }
 
-// loopLB hijacks r's connection and serves r and the connection's later requests in an
-// lbConn. It returns false, having done nothing, when the connection cannot be hijacked.
-func (a *API) loopLB(w http.ResponseWriter, r *http.Request) bool {
+// loop hijacks r's connection and serves r and the connection's later requests in a
+// callerConn. It returns false, having done nothing, when the connection cannot be hijacked.
+func (p *Proxy) loop(w http.ResponseWriter, r *http.Request) bool {
 	srv, _ := r.Context().Value(http.ServerContextKey).(*http.Server)
 	if srv == nil {
 		return false
@@ -106,7 +105,7 @@ func (a *API) loopLB(w http.ResponseWriter, r *http.Request) bool {
 	if r.ContentLength > 0 {
 		body = make([]byte, r.ContentLength)
 		if _, err := io.ReadFull(r.Body, body); err != nil {
-			a.writeProblem(w, r, core.Errorf(core.KindMalformed, "reading the body: %v", err))
+			p.adm.Refuse(r.Context(), w, r, core.Errorf(core.KindMalformed, "reading the body: %v", err))
 			return true
 		}
 	}
@@ -126,23 +125,23 @@ func (a *API) loopLB(w http.ResponseWriter, r *http.Request) bool {
 		held, _ := brw.Reader.Peek(n)
 		src = io.MultiReader(bytes.NewReader(bytes.Clone(held)), conn)
 	}
-	c := &lbConn{a: a, srv: srv, conn: conn, br: bufio.NewReaderSize(src, 4<<10), bw: brw.Writer, body: body, watchDone: make(chan struct{}, 1)}
+	c := &callerConn{p: p, srv: srv, conn: conn, br: bufio.NewReaderSize(src, 4<<10), bw: brw.Writer, body: body, watchDone: make(chan struct{}, 1)}
 	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		c.remote = ip
 	}
 	// The request's context ends when the server stops serving (gantry serve cancels its base
 	// context then, to end long polls at once). The loop's exchanges do not end with it: an
-	// answer in progress finishes, as API.Shutdown promises; only a wait for a worker does.
+	// answer in progress finishes, as Proxy.Shutdown promises; only a wait for a worker does.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	c.ctx, c.cancel = context.WithValue(ctx, writerKey{}, &c.rw), cancel
+	c.ctx, c.cancel = p.adm.WithWriter(ctx, &c.rw), cancel
 	wait, stopWait := context.WithCancel(c.ctx)
 	defer context.AfterFunc(r.Context(), stopWait)()
 	c.wait = wait
 	c.rw.h = http.Header{}
 	c.watch = time.AfterFunc(time.Hour, c.watchCaller) // made stopped; armWatch sets it going
 	c.watch.Stop()
-	stopping := !a.lbConns.add(c)
-	defer a.lbConns.remove(c)
+	stopping := !p.callers.add(c)
+	defer p.callers.remove(c)
 	defer cancel()
 	c.fromRequest(r)
 	c.q.close = stopping // the server is shutting down: serve this request, then close
@@ -151,10 +150,10 @@ func (a *API) loopLB(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // fromRequest fills c.q from the request net/http parsed.
-func (c *lbConn) fromRequest(r *http.Request) {
+func (c *callerConn) fromRequest(r *http.Request) {
 	q := &c.q
 	q.method, q.target, q.host, q.length = r.Method, r.RequestURI, r.Host, r.ContentLength
-	q.id, q.rest = splitLBTarget(q.target)
+	q.id, q.rest = splitTarget(q.target)
 	q.authz = r.Header.Get("Authorization")
 	q.fields, q.xff = q.fields[:0], q.xff[:0]
 	var conn []byte // the names r's Connection header lists (see appendNames)
@@ -177,7 +176,7 @@ func (c *lbConn) fromRequest(r *http.Request) {
 
 // serve serves c.q, then the connection's next requests, until the caller or the server
 // ends it or a request must be handed back.
-func (c *lbConn) serve() {
+func (c *callerConn) serve() {
 	for {
 		keep := c.serveOne()
 		if !keep || c.q.close {
@@ -193,7 +192,7 @@ func (c *lbConn) serve() {
 			c.conn.Close()
 			return
 		case !ok:
-			c.a.handBack(c.srv, &handedConn{Conn: c.conn, br: c.br})
+			c.p.handBack(c.srv, &handedConn{Conn: c.conn, br: c.br})
 			return
 		}
 	}
@@ -216,12 +215,12 @@ func bareLF(b []byte) bool {
 
 // next waits for the connection's next request and scans its head into c.q, with its body in
 // c.body. It returns false, having consumed nothing, for a request the loop does not carry.
-func (c *lbConn) next() (bool, error) {
+func (c *callerConn) next() (bool, error) {
 	idle, header := c.timeouts()
 	if idle > 0 {
 		c.conn.SetReadDeadline(time.Now().Add(idle))
 	}
-	if c.a.lbConns.closing() {
+	if c.p.callers.closing() {
 		// Checked again after the deadline is set: a shutdown that began since has set (or
 		// will set) its own deadline, which ends the wait below at once.
 		return false, net.ErrClosed
@@ -268,7 +267,7 @@ func (c *lbConn) next() (bool, error) {
 }
 
 // timeouts are the server's idle and header-read timeouts, as net/http applies them.
-func (c *lbConn) timeouts() (idle, header time.Duration) {
+func (c *callerConn) timeouts() (idle, header time.Duration) {
 	idle, header = c.srv.IdleTimeout, c.srv.ReadHeaderTimeout
 	if idle == 0 {
 		idle = c.srv.ReadTimeout
@@ -281,7 +280,7 @@ func (c *lbConn) timeouts() (idle, header time.Duration) {
 
 // serveOne admits c.q (key, rate limits, endpoint, a ready worker) and forwards it, or answers
 // why not. It returns whether the connection may carry another request.
-func (c *lbConn) serveOne() bool {
+func (c *callerConn) serveOne() bool {
 	q := &c.q
 	clear(c.rw.h)
 	c.rw.status, c.rw.body = 0, c.rw.body[:0]
@@ -289,24 +288,24 @@ func (c *lbConn) serveOne() bool {
 		return &http.Request{Method: q.method, URL: &url.URL{Path: targetPath(q.target)}, Header: http.Header{}}
 	}
 	c.armWatch()
-	t, release, err := c.a.admitLB(c.wait, q.id, q.authz)
+	t, release, err := c.p.adm.Admit(c.wait, q.id, q.authz)
 	if err != nil {
 		c.disarmWatch()
 		if c.ctx.Err() != nil {
 			return false // the caller went away while it waited for a worker
 		}
 		q.close = q.close || c.wait.Err() != nil // the server stops: answer (503), then close
-		c.a.renderError(c.ctx, &c.rw, problemReq(), err)
+		c.p.adm.Refuse(c.ctx, &c.rw, problemReq(), err)
 		return c.writeRaw(q)
 	}
-	keep, err := c.exchange(t.host, q)
+	keep, err := c.exchange(t.Host, q)
 	c.disarmWatch()
 	release()
 	switch {
 	case errors.Is(err, errCutShort):
 		return false
 	case err != nil && c.ctx.Err() == nil:
-		c.a.badGateway(&c.rw, problemReq(), t, err)
+		c.p.adm.Refuse(c.ctx, &c.rw, problemReq(), &WorkerError{Endpoint: t.Endpoint, Err: err})
 		return c.writeRaw(q)
 	}
 	return keep && c.ctx.Err() == nil
@@ -314,8 +313,8 @@ func (c *lbConn) serveOne() bool {
 
 // exchange writes c.q to a connection to the worker at addr and relays its answer. It
 // returns an error only while nothing has been written to the caller, or errCutShort.
-func (c *lbConn) exchange(addr string, q *lbRequest) (keep bool, err error) {
-	wc, err := c.a.fwd.get(c.ctx, addr)
+func (c *callerConn) exchange(addr string, q *request) (keep bool, err error) {
+	wc, err := c.p.pool.get(c.ctx, addr)
 	if err != nil {
 		return false, err
 	}
@@ -324,7 +323,7 @@ func (c *lbConn) exchange(addr string, q *lbRequest) (keep bool, err error) {
 	defer func() {
 		c.setWorker(nil)
 		if reuse && c.ctx.Err() == nil {
-			c.a.fwd.put(addr, wc)
+			c.p.pool.put(addr, wc)
 		} else {
 			wc.Close()
 		}
@@ -352,7 +351,7 @@ func (c *lbConn) exchange(addr string, q *lbRequest) (keep bool, err error) {
 	if err := a.readFinal(wc.br, &c.ab, q.method == http.MethodHead); err != nil {
 		return false, err
 	}
-	closing := q.close || c.a.lbConns.closing()
+	closing := q.close || c.p.callers.closing()
 	c.writeAnswerHead(&a, closing)
 	// From here on a failure can only cut the answer short.
 	if rerr, werr := relayBody(c.bw, wc.br, &a); rerr != nil || werr != nil {
@@ -365,7 +364,7 @@ func (c *lbConn) exchange(addr string, q *lbRequest) (keep bool, err error) {
 // writeAnswerHead writes the head of the worker's answer a to the caller: its status, its
 // header lines less hop-by-hop ones, the rate-limit headers, a Date when the worker sent none,
 // and the framing the caller gets.
-func (c *lbConn) writeAnswerHead(a *answer, closing bool) {
+func (c *callerConn) writeAnswerHead(a *answer, closing bool) {
 	b := c.bw
 	b.WriteString("HTTP/1.1 ")
 	b.Write(a.statusLine)
@@ -400,8 +399,8 @@ func (c *lbConn) writeAnswerHead(a *answer, closing bool) {
 
 // writeRaw writes c.rw (a problem) as the answer to q. It returns whether the connection may
 // carry another request.
-func (c *lbConn) writeRaw(q *lbRequest) bool {
-	closing := q.close || c.a.lbConns.closing()
+func (c *callerConn) writeRaw(q *request) bool {
+	closing := q.close || c.p.callers.closing()
 	b := c.bw
 	b.WriteString("HTTP/1.1 ")
 	b.WriteString(strconv.Itoa(c.rw.status))
@@ -421,11 +420,11 @@ func (c *lbConn) writeRaw(q *lbRequest) bool {
 }
 
 // armWatch starts the timer after which the caller's connection is watched for a hang-up.
-func (c *lbConn) armWatch() { c.watch.Reset(watchAfter) }
+func (c *callerConn) armWatch() { c.watch.Reset(watchAfter) }
 
 // disarmWatch stops the watch and, when it had started, waits for it to end, so that this
 // goroutine may read the caller's connection again.
-func (c *lbConn) disarmWatch() {
+func (c *callerConn) disarmWatch() {
 	if c.watch.Stop() {
 		return
 	}
@@ -437,7 +436,7 @@ func (c *lbConn) disarmWatch() {
 // watchCaller runs on the watch timer's goroutine: it waits for the caller to send something
 // (a pipelined request: it is alive) or hang up, in which case the request is abandoned: its
 // context ends and its worker connection is closed (the worker sees the hang-up).
-func (c *lbConn) watchCaller() {
+func (c *callerConn) watchCaller() {
 	defer func() { c.watchDone <- struct{}{} }()
 	if _, err := c.br.Peek(1); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 		c.cancel()
@@ -449,7 +448,7 @@ func (c *lbConn) watchCaller() {
 	}
 }
 
-func (c *lbConn) setWorker(wc *workerConn) {
+func (c *callerConn) setWorker(wc *workerConn) {
 	c.workerMu.Lock()
 	c.worker = wc
 	if wc != nil && c.ctx.Err() != nil {
@@ -477,178 +476,4 @@ func (w *rawResponse) Write(p []byte) (int, error) {
 	}
 	w.body = append(w.body, p...)
 	return len(p), nil
-}
-
-// --- scanning a request head ---------------------------------------------------------------
-
-// scan fills q from a request head (request line, header lines, the empty line). It returns
-// false for anything the loop does not carry, including heads net/http would refuse.
-func (q *lbRequest) scan(head []byte) bool {
-	line, rest, _ := bytes.Cut(head, []byte("\r\n"))
-	method, line, ok1 := bytes.Cut(line, []byte(" "))
-	target, proto, ok2 := bytes.Cut(line, []byte(" "))
-	if !ok1 || !ok2 || string(proto) != "HTTP/1.1" || !isToken(method) || len(target) <= len(LBPrefix) ||
-		string(target[:len(LBPrefix)]) != LBPrefix || !cleanTarget(string(target)) {
-		return false
-	}
-	q.method, q.target = string(method), string(target)
-	q.id, q.rest = splitLBTarget(q.target)
-	q.host, q.authz, q.length, q.close = "", "", 0, false
-	q.fields, q.xff = q.fields[:0], q.xff[:0]
-	hosts, lengths := 0, 0
-	var conn []byte // the names the Connection header lists (see appendNames)
-	for {
-		line, rest, _ = bytes.Cut(rest, []byte("\r\n"))
-		if len(line) == 0 {
-			break
-		}
-		name, value, ok := bytes.Cut(line, []byte(":"))
-		if !ok || !isToken(name) || !validValue(value) {
-			return false // obs-fold, a bad name or value: net/http's to refuse
-		}
-		value = bytes.Trim(value, " \t")
-		switch {
-		case fold(name, "Host"):
-			hosts++
-			q.host = string(value)
-			if !httpguts.ValidHostHeader(q.host) {
-				return false
-			}
-		case fold(name, "Authorization"):
-			q.authz = string(value)
-		case fold(name, "Content-Length"):
-			lengths++
-			n, err := strconv.ParseInt(string(value), 10, 64)
-			if err != nil || n < 0 || n > fastBodyMax || value[0] == '+' {
-				return false
-			}
-			q.length = n
-		case fold(name, "Connection"):
-			conn = appendNames(conn, value)
-		case fold(name, "Transfer-Encoding"), fold(name, "Upgrade"), fold(name, "Expect"):
-			return false
-		case fold(name, "X-Forwarded-For"):
-			q.xff = appendList(q.xff, value)
-		case inList(name, hopByHop), inList(name, notForwarded):
-		default:
-			q.fields = append(append(append(append(q.fields, name...), ": "...), value...), "\r\n"...)
-		}
-	}
-	q.close = hasName(conn, "close")
-	q.fields = dropNamed(q.fields, conn)
-	return hosts == 1 && lengths <= 1
-}
-
-// splitLBTarget splits /lb/{id}/rest?q into the id and what the worker gets (/rest?q).
-func splitLBTarget(target string) (id, rest string) {
-	s := target[len(LBPrefix):]
-	i := 0
-	for i < len(s) && s[i] != '/' && s[i] != '?' {
-		i++
-	}
-	id, rest = s[:i], s[i:]
-	if rest == "" || rest[0] == '?' {
-		rest = "/" + rest
-	}
-	return id, rest
-}
-
-// cleanTarget says whether a request-target's path is one net/http's ServeMux serves as is:
-// no escapes (their decoding is net/http's business) and nothing path.Clean would change.
-func cleanTarget(target string) bool {
-	p := targetPath(target)
-	for i := 0; i < len(target); i++ {
-		if b := target[i]; b == '%' || b <= ' ' || b == 0x7f || b == '#' {
-			return false
-		}
-	}
-	c := path.Clean(p)
-	return c == p || c+"/" == p
-}
-
-func targetPath(target string) string {
-	if i := strings.IndexByte(target, '?'); i >= 0 {
-		return target[:i]
-	}
-	return target
-}
-
-func appendList[T ~string | ~[]byte](dst []byte, v T) []byte {
-	return append(append(dst, v...), ", "...)
-}
-
-// appendNames appends the names a Connection header value lists to dst, each followed by ','.
-func appendNames[T ~string | ~[]byte](dst []byte, value T) []byte {
-	for f := range bytes.SplitSeq([]byte(value), []byte(",")) {
-		if f = bytes.TrimSpace(f); len(f) > 0 {
-			dst = append(append(dst, f...), ',')
-		}
-	}
-	return dst
-}
-
-// hasName says whether names (from appendNames) holds name, ignoring ASCII case.
-func hasName[T ~string | ~[]byte](names []byte, name T) bool {
-	for n := range bytes.SplitSeq(names, []byte(",")) {
-		if len(n) > 0 && fold(n, name) {
-			return true
-		}
-	}
-	return false
-}
-
-// fold says whether a and b are equal, ignoring ASCII case.
-func fold[A, B ~string | ~[]byte](a A, b B) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		if lowerASCII(a[i]) != lowerASCII(b[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func lowerASCII(c byte) byte {
-	if 'A' <= c && c <= 'Z' {
-		return c + 'a' - 'A'
-	}
-	return c
-}
-
-// isToken says whether b is a non-empty RFC 9110 token (a method or a field name).
-func isToken(b []byte) bool {
-	if len(b) == 0 {
-		return false
-	}
-	for _, c := range b {
-		if !tokenByte[c] {
-			return false
-		}
-	}
-	return true
-}
-
-var tokenByte = func() (t [256]bool) {
-	for c := '0'; c <= '9'; c++ {
-		t[c] = true
-	}
-	for c := 'a'; c <= 'z'; c++ {
-		t[c], t[c-32] = true, true
-	}
-	for _, c := range "!#$%&'*+-.^_`|~" {
-		t[c] = true
-	}
-	return t
-}()
-
-// validValue says whether a field value has no control characters but tab.
-func validValue(v []byte) bool {
-	for _, c := range v {
-		if c < ' ' && c != '\t' || c == 0x7f {
-			return false
-		}
-	}
-	return true
 }

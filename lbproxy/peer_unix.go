@@ -1,6 +1,6 @@
 //go:build unix
 
-package api
+package lbproxy
 
 import (
 	"net"

@@ -1,16 +1,12 @@
-package api
+package lbproxy
 
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
-	"sync"
-	"sync/atomic"
 )
 
 // answer is a worker's answer head, as the loop relays it.
@@ -322,117 +318,4 @@ func cmpErr(err, otherwise error) error {
 		return err
 	}
 	return otherwise
-}
-
-// --- the loops' registry and the way back to net/http -------------------------------------
-
-// lbConnSet tracks the running loops, so that a shutdown can end them.
-type lbConnSet struct {
-	stopping atomic.Bool
-	mu       sync.Mutex
-	conns    map[*lbConn]struct{}
-	empty    chan struct{} // closed when stopping and no loop is left
-}
-
-// add registers c; it returns false when the server is shutting down.
-func (s *lbConnSet) add(c *lbConn) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.conns == nil {
-		s.conns = map[*lbConn]struct{}{}
-	}
-	s.conns[c] = struct{}{}
-	return !s.stopping.Load()
-}
-
-func (s *lbConnSet) remove(c *lbConn) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.conns, c)
-	if len(s.conns) == 0 && s.empty != nil {
-		close(s.empty)
-		s.empty = nil
-	}
-}
-
-func (s *lbConnSet) closing() bool { return s.stopping.Load() }
-
-// shutdown ends the loops: an idle one at once, a busy one after its answer (which tells the
-// caller Connection: close). It returns when none is left or ctx ends.
-func (s *lbConnSet) shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	s.stopping.Store(true)
-	for c := range s.conns {
-		c.conn.SetReadDeadline(aLongTimeAgo)
-	}
-	if len(s.conns) == 0 {
-		s.mu.Unlock()
-		return nil
-	}
-	if s.empty == nil {
-		s.empty = make(chan struct{})
-	}
-	empty := s.empty
-	s.mu.Unlock()
-	select {
-	case <-empty:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// Shutdown ends the connections the load-balancing proxy took from the http.Server (see
-// lbloop.go): call it with the server's own Shutdown. Like it, it lets answers in progress
-// finish, until ctx ends; a request waiting for a worker is answered 503 once the server's
-// base context ends.
-func (a *API) Shutdown(ctx context.Context) error { return a.lbConns.shutdown(ctx) }
-
-// handedConn is a connection handed back to net/http, with what the loop had read of it.
-type handedConn struct {
-	net.Conn
-	br *bufio.Reader
-}
-
-func (c *handedConn) Read(p []byte) (int, error) { return c.br.Read(p) }
-
-// handoff is a net.Listener whose connections are those the loops hand back to a server.
-type handoff struct {
-	ch   chan net.Conn
-	done chan struct{}
-	once sync.Once
-	addr net.Addr
-}
-
-func (h *handoff) Accept() (net.Conn, error) {
-	select {
-	case c := <-h.ch:
-		return c, nil
-	case <-h.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (h *handoff) Close() error   { h.once.Do(func() { close(h.done) }); return nil }
-func (h *handoff) Addr() net.Addr { return h.addr }
-
-// handBack gives conn, unread beyond what its wrapper holds, to srv, which serves it from its
-// next request on as it serves connections it accepted itself (and shuts it down with them).
-func (a *API) handBack(srv *http.Server, conn *handedConn) {
-	v, ok := a.handoffs.Load(srv)
-	if !ok {
-		h := &handoff{ch: make(chan net.Conn), done: make(chan struct{}), addr: conn.LocalAddr()}
-		if v, ok = a.handoffs.LoadOrStore(srv, h); !ok {
-			go func() {
-				_ = srv.Serve(h) // ends when srv shuts down (or was already)
-				h.Close()
-			}()
-		}
-	}
-	h := v.(*handoff)
-	select {
-	case h.ch <- conn:
-	case <-h.done:
-		conn.Close() // the server has shut down
-	}
 }

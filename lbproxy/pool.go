@@ -1,26 +1,22 @@
-package api
+package lbproxy
 
 import (
 	"bufio"
 	"context"
-	"errors"
 	"net"
-	"net/http"
 	"sync"
 	"time"
-
-	"github.com/gantryhq/gantry/core"
 )
 
-// The forwarder keeps the pool of keep-alive connections to the workers that the proxy's
-// connection loop (lbloop.go) writes requests on. Requests the loop does not carry go through
+// The pool keeps the keep-alive connections to the workers that the proxy's connection loop
+// (loop.go) writes requests on. Requests the loop does not carry go through
 // httputil.ReverseProxy and its own http.Transport. Neither retries: a request that fails is
 // answered with its error.
 
 const (
 	// fastBodyMax is the largest request body the loop writes before reading the answer:
 	// it fits in the socket buffers, so a worker that answers early without reading it cannot
-	// leave the forwarder stuck writing.
+	// leave the loop stuck writing.
 	fastBodyMax = 64 << 10
 	// idleConnsPerWorker bounds the idle connections kept to one worker.
 	idleConnsPerWorker = 256
@@ -43,8 +39,8 @@ type workerConn struct {
 	used time.Time // when it last went idle
 }
 
-// forwarder keeps idle connections per worker address (host:port).
-type forwarder struct {
+// pool keeps idle connections per worker address (host:port).
+type pool struct {
 	dialer    net.Dialer
 	peekAfter time.Duration // defaultPeekAfter; tests set 0 to check every reuse
 
@@ -53,13 +49,13 @@ type forwarder struct {
 	sweep *time.Timer // armed while any connection is idle
 }
 
-func newForwarder() *forwarder {
-	return &forwarder{dialer: net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}, peekAfter: defaultPeekAfter,
+func newPool() *pool {
+	return &pool{dialer: net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}, peekAfter: defaultPeekAfter,
 		idle: map[string][]*workerConn{}}
 }
 
 // get returns an idle connection to addr that the worker has not closed, or a new one.
-func (f *forwarder) get(ctx context.Context, addr string) (*workerConn, error) {
+func (f *pool) get(ctx context.Context, addr string) (*workerConn, error) {
 	for {
 		f.mu.Lock()
 		conns := f.idle[addr]
@@ -84,7 +80,7 @@ func (f *forwarder) get(ctx context.Context, addr string) (*workerConn, error) {
 }
 
 // put keeps c for reuse.
-func (f *forwarder) put(addr string, c *workerConn) {
+func (f *pool) put(addr string, c *workerConn) {
 	c.used = time.Now()
 	f.mu.Lock()
 	if len(f.idle[addr]) >= idleConnsPerWorker {
@@ -101,7 +97,7 @@ func (f *forwarder) put(addr string, c *workerConn) {
 
 // closeIdle closes the connections idle longer than connIdleTimeout (those of retired
 // workers among them) and re-arms itself while any remain.
-func (f *forwarder) closeIdle() {
+func (f *pool) closeIdle() {
 	var stale []*workerConn
 	f.mu.Lock()
 	for addr, conns := range f.idle {
@@ -129,31 +125,4 @@ func (f *forwarder) closeIdle() {
 	for _, c := range stale {
 		c.Close()
 	}
-}
-
-// hopByHop are the hop-by-hop headers (RFC 9110 7.6.1) a proxy does not forward.
-var hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
-	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
-
-// notForwarded are the other headers of a caller's request the worker does not get: the
-// caller's key (Gantry's business, not the worker's), and the framing and forwarding headers
-// the proxy writes itself.
-var notForwarded = []string{"Authorization", "Host", "Content-Length", "Forwarded",
-	"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"}
-
-// inList says whether name is one of names, ignoring ASCII case.
-func inList[T ~string | ~[]byte](name T, names []string) bool {
-	for _, n := range names {
-		if fold(name, n) {
-			return true
-		}
-	}
-	return false
-}
-
-// errCutShort says that the worker's answer broke off after its head was relayed.
-var errCutShort = errors.New("the worker's answer broke off")
-
-func (a *API) badGateway(w http.ResponseWriter, r *http.Request, t *lbTarget, err error) {
-	a.writeProblem(w, r, &core.Error{Kind: kindBadGateway, Detail: "the worker of endpoint " + t.endpoint + " did not answer: " + err.Error()})
 }
