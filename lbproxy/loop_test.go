@@ -59,8 +59,8 @@ func (c *rawConn) read(method string) (*http.Response, string) {
 }
 
 // One caller connection carries pipelined requests, requests the loop hands back to net/http
-// (a chunked upload, an upgrade-less request with a head too large for its buffer, a
-// management call) and loop requests again after them; each gets its own answer, in order.
+// (a chunked upload, an upgrade-less request with a head too large for its buffer, a request
+// for another route) and loop requests again after them; each gets its own answer, in order.
 func TestConnectionLoop(t *testing.T) {
 	t.Parallel()
 	base, key, conns := lbBackend(t, func(w http.ResponseWriter, r *http.Request) {
@@ -104,7 +104,7 @@ func TestConnectionLoop(t *testing.T) {
 	}
 	c.send(c.get("/v2/serverless/nope", key, ""))
 	if resp, _ := c.read("GET"); resp.StatusCode != 404 || resp.Header.Get("Content-Type") != "application/problem+json" {
-		t.Fatalf("management call on the same connection = %d", resp.StatusCode)
+		t.Fatalf("another route on the same connection = %d", resp.StatusCode)
 	}
 	// And the loop again, which closes the connection when asked to.
 	c.send(c.get(path+"/again", key, "Connection: close\r\n"))
@@ -128,6 +128,39 @@ func TestConnectionLoop(t *testing.T) {
 	}
 	if n := conns.Load(); n > 2 {
 		t.Errorf("the proxy opened %d connections to the worker; want at most 2 (its own pool and the general proxy's)", n)
+	}
+}
+
+// A request the admission refuses inside the loop gets the admission's answer, with the
+// headers it set (no body for HEAD), and leaves the connection usable.
+func TestConnectionLoopRefusals(t *testing.T) {
+	t.Parallel()
+	base, key, _, _, adm := lbBackendWith(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }, nil)
+	path := strings.TrimPrefix(base, "http://")
+	path = path[strings.Index(path, "/"):]
+	c := dialRaw(t, base)
+	for _, tc := range []struct {
+		method, path, key string
+		status            int
+		body              string
+	}{
+		{"GET", path + "/x", key, 200, "ok"},
+		{"GET", path + "/x", "nope", 401, `{"status":401,"detail":"no such key"}` + "\n"},
+		{"GET", "/lb/other/x", key, 404, `{"status":404,"detail":"no endpoint \"other\""}` + "\n"},
+		{"HEAD", "/lb/other/x", key, 404, ""},
+		{"GET", path + "/x", key, 200, "ok"},
+	} {
+		c.send(tc.method + " " + tc.path + " HTTP/1.1\r\nHost: " + c.host + "\r\nAuthorization: " + tc.key + "\r\n\r\n")
+		resp, b := c.read(tc.method)
+		if resp.StatusCode != tc.status || b != tc.body {
+			t.Fatalf("%s %s with key %q = %d %q; want %d %q", tc.method, tc.path, tc.key, resp.StatusCode, b, tc.status, tc.body)
+		}
+		if tc.key == key && resp.Header.Get("RateLimit") == "" {
+			t.Errorf("%s %s: no RateLimit header; want the one the admission set", tc.method, tc.path)
+		}
+	}
+	if a, r := adm.admitted.Load(), adm.released.Load(); a != 2 || r != 2 {
+		t.Errorf("admitted %d, released %d; want 2 and 2", a, r)
 	}
 }
 

@@ -193,7 +193,7 @@ func TestCancelAndCutShort(t *testing.T) {
 	}
 }
 
-// Requests the forwarder does not carry (an upload of unknown length, a large one) go
+// Requests the loop does not carry (an upload of unknown length, a large one) go
 // through the general proxy and arrive whole.
 func TestLargeAndChunkedUploads(t *testing.T) {
 	t.Parallel()
