@@ -47,7 +47,7 @@ func (h *handler) ListModels(ctx context.Context) (oas.ListModelsRes, error) {
 
 // GetUsage implements getUsage: the caller's usage of ready-made models.
 func (h *handler) GetUsage(ctx context.Context, p oas.GetUsageParams) (oas.GetUsageRes, error) {
-	rep, f, err := h.cfg.Billing.Query(principalOf(ctx).User, core.UsageQuery{Model: p.Model.Or(""),
+	rep, f, err := h.cfg.Billing.Query(ctx, principalOf(ctx).User, core.UsageQuery{Model: p.Model.Or(""),
 		From: p.From.Or(""), To: p.To.Or(""), Cursor: p.Cursor.Or(""), Limit: p.Limit.Or(100)})
 	if err != nil {
 		return nil, err
@@ -98,7 +98,7 @@ func (h *handler) WorkerJobFile(ctx context.Context, req oas.WorkerJobFileReq, p
 	if err := h.cfg.Jobs.Holds(p.EndpointId, p.WorkerId, p.JobId); err != nil {
 		return nil, err
 	}
-	f, err := h.cfg.Files.Put(p.JobId, string(p.Ext), req.Data)
+	f, err := h.cfg.Files.Put(ctx, p.JobId, string(p.Ext), req.Data)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +111,7 @@ func (h *handler) GetFile(ctx context.Context, p oas.GetFileParams, w http.Respo
 	if h.cfg.Files == nil {
 		return core.Errorf(core.KindNotFound, "this Gantry stores no files")
 	}
-	rc, info, format, err := h.cfg.Files.Open(p.Name, p.Expires, p.Sig)
+	rc, info, format, err := h.cfg.Files.Open(ctx, p.Name, p.Expires, p.Sig)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -215,14 +216,15 @@ type Usage struct {
 	At    time.Time `json:"at"` // when the job completed
 }
 
-// UsageStore keeps the usage ledger: at most one record per job.
+// UsageStore keeps the usage ledger: at most one record per job. A call whose ctx is done
+// returns an error that wraps ctx.Err() and, if it writes, writes nothing.
 type UsageStore interface {
 	// AddUsage stores u unless a record of u.JobID exists, and returns the record kept (u, or
 	// the earlier one) and whether u was added. The record is durable when AddUsage returns.
-	AddUsage(u Usage) (kept Usage, added bool, err error)
+	AddUsage(ctx context.Context, u Usage) (kept Usage, added bool, err error)
 	// ScanUsage calls fn with the owner's records whose At is in [from, to) (zero times:
 	// unbounded), ordered by At then JobID, until fn returns false.
-	ScanUsage(owner string, from, to time.Time, fn func(Usage) bool) error
+	ScanUsage(ctx context.Context, owner string, from, to time.Time, fn func(Usage) bool) error
 }
 
 // MeterJob is what a Meter measures: a job that is completing, with its input and final output.
@@ -282,7 +284,7 @@ type UsageQuery struct {
 
 // Query parses and checks a usage request, reporting every bad parameter at once, and
 // answers it with Report. The filter it applied comes back with the report.
-func (b *Billing) Query(owner string, q UsageQuery) (UsageReport, UsageFilter, error) {
+func (b *Billing) Query(ctx context.Context, owner string, q UsageQuery) (UsageReport, UsageFilter, error) {
 	f := UsageFilter{Model: q.Model, Cursor: q.Cursor, Limit: q.Limit}
 	from, ferr := ParseUsageTime("query.from", q.From, false)
 	to, terr := ParseUsageTime("query.to", q.To, true)
@@ -299,7 +301,7 @@ func (b *Billing) Query(owner string, q UsageQuery) (UsageReport, UsageFilter, e
 		}
 		return UsageReport{}, f, Invalid(fields...)
 	}
-	rep, err := b.Report(owner, f)
+	rep, err := b.Report(ctx, owner, f)
 	return rep, f, err
 }
 
@@ -349,7 +351,7 @@ type Billing struct {
 }
 
 // Report returns a page of the user's usage and the totals of everything the filter selects.
-func (b *Billing) Report(owner string, f UsageFilter) (UsageReport, error) {
+func (b *Billing) Report(ctx context.Context, owner string, f UsageFilter) (UsageReport, error) {
 	if err := b.check(f); err != nil {
 		return UsageReport{}, err
 	}
@@ -359,7 +361,7 @@ func (b *Billing) Report(owner string, f UsageFilter) (UsageReport, error) {
 	}
 	rep := UsageReport{Items: []Usage{}}
 	totals := map[string]*UsageTotal{}
-	err := b.Usage.ScanUsage(owner, f.From, f.To, func(u Usage) bool {
+	err := b.Usage.ScanUsage(ctx, owner, f.From, f.To, func(u Usage) bool {
 		if f.Model != "" && u.Model != f.Model {
 			return true
 		}

@@ -131,7 +131,7 @@ func meteredRig(t *testing.T) (*rig, *pixelMeter) {
 func (r *rig) usage(owner string) []core.Usage {
 	r.t.Helper()
 	var out []core.Usage
-	if err := r.store.ScanUsage(owner, time.Time{}, time.Time{}, func(u core.Usage) bool { out = append(out, u); return true }); err != nil {
+	if err := r.store.ScanUsage(r.t.Context(), owner, time.Time{}, time.Time{}, func(u core.Usage) bool { out = append(out, u); return true }); err != nil {
 		r.t.Fatal(err)
 	}
 	return out
@@ -326,7 +326,7 @@ func TestBillingReport(t *testing.T) {
 	b := &core.Billing{Usage: r.store, Models: models}
 	day := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
 	add := func(job, owner, model string, at time.Time, cost int64) {
-		_, _, err := r.store.AddUsage(core.Usage{Charge: core.Charge{Model: model, Unit: "u", UnitsMicros: cost * 10, CostMicros: cost},
+		_, _, err := r.store.AddUsage(t.Context(), core.Usage{Charge: core.Charge{Model: model, Unit: "u", UnitsMicros: cost * 10, CostMicros: cost},
 			JobID: job, Owner: owner, At: at})
 		if err != nil {
 			t.Fatal(err)
@@ -358,7 +358,7 @@ func TestBillingReport(t *testing.T) {
 		{core.UsageFilter{To: day.Add(time.Hour)}, []string{}, 0, ""},
 	}
 	for _, tt := range tests {
-		rep, err := b.Report("alice", tt.filter)
+		rep, err := b.Report(t.Context(), "alice", tt.filter)
 		if err != nil {
 			t.Errorf("Report(%+v) = %v", tt.filter, err)
 			continue
@@ -376,7 +376,7 @@ func TestBillingReport(t *testing.T) {
 	var walked []string
 	cursor := ""
 	for page := 0; page < 10; page++ {
-		rep, err := b.Report("alice", core.UsageFilter{Limit: 2, Cursor: cursor})
+		rep, err := b.Report(t.Context(), "alice", core.UsageFilter{Limit: 2, Cursor: cursor})
 		if err != nil || rep.CostMicros != 421 {
 			t.Fatalf("page %d: %v, cost %d; want 421 on every page", page, err, rep.CostMicros)
 		}
@@ -392,7 +392,7 @@ func TestBillingReport(t *testing.T) {
 	for _, f := range []core.UsageFilter{
 		{Model: "nope"}, {From: day, To: day}, {Cursor: "garbage"},
 	} {
-		_, err := b.Report("alice", f)
+		_, err := b.Report(t.Context(), "alice", f)
 		var ce *core.Error
 		if !errors.As(err, &ce) || ce.Kind != core.KindInvalid || len(ce.Fields) != 1 || !strings.HasPrefix(ce.Fields[0].Path, "query.") {
 			t.Errorf("Report(%+v) = %v; want one invalid query parameter", f, err)
@@ -416,7 +416,7 @@ func TestBillingQuery(t *testing.T) {
 		{core.UsageQuery{Cursor: "x"}, []string{"query.cursor"}},
 	}
 	for _, tt := range tests {
-		_, f, err := b.Query("alice", tt.q)
+		_, f, err := b.Query(t.Context(), "alice", tt.q)
 		var got []string
 		var ce *core.Error
 		if errors.As(err, &ce) {

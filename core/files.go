@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -16,16 +17,20 @@ import (
 	"time"
 )
 
-// FileStore keeps the files model jobs produce (images, speech, clips).
+// FileStore keeps the files model jobs produce (images, speech, clips). Names are of the form
+// Files makes ([a-z0-9-]+ and an extension); a store may refuse others, and never reaches
+// outside its own files for any name. A call whose ctx is done returns an error that wraps
+// ctx.Err() and, if it writes, leaves nothing behind.
 type FileStore interface {
 	// CreateFile writes a new file from r, at most max bytes (more is a KindTooLarge error and
-	// leaves nothing behind), records created as its creation time, and returns its size. The
-	// file is durable when CreateFile returns.
-	CreateFile(name string, r io.Reader, max int64, created time.Time) (int64, error)
+	// leaves nothing behind), records created as its creation time, and returns its size. A
+	// name that exists is an error; the file there is kept. The file is durable when
+	// CreateFile returns.
+	CreateFile(ctx context.Context, name string, r io.Reader, max int64, created time.Time) (int64, error)
 	// OpenFile opens a file for reading; ErrNotFound when there is none.
-	OpenFile(name string) (io.ReadSeekCloser, FileInfo, error)
+	OpenFile(ctx context.Context, name string) (io.ReadSeekCloser, FileInfo, error)
 	// RemoveBefore removes the files created before t and returns how many it removed.
-	RemoveBefore(t time.Time) (int, error)
+	RemoveBefore(ctx context.Context, t time.Time) (int, error)
 }
 
 // FileInfo describes a stored file.
@@ -97,7 +102,7 @@ func (fs *Files) sign(name string, expires int64) string {
 
 // Put stores a file that job jobID produced, in the format ext names (its first bytes must
 // match), and returns it with a URL signature valid for the TTL.
-func (fs *Files) Put(jobID, ext string, r io.Reader) (StoredFile, error) {
+func (fs *Files) Put(ctx context.Context, jobID, ext string, r io.Reader) (StoredFile, error) {
 	f, ok := FileFormats[ext]
 	if !ok {
 		return StoredFile{}, Invalid(FieldError{"query.ext", fmt.Sprintf("unknown file format %q (png, gif or wav)", ext)})
@@ -112,7 +117,7 @@ func (fs *Files) Put(jobID, ext string, r io.Reader) (StoredFile, error) {
 		return StoredFile{}, Errorf(KindInvalid, "job id %q cannot name a file", jobID)
 	}
 	now := fs.Clock.Now()
-	size, err := fs.Store.CreateFile(name, br, MaxFileBytes, now)
+	size, err := fs.Store.CreateFile(ctx, name, br, MaxFileBytes, now)
 	if err != nil {
 		if KindOf(err) == KindTooLarge {
 			return StoredFile{}, err
@@ -127,19 +132,19 @@ func (fs *Files) Put(jobID, ext string, r io.Reader) (StoredFile, error) {
 // Open checks a signed URL's name, expiry and signature and opens the file: a signature that
 // does not match, or an expiry that has passed, is KindForbidden; a file no longer there is
 // KindNotFound.
-func (fs *Files) Open(name string, expires int64, sig string) (io.ReadSeekCloser, FileInfo, FileFormat, error) {
+func (fs *Files) Open(ctx context.Context, name string, expires int64, sig string) (io.ReadSeekCloser, FileInfo, FileFormat, error) {
 	if !fileNameRE.MatchString(name) || !hmac.Equal([]byte(sig), []byte(fs.sign(name, expires))) {
 		return nil, FileInfo{}, FileFormat{}, Errorf(KindForbidden, "the link's signature does not match: use the URL exactly as the job's output gave it")
 	}
 	if at := time.Unix(expires, 0); !fs.Clock.Now().Before(at) {
 		return nil, FileInfo{}, FileFormat{}, Errorf(KindForbidden, "the link expired at %s; files are kept %v after they are produced", at.UTC().Format(time.RFC3339), fs.ttl())
 	}
-	rc, info, err := fs.open(name)
+	rc, info, err := fs.open(ctx, name)
 	return rc, info, FileFormats[name[strings.LastIndexByte(name, '.')+1:]], err
 }
 
-func (fs *Files) open(name string) (io.ReadSeekCloser, FileInfo, error) {
-	rc, info, err := fs.Store.OpenFile(name)
+func (fs *Files) open(ctx context.Context, name string) (io.ReadSeekCloser, FileInfo, error) {
+	rc, info, err := fs.Store.OpenFile(ctx, name)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return nil, FileInfo{}, Errorf(KindNotFound, "file %q not found (files are removed %v after they are produced)", name, fs.ttl())
@@ -151,6 +156,8 @@ func (fs *Files) open(name string) (io.ReadSeekCloser, FileInfo, error) {
 
 // OpenJobFile opens a file that job jobID stored, by the name or signed URL its output gave.
 // A file of another job is refused: a job cannot pass off another's file as its own.
+//
+// It takes no context because core.Meter.Measure, its caller, has none yet.
 func (fs *Files) OpenJobFile(jobID, nameOrURL string) (io.ReadSeekCloser, FileInfo, error) {
 	name := nameOrURL
 	if i := strings.Index(name, "/files/"); i >= 0 {
@@ -162,10 +169,10 @@ func (fs *Files) OpenJobFile(jobID, nameOrURL string) (io.ReadSeekCloser, FileIn
 	if !fileNameRE.MatchString(name) || !strings.HasPrefix(name, strings.ToLower(jobID)+"-") {
 		return nil, FileInfo{}, fmt.Errorf("%q is not a file this job stored", nameOrURL)
 	}
-	return fs.open(name)
+	return fs.open(context.Background(), name)
 }
 
 // Sweep removes the files whose URLs have expired.
-func (fs *Files) Sweep() (int, error) {
-	return fs.Store.RemoveBefore(fs.Clock.Now().Add(-fs.ttl()))
+func (fs *Files) Sweep(ctx context.Context) (int, error) {
+	return fs.Store.RemoveBefore(ctx, fs.Clock.Now().Add(-fs.ttl()))
 }

@@ -39,7 +39,7 @@ func TestFilesSignedURLs(t *testing.T) {
 	t.Parallel()
 	fs, c := newFiles(t)
 	const job = "sync-0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
-	f, err := fs.Put(job, "png", strings.NewReader(pngHead+"pixels"))
+	f, err := fs.Put(t.Context(), job, "png", strings.NewReader(pngHead+"pixels"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestFilesSignedURLs(t *testing.T) {
 		b, _ := io.ReadAll(rc)
 		return string(b)
 	}
-	rc, info, format, err := fs.Open(f.Name, f.Expires.Unix(), f.Sig)
+	rc, info, format, err := fs.Open(t.Context(), f.Name, f.Expires.Unix(), f.Sig)
 	if err != nil || read(rc) != pngHead+"pixels" || info.Size != 14 || format.ContentType != "image/png" {
 		t.Fatalf("Open(signed URL) = %v, %+v, %+v", err, info, format)
 	}
@@ -73,17 +73,17 @@ func TestFilesSignedURLs(t *testing.T) {
 		{"../../etc/passwd", f.Expires.Unix(), f.Sig, core.KindForbidden},
 	}
 	for _, tt := range tests {
-		if _, _, _, err := fs.Open(tt.name, tt.expires, tt.sig); core.KindOf(err) != tt.kind {
+		if _, _, _, err := fs.Open(t.Context(), tt.name, tt.expires, tt.sig); core.KindOf(err) != tt.kind {
 			t.Errorf("Open(%q, %d, %q) = %v; want kind %d", tt.name, tt.expires, tt.sig, err, tt.kind)
 		}
 	}
 	c.Advance(time.Hour)
-	if _, _, _, err := fs.Open(f.Name, f.Expires.Unix(), f.Sig); core.KindOf(err) != core.KindForbidden || !strings.Contains(err.Error(), "expired") {
+	if _, _, _, err := fs.Open(t.Context(), f.Name, f.Expires.Unix(), f.Sig); core.KindOf(err) != core.KindForbidden || !strings.Contains(err.Error(), "expired") {
 		t.Errorf("Open after expiry = %v; want forbidden, expired", err)
 	}
 	// The sweep removes it; a link re-signed past the sweep finds nothing.
 	c.Advance(time.Second)
-	if n, err := fs.Sweep(); n != 1 || err != nil {
+	if n, err := fs.Sweep(t.Context()); n != 1 || err != nil {
 		t.Errorf("Sweep = %d, %v; want 1 file removed", n, err)
 	}
 	if _, _, err := fs.OpenJobFile(job, f.Name); core.KindOf(err) != core.KindNotFound {
@@ -108,13 +108,13 @@ func TestFilesPut(t *testing.T) {
 		{"jpg", "\xff\xd8\xff", false},
 	}
 	for _, tt := range tests {
-		_, err := fs.Put("job-1", tt.ext, strings.NewReader(tt.body))
+		_, err := fs.Put(t.Context(), "job-1", tt.ext, strings.NewReader(tt.body))
 		if (err == nil) != tt.ok || (err != nil && core.KindOf(err) != core.KindInvalid) {
 			t.Errorf("Put(%s, %q) = %v; want ok %v (or invalid)", tt.ext, tt.body, err, tt.ok)
 		}
 	}
 	big := io.MultiReader(strings.NewReader(pngHead), io.LimitReader(zeros{}, core.MaxFileBytes))
-	if _, err := fs.Put("job-1", "png", big); core.KindOf(err) != core.KindTooLarge {
+	if _, err := fs.Put(t.Context(), "job-1", "png", big); core.KindOf(err) != core.KindTooLarge {
 		t.Errorf("Put(over %d bytes) = %v; want too large", core.MaxFileBytes, err)
 	}
 }
@@ -126,8 +126,8 @@ func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 func TestOpenJobFile(t *testing.T) {
 	t.Parallel()
 	fs, _ := newFiles(t)
-	mine, _ := fs.Put("job-a", "png", strings.NewReader(pngHead+"a"))
-	theirs, _ := fs.Put("job-ab", "png", strings.NewReader(pngHead+"b"))
+	mine, _ := fs.Put(t.Context(), "job-a", "png", strings.NewReader(pngHead+"a"))
+	theirs, _ := fs.Put(t.Context(), "job-ab", "png", strings.NewReader(pngHead+"b"))
 	for _, ref := range []string{mine.Name, "https://gantry.example" + mine.Path(), "/files/" + mine.Name + "#x"} {
 		rc, _, err := fs.OpenJobFile("job-a", ref)
 		if err != nil {

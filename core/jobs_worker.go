@@ -308,7 +308,9 @@ func (js *Jobs) Done(endpoint, worker, id string, r Result) error {
 		rec.Error = "the model's output could not be measured for billing, so the job failed and nothing is charged: " + unmeasured.Error()
 		needSync = js.end(e, rec, EvFail, Failed)
 	case metered:
-		u, _, err := js.usage.AddUsage(Usage{Charge: charge, JobID: rec.ID, Owner: rec.Owner, At: js.clock.Now()})
+		// Done has no context of its own; a charge once measured is recorded whatever becomes
+		// of the worker's request.
+		u, _, err := js.usage.AddUsage(context.Background(), Usage{Charge: charge, JobID: rec.ID, Owner: rec.Owner, At: js.clock.Now()})
 		if err != nil {
 			js.log.Error("recording a charge", "job", rec.ID, "err", err)
 			rec.Error = "recording the job's charge failed, so the job failed and nothing is charged; retry it"

@@ -54,8 +54,8 @@ func (r *responder) Stream(_ context.Context, part any) error {
 	return nil
 }
 
-func (r *responder) PutFile(_ context.Context, ext string, data []byte) (worker.File, error) {
-	f, err := r.files.Put(r.job, ext, bytes.NewReader(data))
+func (r *responder) PutFile(ctx context.Context, ext string, data []byte) (worker.File, error) {
+	f, err := r.files.Put(ctx, r.job, ext, bytes.NewReader(data))
 	if err != nil {
 		return worker.File{}, err
 	}
@@ -67,7 +67,7 @@ var _ worker.Responder = (*responder)(nil)
 // put stores a file for a job as a worker would and returns its URL.
 func put(t *testing.T, files *core.Files, job, ext string, data []byte) string {
 	t.Helper()
-	f, err := files.Put(job, ext, bytes.NewReader(data))
+	f, err := files.Put(t.Context(), job, ext, bytes.NewReader(data))
 	if err != nil {
 		t.Fatal(err)
 	}

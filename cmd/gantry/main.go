@@ -355,7 +355,7 @@ func sweepFiles(ctx context.Context, files *core.Files, interval time.Duration, 
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if n, err := files.Sweep(); err != nil {
+		if n, err := files.Sweep(ctx); err != nil && ctx.Err() == nil {
 			log.Error("removing expired files", "err", err)
 		} else if n > 0 {
 			log.Info("removed expired files", "count", n)

@@ -3,6 +3,7 @@
 package filedir
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -38,8 +39,12 @@ func checkName(name string) error {
 }
 
 // CreateFile writes a new file through a temporary one, synced, then linked into place (an
-// existing name is an error, never overwritten). Its modification time is set to created.
-func (d *Dir) CreateFile(name string, r io.Reader, max int64, created time.Time) (int64, error) {
+// existing name is an error, never overwritten). Its modification time is set to created. A
+// ctx that ends before the file is linked leaves nothing behind.
+func (d *Dir) CreateFile(ctx context.Context, name string, r io.Reader, max int64, created time.Time) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
 	if err := checkName(name); err != nil {
 		return 0, err
 	}
@@ -48,7 +53,7 @@ func (d *Dir) CreateFile(name string, r io.Reader, max int64, created time.Time)
 		return 0, err
 	}
 	defer os.Remove(tmp.Name())
-	n, err := io.Copy(tmp, io.LimitReader(r, max+1))
+	n, err := io.Copy(tmp, io.LimitReader(ctxReader{ctx, r}, max+1))
 	if err == nil && n > max {
 		err = core.Errorf(core.KindTooLarge, "the file is larger than the limit of %d MB", max>>20)
 	}
@@ -61,6 +66,9 @@ func (d *Dir) CreateFile(name string, r io.Reader, max int64, created time.Time)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil {
+		err = ctx.Err()
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -70,8 +78,25 @@ func (d *Dir) CreateFile(name string, r io.Reader, max int64, created time.Time)
 	return n, nil
 }
 
+// ctxReader reads from r until ctx is done, then answers ctx's error: a copy from a slow
+// client stops when the request is abandoned.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
 // OpenFile opens a file; core.ErrNotFound when there is none.
-func (d *Dir) OpenFile(name string) (io.ReadSeekCloser, core.FileInfo, error) {
+func (d *Dir) OpenFile(ctx context.Context, name string) (io.ReadSeekCloser, core.FileInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, core.FileInfo{}, err
+	}
 	if err := checkName(name); err != nil {
 		return nil, core.FileInfo{}, core.ErrNotFound
 	}
@@ -90,14 +115,21 @@ func (d *Dir) OpenFile(name string) (io.ReadSeekCloser, core.FileInfo, error) {
 	return f, core.FileInfo{Size: st.Size(), Created: st.ModTime()}, nil
 }
 
-// RemoveBefore removes the files (and stray temporary files) created before t.
-func (d *Dir) RemoveBefore(t time.Time) (int, error) {
+// RemoveBefore removes the files (and stray temporary files) created before t. It stops with
+// ctx's error once ctx is done, having removed some.
+func (d *Dir) RemoveBefore(ctx context.Context, t time.Time) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
 	entries, err := os.ReadDir(d.path)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return n, err
+		}
 		info, err := e.Info()
 		if err != nil || !info.Mode().IsRegular() || !info.ModTime().Before(t) {
 			continue

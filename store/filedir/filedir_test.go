@@ -3,63 +3,55 @@ package filedir_test
 import (
 	"bytes"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/store/filedir"
+	"github.com/gantryhq/gantry/store/storetest"
 )
 
-func TestDir(t *testing.T) {
+func TestFileStore(t *testing.T) {
 	t.Parallel()
-	root := t.TempDir()
-	d, err := filedir.Open(filepath.Join(root, "files"))
+	storetest.RunFileStore(t, func(t *testing.T) (core.FileStore, func() core.FileStore) {
+		path := filepath.Join(t.TempDir(), "files")
+		return open(t, path), func() core.FileStore { return open(t, path) }
+	})
+}
+
+func open(t *testing.T, path string) *filedir.Dir {
+	t.Helper()
+	d, err := filedir.Open(path)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("Open(%q) = %v; want nil", path, err)
 	}
+	return d
+}
+
+// TestNamesStayInside: names that could leave the directory or pass for temporary files are
+// refused, and no failed write leaves a temporary file behind.
+func TestNamesStayInside(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	root := t.TempDir()
+	d := open(t, filepath.Join(root, "files"))
 	at := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
-	if n, err := d.CreateFile("a.png", strings.NewReader("hello"), 10, at); n != 5 || err != nil {
-		t.Fatalf("CreateFile = %d, %v; want 5, nil", n, err)
-	}
-	if _, err := d.CreateFile("a.png", strings.NewReader("again"), 10, at); err == nil {
-		t.Error("CreateFile of an existing name = nil; want an error (never overwritten)")
-	}
-	if _, err := d.CreateFile("big.png", strings.NewReader("12345678901"), 10, at); core.KindOf(err) != core.KindTooLarge {
-		t.Errorf("CreateFile over max = %v; want too large", err)
-	}
-	for _, bad := range []string{"", "../x.png", "a/b.png", ".hidden"} {
-		if _, err := d.CreateFile(bad, strings.NewReader("x"), 10, at); err == nil {
+	for _, bad := range []string{"", "../x.png", "a/b.png", `a\b.png`, ".hidden", ".tmp-1"} {
+		if _, err := d.CreateFile(ctx, bad, strings.NewReader("x"), 10, at); err == nil {
 			t.Errorf("CreateFile(%q) = nil; want refused", bad)
 		}
-		if _, _, err := d.OpenFile(bad); !errors.Is(err, core.ErrNotFound) {
-			t.Errorf("OpenFile(%q) = %v; want not found", bad, err)
-		}
 	}
-	rc, info, err := d.OpenFile("a.png")
-	if err != nil {
-		t.Fatal(err)
+	if _, err := os.Stat(filepath.Join(root, "x.png")); err == nil {
+		t.Errorf("CreateFile(%q) wrote outside the directory", "../x.png")
 	}
-	b, _ := io.ReadAll(rc)
-	rc.Close()
-	if string(b) != "hello" || info.Size != 5 || !info.Created.Equal(at) {
-		t.Errorf("OpenFile = %q, %+v; want hello, 5 bytes, created %v", b, info, at)
-	}
-	if _, _, err := d.OpenFile("big.png"); !errors.Is(err, core.ErrNotFound) {
-		t.Errorf("OpenFile(refused file) = %v; want not found (nothing left behind)", err)
-	}
-	if entries, _ := os.ReadDir(filepath.Join(root, "files")); len(entries) != 1 {
-		t.Errorf("directory holds %d entries; want 1 (no temporary files left)", len(entries))
-	}
-	_, _ = d.CreateFile("b.png", strings.NewReader("later"), 10, at.Add(time.Hour))
-	if n, err := d.RemoveBefore(at.Add(time.Minute)); n != 1 || err != nil {
-		t.Errorf("RemoveBefore = %d, %v; want 1", n, err)
-	}
-	if _, _, err := d.OpenFile("b.png"); err != nil {
-		t.Errorf("the newer file was removed: %v", err)
+	_, _ = d.CreateFile(ctx, "big.png", strings.NewReader("12345678901"), 10, at)
+	_, _ = d.CreateFile(ctx, "broken.png", iotest.ErrReader(errors.New("broken")), 10, at)
+	if entries, _ := os.ReadDir(filepath.Join(root, "files")); len(entries) != 0 {
+		t.Errorf("the directory holds %d entries after failed writes; want 0 (no temporary files left)", len(entries))
 	}
 }
 

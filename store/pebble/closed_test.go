@@ -83,9 +83,9 @@ func TestClosedStoreAnswersErrClosed(t *testing.T) {
 		"ListEndpoints":  func() error { _, _, err := st.ListEndpoints(ctx, "o", "", 10); return err },
 		"DeleteEndpoint": func() error { return st.DeleteEndpoint(ctx, "e") },
 		"ScanEndpoints":  func() error { return st.ScanEndpoints(ctx, func(core.Endpoint) error { return nil }) },
-		"AddUsage":       func() error { _, _, err := st.AddUsage(core.Usage{JobID: "j", Owner: "o"}); return err },
+		"AddUsage":       func() error { _, _, err := st.AddUsage(ctx, core.Usage{JobID: "j", Owner: "o"}); return err },
 		"ScanUsage": func() error {
-			return st.ScanUsage("o", time.Time{}, time.Time{}, func(core.Usage) bool { return true })
+			return st.ScanUsage(ctx, "o", time.Time{}, time.Time{}, func(core.Usage) bool { return true })
 		},
 	} {
 		if err := op(); !errors.Is(err, pebble.ErrClosed) {

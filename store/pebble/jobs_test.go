@@ -133,7 +133,7 @@ func TestUsageSurvivesReopen(t *testing.T) {
 	}
 	at := time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 	c := core.Charge{Model: "gantry-text", Unit: "1m_tokens", Measure: "tokens", Quantity: 12, UnitsMicros: 12, PriceMicros: 200000, CostMicros: 3}
-	if _, added, err := st.AddUsage(core.Usage{Charge: c, JobID: "j1", Owner: "alice", At: at}); err != nil || !added {
+	if _, added, err := st.AddUsage(context.Background(), core.Usage{Charge: c, JobID: "j1", Owner: "alice", At: at}); err != nil || !added {
 		t.Fatalf("AddUsage = %v, %v", added, err)
 	}
 	if err := st.PutJob(&core.Job{ID: "j1", Endpoint: "gantry-text", Status: core.Completed, Cost: &c}, []byte(`{}`), true); err != nil {
@@ -147,13 +147,13 @@ func TestUsageSurvivesReopen(t *testing.T) {
 	}
 	defer st.Close()
 	var got []core.Usage
-	if err := st.ScanUsage("alice", time.Time{}, time.Time{}, func(u core.Usage) bool { got = append(got, u); return true }); err != nil {
+	if err := st.ScanUsage(context.Background(), "alice", time.Time{}, time.Time{}, func(u core.Usage) bool { got = append(got, u); return true }); err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 1 || got[0].Charge != c || !got[0].At.Equal(at) {
 		t.Errorf("ScanUsage after reopen = %+v; want the one record", got)
 	}
-	if _, added, _ := st.AddUsage(core.Usage{Charge: c, JobID: "j1", Owner: "alice", At: at.Add(time.Hour)}); added {
+	if _, added, _ := st.AddUsage(context.Background(), core.Usage{Charge: c, JobID: "j1", Owner: "alice", At: at.Add(time.Hour)}); added {
 		t.Error("AddUsage of a recorded job after reopen added a second record")
 	}
 	j, err := st.GetJob("j1")

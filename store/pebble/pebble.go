@@ -230,7 +230,10 @@ func (s *Store) del(f family, id, owner string, created time.Time) error {
 }
 
 // PutEndpoint stores an endpoint.
-func (s *Store) PutEndpoint(_ context.Context, e core.Endpoint) error {
+func (s *Store) PutEndpoint(ctx context.Context, e core.Endpoint) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	return s.put(endpoints, e.ID, e.Owner, e.CreatedAt, e, func() (string, time.Time, error) {
 		old, err := get[core.Endpoint](s, endpoints, e.ID)
 		return old.Owner, old.CreatedAt, err
@@ -238,17 +241,26 @@ func (s *Store) PutEndpoint(_ context.Context, e core.Endpoint) error {
 }
 
 // GetEndpoint reads an endpoint.
-func (s *Store) GetEndpoint(_ context.Context, id string) (core.Endpoint, error) {
+func (s *Store) GetEndpoint(ctx context.Context, id string) (core.Endpoint, error) {
+	if err := ctx.Err(); err != nil {
+		return core.Endpoint{}, err
+	}
 	return get[core.Endpoint](s, endpoints, id)
 }
 
 // ListEndpoints lists an owner's endpoints in creation order.
-func (s *Store) ListEndpoints(_ context.Context, owner, cursor string, limit int) ([]core.Endpoint, string, error) {
+func (s *Store) ListEndpoints(ctx context.Context, owner, cursor string, limit int) ([]core.Endpoint, string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
 	return list[core.Endpoint](s, endpoints, owner, cursor, limit)
 }
 
 // DeleteEndpoint removes an endpoint.
-func (s *Store) DeleteEndpoint(_ context.Context, id string) error {
+func (s *Store) DeleteEndpoint(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	e, err := get[core.Endpoint](s, endpoints, id)
 	if err != nil {
 		return err
@@ -257,7 +269,10 @@ func (s *Store) DeleteEndpoint(_ context.Context, id string) error {
 }
 
 // PutTemplate stores a template.
-func (s *Store) PutTemplate(_ context.Context, t core.Template) error {
+func (s *Store) PutTemplate(ctx context.Context, t core.Template) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	return s.put(templates, t.ID, t.Owner, t.CreatedAt, t, func() (string, time.Time, error) {
 		old, err := get[core.Template](s, templates, t.ID)
 		return old.Owner, old.CreatedAt, err
@@ -265,17 +280,26 @@ func (s *Store) PutTemplate(_ context.Context, t core.Template) error {
 }
 
 // GetTemplate reads a template.
-func (s *Store) GetTemplate(_ context.Context, id string) (core.Template, error) {
+func (s *Store) GetTemplate(ctx context.Context, id string) (core.Template, error) {
+	if err := ctx.Err(); err != nil {
+		return core.Template{}, err
+	}
 	return get[core.Template](s, templates, id)
 }
 
 // ListTemplates lists an owner's templates in creation order.
-func (s *Store) ListTemplates(_ context.Context, owner, cursor string, limit int) ([]core.Template, string, error) {
+func (s *Store) ListTemplates(ctx context.Context, owner, cursor string, limit int) ([]core.Template, string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
 	return list[core.Template](s, templates, owner, cursor, limit)
 }
 
 // DeleteTemplate removes a template.
-func (s *Store) DeleteTemplate(_ context.Context, id string) error {
+func (s *Store) DeleteTemplate(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	t, err := get[core.Template](s, templates, id)
 	if err != nil {
 		return err
@@ -299,6 +323,9 @@ var (
 )
 
 // ScanEndpoints calls fn for every endpoint of every owner.
-func (s *Store) ScanEndpoints(_ context.Context, fn func(core.Endpoint) error) error {
+func (s *Store) ScanEndpoints(ctx context.Context, fn func(core.Endpoint) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	return scan(s, endpoints.primary, func(e *core.Endpoint) error { return fn(*e) })
 }

@@ -1,6 +1,7 @@
 package pebble
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,7 +25,10 @@ func usageIndexKey(owner string, at time.Time, jobID string) []byte {
 }
 
 // AddUsage stores u unless the job already has a record, synced before it returns.
-func (s *Store) AddUsage(u core.Usage) (core.Usage, bool, error) {
+func (s *Store) AddUsage(ctx context.Context, u core.Usage) (core.Usage, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return core.Usage{}, false, err
+	}
 	val, err := json.Marshal(u)
 	if err != nil {
 		return core.Usage{}, false, err
@@ -45,6 +49,9 @@ func (s *Store) AddUsage(u core.Usage) (core.Usage, bool, error) {
 	case !errors.Is(err, core.ErrNotFound):
 		return core.Usage{}, false, fmt.Errorf("reading the usage of job %s: %w", u.JobID, err)
 	}
+	if err := ctx.Err(); err != nil { // the check may have waited for another add of the job
+		return core.Usage{}, false, err
+	}
 	b := s.db.NewBatch()
 	defer b.Close()
 	_ = b.Set([]byte(usagePrefix+u.JobID), val, nil)
@@ -55,8 +62,12 @@ func (s *Store) AddUsage(u core.Usage) (core.Usage, bool, error) {
 	return u, true, nil
 }
 
-// ScanUsage calls fn with the owner's records completed in [from, to), oldest first.
-func (s *Store) ScanUsage(owner string, from, to time.Time, fn func(core.Usage) bool) error {
+// ScanUsage calls fn with the owner's records completed in [from, to), oldest first. It stops
+// with ctx's error once ctx is done.
+func (s *Store) ScanUsage(ctx context.Context, owner string, from, to time.Time, fn func(core.Usage) bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	prefix := usageIndexPrefix + owner + "\x00"
 	lower, upper := []byte(prefix), []byte(usageIndexPrefix+owner+"\x01")
 	if !from.IsZero() {
@@ -75,6 +86,9 @@ func (s *Store) ScanUsage(owner string, from, to time.Time, fn func(core.Usage) 
 	}
 	defer it.Close()
 	for ok := it.First(); ok; ok = it.Next() {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		var u core.Usage
 		if err := json.Unmarshal(it.Value(), &u); err != nil {
 			return fmt.Errorf("usage record %q: %w", it.Key(), err)

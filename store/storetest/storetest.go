@@ -1,522 +1,68 @@
-// Package storetest is the conformance suite every core.EndpointStore and core.TemplateStore
-// implementation runs: call RunEndpointStore and RunTemplateStore from the implementation's
-// tests with a function that opens a fresh, empty store.
+// Package storetest holds the conformance suites of the store ports core declares, one suite
+// per port: RunEndpointStore and RunTemplateStore (endpoints.go), RunKeyStore (keys.go),
+// RunUsageStore (usage.go) and RunFileStore (files.go). Every implementation runs the suite of
+// each port it implements from its own tests, with an Opener, so that the embedded stores and
+// the shared ones of later replicas answer alike.
 //
-// The suite uses record ids of the form core.NewID makes ([a-z0-9]), owners that are valid user
+// The suites test the contract, not an implementation: not-found errors, overwrites, listing
+// order and cursors, owners kept apart, idempotence, concurrency, a done context, and
+// durability across a restart where the port promises it.
+//
+// The suites use record ids of the form core.NewID makes ([a-z0-9]), owners that are valid user
 // names, and times of microsecond precision; times are compared with time.Time.Equal.
 package storetest
 
 import (
 	"context"
 	"errors"
-	"fmt"
-	"reflect"
-	"slices"
 	"testing"
 	"time"
-
-	"github.com/gantryhq/gantry/core"
 )
 
-// RunEndpointStore runs the conformance suite against an endpoint store. open must return a
-// fresh, empty store on each call and release it through t.Cleanup.
-func RunEndpointStore(t *testing.T, open func(t *testing.T) core.EndpointStore) {
-	t.Helper()
-	run(t, suite[core.Endpoint]{
-		kind:   "Endpoint",
-		open:   func(t *testing.T) store[core.Endpoint] { return endpointStore{open(t)} },
-		sample: sampleEndpoint,
-		id:     func(e core.Endpoint) string { return e.ID },
-		name:   func(e core.Endpoint) string { return e.Name },
-		update: func(e core.Endpoint, name string, at time.Time) core.Endpoint {
-			e.Name, e.UpdatedAt = name, at
-			e.Env = map[string]string{"UPDATED": "1"}
-			e.Registry = nil
-			e.Workers.Max++
-			return e
-		},
-		mutate: func(e *core.Endpoint) {
-			e.Env["HF_HOME"] = "/changed"
-			e.Ports[0] = "1/tcp"
-			e.GPU.Pools[0] = "changed"
-			*e.Registry = "changed"
-		},
-		same: sameEndpoint,
-	})
-}
-
-// RunTemplateStore runs the conformance suite against a template store. open must return a
-// fresh, empty store on each call and release it through t.Cleanup.
-func RunTemplateStore(t *testing.T, open func(t *testing.T) core.TemplateStore) {
-	t.Helper()
-	run(t, suite[core.Template]{
-		kind:   "Template",
-		open:   func(t *testing.T) store[core.Template] { return templateStore{open(t)} },
-		sample: sampleTemplate,
-		id:     func(tp core.Template) string { return tp.ID },
-		name:   func(tp core.Template) string { return tp.Name },
-		update: func(tp core.Template, name string, at time.Time) core.Template {
-			tp.Name, tp.UpdatedAt = name, at
-			tp.Env = map[string]string{"UPDATED": "1"}
-			tp.Registry = nil
-			tp.StartJupyter = !tp.StartJupyter
-			return tp
-		},
-		mutate: func(tp *core.Template) {
-			tp.Env["HF_HOME"] = "/changed"
-			tp.Ports[0] = "1/tcp"
-			tp.AllowedCudaVersions[0] = "9.9"
-			*tp.Registry = "changed"
-		},
-		same: sameTemplate,
-	})
-}
-
-// store is the common shape of the two store interfaces.
-type store[T any] interface {
-	Put(ctx context.Context, v T) error
-	Get(ctx context.Context, id string) (T, error)
-	List(ctx context.Context, owner, cursor string, limit int) ([]T, string, error)
-	Delete(ctx context.Context, id string) error
-}
-
-type endpointStore struct{ s core.EndpointStore }
-
-func (a endpointStore) Put(ctx context.Context, e core.Endpoint) error {
-	return a.s.PutEndpoint(ctx, e)
-}
-func (a endpointStore) Get(ctx context.Context, id string) (core.Endpoint, error) {
-	return a.s.GetEndpoint(ctx, id)
-}
-func (a endpointStore) List(ctx context.Context, owner, cursor string, limit int) ([]core.Endpoint, string, error) {
-	return a.s.ListEndpoints(ctx, owner, cursor, limit)
-}
-func (a endpointStore) Delete(ctx context.Context, id string) error {
-	return a.s.DeleteEndpoint(ctx, id)
-}
-
-type templateStore struct{ s core.TemplateStore }
-
-func (a templateStore) Put(ctx context.Context, tp core.Template) error {
-	return a.s.PutTemplate(ctx, tp)
-}
-func (a templateStore) Get(ctx context.Context, id string) (core.Template, error) {
-	return a.s.GetTemplate(ctx, id)
-}
-func (a templateStore) List(ctx context.Context, owner, cursor string, limit int) ([]core.Template, string, error) {
-	return a.s.ListTemplates(ctx, owner, cursor, limit)
-}
-func (a templateStore) Delete(ctx context.Context, id string) error {
-	return a.s.DeleteTemplate(ctx, id)
-}
-
-// suite describes one record type to the shared tests.
-type suite[T any] struct {
-	kind   string // "Endpoint" or "Template", for messages: PutEndpoint, GetTemplate, ...
-	open   func(t *testing.T) store[T]
-	sample func(id, owner string, created time.Time) T // a record with every field set
-	id     func(T) string
-	name   func(T) string
-	update func(v T, name string, at time.Time) T // changes fields but not id, owner or creation
-	mutate func(v *T)                             // writes through every slice, map and pointer
-	same   func(got, want T) bool
-}
+// Opener opens a store for a suite. It returns a store on fresh, empty storage, released
+// through t.Cleanup, and reopen, which closes that store and opens the same storage again as a
+// restart would, returning the new store (also released through t.Cleanup; reopen may be
+// called again). reopen is nil for a store that keeps nothing across a restart (one in
+// memory): the suite then skips its durability tests.
+type Opener[S any] func(t *testing.T) (s S, reopen func() S)
 
 // base is the creation time of the first record; later records are a second apart. Its zone is
 // not UTC so that stores which normalise zones are still compared with Equal.
 var base = time.Date(2025, time.March, 14, 15, 9, 26, 535_897_000, time.FixedZone("UTC+2", 2*60*60))
 
-func run[T any](t *testing.T, s suite[T]) {
-	ctx := context.Background()
-	put, get, list, del := "Put"+s.kind, "Get"+s.kind, "List"+s.kind+"s", "Delete"+s.kind
-
-	// seed stores n records of owner, created one second apart. They are put in an order other
-	// than creation order, with ids that sort against it, so that neither insertion order nor
-	// id order passes for creation order. It returns the records in creation order.
-	seed := func(t *testing.T, st store[T], owner string, n int) []T {
-		t.Helper()
-		recs := make([]T, n)
-		for i := range recs {
-			recs[i] = s.sample(fmt.Sprintf("%s%03d", owner, n-i), owner, base.Add(time.Duration(i)*time.Second))
-		}
-		for _, i := range putOrder(n) {
-			if err := st.Put(ctx, recs[i]); err != nil {
-				t.Fatalf("%s(%q) = %v; want nil", put, s.id(recs[i]), err)
-			}
-		}
-		return recs
-	}
-	ids := func(recs []T) []string {
-		out := make([]string, len(recs))
-		for i, r := range recs {
-			out[i] = s.id(r)
-		}
-		return out
-	}
-	// walk lists every page of owner's records with the given limit, checking each page's size
-	// and that only the last page ends with an empty cursor.
-	walk := func(t *testing.T, st store[T], owner string, limit int) []T {
-		t.Helper()
-		var all []T
-		cursor := ""
-		for page := 1; ; page++ {
-			recs, next, err := st.List(ctx, owner, cursor, limit)
-			if err != nil {
-				t.Fatalf("%s(%q, %q, %d) page %d: err = %v; want nil", list, owner, cursor, limit, page, err)
-			}
-			if len(recs) > limit {
-				t.Fatalf("%s(%q, %q, %d) page %d returned %d records; want at most %d", list, owner, cursor, limit, page, len(recs), limit)
-			}
-			all = append(all, recs...)
-			if next == "" {
-				if len(recs) == 0 && page > 1 {
-					t.Errorf("%s(%q, %q, %d) page %d is empty; want the previous page to end the list", list, owner, cursor, limit, page)
-				}
-				return all
-			}
-			if len(recs) != limit {
-				t.Fatalf("%s(%q, %q, %d) page %d returned %d records and cursor %q; want %d records before the last page", list, owner, cursor, limit, page, len(recs), next, limit)
-			}
-			if page > 1000 {
-				t.Fatalf("%s(%q, ..., %d) has not ended after %d pages", list, owner, limit, page)
-			}
-			cursor = next
-		}
-	}
-
-	t.Run("RoundTrip", func(t *testing.T) {
-		t.Parallel()
-		st := s.open(t)
-		want := s.sample("rt1", "alice", base)
-		if err := st.Put(ctx, want); err != nil {
-			t.Fatalf("%s(%q) = %v; want nil", put, s.id(want), err)
-		}
-		got, err := st.Get(ctx, s.id(want))
-		if err != nil {
-			t.Fatalf("%s(%q) err = %v; want nil", get, s.id(want), err)
-		}
-		if !s.same(got, want) {
-			t.Errorf("%s(%q) = %+v; want %+v", get, s.id(want), got, want)
-		}
-	})
-
-	t.Run("NoAliasing", func(t *testing.T) {
-		t.Parallel()
-		st := s.open(t)
-		in := s.sample("alias1", "alice", base)
-		want := s.sample("alias1", "alice", base)
-		if err := st.Put(ctx, in); err != nil {
-			t.Fatalf("%s(%q) = %v; want nil", put, s.id(in), err)
-		}
-		s.mutate(&in) // the caller reuses what it stored
-		got, err := st.Get(ctx, "alias1")
-		if err != nil {
-			t.Fatalf("%s(%q) err = %v; want nil", get, "alias1", err)
-		}
-		if !s.same(got, want) {
-			t.Errorf("after changing the value put, %s(%q) = %+v; want %+v", get, "alias1", got, want)
-		}
-		s.mutate(&got) // the caller changes what it read
-		again, err := st.Get(ctx, "alias1")
-		if err != nil {
-			t.Fatalf("%s(%q) err = %v; want nil", get, "alias1", err)
-		}
-		if !s.same(again, want) {
-			t.Errorf("after changing the value read, %s(%q) = %+v; want %+v", get, "alias1", again, want)
-		}
-	})
-
-	t.Run("GetMissing", func(t *testing.T) {
-		t.Parallel()
-		st := s.open(t)
-		seed(t, st, "alice", 2)
-		for _, id := range []string{"missing", "alice", "alice00"} {
-			if _, err := st.Get(ctx, id); !errors.Is(err, core.ErrNotFound) {
-				t.Errorf("%s(%q) err = %v; want core.ErrNotFound", get, id, err)
-			}
-		}
-	})
-
-	t.Run("Overwrite", func(t *testing.T) {
-		t.Parallel()
-		st := s.open(t)
-		orig := s.sample("ow1", "alice", base)
-		if err := st.Put(ctx, orig); err != nil {
-			t.Fatalf("%s(%q) = %v; want nil", put, s.id(orig), err)
-		}
-		want := s.update(orig, "renamed", base.Add(time.Hour))
-		if err := st.Put(ctx, want); err != nil {
-			t.Fatalf("%s(%q) again = %v; want nil", put, s.id(want), err)
-		}
-		got, err := st.Get(ctx, "ow1")
-		if err != nil {
-			t.Fatalf("%s(%q) err = %v; want nil", get, "ow1", err)
-		}
-		if !s.same(got, want) {
-			t.Errorf("%s(%q) after update = %+v; want %+v", get, "ow1", got, want)
-		}
-		recs, next, err := st.List(ctx, "alice", "", 10)
-		if err != nil || next != "" || len(recs) != 1 {
-			t.Fatalf("%s(%q, \"\", 10) = %d records, %q, %v; want 1 record, \"\", nil", list, "alice", len(recs), next, err)
-		}
-		if !s.same(recs[0], want) {
-			t.Errorf("%s(%q, \"\", 10)[0] = %+v; want %+v", list, "alice", recs[0], want)
-		}
-	})
-
-	t.Run("ListCreationOrder", func(t *testing.T) {
-		t.Parallel()
-		st := s.open(t)
-		want := seed(t, st, "alice", 5)
-		seed(t, st, "bob", 3)
-		got, next, err := st.List(ctx, "alice", "", 100)
-		if err != nil || next != "" {
-			t.Fatalf("%s(%q, \"\", 100) cursor, err = %q, %v; want \"\", nil", list, "alice", next, err)
-		}
-		if !slices.Equal(ids(got), ids(want)) {
-			t.Fatalf("%s(%q, \"\", 100) = %v; want %v", list, "alice", ids(got), ids(want))
-		}
-		for i := range got {
-			if !s.same(got[i], want[i]) {
-				t.Errorf("%s(%q, \"\", 100)[%d] = %+v; want %+v", list, "alice", i, got[i], want[i])
-			}
-		}
-	})
-
-	t.Run("ListEmpty", func(t *testing.T) {
-		t.Parallel()
-		st := s.open(t)
-		got, next, err := st.List(ctx, "nobody", "", 10)
-		if err != nil || next != "" || len(got) != 0 {
-			t.Errorf("%s(%q, \"\", 10) = %v, %q, %v; want [], \"\", nil", list, "nobody", ids(got), next, err)
-		}
-	})
-
-	t.Run("Pagination", func(t *testing.T) {
-		t.Parallel()
-		tests := []struct{ n, limit int }{
-			{7, 3},   // a short last page
-			{6, 3},   // an exact multiple of the limit
-			{3, 3},   // exactly one full page
-			{2, 3},   // one short page
-			{5, 1},   // one record a page
-			{4, 100}, // all in one page
-		}
-		for _, tt := range tests {
-			t.Run(fmt.Sprintf("n=%d,limit=%d", tt.n, tt.limit), func(t *testing.T) {
-				t.Parallel()
-				st := s.open(t)
-				want := seed(t, st, "alice", tt.n)
-				seed(t, st, "bob", 2)
-				if got := walk(t, st, "alice", tt.limit); !slices.Equal(ids(got), ids(want)) {
-					t.Errorf("walking %s(%q, ..., %d) = %v; want %v", list, "alice", tt.limit, ids(got), ids(want))
-				}
-			})
-		}
-	})
-
-	t.Run("PaginationEqualCreationTimes", func(t *testing.T) {
-		t.Parallel()
-		st := s.open(t)
-		var want []string
-		for _, id := range []string{"tie3", "tie1", "tie5", "tie2", "tie4"} {
-			if err := st.Put(ctx, s.sample(id, "alice", base)); err != nil {
-				t.Fatalf("%s(%q) = %v; want nil", put, id, err)
-			}
-			want = append(want, id)
-		}
-		got := ids(walk(t, st, "alice", 2))
-		slices.Sort(got)
-		slices.Sort(want)
-		if !slices.Equal(got, want) {
-			t.Errorf("walking %s(%q, ..., 2) over equal creation times = %v (sorted); want each of %v once", list, "alice", got, want)
-		}
-	})
-
-	t.Run("BadCursor", func(t *testing.T) {
-		t.Parallel()
-		st := s.open(t)
-		seed(t, st, "alice", 3)
-		for _, cursor := range []string{"bogus cursor", "%%%", "\x00", "../../etc"} {
-			_, _, err := st.List(ctx, "alice", cursor, 10)
-			if err == nil || core.KindOf(err) != core.KindInvalid {
-				t.Errorf("%s(%q, %q, 10) err = %v (kind %v); want kind %v", list, "alice", cursor, err, core.KindOf(err), core.KindInvalid)
-			}
-		}
-	})
-
-	t.Run("Delete", func(t *testing.T) {
-		t.Parallel()
-		st := s.open(t)
-		recs := seed(t, st, "alice", 5)
-		gone := s.id(recs[2])
-		if err := st.Delete(ctx, gone); err != nil {
-			t.Fatalf("%s(%q) = %v; want nil", del, gone, err)
-		}
-		if _, err := st.Get(ctx, gone); !errors.Is(err, core.ErrNotFound) {
-			t.Errorf("%s(%q) after delete err = %v; want core.ErrNotFound", get, gone, err)
-		}
-		want := ids(slices.Delete(slices.Clone(recs), 2, 3))
-		if got := ids(walk(t, st, "alice", 2)); !slices.Equal(got, want) {
-			t.Errorf("walking %s(%q, ..., 2) after delete = %v; want %v", list, "alice", got, want)
-		}
-		if err := st.Delete(ctx, gone); !errors.Is(err, core.ErrNotFound) {
-			t.Errorf("%s(%q) twice err = %v; want core.ErrNotFound", del, gone, err)
-		}
-		// Re-creating the id works and lists it once.
-		if err := st.Put(ctx, recs[2]); err != nil {
-			t.Fatalf("%s(%q) after delete = %v; want nil", put, gone, err)
-		}
-		if got, want := ids(walk(t, st, "alice", 100)), ids(recs); !slices.Equal(got, want) {
-			t.Errorf("walking %s(%q, ..., 100) after re-creating = %v; want %v", list, "alice", got, want)
-		}
-	})
-
-	t.Run("DeleteMissing", func(t *testing.T) {
-		t.Parallel()
-		st := s.open(t)
-		seed(t, st, "alice", 1)
-		if err := st.Delete(ctx, "missing"); !errors.Is(err, core.ErrNotFound) {
-			t.Errorf("%s(%q) err = %v; want core.ErrNotFound", del, "missing", err)
-		}
-		if got := walk(t, st, "alice", 10); len(got) != 1 {
-			t.Errorf("walking %s(%q, ..., 10) after deleting a missing id = %v; want 1 record", list, "alice", ids(got))
-		}
-	})
-
-	t.Run("ReputMovesIndex", func(t *testing.T) {
-		t.Parallel()
-		st := s.open(t)
-		if err := st.Put(ctx, s.sample("mv1", "alice", base)); err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Put(ctx, s.sample("mv1", "bob", base.Add(time.Hour))); err != nil {
-			t.Fatal(err)
-		}
-		if got := ids(walk(t, st, "alice", 10)); len(got) != 0 {
-			t.Errorf("%s(alice) after moving mv1 to bob = %v; want []", list, got)
-		}
-		if got := ids(walk(t, st, "bob", 10)); !slices.Equal(got, []string{"mv1"}) {
-			t.Errorf("%s(bob) = %v; want [mv1]", list, got)
-		}
-	})
-
-	t.Run("OldCreationTimes", func(t *testing.T) {
-		t.Parallel()
-		st := s.open(t)
-		for _, r := range []T{s.sample("old3", "carol", base), s.sample("old1", "carol", time.Time{}), s.sample("old2", "carol", time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC))} {
-			if err := st.Put(ctx, r); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if got := ids(walk(t, st, "carol", 2)); !slices.Equal(got, []string{"old1", "old2", "old3"}) {
-			t.Errorf("%s(carol) = %v; want [old1 old2 old3] (zero time, 1960, 2025)", list, got)
-		}
-	})
-
-	t.Run("OwnersIsolated", func(t *testing.T) {
-		t.Parallel()
-		st := s.open(t)
-		// "al" is a prefix of "alice": a store that indexes by owner prefix must still keep them apart.
-		owners := map[string][]string{
-			"alice": ids(seed(t, st, "alice", 3)),
-			"al":    ids(seed(t, st, "al", 2)),
-			"bob":   ids(seed(t, st, "bob", 4)),
-		}
-		for owner, want := range owners {
-			if got := ids(walk(t, st, owner, 2)); !slices.Equal(got, want) {
-				t.Errorf("walking %s(%q, ..., 2) = %v; want %v", list, owner, got, want)
-			}
-		}
-		if err := st.Delete(ctx, owners["bob"][0]); err != nil {
-			t.Fatalf("%s(%q) = %v; want nil", del, owners["bob"][0], err)
-		}
-		if got := ids(walk(t, st, "alice", 10)); !slices.Equal(got, owners["alice"]) {
-			t.Errorf("walking %s(%q, ..., 10) after deleting bob's = %v; want %v", list, "alice", got, owners["alice"])
-		}
-	})
+// doneContext is a context that has ended, and the error a store must wrap when given it.
+type doneContext struct {
+	name string
+	ctx  context.Context
+	want error
 }
 
-// putOrder returns 0..n-1 in an order other than ascending (for n > 2): odd indexes
-// descending, then even ones ascending.
-func putOrder(n int) []int {
-	var order []int
-	for i := n - 1; i >= 0; i-- {
-		if i%2 == 1 {
-			order = append(order, i)
-		}
-	}
-	for i := 0; i < n; i += 2 {
-		order = append(order, i)
-	}
-	return order
-}
-
-func strptr(s string) *string { return &s }
-
-func sampleContainer(id string) core.Container {
-	return core.Container{
-		Image:    "ghcr.io/example/" + id + ":v1.2.3",
-		Args:     "python -u handler.py --model " + id,
-		Disk:     40,
-		Ports:    []string{"8000/http", "22/tcp"},
-		Env:      map[string]string{"HF_HOME": "/models", "MODEL_ID": id},
-		Registry: strptr("reg-" + id),
+// doneContexts returns a cancelled context and one past its deadline.
+func doneContexts(t *testing.T) []doneContext {
+	t.Helper()
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	t.Cleanup(cancel)
+	return []doneContext{
+		{"canceled", canceled, context.Canceled},
+		{"past its deadline", expired, context.DeadlineExceeded},
 	}
 }
 
-func sampleEndpoint(id, owner string, created time.Time) core.Endpoint {
-	return core.Endpoint{
-		ID:         id,
-		Owner:      owner,
-		Name:       "endpoint " + id,
-		Type:       core.TypeQueue,
-		TemplateID: "tpl-" + id,
-		Container:  sampleContainer(id),
-		GPU:        core.GPU{Pools: []string{"h100", "a100"}, Count: 2},
-		Workers:    core.Workers{Min: 1, Max: 5, IdleTimeout: 30},
-		Scaling:    core.Scaling{Type: core.ScaleQueueDelay, QueueDelay: 2.5},
-		DataCenterIDs: []string{
-			"EU-RO-1", "US-TX-3",
-		},
-		NetworkVolumes:      []string{"vol-" + id},
-		TimeoutMs:           600_000,
-		Flashboot:           core.FlashbootPriority,
-		AllowedCudaVersions: []string{"12.4", "12.1"},
-		CreatedAt:           created,
-		UpdatedAt:           created.Add(90 * time.Minute),
+// checkDone reports a call that did not fail with dc's error.
+func checkDone(t *testing.T, dc doneContext, call string, err error) {
+	t.Helper()
+	if !errors.Is(err, dc.want) {
+		t.Errorf("%s with a context %s: err = %v; want %v", call, dc.name, err, dc.want)
 	}
 }
 
-func sampleTemplate(id, owner string, created time.Time) core.Template {
-	return core.Template{
-		ID:                  id,
-		Owner:               owner,
-		Name:                "template " + id,
-		Container:           sampleContainer(id),
-		AllowedCudaVersions: []string{"12.4", "11.8"},
-		StartSSH:            true,
-		StartJupyter:        false,
-		IsServerless:        true,
-		CreatedAt:           created,
-		UpdatedAt:           created.Add(90 * time.Minute),
+// durable skips the test when the store keeps nothing across a restart, and returns reopen.
+func durable[S any](t *testing.T, reopen func() S) func() S {
+	t.Helper()
+	if reopen == nil {
+		t.Skip("the store keeps nothing across a restart")
 	}
-}
-
-// sameEndpoint reports whether two endpoints are equal, comparing times with Equal.
-func sameEndpoint(got, want core.Endpoint) bool {
-	if !got.CreatedAt.Equal(want.CreatedAt) || !got.UpdatedAt.Equal(want.UpdatedAt) {
-		return false
-	}
-	got.CreatedAt, got.UpdatedAt = want.CreatedAt, want.UpdatedAt
-	return reflect.DeepEqual(got, want)
-}
-
-// sameTemplate reports whether two templates are equal, comparing times with Equal.
-func sameTemplate(got, want core.Template) bool {
-	if !got.CreatedAt.Equal(want.CreatedAt) || !got.UpdatedAt.Equal(want.UpdatedAt) {
-		return false
-	}
-	got.CreatedAt, got.UpdatedAt = want.CreatedAt, want.UpdatedAt
-	return reflect.DeepEqual(got, want)
+	return reopen
 }
