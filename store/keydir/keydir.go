@@ -64,7 +64,10 @@ func (d *Dir) Close() {
 }
 
 // LookupKey returns the key whose secret hashes to hash.
-func (d *Dir) LookupKey(_ context.Context, hash string) (core.Key, error) {
+func (d *Dir) LookupKey(ctx context.Context, hash string) (core.Key, error) {
+	if err := ctx.Err(); err != nil {
+		return core.Key{}, err
+	}
 	if k, ok := d.keys.Get(hash); ok { // only checked hashes are cached
 		return k, nil
 	}
@@ -79,12 +82,19 @@ func (d *Dir) LookupKey(_ context.Context, hash string) (core.Key, error) {
 	return k, nil
 }
 
-// PutKey writes a key.
-func (d *Dir) PutKey(_ context.Context, k core.Key) error {
+// PutKey writes a key. The cached copy of an older version goes once it is written, so a key
+// narrowed or expired through this Dir changes at once (other processes see it within
+// cacheTTL).
+func (d *Dir) PutKey(ctx context.Context, k core.Key) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if !hashRE.MatchString(k.Hash) {
 		return fmt.Errorf("key hash %q is not a hex SHA-256", k.Hash)
 	}
-	return writeJSON(filepath.Join(d.root, "keys", k.Hash+".json"), k)
+	err := writeJSON(filepath.Join(d.root, "keys", k.Hash+".json"), k)
+	d.keys.Del(k.Hash)
+	return err
 }
 
 // ListKeys returns every stored key (hashes, never secrets), oldest first.
@@ -126,7 +136,10 @@ func (d *Dir) DeleteKey(id string) error {
 }
 
 // GetUser reads a user.
-func (d *Dir) GetUser(_ context.Context, name string) (core.User, error) {
+func (d *Dir) GetUser(ctx context.Context, name string) (core.User, error) {
+	if err := ctx.Err(); err != nil {
+		return core.User{}, err
+	}
 	if u, ok := d.users.Get(name); ok { // only checked names are cached
 		return u, nil
 	}
@@ -141,13 +154,17 @@ func (d *Dir) GetUser(_ context.Context, name string) (core.User, error) {
 	return u, nil
 }
 
-// PutUser writes a user.
-func (d *Dir) PutUser(_ context.Context, u core.User) error {
+// PutUser writes a user. Like PutKey, it drops the cached copy once the user is written.
+func (d *Dir) PutUser(ctx context.Context, u core.User) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if !NameRE.MatchString(u.Name) {
 		return fmt.Errorf("user name %q must match %s", u.Name, NameRE)
 	}
+	err := writeJSON(filepath.Join(d.root, "users", u.Name+".json"), u)
 	d.users.Del(u.Name)
-	return writeJSON(filepath.Join(d.root, "users", u.Name+".json"), u)
+	return err
 }
 
 func readJSON(path string, v any) error {
