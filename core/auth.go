@@ -68,7 +68,8 @@ type User struct {
 	CreatedAt time.Time `json:"createdAt"`
 }
 
-// KeyStore keeps users and keys.
+// KeyStore keeps users and keys. A call whose ctx is done returns an error that wraps ctx.Err()
+// and writes nothing.
 type KeyStore interface {
 	LookupKey(ctx context.Context, hash string) (Key, error) // ErrNotFound
 	PutKey(ctx context.Context, k Key) error

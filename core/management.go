@@ -12,7 +12,8 @@ import (
 )
 
 // EndpointStore keeps endpoints. List returns an owner's endpoints in creation order, starting
-// after the cursor ("" = from the start), and the cursor of the next page ("" = no more).
+// after the cursor ("" = from the start), and the cursor of the next page ("" = no more). A
+// call whose ctx is done returns an error that wraps ctx.Err() and writes nothing.
 type EndpointStore interface {
 	PutEndpoint(ctx context.Context, e Endpoint) error
 	GetEndpoint(ctx context.Context, id string) (Endpoint, error) // ErrNotFound

@@ -1,4 +1,5 @@
 // Package store holds Gantry's persistence: store/pebble (the embedded default), store/keydir
-// (API keys and users as files, so `gantry keys create` works while the server runs) and
-// store/storetest (the suite every store implementation passes).
+// (API keys and users as files, so `gantry keys create` works while the server runs),
+// store/filedir (the files model jobs produce) and store/storetest (one conformance suite per
+// store port of core, which every implementation of that port runs).
 package store
