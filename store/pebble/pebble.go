@@ -215,13 +215,20 @@ func list[T any](s *Store, f family, owner, cursor string, limit int) ([]T, stri
 	return out, "", it.Error()
 }
 
-func (s *Store) del(f family, id, owner string, created time.Time) error {
+// del removes a record and its index entry. mu keeps the read of the record (for the index
+// entry's owner and creation time) and the delete together: read before taking mu, a put in
+// between would leave its index entry behind, listing the id under an owner it has left.
+func (s *Store) del(f family, id string, old func() (string, time.Time, error)) error {
 	if err := s.gate.enter(); err != nil {
 		return err
 	}
 	defer s.gate.leave()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	owner, created, err := old()
+	if err != nil {
+		return err
+	}
 	b := s.db.NewBatch()
 	defer b.Close()
 	_ = b.Delete(f.key(id), nil)
@@ -261,11 +268,10 @@ func (s *Store) DeleteEndpoint(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	e, err := get[core.Endpoint](s, endpoints, id)
-	if err != nil {
-		return err
-	}
-	return s.del(endpoints, id, e.Owner, e.CreatedAt)
+	return s.del(endpoints, id, func() (string, time.Time, error) {
+		e, err := get[core.Endpoint](s, endpoints, id)
+		return e.Owner, e.CreatedAt, err
+	})
 }
 
 // PutTemplate stores a template.
@@ -300,11 +306,10 @@ func (s *Store) DeleteTemplate(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	t, err := get[core.Template](s, templates, id)
-	if err != nil {
-		return err
-	}
-	return s.del(templates, id, t.Owner, t.CreatedAt)
+	return s.del(templates, id, func() (string, time.Time, error) {
+		t, err := get[core.Template](s, templates, id)
+		return t.Owner, t.CreatedAt, err
+	})
 }
 
 // quietLogger keeps Pebble's informational chatter out of Gantry's log; errors still surface

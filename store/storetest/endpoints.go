@@ -483,6 +483,41 @@ func run[T any](t *testing.T, s suite[T]) {
 		}
 	})
 
+	t.Run("ConcurrentDeleteAndPut", func(t *testing.T) {
+		t.Parallel()
+		st, _ := s.open(t)
+		// One writer keeps re-creating a record under another owner and creation time while
+		// another deletes it. However they interleave, the index must not keep an entry for a
+		// version that is gone: it would list the record under an owner it no longer has.
+		const rounds = 200
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			for i := range rounds {
+				owner := []string{"alice", "bob"}[i%2]
+				if err := st.Put(ctx, s.sample("flip", owner, base.Add(time.Duration(i)*time.Second))); err != nil {
+					t.Errorf("%s(%q) = %v; want nil", put, "flip", err)
+				}
+			}
+		})
+		wg.Go(func() {
+			for range rounds {
+				if err := st.Delete(ctx, "flip"); err != nil && !errors.Is(err, core.ErrNotFound) {
+					t.Errorf("%s(%q) = %v; want nil or core.ErrNotFound", del, "flip", err)
+				}
+			}
+		})
+		wg.Wait()
+		want := s.sample("flip", "carol", base.Add(-time.Hour))
+		if err := st.Put(ctx, want); err != nil {
+			t.Fatalf("%s(%q) = %v; want nil", put, "flip", err)
+		}
+		for owner, want := range map[string][]string{"alice": nil, "bob": nil, "carol": {"flip"}} {
+			if got := ids(walk(t, st, owner, 3)); !slices.Equal(got, want) {
+				t.Errorf("walking %s(%q, ..., 3) = %v; want %v", list, owner, got, want)
+			}
+		}
+	})
+
 	t.Run("ContextDone", func(t *testing.T) {
 		t.Parallel()
 		st, _ := s.open(t)
