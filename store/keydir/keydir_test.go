@@ -71,51 +71,6 @@ func sameKey(got, want core.Key) bool {
 	return reflect.DeepEqual(got, want)
 }
 
-func TestKeyRoundTrip(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	d, _ := setup(t)
-	want, _ := newKey("alice")
-	if err := d.PutKey(ctx, want); err != nil {
-		t.Fatalf("PutKey(%q) = %v; want nil", want.ID, err)
-	}
-	// Twice: once from the file, once (possibly) from the cache.
-	for i := range 2 {
-		got, err := d.LookupKey(ctx, want.Hash)
-		if err != nil {
-			t.Fatalf("LookupKey(%q) #%d err = %v; want nil", want.Hash, i+1, err)
-		}
-		if !sameKey(got, want) {
-			t.Errorf("LookupKey(%q) #%d = %+v; want %+v", want.Hash, i+1, got, want)
-		}
-	}
-}
-
-func TestLookupKeyNotFound(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	d, _ := setup(t)
-	k, _ := newKey("alice")
-	if err := d.PutKey(ctx, k); err != nil {
-		t.Fatalf("PutKey(%q) = %v; want nil", k.ID, err)
-	}
-	tests := []struct{ name, hash string }{
-		{"unknown", core.HashKey("gk_unknown")},
-		{"empty", ""},
-		{"short", k.Hash[:63]},
-		{"long", k.Hash + "0"},
-		{"upper case", strings.ToUpper(k.Hash)},
-		{"not hex", strings.Repeat("g", 64)},
-		{"path", "../users/" + k.Hash[9:]},
-		{"secret", "gk_" + k.Hash[3:]},
-	}
-	for _, tt := range tests {
-		if _, err := d.LookupKey(ctx, tt.hash); !errors.Is(err, core.ErrNotFound) {
-			t.Errorf("LookupKey(%q) (%s) err = %v; want core.ErrNotFound", tt.hash, tt.name, err)
-		}
-	}
-}
-
 func TestPutKeyRejectsMalformedHash(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -129,61 +84,6 @@ func TestPutKeyRejectsMalformedHash(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(filepath.Join(root, "keys")); len(entries) != 0 {
 		t.Errorf("keys/ after rejected puts holds %d entries; want 0", len(entries))
-	}
-}
-
-func TestUserRoundTrip(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	d, _ := setup(t)
-	tests := []core.User{
-		{Name: "alice", Quota: &core.Quota{Minute: 60, Hour: 1000, Day: 10000}, CreatedAt: created},
-		{Name: "bob.smith_2-x", CreatedAt: created},               // no quota: the defaults
-		{Name: "carol", Quota: &core.Quota{}, CreatedAt: created}, // an explicit unlimited quota
-		{Name: strings.Repeat("d", 64), Quota: &core.Quota{Hour: 5}, CreatedAt: created},
-	}
-	for _, want := range tests {
-		if err := d.PutUser(ctx, want); err != nil {
-			t.Fatalf("PutUser(%q) = %v; want nil", want.Name, err)
-		}
-		got, err := d.GetUser(ctx, want.Name)
-		if err != nil {
-			t.Fatalf("GetUser(%q) err = %v; want nil", want.Name, err)
-		}
-		if got.Name != want.Name || !got.CreatedAt.Equal(want.CreatedAt) || !reflect.DeepEqual(got.Quota, want.Quota) {
-			t.Errorf("GetUser(%q) = %+v (quota %+v); want %+v (quota %+v)", want.Name, got, got.Quota, want, want.Quota)
-		}
-	}
-}
-
-func TestPutUserReplaces(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	d, _ := setup(t)
-	if err := d.PutUser(ctx, core.User{Name: "alice", Quota: &core.Quota{Minute: 1}}); err != nil {
-		t.Fatalf("PutUser(%q) = %v; want nil", "alice", err)
-	}
-	if _, err := d.GetUser(ctx, "alice"); err != nil { // warm the cache
-		t.Fatalf("GetUser(%q) err = %v; want nil", "alice", err)
-	}
-	want := &core.Quota{Minute: 2, Hour: 3}
-	if err := d.PutUser(ctx, core.User{Name: "alice", Quota: want}); err != nil {
-		t.Fatalf("PutUser(%q) again = %v; want nil", "alice", err)
-	}
-	got, err := d.GetUser(ctx, "alice")
-	if err != nil || !reflect.DeepEqual(got.Quota, want) {
-		t.Errorf("GetUser(%q) after update = quota %+v, %v; want quota %+v, nil", "alice", got.Quota, err, want)
-	}
-}
-
-func TestGetUserNotFound(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	d, _ := setup(t)
-	for _, name := range []string{"nobody", "", "../keys/x", ".hidden", "a/b"} {
-		if _, err := d.GetUser(ctx, name); !errors.Is(err, core.ErrNotFound) {
-			t.Errorf("GetUser(%q) err = %v; want core.ErrNotFound", name, err)
-		}
 	}
 }
 

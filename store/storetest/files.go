@@ -242,13 +242,27 @@ func RunFileStore(t *testing.T, open Opener[core.FileStore]) {
 		st, _ := open(t)
 		cctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		// The body's first part arrives, then the request is abandoned while more would come.
+		// The body's first part arrives, then the request is abandoned while 16 MB more would
+		// come: the store must stop reading soon (here, within 1 MB), not drain the body.
+		const more, soon = 16 << 20, 1 << 20
+		cancelled, after := false, 0
 		r := io.MultiReader(bytes.NewReader(contents("part", 1000)), readFunc(func(p []byte) (int, error) {
-			cancel()
-			return copy(p, "more"), nil
-		}), bytes.NewReader(contents("rest", 100_000)))
+			if !cancelled {
+				cancel()
+				cancelled = true
+			}
+			if after >= more {
+				return 0, io.EOF
+			}
+			n := min(len(p), more-after)
+			after += n
+			return n, nil
+		}))
 		if _, err := st.CreateFile(cctx, "job-10-a.png", r, core.MaxFileBytes, base); !errors.Is(err, context.Canceled) {
 			t.Errorf("CreateFile cancelled mid-copy err = %v; want context.Canceled", err)
+		}
+		if after > soon {
+			t.Errorf("CreateFile read %d bytes after its context was cancelled; want at most %d", after, soon)
 		}
 		gone(t, st, "job-10-a.png", "after a create cancelled mid-copy")
 		create(t, st, "job-10-a.png", []byte("again"), base)

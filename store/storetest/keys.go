@@ -104,12 +104,15 @@ func RunKeyStore(t *testing.T, open Opener[core.KeyStore]) {
 	t.Run("UserRoundTrip", func(t *testing.T) {
 		t.Parallel()
 		st, _ := open(t)
-		full := sampleUser("alice")
-		bare := core.User{Name: "bob.smith-2", CreatedAt: base.Add(time.Second)}
-		putUser(t, st, full)
-		putUser(t, st, bare)
-		getUser(t, st, full, "")
-		getUser(t, st, bare, "") // no quota stays so: the server's default applies
+		for _, want := range []core.User{
+			sampleUser("alice"),
+			{Name: "bob.smith_2-x", CreatedAt: base.Add(time.Second)},                     // no quota: the server's default applies
+			{Name: "carol", Quota: &core.Quota{}, CreatedAt: base},                        // an explicit unlimited quota, not the default
+			{Name: strings.Repeat("d", 64), Quota: &core.Quota{Hour: 5}, CreatedAt: base}, // the longest name
+		} {
+			putUser(t, st, want)
+			getUser(t, st, want, "")
+		}
 	})
 
 	t.Run("UserNotFound", func(t *testing.T) {
