@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gantryhq/gantry/core"
 )
@@ -128,15 +129,15 @@ func TestWebhookWaitsWhileNotifierIsFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	recv(t, r.hooks.refused, "the refused delivery")
-	r.jobs.Tick(r.clock.Now()) // still full: refused again, kept
-	recv(t, r.hooks.refused, "the delivery refused again")
+	// Still full: refused again, kept. Each refusal is signalled from inside Notify, before the
+	// job joins the backlog that Tick offers again, so tick until the offer comes.
+	tickUntil(t, r, r.hooks.refused, "the delivery refused again")
 	if rec, err := r.store.GetJob(j.ID); err != nil || !rec.WebhookPending {
 		t.Fatalf("stored job while its webhook waits: %+v, %v; want webhookPending", rec, err)
 	}
 
 	r.hooks.full.Store(false)
-	r.jobs.Tick(r.clock.Now())
-	recv(t, r.hooks.delivered, "the delivery once there is room")
+	tickUntil(t, r, r.hooks.delivered, "the delivery once there is room")
 	var hook core.WebhookBody
 	r.hooks.mu.Lock()
 	_ = json.Unmarshal(r.hooks.sent["http://hook.test/full"], &hook)
@@ -147,4 +148,18 @@ func TestWebhookWaitsWhileNotifierIsFull(t *testing.T) {
 	if rec, err := r.store.GetJob(j.ID); err != nil || rec.WebhookPending { // done ran before delivered
 		t.Fatalf("stored job after the delivery: %+v, %v; want webhookPending cleared", rec, err)
 	}
+}
+
+// tickUntil ticks the engine until c receives, for up to 10 s.
+func tickUntil(t *testing.T, r *rig, c <-chan string, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		r.jobs.Tick(r.clock.Now())
+		select {
+		case <-c:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	t.Fatalf("no %s", what)
 }
