@@ -12,6 +12,9 @@ import (
 	"github.com/gantryhq/gantry/core"
 )
 
+// This file is what the API shows of an endpoint's workers (core.Fleet): each worker's state,
+// the ones that exited lately, and their logs.
+
 // keepExited is how many exited workers an endpoint remembers for worker visibility.
 const keepExited = 10
 

@@ -1,0 +1,55 @@
+package scheduler
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gantryhq/gantry/core"
+)
+
+// This file is an endpoint's health: workers failing in a row back further starts off, and
+// the condition that /health and job status report.
+
+// coldStats sums an endpoint's cold starts (worker start or resume to its first poll).
+type coldStats struct {
+	n           int64
+	last, total time.Duration
+}
+
+// backingOff says that workers failed lately and the next start is not due yet.
+func (s *Scheduler) backingOff(es *epState, now time.Time) bool {
+	return es.failures > 0 && now.Before(es.nextStart)
+}
+
+// fail records a worker that crashed or never became ready, and backs off further starts.
+func (s *Scheduler) fail(es *epState, now time.Time, why string) {
+	es.failures++
+	es.failure = why
+	d := s.cfg.BackoffMin << min(es.failures-1, 20)
+	es.nextStart = now.Add(min(d, s.cfg.BackoffMax))
+	s.cfg.Log.Warn("worker failed", "endpoint", es.ep.ID, "inARow", es.failures, "why", why, "nextStartIn", min(d, s.cfg.BackoffMax))
+}
+
+// publish hands the endpoint's condition to the job engine for /health and job status.
+func (s *Scheduler) publish(es *epState) {
+	c := core.Condition{Throttled: es.throttled, Suspended: es.parked,
+		ColdStarts: es.cold.n, ColdStartLast: es.cold.last, ColdStartTotal: es.cold.total}
+	switch {
+	case es.failures > 0:
+		c.Unhealthy = min(es.failures, max(es.ep.Workers.Max, 1))
+		c.Reason = fmt.Sprintf("workers keep failing before they take a job (%d in a row; last: %s); next start at %s",
+			es.failures, es.failure, es.nextStart.UTC().Format(time.RFC3339))
+	case es.throttled > 0 && es.noRoom != nil:
+		if !es.noRoom.same(es.noRoomOf) { // the message is built when it changes
+			es.noRoomMsg, es.noRoomOf = "waiting for capacity: "+es.noRoom.Error(), es.noRoom
+		}
+		c.Reason = es.noRoomMsg
+	}
+	if es.ep.Type == core.TypeLoadBalancer {
+		es.lbCounts(&c)
+	}
+	if c != es.lastCond {
+		es.lastCond = c
+		es.load.SetCondition(c)
+	}
+}

@@ -1,0 +1,337 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/gantryhq/gantry/core"
+)
+
+// This file is a worker's lifecycle: start (or resume), retire (suspend or stop), stop,
+// forget, and the pools' events about it.
+
+// workerRec is one worker of an endpoint.
+type workerRec struct {
+	id        string
+	es        *epState
+	res       *Reservation
+	gen       int
+	state     workerPhase
+	startedAt time.Time // last start or resume decision
+	polled    bool      // it polled at least once since it started
+	resumed   bool      // the current cold start is a resume
+	stopping  bool      // Stop was called: its exit is expected
+	killed    bool      // killed as lost (lost.go)
+	failed    bool      // its stop counts as a crash (init timeout)
+	pinned    bool      // suspended by a PRIORITY_FLASHBOOT endpoint: reclaimed last
+	susAt     time.Time
+	lb        *backend            // a LOAD_BALANCER worker's HTTP side; nil for queue workers
+	act       core.WorkerActivity // a queue worker's activity, read without the job engine's lock
+	coldStart time.Duration       // how long its last start or resume took
+}
+
+type workerPhase int
+
+const (
+	phaseBooting    workerPhase = iota + 1 // started or resuming, not polling yet
+	phaseReady                             // polls for jobs
+	phaseSuspending                        // being suspended
+	phaseSuspended                         // suspended (FLASHBOOT)
+	phaseStopping                          // stopped, waiting for its exit
+)
+
+// WorkerReady records a worker's first poll since it started or resumed: the end of its cold
+// start. Wire it to core.JobsConfig.OnWorkerReady.
+func (s *Scheduler) WorkerReady(worker string) {
+	v, ok := s.byID.Load(worker)
+	if !ok {
+		return
+	}
+	w := v.(*workerRec)
+	es := w.es
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	if w.state != phaseBooting {
+		return
+	}
+	d := s.cfg.Clock.Now().Sub(w.startedAt)
+	w.state, w.polled, w.coldStart = phaseReady, true, d
+	es.failures, es.failure = 0, ""
+	es.cold.n++
+	es.cold.last = d
+	es.cold.total += d
+	s.metrics.coldStart(es.ep.ID, w.resumed, d)
+	es.recount()
+	s.publish(es)
+	if w.lb != nil {
+		es.lbRebuild() // it takes requests from now on
+	}
+	s.cfg.Log.Info("worker ready", "endpoint", es.ep.ID, "worker", w.id, "coldStart", d, "resumed", w.resumed)
+}
+
+// count returns how many of the endpoint's workers are in the phases.
+func (es *epState) count(phases ...workerPhase) int {
+	n := 0
+	for _, w := range es.workers {
+		if slices.Contains(phases, w.state) {
+			n++
+		}
+	}
+	return n
+}
+
+// recount follows a change to the workers' phases: it counts them again in one pass.
+func (es *epState) recount() {
+	es.changes++
+	active, parked, suspended := 0, 0, 0
+	for _, w := range es.workers {
+		switch w.state {
+		case phaseBooting, phaseReady:
+			active++
+		case phaseSuspended:
+			suspended++
+			parked++
+		case phaseSuspending:
+			parked++
+		}
+	}
+	es.parked, es.suspended = parked, suspended
+	es.active.Store(int32(active))
+}
+
+// startLocked starts one worker for the endpoint (resuming a suspended one first). es.mu is
+// held; the pool call runs in the background.
+func (s *Scheduler) startLocked(es *epState, now time.Time, code string) error {
+	if s.closed.Load() || s.holding.Load() {
+		return errors.New("the scheduler is closed or stopping")
+	}
+	if w := s.resumable(es); w != nil {
+		w.state, w.startedAt, w.resumed, w.polled = phaseBooting, now, true, false
+		es.recount()
+		s.metrics.decision(es.ep.ID, "up", code)
+		s.call(func(ctx context.Context) {
+			if err := w.res.Pool().Resume(ctx, w.id); err != nil {
+				s.cfg.Log.Warn("resuming a worker; starting a fresh one instead", "endpoint", es.ep.ID, "worker", w.id, "err", err)
+				es.mu.Lock()
+				s.stopLocked(w, "resume failed")
+				es.mu.Unlock()
+				return
+			}
+			if w.lb != nil {
+				w.lb.state.Store(lbInit) // ready again once its health says so
+				return
+			}
+			s.cfg.Jobs.ResumeWorker(w.id)
+		})
+		return nil
+	}
+	res, err := s.placer.Place(es.want)
+	if err != nil {
+		es.throttled++
+		es.noRoom, _ = err.(*NoRoomError)
+		s.reclaim(es.want)
+		return err
+	}
+	ep := &es.ep
+	id := ep.ID + "-" + core.NewID(8)
+	w := &workerRec{id: id, es: es, res: res, gen: es.gen, state: phaseBooting, startedAt: now}
+	spec := WorkerSpec{ID: id, Endpoint: ep.ID, Image: ep.Image, Args: ep.Args, Ports: ep.Ports, Disk: ep.Disk,
+		GPUs: res.GPUs, Report: func(ev WorkerEvent) { s.event(w, ev) }}
+	if ep.Registry != nil {
+		spec.Registry = *ep.Registry
+	}
+	if ep.Type == core.TypeLoadBalancer {
+		w.lb = &backend{w: w}
+	}
+	es.workers = append(es.workers, w)
+	s.byID.Store(id, w)
+	es.recount()
+	s.metrics.decision(ep.ID, "up", code)
+	epc := *ep // the environment is built off the tick, from this copy
+	s.call(func(ctx context.Context) {
+		if epc.Type == core.TypeLoadBalancer {
+			s.lbSpec(&epc, res, &spec)
+		} else {
+			// The job engine's worker registry is shared by every Take and Done: registering
+			// here keeps its lock out of the tick. The worker cannot poll (and so become
+			// ready, when the tick first reads its activity) before it starts, below.
+			token, act := s.cfg.Jobs.RegisterWorkerActivity(epc.ID, id)
+			es.mu.Lock()
+			w.act = act
+			es.mu.Unlock()
+			spec.Env = s.env(&epc, res, id, token)
+		}
+		if err := res.Pool().Start(ctx, spec); err != nil {
+			s.cfg.Log.Error("starting a worker", "endpoint", spec.Endpoint, "pool", res.PoolID(), "image", spec.Image, "err", err)
+			es.mu.Lock()
+			s.fail(es, s.cfg.Clock.Now(), fmt.Sprintf("pool %s could not start it: %v", res.PoolID(), err))
+			s.forgetLocked(w)
+			es.mu.Unlock()
+			s.cfg.Jobs.ForgetWorker(id)
+			return
+		}
+		s.cfg.Log.Info("worker started", "endpoint", spec.Endpoint, "worker", id, "pool", res.PoolID(), "gpus", res.GPUs)
+	})
+	return nil
+}
+
+// call runs a pool call in the background, tracked by Close.
+func (s *Scheduler) call(fn func(ctx context.Context)) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		fn(s.ctx)
+	}()
+}
+
+// resumable takes the endpoint's most recently suspended worker out of the suspended set.
+func (s *Scheduler) resumable(es *epState) *workerRec {
+	if es.suspended == 0 {
+		return nil
+	}
+	var best *workerRec
+	for _, w := range es.workers {
+		if w.state == phaseSuspended && w.gen == es.gen && (best == nil || w.susAt.After(best.susAt)) {
+			best = w
+		}
+	}
+	if best == nil || !s.suspended.remove(best) {
+		return nil // none, or being reclaimed
+	}
+	return best
+}
+
+// reclaim stops one suspended worker on a pool the want could use, to free its capacity:
+// FLASHBOOT workers before PRIORITY_FLASHBOOT ones, the longest suspended first.
+func (s *Scheduler) reclaim(want Want) {
+	best := s.suspended.reclaimable(want.Pools)
+	if best == nil {
+		return
+	}
+	s.call(func(context.Context) { // another endpoint's lock: taken outside ours
+		best.es.mu.Lock()
+		defer best.es.mu.Unlock()
+		if best.state == phaseSuspended {
+			s.stopLocked(best, "its capacity is needed by another endpoint")
+			s.metrics.decision(best.es.ep.ID, "down", "reclaimed")
+		}
+	})
+}
+
+// retireLocked takes an idle worker out of service: suspended when the endpoint uses
+// FLASHBOOT (and the worker still matches it), stopped otherwise. The job engine first stops
+// handing it jobs; if it took one meanwhile, it stays.
+func (s *Scheduler) retireLocked(w *workerRec, why string, mayKeep bool) {
+	es := w.es
+	keep := mayKeep && es.ep.Flashboot != core.FlashbootOff && w.gen == es.gen &&
+		es.parked < max(es.ep.Workers.Max, 1)
+	prev := w.state
+	w.state = phaseSuspending
+	es.recount()
+	s.cfg.Log.Info("scaling down", "endpoint", es.ep.ID, "worker", w.id, "reason", why, "suspend", keep)
+	fenced := true
+	if w.lb != nil {
+		fenced = es.lbFence(w.lb)
+	}
+	s.call(func(ctx context.Context) {
+		if !fenced || (w.lb == nil && !s.cfg.Jobs.SuspendWorker(w.id)) { // it took work after all
+			es.mu.Lock()
+			if w.state == phaseSuspending {
+				w.state = prev
+				es.recount()
+			}
+			es.mu.Unlock()
+			return
+		}
+		var err error
+		if keep {
+			if err = w.res.Pool().Suspend(ctx, w.id); err != nil && !errors.Is(err, ErrUnsupported) {
+				s.cfg.Log.Warn("suspending a worker; stopping it", "worker", w.id, "err", err)
+			}
+		}
+		es.mu.Lock()
+		defer es.mu.Unlock()
+		if w.state != phaseSuspending {
+			return // stopped meanwhile
+		}
+		if !keep || err != nil {
+			s.stopLocked(w, why)
+			return
+		}
+		w.state, w.susAt = phaseSuspended, s.cfg.Clock.Now()
+		w.pinned = es.ep.Flashboot == core.FlashbootPriority
+		es.recount()
+		if w.lb != nil {
+			w.lb.state.Store(lbSuspended)
+		}
+		s.suspended.add(w)
+	})
+}
+
+// stopLocked stops a worker; its exit event forgets it. es.mu is held.
+func (s *Scheduler) stopLocked(w *workerRec, why string) {
+	if w.state == phaseStopping {
+		return
+	}
+	if w.state == phaseSuspended {
+		s.suspended.remove(w)
+	}
+	w.state, w.stopping = phaseStopping, true
+	w.es.recount()
+	s.cfg.Log.Info("stopping a worker", "endpoint", w.es.ep.ID, "worker", w.id, "reason", why)
+	pool := w.res.Pool()
+	s.call(func(ctx context.Context) {
+		if err := pool.Stop(ctx, w.id); err != nil {
+			s.cfg.Log.Error("stopping a worker", "worker", w.id, "err", err)
+		}
+	})
+}
+
+// forgetLocked drops a worker that is gone and gives its capacity back.
+func (s *Scheduler) forgetLocked(w *workerRec) {
+	if w.state == phaseSuspended {
+		s.suspended.remove(w)
+	}
+	if i := slices.Index(w.es.workers, w); i >= 0 {
+		w.es.workers = slices.Delete(w.es.workers, i, i+1)
+	}
+	s.byID.Delete(w.id)
+	w.res.Release()
+	w.es.recount()
+	if w.lb != nil {
+		w.lb.state.Store(lbDraining)
+		if w.lb.cancel != nil {
+			w.lb.cancel()
+		}
+		w.es.lbRebuild()
+	}
+}
+
+// event applies a pool's report about a worker.
+func (s *Scheduler) event(w *workerRec, ev WorkerEvent) {
+	if ev.State == WorkerRunning && w.lb != nil {
+		s.lbRunning(w, ev.Addrs)
+	}
+	if ev.State != WorkerExited {
+		return
+	}
+	es := w.es
+	es.mu.Lock()
+	if !w.stopping && !w.polled {
+		why := "it exited before taking a job"
+		if ev.Err != nil {
+			why = fmt.Sprintf("it exited before taking a job: %v", ev.Err)
+		}
+		s.fail(es, s.cfg.Clock.Now(), fmt.Sprintf("worker %s: %s", w.id, why))
+		s.metrics.decision(es.ep.ID, "down", "crashed")
+	}
+	es.remember(w, ev, s.cfg.Clock.Now())
+	s.forgetLocked(w)
+	s.publish(es)
+	es.mu.Unlock()
+	s.cfg.Log.Info("worker exited", "endpoint", es.ep.ID, "worker", w.id, "err", ev.Err, "stopped", ev.Stopped)
+	s.cfg.Jobs.ForgetWorker(w.id) // its jobs follow the worker-lost rule; this may call Demand
+}
