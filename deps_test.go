@@ -1,6 +1,8 @@
 package gantry_test
 
 import (
+	"fmt"
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -95,6 +97,68 @@ func TestDependencyArrows(t *testing.T) {
 	for _, b := range brokenArrows(t, ".") {
 		t.Error(b)
 	}
+	for _, b := range namedConcretes(t, ".") {
+		t.Error(b)
+	}
+}
+
+// concretes are, per layer, the module identifiers (package path, then name) its non-test code
+// must not name, even though it may import their package: the scheduler reaches the job engine
+// through the ports core declares, so that another engine can stand behind them.
+var concretes = map[string][][2]string{
+	"scheduler": {{"core", "Jobs"}},
+}
+
+// namedConcretes returns one line for each use under root of an identifier in concretes.
+func namedConcretes(t *testing.T, root string) []string {
+	t.Helper()
+	var named []string
+	for layer, idents := range concretes {
+		dir := filepath.Join(root, layer)
+		if _, err := os.Stat(dir); err != nil {
+			continue
+		}
+		forEachGoFile(t, dir, func(file string) {
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, file, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Errorf("parsing %s: %v", file, err)
+				return
+			}
+			rel, _ := filepath.Rel(root, file)
+			local := map[string]string{} // the name a file gives an import -> its path in the module
+			for _, imp := range f.Imports {
+				p, err := strconv.Unquote(imp.Path.Value)
+				if err != nil || !strings.HasPrefix(p, module+"/") {
+					continue
+				}
+				name := path.Base(p)
+				if imp.Name != nil {
+					name = imp.Name.Name
+				}
+				local[name] = strings.TrimPrefix(p, module+"/")
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				sel, ok := n.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				x, ok := sel.X.(*ast.Ident)
+				if !ok {
+					return true
+				}
+				for _, id := range idents {
+					if local[x.Name] == id[0] && sel.Sel.Name == id[1] {
+						named = append(named, fmt.Sprintf("%s:%d names %s.%s (a %s package must use core's ports instead)",
+							rel, fset.Position(sel.Pos()).Line, id[0], id[1], layer))
+					}
+				}
+				return true
+			})
+		})
+	}
+	slices.Sort(named)
+	return named
 }
 
 // missingPackageDocs returns the package directories under root (oas/ exempt: generated) none of
@@ -176,6 +240,13 @@ func TestCheckersCatch(t *testing.T) {
 		"oas/gen.go":            "package oas\n",
 		"misc/misc.go":          "// Helpers for things.\npackage misc\n",
 		"misc/other.go":         "package misc // Package misc is not a doc comment here.\n",
+		// The scheduler may name core's ports, but not the engine itself, under any import name;
+		// a comment, a same-named field and a test file are no use of it.
+		"scheduler/doc.go":    "// Package scheduler is fine.\npackage scheduler\n",
+		"scheduler/a.go":      "package scheduler\n\nimport \"" + module + "/core\"\n\n// Jobs is core.Jobs in words only.\ntype x struct{ Jobs core.WorkerRegistry }\n\nvar _ *core.Jobs\n",
+		"scheduler/b.go":      "package scheduler\n\nimport c \"" + module + "/core\"\n\nfunc f(j *c.Jobs) {}\n",
+		"scheduler/c_test.go": "package scheduler\n\nimport \"" + module + "/core\"\n\nvar _ *core.Jobs\n",
+		"scheduler/d.go":      "package scheduler\n\nimport \"" + module + "/bench/core\"\n\nvar _ *core.Jobs\n", // another core
 	}
 	for name, src := range files {
 		p := filepath.Join(root, filepath.FromSlash(name))
@@ -200,6 +271,17 @@ func TestCheckersCatch(t *testing.T) {
 	for i := range wantArrows {
 		if !strings.HasPrefix(gotArrows[i], wantArrows[i]+" ") {
 			t.Errorf("brokenArrows(fixture)[%d] = %q; want it to start %q", i, gotArrows[i], wantArrows[i])
+		}
+	}
+
+	gotNamed := namedConcretes(t, root)
+	wantNamed := []string{"scheduler/a.go:8 names core.Jobs", "scheduler/b.go:5 names core.Jobs"}
+	if len(gotNamed) != len(wantNamed) {
+		t.Fatalf("namedConcretes(fixture) = %q; want one line each starting %q", gotNamed, wantNamed)
+	}
+	for i := range wantNamed {
+		if !strings.HasPrefix(gotNamed[i], wantNamed[i]+" ") {
+			t.Errorf("namedConcretes(fixture)[%d] = %q; want it to start %q", i, gotNamed[i], wantNamed[i])
 		}
 	}
 

@@ -331,7 +331,7 @@ func (b *bench) coldRows(sec *section, scenario string, targets map[string]time.
 			m.label, strings.Join(each, ", "), fmtWaits(m.waits)))
 	}
 	sec.notes = append(sec.notes, "The server's cold start runs from the scheduler's decision (Scheduler.Demand, called from the submit itself for the first job on an endpoint "+
-		"with no worker) to the worker's first job-take poll (Scheduler.WorkerReady); the rest of the client's time is the take, the echo, job-done and the runsync answer. "+
+		"with no worker) to the worker's first job-take poll (the job engine's ready signal); the rest of the client's time is the take, the echo, job-done and the runsync answer. "+
 		"/health's lastMs and meanMs are whole milliseconds.")
 }
 

@@ -66,9 +66,7 @@ func newEngine(tb testing.TB) *engine {
 	clock := core.SystemClock{}
 	log := slog.New(slog.DiscardHandler)
 	queues := &scheduler.Queues{}
-	var ready func(string)
-	jobs := core.NewJobs(core.JobsConfig{Store: st, Dispatch: queues, Clock: clock, Log: log,
-		OnWorkerReady: func(w string) { ready(w) }})
+	jobs := core.NewJobs(core.JobsConfig{Store: st, Dispatch: queues, Clock: clock, Log: log})
 	pools := []core.Pool{{ID: "local", Adapter: "process", GPUType: "CPU", DisplayName: "CPU slot", GPUs: 256,
 		PerWorker: 1, DataCenter: "LOCAL", CPU: true, VCPUs: runtime.NumCPU(), MemoryPerCPU: 1}}
 	templates := []core.Template{{ID: "gantry-echo", Name: "Gantry echo worker", IsServerless: true,
@@ -82,7 +80,6 @@ func newEngine(tb testing.TB) *engine {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ready = sched.WorkerReady
 	a, err := api.New(api.Config{
 		Management: &core.Management{Endpoints: st, Templates: st, Clock: clock, Catalog: core.NewCatalog(pools, nil, templates),
 			OnChange: sched.Set},

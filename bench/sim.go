@@ -269,9 +269,7 @@ func newSimEngine(spec simSpec, dir string, speed float64) (*simEngine, error) {
 		e.idx[ep.ID] = i
 	}
 	e.queues = &scheduler.Queues{Clock: e.clock}
-	var ready func(string)
-	e.jobs = core.NewJobs(core.JobsConfig{Store: st, Dispatch: e.queues, Clock: e.clock, Log: simLog,
-		OnWorkerReady: func(w string) { ready(w) }})
+	e.jobs = core.NewJobs(core.JobsConfig{Store: st, Dispatch: e.queues, Clock: e.clock, Log: simLog})
 	pools := make([]scheduler.Pool, len(spec.pools))
 	for i, p := range spec.pools {
 		e.pools = append(e.pools, &simPool{info: p, e: e, live: map[string]*simWorker{}})
@@ -283,7 +281,6 @@ func newSimEngine(spec simSpec, dir string, speed float64) (*simEngine, error) {
 		st.Close()
 		return nil, err
 	}
-	ready = e.sched.WorkerReady
 	e.queues.OnEnqueue = e.sched.Demand // as cmd/gantry wires it
 	ctx, cancel := context.WithCancel(context.Background())
 	e.stop = cancel

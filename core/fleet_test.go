@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -47,13 +48,12 @@ func TestSuspendedWorkerGetsNoJobUntilResumed(t *testing.T) {
 func TestWorkerReadyAndIdleSince(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
-	var ready []string
-	var mu sync.Mutex
-	r.jobs = core.NewJobs(core.JobsConfig{Store: r.store, Dispatch: &scheduler.Queues{}, Clock: r.clock,
-		OnWorkerReady: func(w string) { mu.Lock(); ready = append(ready, w); mu.Unlock() }})
+	r.jobs = core.NewJobs(core.JobsConfig{Store: r.store, Dispatch: &scheduler.Queues{}, Clock: r.clock})
+	signals := r.jobs.SubscribeWorkers()
 	r.jobs.RegisterWorker(r.ep.ID, "w1")
 	done, cancel := context.WithCancel(context.Background())
 	cancel()
+	firstPoll := r.clock.Now()
 	r.jobs.Take(done, r.ep.ID, "w1", 1) // the first poll
 	r.jobs.Take(done, r.ep.ID, "w1", 1)
 	start := r.clock.Now()
@@ -69,11 +69,11 @@ func TestWorkerReadyAndIdleSince(t *testing.T) {
 	}
 	r.jobs.SuspendWorker("w1")
 	r.jobs.ResumeWorker("w1")
+	resumedPoll := r.clock.Advance(time.Second)
 	r.jobs.Take(done, r.ep.ID, "w1", 1) // the first poll after the resume
-	mu.Lock()
-	defer mu.Unlock()
-	if len(ready) != 2 {
-		t.Errorf("OnWorkerReady calls = %v; want w1 at its first poll and after its resume", ready)
+	want := []core.WorkerSignal{{Worker: "w1", Kind: core.WorkerReady, At: firstPoll}, {Worker: "w1", Kind: core.WorkerReady, At: resumedPoll}}
+	if got := signals.Take(nil); !slices.Equal(got, want) {
+		t.Errorf("ready signals = %v; want %v (w1 at its first poll and after its resume)", got, want)
 	}
 	if l := r.jobs.Load(r.ep.ID); l.ExecCount != 1 || l.ExecMs != 3000 || l.Submitted != 1 {
 		t.Errorf("Load = %+v; want one job of 3000 ms submitted and run", l)

@@ -129,10 +129,9 @@ type Jobs struct {
 	wcond   *sync.Cond              // on wmu: broadcast when a Take call ends
 	workers map[string]*workerState // by worker id
 	tokens  map[string]string       // token -> worker id
-	onReady func(worker string)
 	// draining (under wmu): the server is stopping; Take hands out nothing (jobs_drain.go).
 	draining bool
-	onLost   atomic.Pointer[func(worker string)] // OnWorkerLost
+	signals  WorkerSignals // to the scheduler: workers ready and lost (workersignals.go)
 
 	counts sync.Map // endpoint -> *endpointCounts
 
@@ -306,9 +305,6 @@ type JobsConfig struct {
 	Usage UsageStore
 	Clock Clock
 	Log   *slog.Logger
-	// OnWorkerReady, when set, is called (without locks held) when a worker polls for the
-	// first time since it started or resumed: the scheduler measures cold starts with it.
-	OnWorkerReady func(worker string)
 }
 
 // NewJobs returns an engine with no jobs; call Recover to load stored ones.
@@ -318,7 +314,7 @@ func NewJobs(c JobsConfig) *Jobs {
 	}
 	j := &Jobs{store: c.Store, dispatch: c.Dispatch, notify: c.Notify, meter: c.Meter, usage: c.Usage, clock: c.Clock, log: c.Log,
 		workers: map[string]*workerState{}, tokens: map[string]string{}, epIDs: map[string]uint32{},
-		onReady: c.OnWorkerReady}
+		signals: WorkerSignals{ready: make(chan struct{}, 1)}}
 	j.wcond = sync.NewCond(&j.wmu)
 	if j.log == nil {
 		j.log = slog.Default()

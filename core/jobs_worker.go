@@ -133,8 +133,9 @@ func (js *Jobs) Take(ctx context.Context, endpoint, worker string, max int) []Ta
 		return js.drainedTake(ctx)
 	}
 	first := false
+	var now time.Time
 	if ok {
-		now := js.clock.Now()
+		now = js.clock.Now()
 		first = !w.polled
 		if first {
 			w.polled = true
@@ -159,8 +160,8 @@ func (js *Jobs) Take(ctx context.Context, endpoint, worker string, max int) []Ta
 		}()
 	}
 	js.wmu.Unlock()
-	if first && js.onReady != nil {
-		js.onReady(worker)
+	if first {
+		js.signals.post(WorkerSignal{Worker: worker, Kind: WorkerReady, At: now})
 	}
 	for ctx.Err() == nil {
 		var out []Taken

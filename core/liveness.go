@@ -35,12 +35,6 @@ type liveness struct {
 // busy is how many jobs the worker is running as far as the engine knows; wmu is held.
 func (w *workerState) busy() int { return len(w.held) + len(w.stopHeld) }
 
-// OnWorkerLost sets fn to be called (without locks held) when a worker that holds work goes
-// silent for WorkerLostAfter, before its jobs go back to the queue: the scheduler stops the
-// worker by force and replaces it. From then on the worker is given no job and does not count
-// on /health. With no fn set, a lost worker only loses its jobs.
-func (js *Jobs) OnWorkerLost(fn func(worker string)) { js.onLost.Store(&fn) }
-
 // silentWorkers returns the workers holding work that have been silent too long at now.
 func (js *Jobs) silentWorkers(now time.Time) []string {
 	js.wmu.Lock()
@@ -57,13 +51,14 @@ func (js *Jobs) silentWorkers(now time.Time) []string {
 	return lost
 }
 
-// workerLost applies the worker-lost rule to a silent worker: with a scheduler, the worker is
-// marked lost (its polls in flight end with nothing) and the scheduler stops it, before its
-// jobs go back to the queue, so that a job they bring can start its replacement at once.
+// workerLost applies the worker-lost rule to a silent worker: with a scheduler (subscribed to
+// the worker signals), the worker is marked lost (its polls in flight end with nothing, it is
+// given no more jobs and does not count on /health) and the scheduler is told to stop it by
+// force, before its jobs go back to the queue. With none, a lost worker only loses its jobs.
 func (js *Jobs) workerLost(worker string) {
 	js.log.Warn("worker lost: no heartbeat", "worker", worker, "after", WorkerLostAfter)
-	if fn := js.onLost.Load(); fn != nil && js.markLost(worker) {
-		(*fn)(worker)
+	if js.signals.listened() && js.markLost(worker) {
+		js.signals.post(WorkerSignal{Worker: worker, Kind: WorkerLost, At: js.clock.Now()})
 	}
 	js.loseWorker(worker)
 }

@@ -3,29 +3,20 @@ package core_test
 import (
 	"context"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gantryhq/gantry/core"
 )
 
-// A worker silent while it holds a job is reported lost once, before its job goes back to the
-// queue; from then on it takes nothing (a poll in flight ends empty) and /health does not count
-// it.
-func TestLostWorkerIsReportedAndTakesNothing(t *testing.T) {
+// A worker silent while it holds a job is signalled lost once, to the subscribed scheduler;
+// from then on it takes nothing (a poll in flight ends empty) and /health does not count it,
+// and its job goes back to the queue.
+func TestLostWorkerIsSignalledAndTakesNothing(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
-	var mu sync.Mutex
-	var lost []string
-	var queuedAtLoss core.JobStatus
+	signals := r.jobs.SubscribeWorkers()
 	j := r.submit(`{}`)
-	r.jobs.OnWorkerLost(func(w string) {
-		mu.Lock()
-		defer mu.Unlock()
-		lost = append(lost, w)
-		queuedAtLoss = r.status(j.ID)
-	})
 	r.jobs.RegisterWorker(r.ep.ID, "w1")
 	r.jobs.RegisterWorker(r.ep.ID, "w2")
 	done, cancel := context.WithCancel(context.Background())
@@ -39,13 +30,18 @@ func TestLostWorkerIsReportedAndTakesNothing(t *testing.T) {
 	r.jobs.Ping("w2", "")
 	r.clock.Advance(core.WorkerLostAfter + time.Second)
 	r.jobs.Ping("w2", "")
+	lostAt := r.clock.Now()
 	r.jobs.Tick(r.clock.Now())
 	r.jobs.Tick(r.clock.Now())
-	mu.Lock()
-	if !slices.Equal(lost, []string{"w1"}) || queuedAtLoss != core.InProgress {
-		t.Errorf("lost = %v (job %s then); want [w1], reported before the job went back", lost, queuedAtLoss)
+	var lost []core.WorkerSignal
+	for _, sig := range signals.Take(nil) {
+		if sig.Kind == core.WorkerLost {
+			lost = append(lost, sig)
+		}
 	}
-	mu.Unlock()
+	if want := []core.WorkerSignal{{Worker: "w1", Kind: core.WorkerLost, At: lostAt}}; !slices.Equal(lost, want) {
+		t.Errorf("lost signals = %v; want %v", lost, want)
+	}
 	if h := r.jobs.Health(r.ep.ID); h.Idle != 1 || h.Running != 0 || h.InQueue != 1 {
 		t.Errorf("health = idle %d, running %d, inQueue %d; want 1, 0, 1 (the lost worker not counted)", h.Idle, h.Running, h.InQueue)
 	}
@@ -117,14 +113,14 @@ func TestStoppedJobIsForgottenWithoutPings(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	r.jobs.RegisterWorker(r.ep.ID, "w1")
-	var lost []string
-	r.jobs.OnWorkerLost(func(w string) { lost = append(lost, w) })
+	signals := r.jobs.SubscribeWorkers()
 	j := r.submit(`{}`)
 	r.take("w1")
 	if _, err := r.jobs.Cancel(core.JobRef{Endpoint: r.ep.ID, ID: j.ID}); err != nil {
 		t.Fatal(err)
 	}
 	r.jobs.Tick(r.clock.Advance(core.WorkerLostAfter + time.Second))
+	lost := slices.DeleteFunc(signals.Take(nil), func(s core.WorkerSignal) bool { return s.Kind != core.WorkerLost })
 	if st, _ := r.jobs.WorkerStatus("w1"); st.Busy != 0 || len(lost) != 0 {
 		t.Errorf("after WorkerLostAfter: busy %d, lost %v; want 0, none", st.Busy, lost)
 	}

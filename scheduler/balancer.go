@@ -164,7 +164,7 @@ func (s *Scheduler) lbHealth(b *backend, code int) {
 		b.lastEnd.Store(now.UnixNano())
 		es.lbRebuild()
 		es.mu.Unlock()
-		s.WorkerReady(w.id) // the end of a cold start, when it was one
+		s.workerReady(w.id, now) // the end of a cold start, when it was one
 	case code == http.StatusNoContent && b.state.Load() != lbReady:
 		// still initializing
 	default:

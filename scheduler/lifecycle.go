@@ -43,9 +43,9 @@ const (
 	phaseStopping                          // stopped, waiting for its exit
 )
 
-// WorkerReady records a worker's first poll since it started or resumed: the end of its cold
-// start. Wire it to core.JobsConfig.OnWorkerReady.
-func (s *Scheduler) WorkerReady(worker string) {
+// workerReady applies the job engine's signal that a worker polled for the first time since it
+// started or resumed, at: the end of its cold start.
+func (s *Scheduler) workerReady(worker string, at time.Time) {
 	v, ok := s.byID.Load(worker)
 	if !ok {
 		return
@@ -57,7 +57,13 @@ func (s *Scheduler) WorkerReady(worker string) {
 	if w.state != phaseBooting {
 		return
 	}
-	d := s.cfg.Clock.Now().Sub(w.startedAt)
+	s.readyLocked(w, at)
+}
+
+// readyLocked marks a booting worker ready: it polled at. es.mu is held.
+func (s *Scheduler) readyLocked(w *workerRec, at time.Time) {
+	es := w.es
+	d := max(at.Sub(w.startedAt), 0) // the engine's and the scheduler's clocks may differ
 	w.state, w.polled, w.coldStart = phaseReady, true, d
 	es.failures, es.failure = 0, ""
 	es.cold.n++

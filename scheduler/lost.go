@@ -12,11 +12,12 @@ type Killer interface {
 	Kill(ctx context.Context, id string) error
 }
 
-// WorkerLost stops a worker the job engine declared lost (silent while holding a job) by
-// force, at once: it leaves the endpoint's active workers (and so the autoscaler starts a
-// replacement, a job arriving on an endpoint with none at once) and shows as STOPPING until it
-// exits. Wire it to core.Jobs.OnWorkerLost (New does).
-func (s *Scheduler) WorkerLost(worker string) {
+// workerLost stops a worker the job engine declared lost (silent while holding a job) by
+// force, at once: it leaves the endpoint's active workers and shows as STOPPING until it
+// exits. The engine puts its jobs back in the queue meanwhile; whichever comes second, that
+// requeue's Demand or the one here, starts a replacement at once on an endpoint left with no
+// worker.
+func (s *Scheduler) workerLost(worker string) {
 	v, ok := s.byID.Load(worker)
 	if !ok {
 		return
@@ -24,12 +25,15 @@ func (s *Scheduler) WorkerLost(worker string) {
 	w := v.(*workerRec)
 	es := w.es
 	es.mu.Lock()
-	defer es.mu.Unlock()
 	if w.state == phaseStopping && w.killed {
+		es.mu.Unlock()
 		return
 	}
 	s.metrics.decision(es.ep.ID, "down", "lost")
 	s.killLocked(w, "lost: it stopped answering while holding a job")
+	id := es.ep.ID
+	es.mu.Unlock()
+	s.Demand(id)
 }
 
 // killLocked stops a worker by force (Kill when its pool has it, else Stop); a worker already

@@ -82,7 +82,7 @@ func (s *Scheduler) WriteMetrics(w io.Writer) error {
 		r := epRow{id: es.ep.ID, booting: es.count(phaseBooting), ready: es.count(phaseReady),
 			suspended: es.parked, unhealthy: es.lastCond.Unhealthy, throttledWs: es.throttled}
 		es.mu.Unlock()
-		l := s.cfg.Jobs.Load(r.id)
+		l := es.load.Load()
 		r.queued, r.low, r.running = l.Queued, l.LowQueued, l.InProgress
 		rows = append(rows, r)
 		return true

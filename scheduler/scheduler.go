@@ -31,9 +31,16 @@ type EndpointSource interface {
 	ScanEndpoints(ctx context.Context, fn func(core.Endpoint) error) error
 }
 
+// JobEngine is what the scheduler uses of the job engine: the registry of the queue workers it
+// runs and the load it scales on, both ports that core declares.
+type JobEngine interface {
+	core.WorkerRegistry
+	core.LoadReader
+}
+
 // Config wires a Scheduler. Units and special values are on each field.
 type Config struct {
-	Jobs   *core.Jobs
+	Jobs   JobEngine
 	Queues *Queues
 	Pools  []Pool
 	// VolumeDC returns a network volume's data center: an endpoint's volumes pin its workers
@@ -58,7 +65,8 @@ type Config struct {
 // workers.max by the endpoint's scaling policy, places them on pools with lock-free
 // reservations, suspends and resumes them (FLASHBOOT), and reports what it cannot do on
 // /health. Tick is one autoscaler pass; Demand starts a worker at once for the first job on an
-// endpoint scaled to zero; WorkerReady measures cold starts.
+// endpoint scaled to zero; the job engine's worker signals end cold starts and report lost
+// workers.
 type Scheduler struct {
 	cfg    Config
 	placer *Placer
@@ -80,8 +88,15 @@ type Scheduler struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup // pool calls in flight
 	pollers sync.WaitGroup // LOAD_BALANCER health pollers, one per running worker
-	closed  atomic.Bool
-	holding atomic.Bool // Hold: no worker starts or resumes (shutdown.go)
+
+	// The job engine's signals about workers (ready, lost), applied by watchWorkers and at the
+	// start of each Tick (signals.go).
+	signals  *core.WorkerSignals
+	sigMu    sync.Mutex          // held while signals taken are applied
+	sigBuf   []core.WorkerSignal // under sigMu
+	watching sync.WaitGroup      // watchWorkers
+	closed   atomic.Bool
+	holding  atomic.Bool // Hold: no worker starts or resumes (shutdown.go)
 
 	metrics metrics
 }
@@ -157,7 +172,9 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	s := &Scheduler{cfg: cfg, placer: placer, suspended: newSuspendedWorkers(placer)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	cfg.Jobs.OnWorkerLost(s.WorkerLost)
+	s.signals = cfg.Jobs.SubscribeWorkers()
+	s.watching.Add(1)
+	go s.watchWorkers()
 	return s, nil
 }
 
@@ -295,6 +312,7 @@ func (s *Scheduler) Close() {
 	s.wg.Wait()
 	s.cancel()
 	s.pollers.Wait()
+	s.watching.Wait()
 }
 
 // state returns an endpoint's state (tests).

@@ -53,9 +53,7 @@ func setup(t *testing.T, pools ...*fakePool) *rig {
 	r := &rig{t: t, clock: &testClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}, pool: pools[0]}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	r.queues = &Queues{Clock: r.clock}
-	var ready func(string)
-	r.jobs = core.NewJobs(core.JobsConfig{Store: st, Dispatch: r.queues, Clock: r.clock, Log: log,
-		OnWorkerReady: func(w string) { ready(w) }})
+	r.jobs = core.NewJobs(core.JobsConfig{Store: st, Dispatch: r.queues, Clock: r.clock, Log: log})
 	var ps []Pool
 	for _, p := range pools {
 		ps = append(ps, p)
@@ -66,7 +64,6 @@ func setup(t *testing.T, pools ...*fakePool) *rig {
 		t.Fatal(err)
 	}
 	r.s.tickWaits = true // decisions, not lock avoidance (TestTickPassesABusyEndpointByAtMostTwice)
-	ready = r.s.WorkerReady
 	r.queues.OnEnqueue = r.s.Demand
 	t.Cleanup(r.s.Close)
 	return r
@@ -84,8 +81,12 @@ func (r *rig) endpoint(mod func(*core.Endpoint)) *core.Endpoint {
 	return ep
 }
 
-// settle waits for the scheduler's pool calls in flight.
-func (r *rig) settle() { r.s.wg.Wait() }
+// settle applies the job engine's worker signals so far and waits for the scheduler's pool
+// calls in flight.
+func (r *rig) settle() {
+	r.s.applySignals()
+	r.s.wg.Wait()
+}
 
 // tick advances the clock by d and runs one autoscaler pass.
 func (r *rig) tick(d time.Duration) {

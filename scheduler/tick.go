@@ -28,6 +28,7 @@ const maxBusyTicks = 2
 // Tick runs one autoscaler pass over every endpoint at now. Endpoints are independent (each
 // has its own lock), so GOMAXPROCS goroutines share them, a chunk at a time.
 func (s *Scheduler) Tick(now time.Time) {
+	s.applySignals() // the workers ready and lost so far, so that no decision misses them
 	p := s.list.Load()
 	if p == nil {
 		return
@@ -124,6 +125,13 @@ func (s *Scheduler) tick(es *epState, now time.Time, sc *scratch) bool {
 	for _, w := range workers {
 		switch w.state {
 		case phaseBooting:
+			if w.lb == nil && w.act.Status().Busy > 0 {
+				// It took a job in a poll racing this tick, before its ready signal was
+				// applied: it is ready and busy, not a booting worker to stop.
+				s.readyLocked(w, now)
+				ready++
+				continue
+			}
 			if now.Sub(w.startedAt) > s.cfg.InitTimeout {
 				what := "poll for a job"
 				if w.lb != nil {

@@ -37,7 +37,7 @@ func (es *epState) remember(w *workerRec, ev WorkerEvent, now time.Time) {
 }
 
 // info describes a worker; js is nil for an exiting one. es.mu is held.
-func (w *workerRec) info(js *core.Jobs) core.WorkerInfo {
+func (w *workerRec) info(js core.WorkerRegistry) core.WorkerInfo {
 	i := core.WorkerInfo{ID: w.id, Pool: w.res.PoolID(), GPUs: slices.Clone(w.res.GPUs), StartedAt: w.startedAt,
 		ColdStart: w.coldStart}
 	switch w.state {

@@ -191,10 +191,8 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	// Closed before the store: retries stop, and undelivered jobs stay marked for the restart.
 	webhooks := cfg.Webhooks.deliveries(log)
 	defer webhooks.Close()
-	var workerReady func(worker string) // the scheduler's, set below
 	jobs := core.NewJobs(core.JobsConfig{Store: st, Dispatch: queues, Clock: clock, Log: log,
-		Notify: webhooks, OnWorkerReady: func(w string) { workerReady(w) },
-		Meter: models.NewMeter(cfg.catalog, files), Usage: st})
+		Notify: webhooks, Meter: models.NewMeter(cfg.catalog, files), Usage: st})
 	queued, requeued, err := jobs.Recover()
 	if err != nil {
 		return err
@@ -226,7 +224,6 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	workerReady = sched.WorkerReady
 	queues.OnEnqueue = sched.Demand
 	catalog.Available = sched.Placer().Free
 	catalog.CanRun = sched.Placer().CanRun // an image no listed pool can run is refused (422)

@@ -141,16 +141,14 @@ func TestGracefulStopOrder(t *testing.T) {
 		}
 		st := &watchedStore{Store: pst}
 		queues := &scheduler.Queues{}
-		var ready func(string)
-		jobs := core.NewJobs(core.JobsConfig{Store: st, Dispatch: queues, Clock: core.SystemClock{}, Log: log,
-			OnWorkerReady: func(w string) { ready(w) }})
+		jobs := core.NewJobs(core.JobsConfig{Store: st, Dispatch: queues, Clock: core.SystemClock{}, Log: log})
 		pool := &lateExitPool{jobs: jobs, store: st, stops: map[string]context.CancelFunc{}}
 		sched, err := scheduler.New(scheduler.Config{Jobs: jobs, Queues: queues, Pools: []scheduler.Pool{pool},
 			BaseURL: "http://127.0.0.1:1", Log: log})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ready, queues.OnEnqueue = sched.WorkerReady, sched.Demand
+		queues.OnEnqueue = sched.Demand
 		runCtx, stopRun := context.WithCancel(context.Background())
 		ran := make(chan struct{})
 		go func() { defer close(ran); sched.Run(runCtx, endpoints{ep}, 5*time.Millisecond, time.Hour) }()
