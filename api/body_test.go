@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/internal/testkit"
 )
 
 // stalledBody is a request body that never sends a byte until the test ends.
@@ -141,18 +142,6 @@ func TestSlowBody(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds, or fails after 30 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 30 s for: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestBodyBudget: request bodies held at once are bounded server-wide; a request whose body
 // would overspend the budget gets 503 with Retry-After before its body is read, and gets
 // through once the bodies ahead of it are done.
@@ -164,7 +153,7 @@ func TestBodyBudget(t *testing.T) {
 
 	// The first big body arrives slowly: its bytes are held from its head on.
 	c := e.rawRequest("POST", "/v2/"+ep+"/run", "Bearer "+e.alice, len(big), big[:100])
-	waitFor(t, "the first body to be reserved", func() bool { return e.api.BodyBytesInFlight() == int64(len(big)) })
+	testkit.Eventually(t, "the first body to be reserved", func() bool { return e.api.BodyBytesInFlight() == int64(len(big)) })
 
 	r := e.as(e.alice, "POST", "/v2/"+ep+"/run", big)
 	if r.status != 503 || r.header.Get("Retry-After") != "1" || r.header.Get("Content-Type") != "application/problem+json" ||
@@ -183,7 +172,7 @@ func TestBodyBudget(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("first big body = %d %s; want 200", resp.StatusCode, body)
 	}
-	waitFor(t, "the budget to be given back", func() bool { return e.api.BodyBytesInFlight() == 0 })
+	testkit.Eventually(t, "the budget to be given back", func() bool { return e.api.BodyBytesInFlight() == 0 })
 	if r := e.as(e.alice, "POST", "/v2/"+ep+"/run", big); r.status != 200 {
 		t.Errorf("second big body retried = %d %s; want 200", r.status, r.body)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/internal/testkit"
 )
 
 // TestRunSyncHoldsOneCopy: runsync requests waiting for their jobs hold about one copy of their
@@ -96,7 +97,7 @@ func holdRunSyncs(t *testing.T, e *env, ep string, n int, body []byte, inQueue i
 		}()
 	}
 	want := fmt.Sprintf(`"inQueue":%d`, inQueue)
-	waitFor(t, "the jobs to be queued", func() bool {
+	testkit.Eventually(t, "the jobs to be queued", func() bool {
 		return strings.Contains(e.do("GET", "/v2/"+ep+"/health", e.alice, "").body, want)
 	})
 	return func() { cancel(); wg.Wait() }

@@ -9,27 +9,18 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gantryhq/gantry/api"
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/internal/testkit"
 	"github.com/gantryhq/gantry/models"
 	"github.com/gantryhq/gantry/scheduler"
 	"github.com/gantryhq/gantry/store/filedir"
 	"github.com/gantryhq/gantry/store/keydir"
 	"github.com/gantryhq/gantry/store/pebble"
 )
-
-// fakeClock is a settable clock.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *fakeClock) Set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.now = t }
 
 // t0 is 15 s into a minute, 15 s into an hour (10:00:15 UTC): minute t=45, hour t=3585,
 // day t=50385.
@@ -58,7 +49,7 @@ type env struct {
 	t      testing.TB
 	srv    *httptest.Server
 	api    *api.API
-	clock  *fakeClock
+	clock  *testkit.Clock
 	keys   *keydir.Dir
 	engine *core.Jobs
 	// alice has a full-access key, bob another user's; read and jobs are alice's scoped keys.
@@ -98,7 +89,7 @@ func setup(t testing.TB, opts ...setupOpts) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(keys.Close)
-	clock := &fakeClock{now: t0}
+	clock := testkit.NewClock(t0)
 	queues := &scheduler.Queues{}
 	jc := core.JobsConfig{Store: st, Dispatch: queues, Clock: clock, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	cfg := api.Config{
@@ -146,7 +137,12 @@ func setup(t testing.TB, opts ...setupOpts) *env {
 		srv.Config.BaseContext = func(net.Listener) context.Context { return o.base }
 	}
 	srv.Start()
-	t.Cleanup(srv.Close)
+	t.Cleanup(func() {
+		srv.Close()
+		// httptest's Close leaves the server's other listeners open: the load-balancing loop's
+		// handoff (connections it gives back) stays served. gantry serve's Shutdown ends it.
+		_ = srv.Config.Close()
+	})
 	e := &env{t: t, srv: srv, api: a, clock: clock, keys: keys, engine: jobs}
 	e.alice = e.newKey("alice", core.ScopeAll, nil, nil)
 	e.bob = e.newKey("bob", core.ScopeAll, nil, nil)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/internal/testkit"
 )
 
 // lbWorkers are fake LOAD_BALANCER workers whose health the test sets.
@@ -44,16 +45,6 @@ func lbSetup(t *testing.T) (*rig, *lbWorkers, *core.Endpoint) {
 	return r, ws, ep
 }
 
-// eventually waits for cond, polling; health checks run in real time.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: never happened", what)
-		}
-	}
-}
-
 func TestLBScaleFromZeroHoldsTheRequest(t *testing.T) {
 	t.Parallel()
 	r, _, ep := lbSetup(t)
@@ -88,7 +79,7 @@ func TestLBHoldTimesOut(t *testing.T) {
 		_, _, err := r.s.Acquire(context.Background(), ep.ID, 300*time.Millisecond)
 		waited <- err
 	}()
-	eventually(t, "a worker starting", func() bool { _, _, n := r.pool.counts(); return n == 1 })
+	testkit.Eventually(t, "a worker starting", func() bool { _, _, n := r.pool.counts(); return n == 1 })
 	r.tick(100 * time.Millisecond) // a request waits: the starting worker is wanted
 	if err := <-waited; core.KindOf(err) != core.KindUnavailable {
 		t.Fatalf("Acquire with no ready worker = %v; want KindUnavailable", err)
@@ -113,7 +104,7 @@ func TestLBLeastInFlightAndHealth(t *testing.T) {
 	r.s.Set(*ep)
 	r.tick(time.Second)
 	es := r.s.state(ep.ID)
-	eventually(t, "two workers ready", func() bool { p := es.lb.Load(); return p != nil && len(*p) == 2 })
+	testkit.Eventually(t, "two workers ready", func() bool { p := es.lb.Load(); return p != nil && len(*p) == 2 })
 	// least in flight: with one request held on a worker, the next two go to the other, then back
 	a, relA, _ := r.s.Acquire(context.Background(), ep.ID, time.Second)
 	b, relB, _ := r.s.Acquire(context.Background(), ep.ID, time.Second)
@@ -130,7 +121,7 @@ func TestLBLeastInFlightAndHealth(t *testing.T) {
 	// a worker failing its health check leaves the rotation
 	bad := r.pool.started[0].ID
 	ws.set(bad, 500)
-	eventually(t, "one worker out of rotation", func() bool { p := es.lb.Load(); return len(*p) == 1 })
+	testkit.Eventually(t, "one worker out of rotation", func() bool { p := es.lb.Load(); return len(*p) == 1 })
 	r.tick(time.Second)
 	if h := r.jobs.Health(ep.ID); h.Unhealthy != 1 || h.Idle != 1 {
 		t.Errorf("health = %+v; want 1 unhealthy, 1 idle", h)
@@ -143,7 +134,7 @@ func TestLBLeastInFlightAndHealth(t *testing.T) {
 		rel()
 	}
 	ws.set(bad, 0) // healthy again
-	eventually(t, "back in rotation", func() bool { p := es.lb.Load(); return len(*p) == 2 })
+	testkit.Eventually(t, "back in rotation", func() bool { p := es.lb.Load(); return len(*p) == 2 })
 }
 
 func TestLBScaleUpOnInFlightAndDownAfterIdle(t *testing.T) {
@@ -167,7 +158,7 @@ func TestLBScaleUpOnInFlightAndDownAfterIdle(t *testing.T) {
 		rel()
 	}
 	es := r.s.state(ep.ID)
-	eventually(t, "three ready", func() bool { p := es.lb.Load(); return len(*p) == 3 })
+	testkit.Eventually(t, "three ready", func() bool { p := es.lb.Load(); return len(*p) == 3 })
 	for range StableWindow + 1 { // the bursts leave the windows; idle 5 s passes
 		r.tick(time.Second)
 	}

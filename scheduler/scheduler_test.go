@@ -8,32 +8,19 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/internal/testkit"
 	"github.com/gantryhq/gantry/store/pebble"
 )
-
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *testClock) Advance(d time.Duration) time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	return c.now
-}
 
 // rig is a scheduler over fake pools, with a real job engine on Pebble and an injected clock.
 // Workers are played by the test: poll marks one ready, take and done run a job on it.
 type rig struct {
 	t      *testing.T
-	clock  *testClock
+	clock  *testkit.Clock
 	jobs   *core.Jobs
 	queues *Queues
 	s      *Scheduler
@@ -50,7 +37,7 @@ func setup(t *testing.T, pools ...*fakePool) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	r := &rig{t: t, clock: &testClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}, pool: pools[0]}
+	r := &rig{t: t, clock: testkit.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), pool: pools[0]}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	r.queues = &Queues{Clock: r.clock}
 	r.jobs = core.NewJobs(core.JobsConfig{Store: st, Dispatch: r.queues, Clock: r.clock, Log: log})
