@@ -18,14 +18,11 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/internal/testkit"
 	"github.com/gantryhq/gantry/models"
 	"github.com/gantryhq/gantry/store/filedir"
 	"github.com/gantryhq/gantry/worker"
 )
-
-type fixedClock struct{ t time.Time }
-
-func (c fixedClock) Now() time.Time { return c.t }
 
 // newFiles returns a file store in a temporary directory.
 func newFiles(t *testing.T) *core.Files {
@@ -34,7 +31,7 @@ func newFiles(t *testing.T) *core.Files {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &core.Files{Store: dir, Key: bytes.Repeat([]byte{1}, 32), Clock: fixedClock{time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}}
+	return &core.Files{Store: dir, Key: bytes.Repeat([]byte{1}, 32), Clock: testkit.NewClock(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))}
 }
 
 // responder is a worker.Responder that stores files as Gantry does and records the stream.

@@ -24,6 +24,7 @@ import (
 
 	"github.com/gantryhq/gantry/adapters/adaptertest"
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/internal/testkit"
 	"github.com/gantryhq/gantry/scheduler"
 )
 
@@ -219,20 +220,6 @@ func (f *fixture) inspect(id string) (container.InspectResponse, bool) {
 	return res.Container, true
 }
 
-// waitFor polls cond until it holds, failing the test after waitTimeout.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for: %s", waitTimeout, what)
-		}
-		<-tick.C
-	}
-}
-
 // get returns the body of GET http://addr/, or an error.
 func get(addr string) (string, error) {
 	c := http.Client{Timeout: 2 * time.Second}
@@ -290,7 +277,7 @@ func TestContainer(t *testing.T) {
 // probeWait waits until the worker printed its environment.
 func probeWait(t *testing.T, p *Pool, id string) (env map[string]string) {
 	t.Helper()
-	waitFor(t, "worker "+id+" prints its env", func() bool {
+	testkit.EventuallyWithin(t, waitTimeout, "worker "+id+" prints its env", func() bool {
 		var ok bool
 		env, ok = probeEnv(t, p, id)
 		return ok
@@ -383,7 +370,7 @@ func TestSuspendKeepsContainer(t *testing.T) {
 			spec.PortEnv = map[string]int{"PORT": 80, "PORT_HEALTH": 80}
 			running := f.start(spec)
 			addr := running.Addrs[80]
-			waitFor(t, "worker answers on "+addr, func() bool { body, err := get(addr); return err == nil && body == "ok "+spec.ID+"\n" })
+			testkit.EventuallyWithin(t, waitTimeout, "worker answers on "+addr, func() bool { body, err := get(addr); return err == nil && body == "ok "+spec.ID+"\n" })
 			if err := f.pool.Suspend(context.Background(), spec.ID); err != nil {
 				t.Fatalf("Suspend = %v", err)
 			}
@@ -395,7 +382,7 @@ func TestSuspendKeepsContainer(t *testing.T) {
 				t.Fatalf("Resume = %v", err)
 			}
 			f.rec.Wait(t, spec.ID, scheduler.WorkerResumed, waitTimeout)
-			waitFor(t, "resumed worker answers on "+addr, func() bool { body, err := get(addr); return err == nil && body == "ok "+spec.ID+"\n" })
+			testkit.EventuallyWithin(t, waitTimeout, "resumed worker answers on "+addr, func() bool { body, err := get(addr); return err == nil && body == "ok "+spec.ID+"\n" })
 			if n := strings.Count(readLogs(t, f.pool, spec.ID, 0), "GANTRY_TEST_ENV"); n != tc.starts {
 				t.Errorf("the worker started %d times; want %d", n, tc.starts)
 			}
@@ -451,7 +438,7 @@ func TestCleanupAtNew(t *testing.T) {
 	var logged strings.Builder
 	var mu sync.Mutex
 	dir := t.TempDir()
-	waitFor(t, "the leftover prints its env", func() bool {
+	testkit.EventuallyWithin(t, waitTimeout, "the leftover prints its env", func() bool {
 		rc, err := engine.api.ContainerLogs(ctx, ids[0], client.ContainerLogsOptions{ShowStdout: true})
 		if err != nil {
 			return false

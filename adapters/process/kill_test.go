@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/adapters/adaptertest"
+	"github.com/gantryhq/gantry/internal/testkit"
 	"github.com/gantryhq/gantry/scheduler"
 )
 
@@ -24,7 +25,7 @@ func TestPoolKillsAHungWorker(t *testing.T) {
 	if err := syscall.Kill(-shell, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the worker's processes stopped (T)", func() bool { return procState(shell) == "T" && procState(child) == "T" })
+	testkit.EventuallyWithin(t, waitTimeout, "the worker's processes stopped (T)", func() bool { return procState(shell) == "T" && procState(child) == "T" })
 	if err := f.pool.Kill(t.Context(), spec.ID); err != nil {
 		t.Fatalf("Kill = %v", err)
 	}

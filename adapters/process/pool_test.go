@@ -15,6 +15,7 @@ import (
 
 	"github.com/gantryhq/gantry/adapters/adaptertest"
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/internal/testkit"
 	"github.com/gantryhq/gantry/scheduler"
 )
 
@@ -160,26 +161,12 @@ func (f *fixture) start(spec scheduler.WorkerSpec) {
 func (f *fixture) probe(spec scheduler.WorkerSpec) string {
 	f.t.Helper()
 	var s string
-	waitFor(f.t, "worker "+spec.ID+" writes "+spec.Env["PROBE"], func() bool {
+	testkit.EventuallyWithin(f.t, waitTimeout, "worker "+spec.ID+" writes "+spec.Env["PROBE"], func() bool {
 		b, err := os.ReadFile(spec.Env["PROBE"])
 		s = string(b)
 		return err == nil
 	})
 	return s
-}
-
-// waitFor polls cond until it holds, failing the test after waitTimeout.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for: %s", waitTimeout, what)
-		}
-		<-tick.C
-	}
 }
 
 // procState returns the state letter of process pid from /proc ("S", "T", "Z"), "" when it is
@@ -310,14 +297,14 @@ func TestPoolSuspend(t *testing.T) {
 		if err := f.pool.Suspend(t.Context(), spec.ID); err != nil {
 			t.Fatalf("Suspend = %v", err)
 		}
-		waitFor(t, "the worker's processes stopped (T)", states(stopped))
+		testkit.EventuallyWithin(t, waitTimeout, "the worker's processes stopped (T)", states(stopped))
 		if round == 1 {
 			break // stop it suspended
 		}
 		if err := f.pool.Resume(t.Context(), spec.ID); err != nil {
 			t.Fatalf("Resume = %v", err)
 		}
-		waitFor(t, "the worker's processes running again", states(running))
+		testkit.EventuallyWithin(t, waitTimeout, "the worker's processes running again", states(running))
 	}
 	if err := f.pool.Stop(t.Context(), spec.ID); err != nil {
 		t.Fatal(err)
@@ -346,7 +333,7 @@ func TestPoolKillsOrphans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the orphan killed", func() bool { s := procState(child); return s == "" || s == "Z" })
+	testkit.EventuallyWithin(t, waitTimeout, "the orphan killed", func() bool { s := procState(child); return s == "" || s == "Z" })
 }
 
 // TestPoolReportCallsPool shows that Report may call the pool back: no lock is held while it
@@ -439,7 +426,7 @@ func TestPoolStopWhileStarting(t *testing.T) {
 	}
 	started := make(chan error, 1)
 	go func() { started <- f.pool.Start(context.Background(), spec) }()
-	waitFor(t, "Start registered the worker", func() bool { _, err := f.pool.lookup("finding", spec.ID); return err == nil })
+	testkit.EventuallyWithin(t, waitTimeout, "Start registered the worker", func() bool { _, err := f.pool.lookup("finding", spec.ID); return err == nil })
 	if err := f.pool.Suspend(t.Context(), spec.ID); err == nil || !strings.Contains(err.Error(), "still starting") {
 		t.Errorf("Suspend of a starting worker = %v; want an error saying so", err)
 	}

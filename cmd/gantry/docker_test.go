@@ -22,6 +22,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/internal/testkit"
 )
 
 // TestDockerPool runs `gantry serve` with a docker pool on the local engine: the built-in echo
@@ -90,13 +91,13 @@ func testDockerPool(t *testing.T, api *client.Client, bin, image, suspend, state
 	var fresh, resumed, offTimes []time.Duration
 	fresh = append(fresh, firstJob(fb))
 	// The engine's container list lags a little behind the containers' states: poll it.
-	waitFor(t, "one running container of endpoint "+fb+", labelled as Gantry's", func() bool {
+	testkit.Eventually(t, "one running container of endpoint "+fb+", labelled as Gantry's", func() bool {
 		c := containers(t, api, "gantry.endpoint="+fb, "gantry.pool="+pool, "gantry.managed=true")
 		return len(c) == 1 && c[0].State == "running"
 	})
 	for range runs {
 		waitHealth(t, s.base+"/v2/"+fb+"/health", key, func(h healthView) bool { return h.Workers.Suspended == 1 })
-		waitFor(t, "one "+state+" container of the scaled-to-zero FLASHBOOT endpoint", func() bool {
+		testkit.Eventually(t, "one "+state+" container of the scaled-to-zero FLASHBOOT endpoint", func() bool {
 			c := containers(t, api, "gantry.endpoint="+fb)
 			return len(c) == 1 && c[0].State == state
 		})
@@ -107,7 +108,7 @@ func testDockerPool(t *testing.T, api *client.Client, bin, image, suspend, state
 		waitHealth(t, s.base+"/v2/"+off+"/health", key, func(h healthView) bool {
 			return h.Workers.Idle+h.Workers.Running+h.Workers.Initializing+h.Workers.Suspended == 0
 		})
-		waitFor(t, "the OFF endpoint's container is removed", func() bool { return len(containers(t, api, "gantry.endpoint="+off)) == 0 })
+		testkit.Eventually(t, "the OFF endpoint's container is removed", func() bool { return len(containers(t, api, "gantry.endpoint="+off)) == 0 })
 	}
 	t.Logf("time to the first completed job on a scaled-to-zero endpoint, docker pool (echo image FROM scratch): FLASHBOOT (suspend: %s) resume %v (the first, a fresh container: %v); OFF %v",
 		suspend, resumed, fresh[0], offTimes)
@@ -239,18 +240,6 @@ func removeContainers(t *testing.T, api *client.Client, labels ...string) {
 	for _, c := range list.Items {
 		t.Logf("removing container %v, left behind", c.Names)
 		_, _ = api.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
-	}
-}
-
-// waitFor polls cond until it holds, or fails after 30 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 30 s for: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

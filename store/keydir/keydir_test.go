@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/internal/testkit"
 	"github.com/gantryhq/gantry/store/keydir"
 	"github.com/gantryhq/gantry/store/storetest"
 )
@@ -195,20 +196,13 @@ func TestFilesPrivateAndHashOnly(t *testing.T) {
 	}
 }
 
-// fakeClock is a clock stopped at a set time.
-type fakeClock struct{ now time.Time }
-
-func (c fakeClock) Now() time.Time { return c.now }
-
-var _ core.Clock = fakeClock{}
-
 func TestAuthenticator(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	d, root := setup(t)
 	now := created.Add(24 * time.Hour)
 	defaults := core.Quota{Minute: 100, Hour: 1000, Day: 5000}
-	a := &core.Authenticator{Keys: d, Defaults: defaults, Clock: fakeClock{now}}
+	a := &core.Authenticator{Keys: d, Defaults: defaults, Clock: testkit.NewClock(now)}
 
 	put := func(k core.Key) {
 		t.Helper()
