@@ -26,6 +26,7 @@ type fakePool struct {
 	killed    []string // workers Kill was called for (lost_test.go)
 	slowKill  bool     // Kill records the call only: the worker exits when the test says
 	noSuspend bool
+	panicIn   string // "Start", "Suspend" or "Stop": that call panics (adaptercall_test.go)
 	// http, when set, serves each LOAD_BALANCER worker (a spec with PortEnv): its addresses
 	// are a test server's.
 	http func(id string) http.Handler
@@ -46,6 +47,7 @@ func (p *fakePool) Start(_ context.Context, spec WorkerSpec) error {
 		delete(p.alive, spec.ID)
 	}
 	p.mu.Unlock()
+	p.maybePanic("Start") // after the worker started, as a buggy adapter might
 	var addrs map[int]string
 	if len(spec.PortEnv) > 0 && p.http != nil {
 		srv := httptest.NewServer(p.http(spec.ID))
@@ -68,6 +70,7 @@ func (p *fakePool) Start(_ context.Context, spec WorkerSpec) error {
 }
 
 func (p *fakePool) Stop(_ context.Context, id string) error {
+	p.maybePanic("Stop")
 	p.mu.Lock()
 	spec, ok := p.alive[id]
 	delete(p.alive, id)
@@ -85,6 +88,7 @@ func (p *fakePool) Stop(_ context.Context, id string) error {
 }
 
 func (p *fakePool) Suspend(_ context.Context, id string) error {
+	p.maybePanic("Suspend")
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.noSuspend {
@@ -106,6 +110,16 @@ func (p *fakePool) Resume(_ context.Context, id string) error {
 	delete(p.suspended, id)
 	p.resumes++
 	return nil
+}
+
+// maybePanic panics when the call is panicIn.
+func (p *fakePool) maybePanic(call string) {
+	p.mu.Lock()
+	in := p.panicIn
+	p.mu.Unlock()
+	if in == call {
+		panic("boom in " + call)
+	}
 }
 
 // running returns the ids of the workers alive and not suspended.

@@ -119,7 +119,8 @@ func (s *Scheduler) startLocked(es *epState, now time.Time, code string) error {
 		es.recount()
 		s.metrics.decision(es.ep.ID, "up", code)
 		s.call(func(ctx context.Context) {
-			if err := w.res.Pool().Resume(ctx, w.id); err != nil {
+			err := s.adapterCall(w.res.PoolID(), "Resume", w.id, func() error { return w.res.Pool().Resume(ctx, w.id) })
+			if err != nil {
 				s.cfg.Log.Warn("resuming a worker; starting a fresh one instead", "endpoint", es.ep.ID, "worker", w.id, "err", err)
 				es.mu.Lock()
 				s.stopLocked(w, "resume failed")
@@ -170,13 +171,20 @@ func (s *Scheduler) startLocked(es *epState, now time.Time, code string) error {
 			es.mu.Unlock()
 			spec.Env = s.env(&epc, res, id, token)
 		}
-		if err := res.Pool().Start(ctx, spec); err != nil {
+		err := s.adapterCall(res.PoolID(), "Start", id, func() error { return res.Pool().Start(ctx, spec) })
+		if err != nil {
 			s.cfg.Log.Error("starting a worker", "endpoint", spec.Endpoint, "pool", res.PoolID(), "image", spec.Image, "err", err)
+			var p *AdapterPanic
+			panicked := errors.As(err, &p)
 			es.mu.Lock()
 			s.fail(es, s.cfg.Clock.Now(), fmt.Sprintf("pool %s could not start it: %v", res.PoolID(), err))
 			s.forgetLocked(w)
+			w.stopping = panicked // an exit event, if one comes, is no second failure
 			es.mu.Unlock()
 			s.cfg.Jobs.ForgetWorker(id)
+			if panicked { // it may have started the worker before it panicked
+				_ = s.adapterCall(res.PoolID(), "Stop", id, func() error { return res.Pool().Stop(ctx, id) })
+			}
 			return
 		}
 		s.cfg.Log.Info("worker started", "endpoint", spec.Endpoint, "worker", id, "pool", res.PoolID(), "gpus", res.GPUs)
@@ -254,7 +262,8 @@ func (s *Scheduler) retireLocked(w *workerRec, why string, mayKeep bool) {
 		}
 		var err error
 		if keep {
-			if err = w.res.Pool().Suspend(ctx, w.id); err != nil && !errors.Is(err, ErrUnsupported) {
+			err = s.adapterCall(w.res.PoolID(), "Suspend", w.id, func() error { return w.res.Pool().Suspend(ctx, w.id) })
+			if err != nil && !errors.Is(err, ErrUnsupported) {
 				s.cfg.Log.Warn("suspending a worker; stopping it", "worker", w.id, "err", err)
 			}
 		}
@@ -288,9 +297,9 @@ func (s *Scheduler) stopLocked(w *workerRec, why string) {
 	w.state, w.stopping = phaseStopping, true
 	w.es.recount()
 	s.cfg.Log.Info("stopping a worker", "endpoint", w.es.ep.ID, "worker", w.id, "reason", why)
-	pool := w.res.Pool()
+	pool, poolID := w.res.Pool(), w.res.PoolID()
 	s.call(func(ctx context.Context) {
-		if err := pool.Stop(ctx, w.id); err != nil {
+		if err := s.adapterCall(poolID, "Stop", w.id, func() error { return pool.Stop(ctx, w.id) }); err != nil {
 			s.cfg.Log.Error("stopping a worker", "worker", w.id, "err", err)
 		}
 	})

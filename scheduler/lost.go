@@ -46,13 +46,13 @@ func (s *Scheduler) killLocked(w *workerRec, why string) {
 	w.es.recount()
 	s.publish(w.es)
 	s.cfg.Log.Warn("killing a worker", "endpoint", w.es.ep.ID, "worker", w.id, "reason", why)
-	pool := w.res.Pool()
+	pool, poolID := w.res.Pool(), w.res.PoolID()
 	s.call(func(ctx context.Context) {
-		stop := pool.Stop
+		stop, call := pool.Stop, "Stop"
 		if k, ok := pool.(Killer); ok {
-			stop = k.Kill
+			stop, call = k.Kill, "Kill"
 		}
-		if err := stop(ctx, w.id); err != nil {
+		if err := s.adapterCall(poolID, call, w.id, func() error { return stop(ctx, w.id) }); err != nil {
 			s.cfg.Log.Error("killing a worker", "worker", w.id, "err", err)
 		}
 	})

@@ -116,7 +116,11 @@ func (s *Scheduler) WorkerLogs(ctx context.Context, endpoint, worker string, tai
 	if !ok {
 		return nil, core.Errorf(core.KindUnavailable, "pool %s keeps no worker logs", pool.Describe().ID)
 	}
-	rc, err := src.Logs(ctx, worker, tail)
+	var rc io.ReadCloser
+	err := s.adapterCall(pool.Describe().ID, "Logs", worker, func() (err error) {
+		rc, err = src.Logs(ctx, worker, tail)
+		return err
+	})
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, core.Errorf(core.KindNotFound, "worker %s left no logs", worker)
 	}
