@@ -48,6 +48,16 @@ func (ws *WorkerSignals) Take(dst []WorkerSignal) []WorkerSignal {
 	return dst
 }
 
+// Unsubscribe drops the signals waiting and stops the engine posting more, as before the first
+// SubscribeWorkers: for a scheduler that closed.
+func (ws *WorkerSignals) Unsubscribe() {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	ws.subscribed = false
+	clear(ws.queue)
+	ws.queue = nil
+}
+
 // post queues a signal; false (and nothing queued) when no one subscribed.
 func (ws *WorkerSignals) post(s WorkerSignal) bool {
 	ws.mu.Lock()

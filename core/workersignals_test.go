@@ -64,3 +64,21 @@ func TestWorkerSignalsNeedASubscriber(t *testing.T) {
 		t.Errorf("signals kept before anyone subscribed = %v; want none", got)
 	}
 }
+
+// A subscriber that unsubscribes (a scheduler that closed) leaves nothing waiting, and nothing
+// is kept for it afterwards.
+func TestWorkerSignalsStopAfterUnsubscribe(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	signals := r.jobs.SubscribeWorkers()
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	r.jobs.RegisterWorker(r.ep.ID, "w1")
+	r.jobs.Take(done, r.ep.ID, "w1", 1) // a ready signal waits
+	signals.Unsubscribe()
+	r.jobs.RegisterWorker(r.ep.ID, "w2")
+	r.jobs.Take(done, r.ep.ID, "w2", 1)
+	if got := signals.Take(nil); len(got) != 0 {
+		t.Errorf("signals after Unsubscribe = %v; want none", got)
+	}
+}

@@ -40,7 +40,7 @@ type JobEngine interface {
 
 // Config wires a Scheduler. Units and special values are on each field.
 type Config struct {
-	Jobs   JobEngine
+	Jobs   JobEngine // the job engine; the scheduler subscribes to its worker signals
 	Queues *Queues
 	Pools  []Pool
 	// VolumeDC returns a network volume's data center: an endpoint's volumes pin its workers
@@ -148,7 +148,8 @@ type epState struct {
 	exited    []exitedWorker // the last few workers that exited, oldest first (workerinfo.go)
 }
 
-// New returns a scheduler over the pools.
+// New returns a scheduler over the pools. It subscribes to the job engine's worker signals and
+// applies them in a goroutine of its own until Close.
 func New(cfg Config) (*Scheduler, error) {
 	if cfg.Jobs == nil || cfg.Queues == nil {
 		return nil, errors.New("scheduler: Jobs and Queues are required")
@@ -313,6 +314,7 @@ func (s *Scheduler) Close() {
 	s.cancel()
 	s.pollers.Wait()
 	s.watching.Wait()
+	s.signals.Unsubscribe() // nothing reads them any more
 }
 
 // state returns an endpoint's state (tests).
