@@ -183,7 +183,7 @@ func (a *API) refuseResult(r *http.Request, args []string, limit int64) {
 	if a.cfg.Jobs == nil || len(args) != 3 {
 		return
 	}
-	if a.cfg.Jobs.AuthWorker(strings.TrimSpace(r.Header.Get("Authorization")), args[0], args[1]) != nil {
+	if a.cfg.Jobs.AuthWorker(r.Context(), strings.TrimSpace(r.Header.Get("Authorization")), args[0], args[1]) != nil {
 		return
 	}
 	_ = a.cfg.Jobs.Done(args[0], args[1], args[2], core.Result{TooLarge: limit + 1})

@@ -311,9 +311,9 @@ func (h *handler) worker(ctx context.Context, endpoint, worker string) error {
 	case workerAuthed: // preauthenticate checked the token against this route
 		return nil
 	case string:
-		return h.cfg.Jobs.AuthWorker(v, endpoint, worker)
+		return h.cfg.Jobs.AuthWorker(ctx, v, endpoint, worker)
 	}
-	return h.cfg.Jobs.AuthWorker("", endpoint, worker)
+	return h.cfg.Jobs.AuthWorker(ctx, "", endpoint, worker)
 }
 
 func workerJob(t core.Taken) oas.WorkerJob {

@@ -69,7 +69,7 @@ func (a *API) preauthenticate(ctx context.Context, r *http.Request, route oas.Ro
 		if a.cfg.Jobs == nil || len(args) < 2 {
 			return ctx, nil // the handler decides, as before
 		}
-		if err := a.cfg.Jobs.AuthWorker(bearerless(v), args[0], args[1]); err != nil {
+		if err := a.cfg.Jobs.AuthWorker(ctx, bearerless(v), args[0], args[1]); err != nil {
 			return ctx, err
 		}
 		return context.WithValue(ctx, workerTokenKey{}, workerAuthed{}), nil

@@ -128,7 +128,7 @@ type Jobs struct {
 	wmu     sync.Mutex
 	wcond   *sync.Cond              // on wmu: broadcast when a Take call ends
 	workers map[string]*workerState // by worker id
-	tokens  map[string]string       // token -> worker id
+	tokens  *WorkerTokens
 	// draining (under wmu): the server is stopping; Take hands out nothing (jobs_drain.go).
 	draining bool
 	signals  WorkerSignals // to the scheduler: workers ready and lost (workersignals.go)
@@ -305,6 +305,9 @@ type JobsConfig struct {
 	Usage UsageStore
 	Clock Clock
 	Log   *slog.Logger
+	// Tokens issues and checks worker tokens. nil = a key of this process's own, with
+	// revocations in its memory: tokens die with the process (tests and one-process rigs).
+	Tokens *WorkerTokens
 }
 
 // NewJobs returns an engine with no jobs; call Recover to load stored ones.
@@ -313,8 +316,11 @@ func NewJobs(c JobsConfig) *Jobs {
 		panic("core: JobsConfig needs both Meter and Usage, or neither")
 	}
 	j := &Jobs{store: c.Store, dispatch: c.Dispatch, notify: c.Notify, meter: c.Meter, usage: c.Usage, clock: c.Clock, log: c.Log,
-		workers: map[string]*workerState{}, tokens: map[string]string{}, epIDs: map[string]uint32{},
+		workers: map[string]*workerState{}, tokens: c.Tokens, epIDs: map[string]uint32{},
 		signals: WorkerSignals{ready: make(chan struct{}, 1)}}
+	if j.tokens == nil {
+		j.tokens = newMemoryWorkerTokens(c.Clock)
+	}
 	j.wcond = sync.NewCond(&j.wmu)
 	if j.log == nil {
 		j.log = slog.Default()

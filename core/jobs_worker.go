@@ -2,8 +2,6 @@ package core
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"sync/atomic"
@@ -12,7 +10,6 @@ import (
 
 type workerState struct {
 	id, endpoint string
-	token        string
 	lastSeen     time.Time
 	polled       bool      // has polled for a job since it started or resumed
 	idleSince    time.Time // when it last held no job (its first poll, or its last job's end)
@@ -49,27 +46,27 @@ func (js *Jobs) RegisterWorker(endpoint, worker string) string {
 }
 
 // RegisterWorkerActivity is RegisterWorker that also returns the worker's activity (what
-// Activity would), under one lock.
+// Activity would), under one lock. The token is signed (workertoken.go): any replica checks it.
 func (js *Jobs) RegisterWorkerActivity(endpoint, worker string) (string, WorkerActivity) {
-	b := make([]byte, 24)
-	_, _ = rand.Read(b)
-	token := "gw_" + hex.EncodeToString(b)
-	w := &workerState{id: worker, endpoint: endpoint, token: token, held: map[string]bool{}, stop: make(chan string, 64)}
+	token := js.tokens.Issue(endpoint, worker)
+	w := &workerState{id: worker, endpoint: endpoint, held: map[string]bool{}, stop: make(chan string, 64)}
 	js.wmu.Lock()
 	defer js.wmu.Unlock()
 	w.lastSeen = js.clock.Now()
 	js.workers[worker] = w
-	js.tokens[token] = worker
 	return token, WorkerActivity{w}
 }
 
-// ForgetWorker removes a worker that stopped; its jobs follow the worker-lost rule.
+// ForgetWorker removes a worker that stopped and revokes its token; its jobs follow the
+// worker-lost rule.
 func (js *Jobs) ForgetWorker(worker string) {
+	if err := js.tokens.Revoke(context.Background(), worker); err != nil {
+		js.log.Error("forgetting a worker", "worker", worker, "err", err)
+	}
 	js.loseWorker(worker)
 	js.wmu.Lock()
 	defer js.wmu.Unlock()
 	if w, ok := js.workers[worker]; ok {
-		delete(js.tokens, w.token)
 		delete(js.workers, worker)
 		if w.suspended {
 			js.resumeLocked(w) // its parked polls end
@@ -77,19 +74,24 @@ func (js *Jobs) ForgetWorker(worker string) {
 	}
 }
 
-// AuthWorker checks a worker token for a route's endpoint and worker id.
-func (js *Jobs) AuthWorker(token, endpoint, worker string) error {
+// AuthWorker checks a worker token for a route's endpoint and worker id. The check needs
+// nothing this process holds: a worker registered by another replica passes it too. A worker
+// this process knows is seen alive, and asked to recycle once its token nears its expiry.
+func (js *Jobs) AuthWorker(ctx context.Context, token, endpoint, worker string) error {
+	now := js.clock.Now()
+	exp, err := js.tokens.check(ctx, token, endpoint, worker, now)
+	if err != nil {
+		return err
+	}
 	js.wmu.Lock()
 	defer js.wmu.Unlock()
-	id, ok := js.tokens[token]
-	if !ok {
-		return Errorf(KindUnauthorized, "unknown worker token")
+	if w, ok := js.workers[worker]; ok {
+		w.lastSeen = now
+		if !w.stopPod && exp.Sub(now) < WorkerTokenRecycle {
+			w.stopPod = true
+			w.publishActivity()
+		}
 	}
-	w := js.workers[id]
-	if w.endpoint != endpoint || w.id != worker {
-		return Errorf(KindForbidden, "this worker token is for worker %s of endpoint %s", w.id, w.endpoint)
-	}
-	w.lastSeen = js.clock.Now()
 	return nil
 }
 

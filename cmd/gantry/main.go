@@ -191,7 +191,12 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	// Closed before the store: retries stop, and undelivered jobs stay marked for the restart.
 	webhooks := cfg.Webhooks.deliveries(log)
 	defer webhooks.Close()
-	jobs := core.NewJobs(core.JobsConfig{Store: st, Dispatch: queues, Clock: clock, Log: log,
+	// Worker tokens are signed with a key kept in the store: they outlive a restart.
+	tokens, err := core.NewWorkerTokens(ctx, st, clock)
+	if err != nil {
+		return err
+	}
+	jobs := core.NewJobs(core.JobsConfig{Store: st, Dispatch: queues, Clock: clock, Log: log, Tokens: tokens,
 		Notify: webhooks, Meter: models.NewMeter(cfg.catalog, files), Usage: st})
 	queued, requeued, err := jobs.Recover()
 	if err != nil {

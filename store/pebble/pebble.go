@@ -1,7 +1,8 @@
 // Package pebble is Gantry's embedded store on Pebble: endpoints and templates, each under a
-// primary key with a per-owner index in creation order; jobs; and the usage ledger of
-// ready-made models, one record per job with a per-owner index in completion order. Every
-// management and usage write is synced before it returns.
+// primary key with a per-owner index in creation order; jobs; the usage ledger of
+// ready-made models, one record per job with a per-owner index in completion order; and named
+// secrets and worker-token revocations. Every management, usage, secret and revocation write is
+// synced before it returns.
 package pebble
 
 import (
@@ -25,6 +26,8 @@ type Store struct {
 
 	usageMu [16]sync.Mutex // AddUsage's check and write, striped by job id: other jobs' syncs group
 
+	rev revocations // named secrets and worker-token revocations (secrets.go)
+
 	closeOnce sync.Once
 	gate      gate // every operation passes it; Close shuts it first
 }
@@ -45,7 +48,12 @@ func Open(dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening the store in %s: %w", dir, err)
 	}
-	return &Store{db: db}, nil
+	s := &Store{db: db}
+	if err := s.loadRevocations(time.Now()); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("opening the store in %s: %w", dir, err)
+	}
+	return s, nil
 }
 
 // Close waits for the operations in flight, then flushes and closes the store; later calls do
