@@ -34,8 +34,10 @@ const (
 type Config struct {
 	Management *core.Management
 	Auth       *core.Authenticator
-	Limiter    *core.RateLimiter
-	Jobs       *core.Jobs
+	// Limiter counts requests against the users' rate-limit windows (core.RateLimiter: in
+	// memory). A request it cannot count is refused with 503 (authenticate says why).
+	Limiter core.RateLimits
+	Jobs    *core.Jobs
 	// Models is the catalog of ready-made models (nil = none), Billing answers usage reports,
 	// and Files keeps the files model jobs produce (nil = none).
 	Models  *core.Models

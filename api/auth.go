@@ -107,6 +107,10 @@ func (h *handler) HandleWorkerToken(ctx context.Context, op oas.OperationName, t
 	return context.WithValue(ctx, workerTokenKey{}, bearerless(t.APIKey)), nil
 }
 
+// LimiterRetryAfter is the Retry-After, in seconds, of a request refused because the rate
+// limiter could not count it.
+const LimiterRetryAfter = 1
+
 // authenticate checks the key, counts the request against the user's rate-limit windows (setting
 // the RateLimit headers on the response), then checks the key's scope.
 func (h *handler) authenticate(ctx context.Context, op oas.OperationName, key string) (context.Context, error) {
@@ -114,7 +118,16 @@ func (h *handler) authenticate(ctx context.Context, op oas.OperationName, key st
 	if err != nil {
 		return ctx, err
 	}
-	d := h.cfg.Limiter.Allow(p.User, p.Quota, h.cfg.Clock.Now())
+	d, err := h.cfg.Limiter.Allow(ctx, p.User, p.Quota, h.cfg.Clock.Now())
+	if err != nil {
+		// Fail closed: a request the limiter cannot count is refused, not waved through. A
+		// shared limiter fails when its store does, which the request would most likely need
+		// too; and replicas admitting uncounted traffic would multiply the load just when the
+		// store struggles. 503 with Retry-After is what clients already retry.
+		h.cfg.Log.Error("counting a request against the rate limit", "user", p.User, "err", err)
+		return ctx, &core.Error{Kind: core.KindUnavailable, RetryAfter: LimiterRetryAfter, Err: err,
+			Detail: "the rate limiter cannot count this request now; retry in a second"}
+	}
 	setRateLimitHeaders(headerOf(ctx), d)
 	if !d.Allowed {
 		return ctx, &core.Error{Kind: core.KindRateLimited, RetryAfter: d.RetryAfter,

@@ -1,6 +1,8 @@
 package api_test
 
 import (
+	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -217,5 +219,30 @@ func TestUnauthorizedWording(t *testing.T) {
 				t.Errorf("GET %s with Authorization %.20q = %d %s; want 401 %s", path, auth, r.status, r.body, detail)
 			}
 		}
+	}
+}
+
+// downLimiter is a rate limiter whose store is unreachable.
+type downLimiter struct{}
+
+func (downLimiter) Allow(context.Context, string, core.Quota, time.Time) (core.Decision, error) {
+	return core.Decision{}, errors.New("the rate-limit store is unreachable")
+}
+
+// TestRateLimiterDownRefuses checks that a request the limiter cannot count is refused with a
+// retryable 503 problem, not served uncounted.
+func TestRateLimiterDownRefuses(t *testing.T) {
+	t.Parallel()
+	e := setup(t, setupOpts{quota: core.Quota{Minute: 3}, limiter: downLimiter{}})
+	r := e.as(e.alice, "POST", "/v2/serverless", minimalQueue)
+	if r.status != 503 || r.header.Get("Retry-After") != "1" || r.header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("request with the limiter down = %d, Retry-After %q, Content-Type %q; want 503, 1, application/problem+json",
+			r.status, r.header.Get("Retry-After"), r.header.Get("Content-Type"))
+	}
+	if got, want := r.json(t)["detail"], "the rate limiter cannot count this request now; retry in a second"; got != want {
+		t.Errorf("detail = %q; want %q", got, want)
+	}
+	if r.header.Get("RateLimit") != "" {
+		t.Errorf("RateLimit = %q; want none: nothing was counted", r.header.Get("RateLimit"))
 	}
 }

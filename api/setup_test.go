@@ -70,6 +70,8 @@ type setupOpts struct {
 	// bodyTimeout and bodyBudget set Config.BodyReadTimeout and Config.BodyBudget (0 = defaults).
 	bodyTimeout time.Duration
 	bodyBudget  int64
+	// limiter counts requests (nil = the in-memory core.RateLimiter).
+	limiter core.RateLimits
 }
 
 func setup(t testing.TB, opts ...setupOpts) *env {
@@ -94,7 +96,7 @@ func setup(t testing.TB, opts ...setupOpts) *env {
 	jc := core.JobsConfig{Store: st, Dispatch: queues, Clock: clock, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	cfg := api.Config{
 		Auth:            &core.Authenticator{Keys: keys, Defaults: o.quota, Clock: clock},
-		Limiter:         &core.RateLimiter{},
+		Limiter:         o.limiter,
 		Clock:           clock,
 		PublicURL:       "https://gantry.example",
 		TakeWait:        300 * time.Millisecond,
@@ -104,6 +106,9 @@ func setup(t testing.TB, opts ...setupOpts) *env {
 		BodyBudget:      o.bodyBudget,
 		Webhooks:        o.webhooks,
 		Log:             slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+	if cfg.Limiter == nil {
+		cfg.Limiter = &core.RateLimiter{}
 	}
 	var specs []models.Spec
 	if o.models {

@@ -1,9 +1,20 @@
 package core
 
 import (
+	"context"
 	"sync"
 	"time"
 )
+
+// RateLimits counts requests against users' rate-limit windows: fixed minute, hour and day
+// windows aligned to the Unix epoch. RateLimiter, in this process's memory, is the embedded
+// default; an implementation in a shared store lets replicas count a user's requests together.
+type RateLimits interface {
+	// Allow counts one request of user against quota at now, unless a window is used up; a
+	// refused request counts against no window. An error means the request could not be
+	// counted (the shared store is unreachable): the caller must not treat it as allowed.
+	Allow(ctx context.Context, user string, q Quota, now time.Time) (Decision, error)
+}
 
 // Window is one rate-limit window's state after a request was counted (or refused).
 type Window struct {
@@ -29,9 +40,8 @@ var windowDefs = [3]struct {
 	length int64
 }{{"minute", 60}, {"hour", 3600}, {"day", 86400}}
 
-// RateLimiter counts requests per user in fixed minute, hour and day windows aligned to the
-// Unix epoch. A refused request counts against no window. Counters live in memory: a restart
-// starts fresh windows.
+// RateLimiter is the in-memory RateLimits: counters live in this process, so a restart starts
+// fresh windows and replicas would each count on their own. It never fails.
 type RateLimiter struct {
 	users sync.Map // user -> *userWindows
 }
@@ -42,8 +52,12 @@ type userWindows struct {
 	used  [3]int
 }
 
-// Allow counts one request of user against quota at now.
-func (l *RateLimiter) Allow(user string, q Quota, now time.Time) Decision {
+// Allow implements RateLimits.
+func (l *RateLimiter) Allow(_ context.Context, user string, q Quota, now time.Time) (Decision, error) {
+	return l.allow(user, q, now), nil
+}
+
+func (l *RateLimiter) allow(user string, q Quota, now time.Time) Decision {
 	quotas := [3]int{q.Minute, q.Hour, q.Day}
 	if quotas == [3]int{} {
 		return Decision{Allowed: true}
@@ -81,3 +95,5 @@ func (l *RateLimiter) Allow(user string, q Quota, now time.Time) Decision {
 	}
 	return d
 }
+
+var _ RateLimits = (*RateLimiter)(nil)
