@@ -77,6 +77,10 @@ const (
 	maxTokenText = 1024
 )
 
+// tokenEncoding is strict (the unused bits of the last character must be zero): a token has
+// one spelling, and no altered text of it is accepted.
+var tokenEncoding = base64.RawURLEncoding.Strict()
+
 // WorkerTokens issues and checks worker tokens: an HMAC over endpoint, worker id and expiry,
 // under a key kept in the store, so any replica can check any replica's tokens with no state of
 // its own, and a restart does not invalidate running workers' tokens. Revocation is by worker
@@ -137,7 +141,7 @@ func (t *WorkerTokens) Issue(endpoint, worker string) string {
 	sc := t.scratch.Get().(*tokenScratch)
 	b = sc.sign(b, b)
 	t.scratch.Put(sc)
-	return WorkerTokenPrefix + base64.RawURLEncoding.EncodeToString(b)
+	return WorkerTokenPrefix + tokenEncoding.EncodeToString(b)
 }
 
 // sign appends the MAC of payload to dst.
@@ -195,7 +199,7 @@ func (sc *tokenScratch) open(token string) (exp time.Time, endpoint, worker []by
 	if !found || len(text) > maxTokenText {
 		return time.Time{}, nil, nil, false
 	}
-	n, err := base64.RawURLEncoding.Decode(sc.raw[:], sc.text[:copy(sc.text[:], text)])
+	n, err := tokenEncoding.Decode(sc.raw[:], sc.text[:copy(sc.text[:], text)])
 	if err != nil || n < tokenHeaderLen+tokenMACLen || sc.raw[0] != tokenVersion {
 		return time.Time{}, nil, nil, false
 	}
