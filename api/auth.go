@@ -124,7 +124,9 @@ func (h *handler) authenticate(ctx context.Context, op oas.OperationName, key st
 		// shared limiter fails when its store does, which the request would most likely need
 		// too; and replicas admitting uncounted traffic would multiply the load just when the
 		// store struggles. 503 with Retry-After is what clients already retry.
-		h.cfg.Log.Error("counting a request against the rate limit", "user", p.User, "err", err)
+		if ctx.Err() == nil { // not merely a client gone
+			h.cfg.Log.Error("counting a request against the rate limit", "user", p.User, "err", err)
+		}
 		return ctx, &core.Error{Kind: core.KindUnavailable, RetryAfter: LimiterRetryAfter, Err: err,
 			Detail: "the rate limiter cannot count this request now; retry in a second"}
 	}

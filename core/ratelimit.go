@@ -12,7 +12,8 @@ import (
 type RateLimits interface {
 	// Allow counts one request of user against quota at now, unless a window is used up; a
 	// refused request counts against no window. An error means the request could not be
-	// counted (the shared store is unreachable): the caller must not treat it as allowed.
+	// counted (the shared store is unreachable): the caller must not treat it as allowed. A
+	// call whose ctx is done returns an error that wraps ctx.Err() and counts nothing.
 	Allow(ctx context.Context, user string, q Quota, now time.Time) (Decision, error)
 }
 
@@ -41,7 +42,7 @@ var windowDefs = [3]struct {
 }{{"minute", 60}, {"hour", 3600}, {"day", 86400}}
 
 // RateLimiter is the in-memory RateLimits: counters live in this process, so a restart starts
-// fresh windows and replicas would each count on their own. It never fails.
+// fresh windows and replicas would each count on their own. It fails only for a done context.
 type RateLimiter struct {
 	users sync.Map // user -> *userWindows
 }
@@ -53,7 +54,10 @@ type userWindows struct {
 }
 
 // Allow implements RateLimits.
-func (l *RateLimiter) Allow(_ context.Context, user string, q Quota, now time.Time) (Decision, error) {
+func (l *RateLimiter) Allow(ctx context.Context, user string, q Quota, now time.Time) (Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return Decision{}, err
+	}
 	return l.allow(user, q, now), nil
 }
 

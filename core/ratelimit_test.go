@@ -10,5 +10,5 @@ import (
 // TestRateLimiter runs the in-memory windows through the suite every RateLimits runs.
 func TestRateLimiter(t *testing.T) {
 	t.Parallel()
-	storetest.RunRateLimits(t, func(*testing.T) core.RateLimits { return &core.RateLimiter{} })
+	storetest.RunRateLimits(t, func(*testing.T) (core.RateLimits, func() core.RateLimits) { return &core.RateLimiter{}, nil })
 }

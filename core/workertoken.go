@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash"
 	"strings"
@@ -15,7 +14,8 @@ import (
 	"time"
 )
 
-// SecretStore keeps named secrets that every replica of a server shares.
+// SecretStore keeps named secrets that every replica of a server shares. A call whose ctx is
+// done returns an error that wraps ctx.Err() and writes nothing.
 type SecretStore interface {
 	// Secret returns the secret stored under name. When there is none yet it stores fresh and
 	// returns it: of callers racing to create it, in any replica, exactly one's fresh is kept
@@ -23,7 +23,8 @@ type SecretStore interface {
 	Secret(ctx context.Context, name string, fresh []byte) ([]byte, error)
 }
 
-// WorkerRevocations records the workers whose tokens are revoked, for every replica.
+// WorkerRevocations records the workers whose tokens are revoked, for every replica. A call
+// whose ctx is done returns an error that wraps ctx.Err() and writes nothing.
 type WorkerRevocations interface {
 	// RevokeWorker revokes the tokens of worker, durably, before it returns. until is when the
 	// last of them expires: past it they are refused anyway, and the store may forget the
@@ -119,7 +120,7 @@ func NewWorkerTokens(ctx context.Context, st WorkerTokenStore, clock Clock) (*Wo
 // newMemoryWorkerTokens returns tokens under a key of this process alone, with revocations in
 // its memory: its tokens die with it. It is the default of a Jobs configured without any.
 func newMemoryWorkerTokens(clock Clock) *WorkerTokens {
-	t, err := NewWorkerTokens(context.Background(), NewMemoryTokenStore(), clock)
+	t, err := NewWorkerTokens(context.Background(), &memoryTokenStore{}, clock)
 	if err != nil {
 		panic(err) // the memory store cannot fail
 	}
@@ -225,57 +226,42 @@ func (t *WorkerTokens) Revoke(ctx context.Context, worker string) error {
 	return nil
 }
 
-// MemoryTokenStore is a WorkerTokenStore in this process's memory: a restart forgets its key
-// (and with it every token) and its revocations. It serves tests and single-process rigs;
-// gantry serve keeps both in its store.
-type MemoryTokenStore struct {
+// memoryTokenStore is a WorkerTokenStore in this process's memory, the default of a Jobs
+// configured without tokens: a restart forgets its key (and with it every token) and its
+// revocations, which it never forgets otherwise. (store/memory has the one for tests.)
+type memoryTokenStore struct {
 	mu      sync.RWMutex
-	secrets map[string][]byte
-	revoked map[string]time.Time // worker -> until
+	secret  []byte
+	revoked map[string]bool
 }
 
-// NewMemoryTokenStore returns an empty store.
-func NewMemoryTokenStore() *MemoryTokenStore {
-	return &MemoryTokenStore{secrets: map[string][]byte{}, revoked: map[string]time.Time{}}
-}
-
-// Secret implements SecretStore.
-func (m *MemoryTokenStore) Secret(ctx context.Context, name string, fresh []byte) ([]byte, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if len(fresh) == 0 {
-		return nil, errors.New("a secret must not be empty")
-	}
+func (m *memoryTokenStore) Secret(_ context.Context, _ string, fresh []byte) ([]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	s, ok := m.secrets[name]
-	if !ok {
-		s = append([]byte(nil), fresh...)
-		m.secrets[name] = s
+	if m.secret == nil { // NewWorkerTokens asks for one secret, once
+		m.secret = append([]byte(nil), fresh...)
 	}
-	return append([]byte(nil), s...), nil
+	return m.secret, nil
 }
 
-// RevokeWorker implements WorkerRevocations. It never forgets a revocation.
-func (m *MemoryTokenStore) RevokeWorker(ctx context.Context, worker string, until time.Time) error {
+func (m *memoryTokenStore) RevokeWorker(ctx context.Context, worker string, _ time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if old, ok := m.revoked[worker]; !ok || until.After(old) {
-		m.revoked[worker] = until
+	if m.revoked == nil {
+		m.revoked = map[string]bool{}
 	}
+	m.revoked[worker] = true
 	return nil
 }
 
-// WorkerRevoked implements WorkerRevocations.
-func (m *MemoryTokenStore) WorkerRevoked(_ context.Context, worker string) (bool, error) {
+func (m *memoryTokenStore) WorkerRevoked(ctx context.Context, worker string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	_, ok := m.revoked[worker]
-	return ok, nil
+	return m.revoked[worker], nil
 }
-
-var _ WorkerTokenStore = (*MemoryTokenStore)(nil)

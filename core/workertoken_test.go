@@ -13,6 +13,7 @@ import (
 
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/store/memory"
 	"github.com/gantryhq/gantry/store/pebble"
 )
 
@@ -68,7 +69,7 @@ func TestWorkerTokenChecks(t *testing.T) {
 		t.Fatalf("RegisterWorker = %q; want a gw_ token (api recognises worker tokens by it)", tok)
 	}
 	// A token signed under another key: what someone without the store's key can make.
-	foreign, err := core.NewWorkerTokens(context.Background(), core.NewMemoryTokenStore(), r.clock)
+	foreign, err := core.NewWorkerTokens(context.Background(), memory.New(), r.clock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func TestWorkerTokenAcceptedByAnotherReplica(t *testing.T) {
 }
 
 // brokenRevocations is a token store whose revocation lookups fail.
-type brokenRevocations struct{ *core.MemoryTokenStore }
+type brokenRevocations struct{ *memory.Store }
 
 func (brokenRevocations) WorkerRevoked(context.Context, string) (bool, error) {
 	return false, errors.New("the database is unreachable")
@@ -199,7 +200,7 @@ func (brokenRevocations) WorkerRevoked(context.Context, string) (bool, error) {
 func TestWorkerTokenRefusedWhenRevocationsCannotBeRead(t *testing.T) {
 	t.Parallel()
 	r := newTokenRig(t)
-	js := r.replica(brokenRevocations{core.NewMemoryTokenStore()})
+	js := r.replica(brokenRevocations{memory.New()})
 	tok := js.RegisterWorker("ep1", "ep1-w1")
 	err := js.AuthWorker(context.Background(), tok, "ep1", "ep1-w1")
 	if core.KindOf(err) != core.KindUnavailable {
@@ -239,7 +240,7 @@ func BenchmarkAuthWorker(b *testing.B) {
 // no input makes the check panic.
 func FuzzWorkerTokenCheck(f *testing.F) {
 	clk := &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	tokens, err := core.NewWorkerTokens(context.Background(), core.NewMemoryTokenStore(), clk)
+	tokens, err := core.NewWorkerTokens(context.Background(), memory.New(), clk)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -1,5 +1,6 @@
 // Package memory keeps the store ports of core (except jobs) in memory: endpoints, templates,
-// API keys and users, the usage ledger and produced files. It is for fast unit tests: it keeps
+// API keys and users, the usage ledger, produced files, and named secrets and worker-token
+// revocations. It is for fast unit tests: it keeps
 // nothing across a restart, and otherwise passes the same storetest suites as the durable
 // stores. Records are kept JSON-encoded, as the durable stores keep them, so that nothing a
 // caller holds aliases what the store holds.
@@ -24,10 +25,12 @@ type Store struct {
 	mu        sync.Mutex // guards every map below
 	endpoints map[string]record
 	templates map[string]record
-	keys      map[string][]byte // key hash -> JSON core.Key
-	users     map[string][]byte // user name -> JSON core.User
-	usage     map[string][]byte // job id -> JSON core.Usage
-	files     map[string]file   // file name -> contents
+	keys      map[string][]byte    // key hash -> JSON core.Key
+	users     map[string][]byte    // user name -> JSON core.User
+	usage     map[string][]byte    // job id -> JSON core.Usage
+	files     map[string]file      // file name -> contents
+	secrets   map[string][]byte    // name -> secret (secrets.go)
+	revoked   map[string]time.Time // worker id -> when its revoked tokens expire
 }
 
 // New returns an empty store.
@@ -39,6 +42,8 @@ func New() *Store {
 		users:     map[string][]byte{},
 		usage:     map[string][]byte{},
 		files:     map[string]file{},
+		secrets:   map[string][]byte{},
+		revoked:   map[string]time.Time{},
 	}
 }
 

@@ -38,3 +38,8 @@ func TestFileStore(t *testing.T) {
 	t.Parallel()
 	storetest.RunFileStore(t, opener(func(s *memory.Store) core.FileStore { return s }))
 }
+
+func TestWorkerTokenStore(t *testing.T) {
+	t.Parallel()
+	storetest.RunWorkerTokenStore(t, opener(func(s *memory.Store) core.WorkerTokenStore { return s }))
+}

@@ -69,7 +69,10 @@ func (s *Store) loadRevocations(now time.Time) error {
 }
 
 // Secret returns the secret stored under name, storing fresh (synced) first if there is none.
-func (s *Store) Secret(_ context.Context, name string, fresh []byte) ([]byte, error) {
+func (s *Store) Secret(ctx context.Context, name string, fresh []byte) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if name == "" || len(fresh) == 0 {
 		return nil, errors.New("a secret needs a name and a value")
 	}
@@ -94,7 +97,10 @@ func (s *Store) Secret(_ context.Context, name string, fresh []byte) ([]byte, er
 }
 
 // RevokeWorker records the revocation, synced, then makes it visible to WorkerRevoked.
-func (s *Store) RevokeWorker(_ context.Context, worker string, until time.Time) error {
+func (s *Store) RevokeWorker(ctx context.Context, worker string, until time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	if worker == "" {
 		return errors.New("revoking the tokens of a worker without an id")
 	}
@@ -144,7 +150,10 @@ func (s *Store) RevokeWorker(_ context.Context, worker string, until time.Time) 
 }
 
 // WorkerRevoked answers from memory.
-func (s *Store) WorkerRevoked(_ context.Context, worker string) (bool, error) {
+func (s *Store) WorkerRevoked(ctx context.Context, worker string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
 	s.rev.mu.RLock()
 	_, ok := s.rev.until[worker]
 	s.rev.mu.RUnlock()

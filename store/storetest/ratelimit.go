@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -20,10 +21,11 @@ var (
 
 // RunRateLimits runs the conformance suite against a core.RateLimits: fixed minute, hour and
 // day windows aligned to the Unix epoch, counted per user; refusals that count nothing; the
-// reset and Retry-After of each window; exact counting under concurrency. open must return a
-// fresh limiter with no requests counted on each call, and release it through t.Cleanup.
-func RunRateLimits(t *testing.T, open func(t *testing.T) core.RateLimits) {
+// reset and Retry-After of each window; exact counting under concurrency; a done context.
+// Windows need not survive a restart (the in-memory limiter's do not): the suite never reopens.
+func RunRateLimits(t *testing.T, opener Opener[core.RateLimits]) {
 	t.Helper()
+	open := func(t *testing.T) core.RateLimits { l, _ := opener(t); return l }
 	// allow counts one request, failing the test on an error.
 	allow := func(t *testing.T, l core.RateLimits, user string, q core.Quota, now time.Time) core.Decision {
 		t.Helper()
@@ -248,6 +250,20 @@ func RunRateLimits(t *testing.T, open func(t *testing.T) core.RateLimits) {
 		wg.Wait()
 		if got := allowed.Load(); got != quota {
 			t.Errorf("%d goroutines x %d calls with quota %d/min allowed %d; want %d", goroutines, calls, quota, got, quota)
+		}
+	})
+
+	t.Run("DoneContext", func(t *testing.T) {
+		t.Parallel()
+		l := open(t)
+		q := core.Quota{Minute: 1}
+		for _, dc := range doneContexts(t) {
+			if _, err := l.Allow(dc.ctx, "alice", q, rlAt); !errors.Is(err, dc.want) {
+				t.Errorf("Allow(%s) = %v; want %v", dc.name, err, dc.want)
+			}
+		}
+		if d := allow(t, l, "alice", q, rlAt); !d.Allowed {
+			t.Errorf("Allow after done calls = %+v; want allowed: they counted nothing", d)
 		}
 	})
 }

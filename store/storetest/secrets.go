@@ -3,6 +3,7 @@ package storetest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -12,12 +13,13 @@ import (
 )
 
 // RunWorkerTokenStore runs the conformance suite against a core.WorkerTokenStore: named
-// secrets created once, revocations seen at once, and worker tokens that one
-// core.WorkerTokens issues and another over the same store (another replica) checks. open must
-// return a fresh, empty store on each call and release it through t.Cleanup.
-func RunWorkerTokenStore(t *testing.T, open func(t *testing.T) core.WorkerTokenStore) {
+// secrets created once, revocations seen at once, both kept across a restart, and worker
+// tokens that one core.WorkerTokens issues and another over the same store (another replica)
+// checks.
+func RunWorkerTokenStore(t *testing.T, opener Opener[core.WorkerTokenStore]) {
 	t.Helper()
 	ctx := context.Background()
+	open := func(t *testing.T) core.WorkerTokenStore { st, _ := opener(t); return st }
 	secret := func(t *testing.T, st core.SecretStore, name string, fresh []byte) []byte {
 		t.Helper()
 		got, err := st.Secret(ctx, name, fresh)
@@ -129,6 +131,50 @@ func RunWorkerTokenStore(t *testing.T, open func(t *testing.T) core.WorkerTokenS
 			if w := fmt.Sprintf("ep1-w%d", i); !revoked(t, st, w) {
 				t.Errorf("WorkerRevoked(%s) after concurrent revocations = false; want true", w)
 			}
+		}
+	})
+
+	t.Run("KeptAcrossRestart", func(t *testing.T) {
+		t.Parallel()
+		st, reopen := opener(t)
+		if reopen == nil {
+			t.Skip("the store keeps nothing across a restart")
+		}
+		key := bytes.Repeat([]byte{5}, 32)
+		secret(t, st, "k", key)
+		if err := st.RevokeWorker(ctx, "ep1-w1", time.Now().Add(time.Hour)); err != nil {
+			t.Fatalf("RevokeWorker(ep1-w1) = %v; want nil", err)
+		}
+		st = reopen()
+		if got := secret(t, st, "k", []byte("another")); !bytes.Equal(got, key) {
+			t.Errorf("Secret(k) after a restart = %x; want %x: tokens must outlive a restart", got, key)
+		}
+		if !revoked(t, st, "ep1-w1") || revoked(t, st, "ep1-w2") {
+			t.Errorf("after a restart WorkerRevoked(ep1-w1), (ep1-w2) = %v, %v; want true, false",
+				revoked(t, st, "ep1-w1"), revoked(t, st, "ep1-w2"))
+		}
+	})
+
+	t.Run("DoneContext", func(t *testing.T) {
+		t.Parallel()
+		st := open(t)
+		for _, dc := range doneContexts(t) {
+			if _, err := st.Secret(dc.ctx, "k", []byte("v")); !errors.Is(err, dc.want) {
+				t.Errorf("Secret(%s) = %v; want %v", dc.name, err, dc.want)
+			}
+			if err := st.RevokeWorker(dc.ctx, "ep1-w1", time.Now().Add(time.Hour)); !errors.Is(err, dc.want) {
+				t.Errorf("RevokeWorker(%s) = %v; want %v", dc.name, err, dc.want)
+			}
+			if _, err := st.WorkerRevoked(dc.ctx, "ep1-w1"); !errors.Is(err, dc.want) {
+				t.Errorf("WorkerRevoked(%s) = %v; want %v", dc.name, err, dc.want)
+			}
+		}
+		// Nothing was written.
+		if got := secret(t, st, "k", []byte("fresh")); string(got) != "fresh" {
+			t.Errorf("Secret(k) after a done Secret = %q; want %q: nothing stored before", got, "fresh")
+		}
+		if revoked(t, st, "ep1-w1") {
+			t.Errorf("WorkerRevoked(ep1-w1) after a done RevokeWorker = true; want false")
 		}
 	})
 
