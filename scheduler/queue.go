@@ -29,27 +29,50 @@ type Queued struct {
 	At  int64
 }
 
+// queueBlock is how many keys one block of a queue holds (24 KiB). A queue grows and shrinks
+// a block at a time, so neither Enqueue nor Take ever copies the queue under its lock: one
+// slice of all keys did, at each growth and compaction, and with a million keys queued that
+// held every /run of the endpoint for tens of milliseconds, a stall that grew with the backlog.
+const queueBlock = 1024
+
 type queue struct {
-	mu      sync.Mutex
-	ids     []Queued
+	mu sync.Mutex
+	// blocks hold the keys oldest first: the first from head on, the last up to its length;
+	// every block but the last is full.
+	blocks  [][]Queued
 	head    int
+	n       int
 	waiters []chan struct{}
 }
 
-func (q *queue) len() int { return len(q.ids) - q.head }
+func (q *queue) len() int { return q.n }
+
+func (q *queue) push(e Queued) {
+	if k := len(q.blocks); k == 0 || len(q.blocks[k-1]) == queueBlock {
+		q.blocks = append(q.blocks, make([]Queued, 0, queueBlock))
+	}
+	last := &q.blocks[len(q.blocks)-1]
+	*last = append(*last, e)
+	q.n++
+}
 
 func (q *queue) pop(max int) []core.JobKey {
-	n := min(max, q.len())
-	out := make([]core.JobKey, n)
-	for i, e := range q.ids[q.head : q.head+n] {
-		out[i] = e.Key
+	out := make([]core.JobKey, min(max, q.n))
+	for i := range out {
+		b := q.blocks[0]
+		out[i] = b[q.head].Key
+		q.head++
+		if q.head == len(b) { // the oldest block is drained
+			if len(q.blocks) == 1 {
+				q.blocks[0] = b[:0] // the only one: reuse it
+			} else {
+				q.blocks[0] = nil
+				q.blocks = q.blocks[1:]
+			}
+			q.head = 0
+		}
 	}
-	clear(q.ids[q.head : q.head+n])
-	q.head += n
-	if q.head > 1024 && q.head*2 > len(q.ids) { // compact
-		q.ids = append(q.ids[:0:0], q.ids[q.head:]...)
-		q.head = 0
-	}
+	q.n -= len(out)
 	return out
 }
 
@@ -71,7 +94,7 @@ func (qs *Queues) Enqueue(endpoint string, id core.JobKey) {
 	}
 	q := qs.queue(endpoint)
 	q.mu.Lock()
-	q.ids = append(q.ids, Queued{Key: id, At: at})
+	q.push(Queued{Key: id, At: at})
 	qs.wakeOne(q)
 	q.mu.Unlock()
 	if qs.OnEnqueue != nil {
@@ -133,7 +156,17 @@ func (qs *Queues) Head(endpoint string, n int, buf []Queued) []Queued {
 func (q *queue) headInto(n int, buf []Queued) []Queued {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return append(buf, q.ids[q.head:q.head+min(n, q.len())]...)
+	from := q.head
+	for _, b := range q.blocks {
+		if n <= 0 {
+			break
+		}
+		part := b[from:min(len(b), from+n)]
+		buf = append(buf, part...)
+		n -= len(part)
+		from = 0
+	}
+	return buf
 }
 
 // Len returns the number of ids queued for the endpoint (stale ones included).
