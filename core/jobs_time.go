@@ -23,16 +23,42 @@ type deadline struct {
 	kind deadlineKind
 }
 
-type deadlineHeap []deadline
+// deadlineBlock is how many deadlines one block of the heap holds (32 KiB).
+const deadlineBlock = 1024
 
-func (h deadlineHeap) Len() int           { return len(h) }
-func (h deadlineHeap) Less(i, k int) bool { return h[i].at < h[k].at }
-func (h deadlineHeap) Swap(i, k int)      { h[i], h[k] = h[k], h[i] }
-func (h *deadlineHeap) Push(x any)        { *h = append(*h, x.(deadline)) }
+// deadlineHeap is a binary min-heap of deadlines by time (container/heap), stored in blocks of
+// deadlineBlock: it grows and shrinks a block at a time. One slice of every live job's
+// deadline grew by copying itself whole under dmu, which every Submit takes, and with a
+// million live jobs that held submissions for tens of milliseconds, a stall that grew with
+// the backlog.
+type deadlineHeap struct {
+	blocks [][]deadline // each of length deadlineBlock; entry i is blocks[i/deadlineBlock][i%deadlineBlock]
+	n      int
+}
+
+func (h *deadlineHeap) at(i int) *deadline {
+	return &h.blocks[i/deadlineBlock][i%deadlineBlock]
+}
+
+func (h *deadlineHeap) Len() int           { return h.n }
+func (h *deadlineHeap) Less(i, k int) bool { return h.at(i).at < h.at(k).at }
+func (h *deadlineHeap) Swap(i, k int)      { a, b := h.at(i), h.at(k); *a, *b = *b, *a }
+func (h *deadlineHeap) Push(x any) {
+	if h.n == len(h.blocks)*deadlineBlock {
+		h.blocks = append(h.blocks, make([]deadline, deadlineBlock))
+	}
+	*h.at(h.n) = x.(deadline)
+	h.n++
+}
 func (h *deadlineHeap) Pop() any {
-	old := *h
-	d := old[len(old)-1]
-	*h = old[:len(old)-1]
+	h.n--
+	d := *h.at(h.n)
+	// Free a block once two are empty, so a heap that shrinks and grows around a block's edge
+	// does not allocate each time.
+	if k := len(h.blocks); k >= 2 && h.n <= (k-2)*deadlineBlock {
+		h.blocks[k-1] = nil
+		h.blocks = h.blocks[:k-1]
+	}
 	return d
 }
 
@@ -49,7 +75,7 @@ func (js *Jobs) Tick(now time.Time) {
 	needSync := false
 	for {
 		js.dmu.Lock()
-		if len(js.deadlines) == 0 || js.deadlines[0].at > now.UnixNano() {
+		if js.deadlines.Len() == 0 || js.deadlines.at(0).at > now.UnixNano() {
 			js.dmu.Unlock()
 			break
 		}
