@@ -4,7 +4,7 @@
 // Run it from the repository root (make bench does):
 //
 //	go run ./bench                       # every scenario, about 15 minutes on 2 cores
-//	go run ./bench -only run,runsync     # some scenarios: run, runsync, e2e, memory, bigbody, scheduler, coldstart, lb, coldstart-docker
+//	go run ./bench -only run,runsync     # some scenarios: run, backlog, runsync, e2e, memory, bigbody, scheduler, coldstart, lb, coldstart-docker
 //	go run ./bench -mem-jobs 200000      # a smaller memory scenario
 //	go run ./bench -only scheduler -sched-jobs 200000 -sched-bursts 4   # a smaller simulation
 //
@@ -19,6 +19,10 @@
 //	         endpoint with workers.max 0, and the same against the bare handler; then both are
 //	         driven at fixed rates by a paced Go generator (latency from each request's
 //	         scheduled send time, so a server that falls behind is charged for it)
+//	backlog  a fresh server and durable floor filled to 0, 100k and 1M queued jobs (bursts of
+//	         /run to an endpoint with workers.max 0), and at each level a fixed-rate pass of
+//	         /run (2000 req/s, the paced generator) to both: whether the tail grows with the
+//	         queue (about 8 minutes on 2 cores)
 //	runsync  3000 sequential /runsync {"input":{"echo":1}} from one keep-alive client, with one
 //	         warm gantry/echo worker; the same client against the bare handler
 //	e2e      50,000 /run jobs from 64 clients through 64 gantry/echo worker processes; time
@@ -76,6 +80,10 @@ type options struct {
 	rateDuration time.Duration // each fixed-rate pass
 	runInputSize int           // bytes of the /run input object
 
+	// backlog
+	backlogLevels string  // queue lengths to measure at, e.g. "0,100k,1M"
+	backlogRate   float64 // req/s of each fixed-rate pass
+
 	// runsync
 	runsyncN      int
 	runsyncWarmup int
@@ -127,7 +135,7 @@ type options struct {
 	lbThreads    int           // wrk threads
 }
 
-var scenarioNames = []string{"run", "runsync", "e2e", "memory", "bigbody", "scheduler", "coldstart", "lb", "coldstart-docker"}
+var scenarioNames = []string{"run", "backlog", "runsync", "e2e", "memory", "bigbody", "scheduler", "coldstart", "lb", "coldstart-docker"}
 
 func main() {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
@@ -146,6 +154,8 @@ func main() {
 	fs.IntVar(&o.wrkThreads, "threads", 2, "run: wrk threads")
 	fs.DurationVar(&o.rateDuration, "rate-duration", 10*time.Second, "run: length of each fixed-rate pass")
 	fs.IntVar(&o.runInputSize, "run-input", 100, "run: bytes of the job input object")
+	fs.StringVar(&o.backlogLevels, "backlog-levels", "0,100k,1M", "backlog: jobs queued before each fixed-rate pass (k = thousand, M = million), ascending")
+	fs.Float64Var(&o.backlogRate, "backlog-rate", 2000, "backlog: req/s of each fixed-rate pass (well under saturation on 2 cores, so the tail is the server's, not a queue of requests)")
 	fs.IntVar(&o.runsyncN, "runsync-n", 3000, "runsync: measured sequential requests")
 	fs.IntVar(&o.runsyncWarmup, "runsync-warmup", 200, "runsync: unmeasured requests first")
 	fs.IntVar(&o.e2eJobs, "e2e-jobs", 50000, "e2e: jobs submitted")
@@ -262,6 +272,8 @@ func runAll(o options) error {
 		switch name {
 		case "run":
 			err = b.scenarioRun()
+		case "backlog":
+			err = b.scenarioBacklog()
 		case "runsync":
 			err = b.scenarioRunSync()
 		case "e2e":
