@@ -175,6 +175,9 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		body, ctx = liftInput(ctx, op, body)
 		r.Body = &readBuffer{b: body}
+		if op == "runJob" && a.serveRun(w, r, ctx, route, body) { // runfast.go
+			return
+		}
 	}
 	a.oas.ServeHTTP(w, innerRequest(headAsGet(r), ctx, route.OperationID()))
 }
