@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/go-faster/jx"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/lbproxy"
@@ -98,8 +100,11 @@ func New(cfg Config) (*API, error) {
 	h := &handler{cfg: &a.cfg}
 	a.h = h
 	a.lb = lbproxy.New(lbAdmission{a})
+	// No-op telemetry: nothing reads the generated server's spans or metrics, and the global
+	// providers it would use by default still build a span and attribute sets per request.
 	srv, err := oas.NewServer(h, h, h, oas.WithErrorHandler(a.renderError), oas.WithNotFound(a.notFound),
-		oas.WithMethodNotAllowed(a.methodNotAllowed))
+		oas.WithMethodNotAllowed(a.methodNotAllowed),
+		oas.WithTracerProvider(tracenoop.NewTracerProvider()), oas.WithMeterProvider(metricnoop.NewMeterProvider()))
 	if err != nil {
 		return nil, err
 	}

@@ -391,7 +391,8 @@ const PlatformOwner = "@gantry"
 // latter: its jobs belong to whoever submitted them. Anything else is not found.
 func (m *Management) JobEndpoint(ctx context.Context, user, id string) (e Endpoint, shared bool, err error) {
 	e, err = m.GetEndpoint(ctx, user, id)
-	if KindOf(err) != KindNotFound {
+	if err == nil || KindOf(err) != KindNotFound { // KindOf allocates; every job call passes here
+
 		return e, false, err
 	}
 	if p, perr := m.GetEndpoint(ctx, PlatformOwner, id); perr == nil {
