@@ -61,6 +61,13 @@ func plainEndpointID(s string) bool {
 // errUnexpectedAnswer is writeJobAck's error for an answer RunJob does not give.
 var errUnexpectedAnswer = errors.New("run answered with an unexpected type")
 
+// The ack's header values, shared by every answer rather than made for each: net/http only
+// reads them, and a later Set or Add replaces the slice (its capacity is its length).
+var (
+	ackContentType   = []string{"application/json; charset=utf-8"}
+	ackExposeHeaders = []string{"Ratelimit,Ratelimit-Policy"}
+)
+
 // writeJobAck writes RunJob's answer as the generated encoder does: the JSON headers, 200 and
 // the ack. RunJob sets the RateLimit headers itself (on the writer), never in the response.
 func writeJobAck(w http.ResponseWriter, res oas.RunJobRes) error {
@@ -72,8 +79,7 @@ func writeJobAck(w http.ResponseWriter, res oas.RunJobRes) error {
 		return err
 	}
 	h := w.Header()
-	h.Set("Content-Type", "application/json; charset=utf-8")
-	h.Set("Access-Control-Expose-Headers", "Ratelimit,Ratelimit-Policy")
+	h["Content-Type"], h["Access-Control-Expose-Headers"] = ackContentType, ackExposeHeaders
 	w.WriteHeader(http.StatusOK)
 	e := jx.GetEncoder()
 	defer jx.PutEncoder(e)
