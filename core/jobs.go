@@ -147,6 +147,11 @@ type Jobs struct {
 type shard struct {
 	mu   sync.Mutex
 	jobs map[JobKey]liveJob
+	// extras holds the jobExtra of the few jobs that have one (liveJob.hasX), apart from jobs,
+	// so that jobs holds no pointers: the garbage collector then never scans the index, which
+	// with a million queued jobs made each mark phase over 100 ms long, slowing every request
+	// it overlapped (a /run tail that grew with the backlog). nil until a job needs it.
+	extras map[JobKey]*jobExtra
 }
 
 // jobState is a job's status in the index.
@@ -180,9 +185,9 @@ type liveJob struct {
 	expiresAt int64  // Unix nanoseconds
 	ep        uint32 // interned endpoint id
 	state     jobState
-	sync      bool      // a runsync job: its state changes are not synced
-	low       bool      // policy.lowPriority: its wait does not scale the endpoint up
-	x         *jobExtra // nil for most queued jobs
+	sync      bool // a runsync job: its state changes are not synced
+	low       bool // policy.lowPriority: its wait does not scale the endpoint up
+	hasX      bool // the job has a jobExtra in its shard's extras (most queued jobs do not)
 }
 
 // jobExtra holds what few jobs have at a time.
@@ -200,18 +205,47 @@ type jobExtra struct {
 // entry is a locked index entry: a copy of the liveJob whose changes unlock writes back.
 type entry struct {
 	liveJob
+	x    *jobExtra // the job's extras, nil for most queued jobs
 	key  JobKey
 	sh   *shard
 	gone bool // removed from the index
 }
 
-func (e *entry) unlock() {
-	if !e.gone {
-		if x := e.x; x != nil && x.rec == nil && x.hot == nil && x.done == nil && x.stream == nil {
-			e.x = nil
+// entry returns the locked entry of an indexed job, with its extras. The shard is locked.
+func (sh *shard) entry(key JobKey, lj liveJob) *entry {
+	e := &entry{liveJob: lj, key: key, sh: sh}
+	if lj.hasX {
+		e.x = sh.extras[key]
+	}
+	return e
+}
+
+// store writes the entry back to the index (or drops its extras when it left the index),
+// keeping the shard locked.
+func (e *entry) store() {
+	if x := e.x; x != nil && x.rec == nil && x.hot == nil && x.done == nil && x.stream == nil {
+		e.x = nil
+	}
+	switch {
+	case e.gone || e.x == nil:
+		if e.hasX {
+			delete(e.sh.extras, e.key)
+			e.hasX = false
 		}
+	default:
+		if e.sh.extras == nil {
+			e.sh.extras = map[JobKey]*jobExtra{}
+		}
+		e.sh.extras[e.key] = e.x
+		e.hasX = true
+	}
+	if !e.gone {
 		e.sh.jobs[e.key] = e.liveJob
 	}
+}
+
+func (e *entry) unlock() {
+	e.store()
 	e.sh.mu.Unlock()
 }
 
@@ -440,15 +474,16 @@ func (js *Jobs) Submit(ep *Endpoint, s Submission) (Job, error) {
 	snap := *rec // taken before the job is published: a worker may change rec from then on
 	lj := liveJob{expiresAt: rec.ExpiresAt.UnixNano(), ep: js.epIntern(ep.ID), state: stQueued, sync: s.Sync,
 		low: s.Policy.LowPriority}
+	var x *jobExtra
 	if size := int64(len(s.Input) + hotRecordOverhead); js.hotBytes.Add(size) <= HotQueueBytes {
-		lj.x = &jobExtra{hot: &hotCopy{rec: rec, input: s.Input, size: size}}
+		x = &jobExtra{hot: &hotCopy{rec: rec, input: s.Input, size: size}}
 	} else {
 		js.hotBytes.Add(-size)
 	}
 	sh := js.shard(key)
 	sh.mu.Lock()
-	sh.jobs[key] = lj
-	sh.mu.Unlock()
+	e := &entry{liveJob: lj, x: x, key: key, sh: sh}
+	e.unlock()
 	js.count(ep.ID, "", InQueue, lj.low)
 	js.schedule(key, rec.ExpiresAt, dlExpire)
 	js.dispatch.Enqueue(ep.ID, key)
@@ -546,7 +581,7 @@ func (js *Jobs) lock(key JobKey) *entry {
 		sh.mu.Unlock()
 		return nil
 	}
-	return &entry{liveJob: lj, key: key, sh: sh}
+	return sh.entry(key, lj)
 }
 
 // record returns the job's full record: the attached one, the hot copy (which it hands over:
@@ -771,7 +806,7 @@ func (js *Jobs) PurgeOwned(endpoint, owner string) int {
 			if lj.ep != epID || lj.state != stQueued {
 				continue
 			}
-			e := &entry{liveJob: lj, key: key, sh: sh}
+			e := sh.entry(key, lj)
 			if owner != "" {
 				if e.x != nil && e.x.hot != nil && e.x.hot.rec.Owner != owner {
 					continue // peeked at without taking the hot copy
@@ -787,7 +822,7 @@ func (js *Jobs) PurgeOwned(endpoint, owner string) int {
 			}
 			rec.Error = "purged from the queue"
 			needSync = js.end(e, rec, EvPurge, Cancelled) || needSync
-			sh.jobs[key] = e.liveJob
+			e.store()
 			n++
 		}
 		sh.mu.Unlock()
