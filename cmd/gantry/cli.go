@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // exitCode is the process's exit status for run's error: 0 when help was asked for
@@ -121,4 +122,34 @@ func shellQuote(s string) string {
 func startupHint(data string) string {
 	exe, _ := os.Executable()
 	return fmt.Sprintf("Get an API key:  %s keys create --data %s --user alice", invokedAs(os.Args[0], exe), shellQuote(data))
+}
+
+// optDuration is a duration flag that may be left unset (nil).
+type optDuration struct{ d *time.Duration }
+
+func (o *optDuration) String() string {
+	if o == nil || o.d == nil {
+		return ""
+	}
+	return o.d.String()
+}
+
+func (o *optDuration) Set(v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return err
+	}
+	if d < 0 {
+		return fmt.Errorf("%v must not be negative", d)
+	}
+	o.d = &d
+	return nil
+}
+
+// or is the flag's value when set, else def.
+func (o *optDuration) or(def *time.Duration) *time.Duration {
+	if o.d != nil {
+		return o.d
+	}
+	return def
 }

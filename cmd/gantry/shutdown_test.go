@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gantryhq/gantry/server"
 )
 
 // lockedBuffer is a bytes.Buffer a process writes while the test reads it.
@@ -214,7 +216,7 @@ func TestShutdownGraceSetting(t *testing.T) {
 		want time.Duration
 		err  string // a refusal containing this; "" = accepted
 	}{
-		{want: DefaultShutdownGrace},
+		{want: server.DefaultShutdownGrace},
 		{file: "shutdownGrace: 2m\n", want: 2 * time.Minute},
 		{file: "shutdownGrace: 0s\n", want: 0},
 		{file: "shutdownGrace: 2m\n", flag: "5s", want: 5 * time.Second},
@@ -244,7 +246,7 @@ func TestShutdownGraceSetting(t *testing.T) {
 			}
 			continue
 		}
-		cfg, err := loadConfig(path)
+		cfg, err := server.LoadConfig(path)
 		if err != nil {
 			t.Fatalf("config %q: %v", tc.file, err)
 		}
@@ -255,7 +257,7 @@ func TestShutdownGraceSetting(t *testing.T) {
 			}
 		}
 		cfg.ShutdownGrace = flagVal.or(cfg.ShutdownGrace)
-		if got := cfg.shutdownGrace(); got != tc.want {
+		if got := cfg.Grace(); got != tc.want {
 			t.Errorf("config %q, flag %q: grace %v; want %v", tc.file, tc.flag, got, tc.want)
 		}
 	}

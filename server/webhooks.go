@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"fmt"
@@ -21,7 +21,7 @@ type WebhooksConfig struct {
 	// jobs stay marked for delivery) and are offered again every tick. 0 = 1024.
 	Queue int `yaml:"queue"`
 
-	// self are the addresses this server listens on (set by serve): webhooks never go there.
+	// self are the addresses this server listens on (set by the server from its listener): webhooks never go there.
 	self []netip.AddrPort
 }
 

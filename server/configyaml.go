@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"bytes"
@@ -40,7 +40,7 @@ func (e *configError) Error() string {
 // decodeConfig decodes one YAML document into c. Before decoding, it checks every key
 // against the fields' yaml names and every scalar against its field's type, so that a
 // mistake is reported with the file, the line and the key path rather than a Go type name.
-// The lines of the keys it saw are kept in c.lines, for validate's messages.
+// The lines of the keys it saw are kept in c.lines, for Validate's messages.
 func decodeConfig(file string, b []byte, c *Config) error {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	var doc yaml.Node

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"fmt"
@@ -18,8 +18,8 @@ type LimitsConfig struct {
 	BodyTimeout time.Duration `yaml:"bodyTimeout"`
 }
 
-// validate checks the limits once flags have been applied.
-func (l LimitsConfig) validate() error {
+// Validate checks the limits once flags have been applied.
+func (l LimitsConfig) Validate() error {
 	if l.BodyBudgetMB != 0 && l.BodyBudgetMB < api.WorkerBodyCap>>20 {
 		return fmt.Errorf("limits.bodyBudgetMB %d must be at least %d (the largest body an operation takes), or 0 for the default",
 			l.BodyBudgetMB, api.WorkerBodyCap>>20)

@@ -1,10 +1,8 @@
-package main
+package server
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/gantryhq/gantry/adapters/docker"
@@ -17,16 +15,17 @@ import (
 // them back in the queue (--shutdown-grace, shutdownGrace).
 const DefaultShutdownGrace = 30 * time.Second
 
-// graceful is a graceful stop, in the order serve runs it on SIGTERM or SIGINT:
+// graceful is a graceful stop, in the order Server.Shutdown runs it (gantry serve on SIGTERM or
+// SIGINT):
 //
 //  1. drainJobs: new requests but the workers' are refused, no job is handed out and no worker
 //     started (drain); running jobs have up to grace to finish, and their results are taken; the
 //     ones still running are put back IN_QUEUE, their retries unchanged.
-//  2. serve stops serving HTTP and its background loops (the scheduler's Run closes it, which
+//  2. Shutdown stops serving HTTP and its background loops (the scheduler's Run closes it, which
 //     stops every worker).
 //  3. stopWorkers: the workers' exits are waited for, each applied to the job engine, so that
 //     nothing writes to the store after it closes.
-//  4. serve returns and the store closes.
+//  4. Close closes the stores.
 type graceful struct {
 	log   *slog.Logger
 	grace time.Duration // 0 = put running jobs back at once
@@ -39,8 +38,8 @@ type graceful struct {
 }
 
 // drainJobs stops taking requests and handing out jobs, waits up to the grace for the running
-// jobs (a signal on cut ends the wait at once), and puts back those still running.
-func (g *graceful) drainJobs(cut <-chan os.Signal) {
+// jobs (cut closing ends the wait at once: a second signal), and puts back those still running.
+func (g *graceful) drainJobs(cut <-chan struct{}) {
 	g.drain()
 	running := g.jobs.Running()
 	g.log.Info("shutting down: no new requests or jobs; waiting for running jobs", "running", running, "grace", g.grace)
@@ -90,40 +89,10 @@ func exitWait(cfg *Config) time.Duration {
 	return grace + 30*time.Second
 }
 
-// shutdownGrace is the configured grace, or the default.
-func (c *Config) shutdownGrace() time.Duration {
+// Grace is the shutdown grace: ShutdownGrace, or DefaultShutdownGrace when it is unset.
+func (c *Config) Grace() time.Duration {
 	if c.ShutdownGrace == nil {
 		return DefaultShutdownGrace
 	}
 	return *c.ShutdownGrace
-}
-
-// optDuration is a duration flag that may be left unset (nil).
-type optDuration struct{ d *time.Duration }
-
-func (o *optDuration) String() string {
-	if o == nil || o.d == nil {
-		return ""
-	}
-	return o.d.String()
-}
-
-func (o *optDuration) Set(v string) error {
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		return err
-	}
-	if d < 0 {
-		return fmt.Errorf("%v must not be negative", d)
-	}
-	o.d = &d
-	return nil
-}
-
-// or is the flag's value when set, else def.
-func (o *optDuration) or(def *time.Duration) *time.Duration {
-	if o.d != nil {
-		return o.d
-	}
-	return def
 }

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"os"
@@ -15,12 +15,12 @@ func TestLimitsConfig(t *testing.T) {
 	if err := os.WriteFile(path, []byte("limits:\n  bodyBudgetMB: 512\n  bodyTimeout: 5s\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := loadConfig(path)
+	cfg, err := LoadConfig(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, want := cfg.Limits, (LimitsConfig{BodyBudgetMB: 512, BodyTimeout: 5 * time.Second}); got != want {
-		t.Errorf("loadConfig limits = %+v; want %+v", got, want)
+		t.Errorf("LoadConfig limits = %+v; want %+v", got, want)
 	}
 	for _, tc := range []struct {
 		l       LimitsConfig
@@ -33,9 +33,9 @@ func TestLimitsConfig(t *testing.T) {
 		{LimitsConfig{BodyTimeout: time.Millisecond}, "limits.bodyTimeout 1ms must be at least 1s"},
 		{LimitsConfig{BodyTimeout: -time.Second}, "limits.bodyTimeout -1s must be at least 1s"},
 	} {
-		err := tc.l.validate()
+		err := tc.l.Validate()
 		if (tc.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
-			t.Errorf("validate(%+v) = %v; want %q", tc.l, err, tc.wantErr)
+			t.Errorf("Validate(%+v) = %v; want %q", tc.l, err, tc.wantErr)
 		}
 	}
 }

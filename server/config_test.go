@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"os"
@@ -39,12 +39,12 @@ func TestConfigErrors(t *testing.T) {
 			if err := os.WriteFile(path, []byte(tc.yaml), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			_, err := loadConfig(path)
+			_, err := LoadConfig(path)
 			if err == nil || !strings.HasPrefix(err.Error(), path+tc.want) {
-				t.Errorf("loadConfig(%q) = %v; want an error starting %q", tc.yaml, err, "FILE"+tc.want)
+				t.Errorf("LoadConfig(%q) = %v; want an error starting %q", tc.yaml, err, "FILE"+tc.want)
 			}
-			if err != nil && strings.Contains(err.Error(), "main.") {
-				t.Errorf("loadConfig(%q) = %v; names a Go type", tc.yaml, err)
+			if err != nil && strings.Contains(err.Error(), "server.") {
+				t.Errorf("LoadConfig(%q) = %v; names a Go type", tc.yaml, err)
 			}
 		})
 	}
@@ -66,9 +66,9 @@ func TestConfigQuotaDefaults(t *testing.T) {
 		if err := os.WriteFile(path, []byte(tc.yaml), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		c, err := loadConfig(path)
+		c, err := LoadConfig(path)
 		if err != nil || c.Quota == nil || *c.Quota != *tc.want {
-			t.Errorf("loadConfig(%q) = quota %+v, %v; want %+v", tc.yaml, c.Quota, err, *tc.want)
+			t.Errorf("LoadConfig(%q) = quota %+v, %v; want %+v", tc.yaml, c.Quota, err, *tc.want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"cmp"
@@ -55,14 +55,14 @@ type Config struct {
 	// Limits bounds request bodies (limits.go); omitted fields keep their defaults.
 	Limits LimitsConfig `yaml:"limits"`
 
-	// catalog is the model catalog Models makes of the built-in one (set by validate).
+	// catalog is the model catalog Models makes of the built-in one (set by Validate).
 	catalog []models.Spec
 
 	// devices names the GPUs of discovered pools (process.LocalDevices), by pool id.
 	devices map[string][]string
 
 	// file is the config file read ("" = none); lines has the line of each key it gave, by
-	// key path (quota.minute), for validate's messages.
+	// key path (quota.minute), for Validate's messages.
 	file  string
 	lines map[string]int
 }
@@ -150,8 +150,8 @@ type AutoscalerConfig struct {
 	LBHold       int `yaml:"lbHold"`       // a LOAD_BALANCER request waits this long for a ready worker; default 60
 }
 
-// configFileHelp documents the config file in `gantry serve --help`.
-const configFileHelp = `Config file (YAML, --config FILE; unknown keys are rejected; flags win):
+// ConfigHelp documents the config file in `gantry serve --help`.
+const ConfigHelp = `Config file (YAML, --config FILE; unknown keys are rejected; flags win):
 
   listen: 127.0.0.1:8080          # address of every API
   data: ./gantry-data             # state directory
@@ -228,12 +228,12 @@ const configFileHelp = `Config file (YAML, --config FILE; unknown keys are rejec
       env: {MODEL: sdxl-base}
 `
 
-// loadConfig reads a config file strictly: an unknown key, a value of the wrong type or a
+// LoadConfig reads a config file strictly: an unknown key, a value of the wrong type or a
 // second document is refused with the file, line and key path.
-func loadConfig(path string) (Config, error) {
+func LoadConfig(path string) (Config, error) {
 	var c Config
 	if path == "" {
-		return c, c.validate()
+		return c, c.Validate()
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -245,11 +245,11 @@ func loadConfig(path string) (Config, error) {
 		return c, err
 	}
 	c.file = path
-	return c, c.validate()
+	return c, c.Validate()
 }
 
-// validate checks what the config file declares.
-func (c *Config) validate() error {
+// Validate checks what the config declares, and fills in the defaults it implies.
+func (c *Config) Validate() error {
 	if err := c.validateNumbers(); err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -7,10 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -123,7 +121,7 @@ func (e endpoints) ScanEndpoints(_ context.Context, fn func(core.Endpoint) error
 	return nil
 }
 
-// TestGracefulStopOrder runs serve's stop sequence (graceful) in process, many times, over a
+// TestGracefulStopOrder runs Shutdown's stop sequence (graceful) in process, many times, over a
 // real scheduler, job engine and Pebble store, with workers holding jobs and their exits
 // reported late: nothing may reach the store, and no worker event the scheduler, after the store
 // closes; the jobs still running go back IN_QUEUE with retries 0; the quick ones complete.
@@ -140,15 +138,14 @@ func TestGracefulStopOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := &watchedStore{Store: pst}
-		queues := &scheduler.Queues{}
-		jobs := core.NewJobs(core.JobsConfig{Store: st, Dispatch: queues, Clock: core.SystemClock{}, Log: log})
-		pool := &lateExitPool{jobs: jobs, store: st, stops: map[string]context.CancelFunc{}}
-		sched, err := scheduler.New(scheduler.Config{Jobs: jobs, Queues: queues, Pools: []scheduler.Pool{pool},
-			BaseURL: "http://127.0.0.1:1", Log: log})
+		pool := &lateExitPool{store: st, stops: map[string]context.CancelFunc{}}
+		e, err := NewEngine(EngineConfig{Jobs: core.JobsConfig{Store: st, Clock: core.SystemClock{}, Log: log},
+			Scheduler: scheduler.Config{Pools: []scheduler.Pool{pool}, BaseURL: "http://127.0.0.1:1"}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		queues.OnEnqueue = sched.Demand
+		jobs, sched := e.Jobs, e.Scheduler
+		pool.jobs = jobs
 		runCtx, stopRun := context.WithCancel(context.Background())
 		ran := make(chan struct{})
 		go func() { defer close(ran); sched.Run(runCtx, endpoints{ep}, 5*time.Millisecond, time.Hour) }()
@@ -243,9 +240,9 @@ func TestDrainJobsGrace(t *testing.T) {
 			t.Fatalf("%s: Take = %d jobs; want 1", tc.name, len(got))
 		}
 		finish := time.AfterFunc(tc.runs, func() { _ = jobs.Done(ep.ID, "w1", j.ID, core.Result{Output: json.RawMessage(`1`)}) })
-		cut := make(chan os.Signal, 1)
+		cut := make(chan struct{})
 		if tc.signal {
-			cut <- syscall.SIGTERM
+			close(cut)
 		}
 		g := &graceful{log: log, grace: tc.grace, drain: jobs.Drain, jobs: jobs}
 		drained := make(chan struct{})

@@ -1,0 +1,446 @@
+// Package server is Gantry's composition root: it builds the whole server (stores, job engine,
+// scheduler, pools, webhooks, API, HTTP listener) from a Config, runs its background loops,
+// and stops it gracefully. `gantry serve` calls it, and so do the tests and benchmarks that
+// need a whole server, so that the wiring lives in one place.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/gantryhq/gantry/adapters/process"
+	"github.com/gantryhq/gantry/api"
+	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/models"
+	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/store/filedir"
+	"github.com/gantryhq/gantry/store/keydir"
+	"github.com/gantryhq/gantry/store/pebble"
+)
+
+// DefaultListen and DefaultData are where a server listens and keeps its state when the
+// config names neither.
+const (
+	DefaultListen = "127.0.0.1:8080"
+	DefaultData   = "./gantry-data"
+)
+
+// Options are what a server takes besides its config: what `gantry serve` finds out about
+// itself, and what tests replace.
+type Options struct {
+	// Log is the server's log; nil = slog.Default().
+	Log *slog.Logger
+	// Clock is the time every part reads; nil = the system clock.
+	Clock core.Clock
+	// Self is the binary the process pools run built-in workers with (`Self worker NAME`);
+	// "" = this process's executable. Builtins are the names of those workers (image
+	// gantry/NAME).
+	Self     string
+	Builtins []string
+	// Pools, when set, are the scheduler's pools instead of those the config's pools make (an
+	// in-process pool in tests); the config's pools are then their descriptions.
+	Pools []scheduler.Pool
+	// Listener, when set, is where the server serves instead of a listener on Config.Listen.
+	Listener net.Listener
+	// Tick is the autoscaler's tick; 0 = 1 s.
+	Tick time.Duration
+}
+
+// Server is a whole Gantry server. New builds it, listening but not yet serving; Start serves;
+// Shutdown stops it gracefully; Close releases what it holds.
+type Server struct {
+	cfg   Config
+	log   *slog.Logger
+	clock core.Clock
+	tick  time.Duration
+
+	ln       net.Listener
+	store    *pebble.Store
+	keys     *keydir.Dir
+	files    *core.Files
+	pools    []scheduler.Pool
+	webhooks *scheduler.Webhooks
+	engine   *Engine
+	api      *api.API
+	http     *http.Server
+
+	// serveCtx is the base context of every request and background loop: long polls and
+	// waits end when serving stops, so that a shutdown does not wait 30 s for them.
+	serveCtx    context.Context
+	stopServing context.CancelFunc
+	background  sync.WaitGroup
+	failed      chan error // the HTTP server's error when it stops on its own
+
+	started, shutDown bool
+	// closers release what New opened, in the reverse order of opening.
+	closers []func()
+}
+
+// New builds a server from cfg: it validates cfg, discovers the local pool when cfg names no
+// pools, opens the stores in cfg.Data, recovers the stored jobs, makes the pools, syncs the
+// ready-made models' endpoints and listens. On an error it releases what it opened.
+func New(ctx context.Context, cfg Config, opts Options) (_ *Server, err error) {
+	log := opts.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	clock := opts.Clock
+	if clock == nil {
+		clock = core.SystemClock{}
+	}
+	cfg.Listen = firstOf(cfg.Listen, DefaultListen)
+	cfg.Data = firstOf(cfg.Data, DefaultData)
+	if len(opts.Pools) > 0 {
+		cfg.Pools = nil
+		for _, p := range opts.Pools {
+			cfg.Pools = append(cfg.Pools, PoolConfig{Pool: p.Describe()})
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Limits.Validate(); err != nil {
+		return nil, err
+	}
+	quota := DefaultQuota
+	if cfg.Quota != nil {
+		quota = *cfg.Quota
+	}
+	if len(cfg.Pools) == 0 {
+		inv := process.Discover(ctx)
+		log.Info("local pool", "discovery", inv.Description)
+		for _, p := range process.LocalPools(inv) {
+			cfg.Pools = append(cfg.Pools, PoolConfig{Pool: p})
+		}
+		cfg.devices = process.LocalDevices(inv)
+	}
+
+	s := &Server{cfg: cfg, log: log, clock: clock, tick: opts.Tick, failed: make(chan error, 1)}
+	if s.tick == 0 {
+		s.tick = time.Second
+	}
+	s.serveCtx, s.stopServing = context.WithCancel(context.Background())
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	if err := s.openStores(); err != nil {
+		return nil, err
+	}
+	if err := s.listen(opts.Listener); err != nil {
+		return nil, err
+	}
+	if err := s.build(ctx, quota, opts); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// openStores opens the Pebble store, the key directory and the file store in cfg.Data.
+func (s *Server) openStores() error {
+	cfg := &s.cfg
+	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
+		return fmt.Errorf("creating the data directory: %w", err)
+	}
+	st, err := pebble.Open(filepath.Join(cfg.Data, "pebble"))
+	if err != nil {
+		return err
+	}
+	s.store = st
+	s.closers = append(s.closers, func() { st.Close() })
+	keys, err := keydir.Open(cfg.Data)
+	if err != nil {
+		return err
+	}
+	s.keys = keys
+	s.closers = append(s.closers, keys.Close)
+	fileDir, err := filedir.Open(filepath.Join(cfg.Data, "files"))
+	if err != nil {
+		return err
+	}
+	fileKey, err := filedir.LoadKey(filepath.Join(cfg.Data, "files.key"))
+	if err != nil {
+		return fmt.Errorf("loading the file-signing key: %w", err)
+	}
+	s.files = &core.Files{Store: fileDir, Key: fileKey, TTL: cfg.FileTTL, Clock: s.clock}
+	return nil
+}
+
+// listen opens the listener (or takes ln), and sets what depends on its address: the webhook
+// policy's own addresses and the default public URL.
+func (s *Server) listen(ln net.Listener) error {
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", s.cfg.Listen); err != nil {
+			return err
+		}
+	}
+	s.ln = ln
+	s.closers = append(s.closers, func() { ln.Close() })
+	s.cfg.Webhooks.listensOn(ln.Addr())
+	if s.cfg.PublicURL == "" {
+		s.cfg.PublicURL = "http://" + ln.Addr().String()
+	}
+	return nil
+}
+
+// build wires the job engine, the scheduler, the pools, the catalog, management and the API,
+// recovers the stored jobs and syncs the ready-made models' endpoints.
+func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) error {
+	cfg, log, clock := &s.cfg, s.log, s.clock
+	// Closed before the store: retries stop, and undelivered jobs stay marked for the restart.
+	s.webhooks = cfg.Webhooks.deliveries(log)
+	s.closers = append(s.closers, s.webhooks.Close)
+
+	templates := append(slices.Clone(BuiltinTemplates), cfg.Templates...)
+	for i := range templates {
+		if templates[i].CreatedAt.IsZero() {
+			templates[i].CreatedAt = clock.Now().UTC().Truncate(time.Second) // public templates are as old as this server
+		}
+	}
+	catalog := core.NewCatalog(cfg.catalogPools(), cfg.NetworkVolumes, templates)
+
+	s.pools = opts.Pools
+	if s.pools == nil {
+		self := opts.Self
+		if self == "" {
+			var err error
+			if self, err = os.Executable(); err != nil {
+				return fmt.Errorf("finding this binary for built-in workers: %w", err)
+			}
+		}
+		pools, err := newPools(ctx, cfg, self, opts.Builtins, log)
+		if err != nil {
+			return err
+		}
+		s.pools = pools
+		s.closers = append(s.closers, func() { shutdownPools(cfg, pools, log) })
+	}
+
+	// Worker tokens are signed with a key kept in the store: they outlive a restart.
+	tokens, err := core.NewWorkerTokens(ctx, s.store, clock)
+	if err != nil {
+		return err
+	}
+	engine, err := NewEngine(EngineConfig{
+		Jobs: core.JobsConfig{Store: s.store, Clock: clock, Log: log, Tokens: tokens, Notify: s.webhooks,
+			Meter: models.NewMeter(cfg.catalog, s.files), Usage: s.store},
+		Scheduler: scheduler.Config{Pools: s.pools, BaseURL: "http://" + loopback(s.ln.Addr().String()), Clock: clock, Log: log,
+			StableWindow: cfg.Autoscaler.StableWindow, PanicWindow: cfg.Autoscaler.PanicWindow,
+			InitTimeout: time.Duration(cfg.Autoscaler.InitTimeout) * time.Second,
+			VolumeDC:    func(id string) (string, bool) { v, ok := catalog.NetworkVolume(id); return v.DataCenter, ok }},
+	})
+	if err != nil {
+		return err
+	}
+	s.engine = engine
+	jobs, sched := engine.Jobs, engine.Scheduler
+	// The scheduler stops (every worker told to) before the stores close.
+	s.closers = append(s.closers, s.stopWorkers)
+	queued, requeued, err := jobs.Recover()
+	if err != nil {
+		return err
+	}
+	if queued+requeued > 0 {
+		log.Info("recovered jobs", "queued", queued, "requeuedFromLostWorkers", requeued)
+	}
+	catalog.Available = sched.Placer().Free
+	catalog.CanRun = sched.Placer().CanRun // an image no listed pool can run is refused (422)
+	mgmt := &core.Management{
+		Endpoints: s.store, Templates: s.store, Clock: clock, Catalog: catalog,
+		OnChange: sched.Set, // new scaling, bounds or GPUs take effect at once
+		OnDelete: func(id string) {
+			jobs.Purge(id) // a deleted endpoint's queue is cancelled, its workers stopped
+			sched.Remove(id)
+		},
+	}
+	if err := syncModelEndpoints(ctx, mgmt, cfg.catalog, cfg.Pools[0].ID, log); err != nil {
+		return err
+	}
+	modelCatalog := models.CoreCatalog(cfg.catalog)
+	apiCfg := api.Config{
+		Management: mgmt,
+		Auth:       &core.Authenticator{Keys: s.keys, Defaults: quota, Clock: clock},
+		Limiter:    &core.RateLimiter{},
+		Jobs:       jobs,
+		Balancer:   sched,
+		Fleet:      sched,
+		LBHold:     time.Duration(cfg.Autoscaler.LBHold) * time.Second,
+		Models:     modelCatalog,
+		Billing:    &core.Billing{Usage: s.store, Models: modelCatalog},
+		Files:      s.files,
+		Clock:      clock,
+		PublicURL:  cfg.PublicURL,
+		Log:        log,
+		Webhooks:   cfg.Webhooks.policy(),
+	}
+	cfg.Limits.apiLimits(&apiCfg)
+	if s.api, err = api.New(apiCfg); err != nil {
+		return err
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle("/", s.api)
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		_ = sched.WriteMetrics(w)
+	})
+	mux.Handle("/metrics", s.api.NotAllowed(api.HeadAllow)) // the other methods: 405 problem+json
+	s.http = &http.Server{
+		BaseContext:       func(net.Listener) context.Context { return s.serveCtx },
+		Handler:           s.api.CleanPaths(mux),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+	return nil
+}
+
+// Start runs the background loops (job deadlines every 250 ms, the autoscaler every tick, the
+// expired-files sweep every minute), serves HTTP and turns /healthz ready.
+func (s *Server) Start() {
+	if s.started {
+		return
+	}
+	s.started = true
+	jobs, sched := s.engine.Jobs, s.engine.Scheduler
+	s.background.Go(func() { jobs.Run(s.serveCtx, 250*time.Millisecond) })
+	s.background.Go(func() { sched.Run(s.serveCtx, s.store, s.tick, 30*time.Second) })
+	s.background.Go(func() { sweepFiles(s.serveCtx, s.files, time.Minute, s.log) })
+	go func() {
+		err := s.http.Serve(api.ProblemListener(s.ln, s.http.MaxHeaderBytes))
+		if !errors.Is(err, http.ErrServerClosed) {
+			s.failed <- err
+		}
+	}()
+	s.api.SetReady(true)
+}
+
+// Failed receives the error that stopped serving, when it stops on its own (not by Shutdown).
+func (s *Server) Failed() <-chan error { return s.failed }
+
+// Shutdown stops the server gracefully (see graceful): no new requests or jobs, running jobs
+// finish within the configured grace or go back in the queue, serving stops, then the workers.
+// The end of ctx cuts the grace short (a second signal). Close releases the stores after it.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if s.shutDown {
+		return nil
+	}
+	s.shutDown = true
+	g := s.graceful()
+	g.drainJobs(ctx.Done())
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s.stopServing()
+	lbDone := make(chan error, 1) // the connections the load-balancing proxy took over, at the same time
+	go func() { lbDone <- s.api.Shutdown(shutdownCtx) }()
+	err := s.http.Shutdown(shutdownCtx)
+	if lbErr := <-lbDone; err == nil {
+		err = lbErr
+	}
+	s.background.Wait() // ticks done, workers told to stop
+	g.stopWorkers()     // their exits applied: the store can close
+	if err != nil {
+		return fmt.Errorf("shutting down: %w", err)
+	}
+	return nil
+}
+
+// graceful is the server's graceful stop.
+func (s *Server) graceful() *graceful {
+	return &graceful{log: s.log, grace: s.cfg.Grace(), drain: func() { s.api.Drain(); s.engine.Scheduler.Hold() },
+		jobs: s.engine.Jobs, sched: s.engine.Scheduler, exitWait: exitWait(&s.cfg)}
+}
+
+// stopWorkers ends serving and the background loops and stops every worker, waiting for their
+// exits: after it nothing writes to the stores. Shutdown has done it already, when it ran.
+func (s *Server) stopWorkers() {
+	if s.shutDown {
+		return
+	}
+	s.stopServing()
+	if s.http != nil {
+		_ = s.http.Close()
+	}
+	if s.api != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // the proxied connections close at once
+		_ = s.api.Shutdown(ctx)
+	}
+	s.background.Wait()
+	(&graceful{log: s.log, sched: s.engine.Scheduler, exitWait: exitWait(&s.cfg)}).stopWorkers()
+}
+
+// Close releases what the server holds: without a Shutdown before it, it stops serving and the
+// workers at once; then the pools' containers, the webhook deliveries and the stores.
+func (s *Server) Close() {
+	s.stopServing()
+	for _, c := range slices.Backward(s.closers) {
+		c()
+	}
+	s.closers = nil
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// URL is the server's base URL on its listener, e.g. http://127.0.0.1:8080.
+func (s *Server) URL() string { return "http://" + s.Addr() }
+
+// Config is the config the server runs with, defaults and discovered pools filled in.
+func (s *Server) Config() Config { return s.cfg }
+
+// Handler is the server's whole HTTP handler (the API and /metrics).
+func (s *Server) Handler() http.Handler { return s.http.Handler }
+
+// API is the server's API.
+func (s *Server) API() *api.API { return s.api }
+
+// Jobs is the server's job engine.
+func (s *Server) Jobs() *core.Jobs { return s.engine.Jobs }
+
+// Scheduler is the server's scheduler.
+func (s *Server) Scheduler() *scheduler.Scheduler { return s.engine.Scheduler }
+
+// Engine is the server's job engine and scheduler, wired together.
+func (s *Server) Engine() *Engine { return s.engine }
+
+// Store is the server's Pebble store.
+func (s *Server) Store() *pebble.Store { return s.store }
+
+// Keys is the server's key directory (API keys and users).
+func (s *Server) Keys() *keydir.Dir { return s.keys }
+
+// Pools are the scheduler's pools.
+func (s *Server) Pools() []scheduler.Pool { return s.pools }
+
+// loopback turns a listen address into one workers on this machine can dial.
+func loopback(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+func firstOf(vals ...string) string {
+	for _, v := range vals {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}

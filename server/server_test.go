@@ -1,0 +1,112 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/server"
+	"github.com/gantryhq/gantry/server/servertest"
+)
+
+// call sends a request with a bearer key ("" = none) and a JSON body ("" = none).
+func call(t *testing.T, method, url, key, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+const echoEndpoint = `{"name":"echo","type":"QUEUE","templateId":"gantry-echo","gpu":{"pools":["local"]},"scaling":{"type":"QUEUE_DELAY","queueDelay":4},"workers":{"max":1}}`
+
+// TestServerServesJobsAndKeepsState builds the whole server from a config: the API, /metrics
+// and /healthz answer; a job on an endpoint scaled to zero runs at once (the job engine wakes
+// the scheduler, with no tick for an hour); and after a graceful stop a server on the same
+// data directory finds the endpoint.
+func TestServerServesJobsAndKeepsState(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	s := servertest.New(t, server.Config{Data: data}, server.Options{Tick: time.Hour})
+	key := servertest.Key(t, s, "alice", core.ScopeAll)
+	if code, body := call(t, "GET", s.URL()+"/healthz", "", ""); code != 200 {
+		t.Fatalf("/healthz = %d %s; want 200", code, body)
+	}
+	code, body := call(t, "POST", s.URL()+"/v2/serverless", key, echoEndpoint)
+	if code != 201 {
+		t.Fatalf("create endpoint = %d %s; want 201", code, body)
+	}
+	var ep struct{ ID string }
+	if err := json.Unmarshal([]byte(body), &ep); err != nil {
+		t.Fatal(err)
+	}
+	code, body = call(t, "POST", s.URL()+"/v2/"+ep.ID+"/runsync", key, `{"input":{"hello":1}}`)
+	if code != 200 || !strings.Contains(body, `"status":"COMPLETED"`) || !strings.Contains(body, `"output":{"hello":1}`) {
+		t.Fatalf("runsync = %d %s; want 200 COMPLETED with the input echoed", code, body)
+	}
+	if code, body := call(t, "GET", s.URL()+"/metrics", "", ""); code != 200 || !strings.Contains(body, `gantry_queue_jobs{endpoint="`+ep.ID+`"`) {
+		t.Errorf("/metrics = %d %s; want 200 with the endpoint's queue", code, body)
+	}
+	if code, _ := call(t, "DELETE", s.URL()+"/metrics", "", ""); code != 405 {
+		t.Errorf("DELETE /metrics = %d; want 405", code)
+	}
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown = %v", err)
+	}
+	if resp, err := http.Get(s.URL() + "/healthz"); err == nil {
+		resp.Body.Close()
+		t.Errorf("/healthz after Shutdown = %d; want no answer (the listener closed)", resp.StatusCode)
+	}
+	s.Close()
+
+	again := servertest.New(t, server.Config{Data: data}, server.Options{})
+	if code, body := call(t, "GET", again.URL()+"/v2/serverless/"+ep.ID, key, ""); code != 200 || !strings.Contains(body, `"id":"`+ep.ID+`"`) {
+		t.Errorf("the endpoint after a restart = %d %s; want 200 with it", code, body)
+	}
+}
+
+// TestNewRefusesAndReleases: a config New refuses opens nothing, and a New that fails after
+// opening the stores releases them, so that the next New on the same data directory succeeds.
+func TestNewRefusesAndReleases(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pools := []scheduler.Pool{servertest.LocalPool(2)}
+	_, err := server.New(ctx, server.Config{Data: t.TempDir(), Limits: server.LimitsConfig{BodyBudgetMB: 1}}, server.Options{Pools: pools})
+	if err == nil || !strings.Contains(err.Error(), "limits.bodyBudgetMB 1 must be at least") {
+		t.Errorf("New with a 1 MiB body budget = %v; want a refusal naming limits.bodyBudgetMB", err)
+	}
+
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	data := t.TempDir()
+	if _, err := server.New(ctx, server.Config{Data: data, Listen: busy.Addr().String()}, server.Options{Pools: pools}); err == nil {
+		t.Fatalf("New on an address in use succeeded; want an error")
+	}
+	s := servertest.New(t, server.Config{Data: data}, server.Options{Pools: pools})
+	if code, body := call(t, "GET", s.URL()+"/healthz", "", ""); code != 200 {
+		t.Errorf("/healthz of a server on the data directory a failed New opened = %d %s; want 200", code, body)
+	}
+}
