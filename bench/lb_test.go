@@ -19,7 +19,7 @@ import (
 // worker is ready; it returns the endpoint and the worker's address.
 func (e *engine) lbEndpoint(tb testing.TB) (id, addr string) {
 	tb.Helper()
-	g := &gantry{server: &server{base: e.srv.URL}, key: e.key}
+	g := &gantry{server: &server{base: e.url}, key: e.key}
 	id, err := g.createLBEndpoint("bench-lb")
 	if err != nil {
 		tb.Fatal(err)
@@ -27,7 +27,7 @@ func (e *engine) lbEndpoint(tb testing.TB) (id, addr string) {
 	if _, err := g.waitWorkers(id, 1, 30*time.Second); err != nil {
 		tb.Fatal(err)
 	}
-	if addr = e.pool.lbAddr(id); addr == "" {
+	if addr = e.pool.LBAddr(id); addr == "" {
 		tb.Fatalf("endpoint %s's worker has no address", id)
 	}
 	return id, addr
@@ -61,7 +61,7 @@ func benchGET(b *testing.B, url, key string) {
 func BenchmarkLBProxy(b *testing.B) {
 	e := newEngine(b)
 	id, _ := e.lbEndpoint(b)
-	benchGET(b, e.srv.URL+"/lb/"+id+"/x", e.key)
+	benchGET(b, e.url+"/lb/"+id+"/x", e.key)
 }
 
 // BenchmarkLBDirect is the same GET straight to the worker, for comparison.

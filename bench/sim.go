@@ -29,6 +29,7 @@ import (
 
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/scheduler"
+	gantryserver "github.com/gantryhq/gantry/server" // bench has a type server: a process it runs
 	"github.com/gantryhq/gantry/store/pebble"
 )
 
@@ -257,8 +258,8 @@ type simEngine struct {
 	probes                 probeBook
 }
 
-// newSimEngine wires the world as cmd/gantry's serve does, with the simulated pools and the
-// scaled clock; dir holds the Pebble store.
+// newSimEngine wires the world as the server does (package server's Engine), with the
+// simulated pools and the scaled clock; dir holds the Pebble store.
 func newSimEngine(spec simSpec, dir string, speed float64) (*simEngine, error) {
 	st, err := pebble.Open(dir)
 	if err != nil {
@@ -268,20 +269,19 @@ func newSimEngine(spec simSpec, dir string, speed float64) (*simEngine, error) {
 	for i, ep := range spec.eps {
 		e.idx[ep.ID] = i
 	}
-	e.queues = &scheduler.Queues{Clock: e.clock}
-	e.jobs = core.NewJobs(core.JobsConfig{Store: st, Dispatch: e.queues, Clock: e.clock, Log: simLog})
 	pools := make([]scheduler.Pool, len(spec.pools))
 	for i, p := range spec.pools {
 		e.pools = append(e.pools, &simPool{info: p, e: e, live: map[string]*simWorker{}})
 		pools[i] = e.pools[i]
 	}
-	e.sched, err = scheduler.New(scheduler.Config{Jobs: e.jobs, Queues: e.queues, Pools: pools, Clock: e.clock,
-		Log: simLog, BaseURL: "http://127.0.0.1:1"})
+	eng, err := gantryserver.NewEngine(gantryserver.EngineConfig{
+		Jobs:      core.JobsConfig{Store: st, Clock: e.clock, Log: simLog},
+		Scheduler: scheduler.Config{Pools: pools, BaseURL: "http://127.0.0.1:1"}})
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
-	e.queues.OnEnqueue = e.sched.Demand // as cmd/gantry wires it
+	e.jobs, e.queues, e.sched = eng.Jobs, eng.Queues, eng.Scheduler
 	ctx, cancel := context.WithCancel(context.Background())
 	e.stop = cancel
 	// The job engine's deadlines tick every 250 ms of simulated time, as serve's do in real time.
