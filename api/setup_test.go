@@ -16,7 +16,7 @@ import (
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/internal/testkit"
 	"github.com/gantryhq/gantry/models"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/server"
 	"github.com/gantryhq/gantry/store/filedir"
 	"github.com/gantryhq/gantry/store/keydir"
 	"github.com/gantryhq/gantry/store/pebble"
@@ -92,8 +92,7 @@ func setup(t testing.TB, opts ...setupOpts) *env {
 	}
 	t.Cleanup(keys.Close)
 	clock := testkit.NewClock(t0)
-	queues := &scheduler.Queues{}
-	jc := core.JobsConfig{Store: st, Dispatch: queues, Clock: clock, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	jc := core.JobsConfig{Store: st, Clock: clock, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	cfg := api.Config{
 		Auth:            &core.Authenticator{Keys: keys, Defaults: o.quota, Clock: clock},
 		Limiter:         o.limiter,
@@ -122,7 +121,14 @@ func setup(t testing.TB, opts ...setupOpts) *env {
 		cfg.Billing = &core.Billing{Usage: st, Models: cfg.Models}
 		jc.Meter, jc.Usage = models.NewMeter(specs, cfg.Files), st
 	}
-	jobs := core.NewJobs(jc)
+	// The job engine as the server wires it; its scheduler has no pools and is told of no
+	// endpoint, so no worker starts: the tests play the workers over the worker API.
+	engine, err := server.NewEngine(server.EngineConfig{Jobs: jc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(engine.Scheduler.Close)
+	jobs := engine.Jobs
 	cfg.Jobs = jobs
 	cfg.Management = &core.Management{Endpoints: st, Templates: st, Clock: clock, OnDelete: func(id string) { jobs.Purge(id) },
 		Catalog: core.NewCatalog(testPools, []core.NetworkVolume{{ID: "vol-eu", DataCenter: "EU-RO-1", SizeGB: 10}}, testTemplates)}
