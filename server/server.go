@@ -56,7 +56,8 @@ type Options struct {
 }
 
 // Server is a whole Gantry server. New builds it, listening but not yet serving; Start serves;
-// Shutdown stops it gracefully; Close releases what it holds.
+// Shutdown stops it gracefully; Close releases what it holds. Start, Shutdown and Close are
+// called one at a time (from one goroutine, or in sequence); the accessors at any time.
 type Server struct {
 	cfg   Config
 	log   *slog.Logger
