@@ -98,7 +98,7 @@ const (
 	RetryBudget          = 3                // worker losses a job survives before FAILED
 )
 
-// Job is a job's record. Input is kept apart (JobStore.Input), so records stay small.
+// Job is a job's record. Input is kept apart (JobRecords.Input), so records stay small.
 type Job struct {
 	ID        string          `json:"id"`
 	Endpoint  string          `json:"endpoint"`

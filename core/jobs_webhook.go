@@ -1,6 +1,7 @@
 package core
 
 import (
+	"encoding/json"
 	"sync"
 	"time"
 )
@@ -63,4 +64,62 @@ func (js *Jobs) resendWebhook(d deferredWebhook) {
 		return
 	}
 	js.sendWebhook(rec)
+}
+
+// WebhookBody is what a webhook receives: the final job plus its input.
+type WebhookBody struct {
+	ID            string          `json:"id"`
+	Status        JobStatus       `json:"status"`
+	Output        json.RawMessage `json:"output,omitempty"`
+	Error         string          `json:"error,omitempty"`
+	DelayTime     int64           `json:"delayTime"`
+	ExecutionTime int64           `json:"executionTime"`
+	Retries       int             `json:"retries"`
+	WorkerID      string          `json:"workerId,omitempty"`
+	Input         json.RawMessage `json:"input,omitempty"`
+}
+
+// sendWebhook hands the job's final state to the notifier; the record is no longer changed.
+func (js *Jobs) sendWebhook(rec *Job) {
+	now := js.clock.Now()
+	body := WebhookBody{ID: rec.ID, Status: rec.Status, Output: rec.Output, Error: rec.Error,
+		DelayTime: rec.DelayTime(now), ExecutionTime: rec.ExecutionTime(now), Retries: rec.Retries, WorkerID: rec.WorkerID}
+	url, endpoint, endedAt := rec.Webhook, rec.Endpoint, rec.EndedAt
+	go func() {
+		// The end was written (save) before this ran: once it is on disk, a crash cannot
+		// take the job back to a state that would end it, and webhook it, a second time.
+		if js.sync(true) != nil {
+			return
+		}
+		if in, err := js.store.Input(body.ID); err == nil {
+			body.Input = in
+		}
+		b, err := json.Marshal(body)
+		if err != nil {
+			js.log.Error("encoding a webhook", "job", body.ID, "err", err)
+			return
+		}
+		if !js.notify.Notify(url, b, func() { js.webhookDelivered(endpoint, body.ID, endedAt) }) {
+			js.deferWebhook(endpoint, body.ID, endedAt)
+		}
+	}()
+}
+
+// webhookDelivered clears the delivery mark of the job's end at endedAt (not of a later end,
+// after a retry). The write is not synced: a crash before it only delivers the webhook again.
+func (js *Jobs) webhookDelivered(endpoint, id string, endedAt time.Time) {
+	e, err := js.lookup(endpoint, id)
+	if err != nil {
+		return // expired meanwhile
+	}
+	defer e.unlock()
+	if !e.status().Terminal() {
+		return // retried meanwhile: its next end marks it again
+	}
+	rec, err := js.record(e)
+	if err != nil || !rec.WebhookPending || !rec.EndedAt.Equal(endedAt) {
+		return
+	}
+	rec.WebhookPending = false
+	js.save(e, rec)
 }

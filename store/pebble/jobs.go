@@ -95,4 +95,4 @@ func (s *Store) ScanJobs(fn func(*core.Job)) error {
 	})
 }
 
-var _ core.JobStore = (*Store)(nil)
+var _ core.JobRecords = (*Store)(nil)

@@ -1,0 +1,35 @@
+package core
+
+import (
+	"context"
+)
+
+// This file declares the ports the job engine reaches its stores and deliveries through.
+
+// JobRecords persists jobs. PutJob with durable=true returns only once the write is synced (an
+// acknowledged /run job survives kill -9); durable=false may lose the write in a crash until
+// the next SyncJobs, which makes every earlier write durable.
+type JobRecords interface {
+	PutJob(j *Job, input []byte, durable bool) error // input nil = keep the stored one
+	SyncJobs() error
+	GetJob(id string) (*Job, error)  // ErrNotFound
+	Input(id string) ([]byte, error) // ErrNotFound
+	DeleteJob(id string) error
+	ScanJobs(fn func(*Job)) error // every stored job, any order
+}
+
+// Dispatcher queues job keys per endpoint and hands them to long-polling workers. It may hand
+// out keys of jobs no longer queued (cancelled, purged, expired): Jobs checks each one.
+type Dispatcher interface {
+	Enqueue(endpoint string, key JobKey)
+	// Take waits until it has at least one key (up to max) for endpoint, or ctx is done.
+	Take(ctx context.Context, endpoint string, max int) []JobKey
+}
+
+// Notifier delivers a job's final state to its webhook. It calls done once the delivery has
+// succeeded or been given up on; until then the job stays marked for delivery, and a restart
+// delivers it again (webhooks are delivered at least once). It reports false when it has no
+// room for the delivery now: the job stays marked, and is offered again on a later Tick.
+type Notifier interface {
+	Notify(url string, body []byte, done func()) bool
+}
