@@ -11,8 +11,8 @@ import (
 // collector next to nothing to scan, however many jobs are queued.
 type JobKey [17]byte
 
-// newJobKey returns a random key.
-func newJobKey(sync bool) JobKey {
+// NewJobKey returns a random key; sync marks a runsync job.
+func NewJobKey(sync bool) JobKey {
 	var k JobKey
 	_, _ = rand.Read(k[:16])
 	if sync {

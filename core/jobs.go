@@ -117,7 +117,7 @@ type Submission struct {
 // Submit returns; a runsync job is not synced first (its client waits on the connection).
 func (js *Jobs) Submit(ep *Endpoint, s Submission) (Job, error) {
 	now := js.clock.Now()
-	key := newJobKey(s.Sync)
+	key := NewJobKey(s.Sync)
 	rec := &Job{
 		ID: key.String(), Endpoint: ep.ID, Owner: cmp.Or(s.Owner, ep.Owner), Status: InQueue, Sync: s.Sync,
 		Webhook: s.Webhook, Policy: s.Policy, S3Config: s.S3Config,

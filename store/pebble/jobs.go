@@ -7,6 +7,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/store/memq"
 )
 
 // Jobs live under job/<id> (the record) and jin/<id> (the input, written once), so that
@@ -96,3 +97,7 @@ func (s *Store) ScanJobs(fn func(*core.Job)) error {
 }
 
 var _ core.JobRecords = (*Store)(nil)
+
+// Jobs opens the job store over this store's records: store/memq's index, queues and wake-ups
+// in memory, each record and input in Pebble.
+func (s *Store) Jobs(o memq.Options) (*memq.Store, error) { return memq.Open(s, o) }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/store/memq"
 	"github.com/gantryhq/gantry/store/pebble"
 	"github.com/gantryhq/gantry/store/storetest"
 )
@@ -52,4 +53,15 @@ func TestTemplateStore(t *testing.T) {
 func TestUsageStore(t *testing.T) {
 	t.Parallel()
 	storetest.RunUsageStore(t, opener(func(s *pebble.Store) core.UsageStore { return s }))
+}
+
+func TestJobStoreContract(t *testing.T) {
+	t.Parallel()
+	storetest.RunJobStore(t, func(t *testing.T) core.JobStore {
+		js, err := open(t, t.TempDir()).Jobs(memq.Options{})
+		if err != nil {
+			t.Fatalf("Jobs() = %v; want nil", err)
+		}
+		return js
+	})
 }

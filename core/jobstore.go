@@ -1,0 +1,189 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// JobStore is the truth about jobs that every replica shares: records and inputs, queue order,
+// which worker holds which job, worker heartbeats, unread stream chunks, and the wake-ups that
+// tell parked takers, runsync waiters and stream readers that something changed.
+//
+// Core keeps the rules (the transition table, retention, ttl, webhooks, metering); the store
+// applies each change atomically and only from the states core allows, so that of two racing
+// changes (a late post and a cancel, two replicas taking) exactly one wins.
+//
+// The embedded store (store/memq over Pebble's records) keeps a pointer-free index and hot
+// copies of queued jobs in memory. A shared store (PostgreSQL) takes with FOR UPDATE SKIP
+// LOCKED and wakes with LISTEN/NOTIFY. store/storetest.RunJobStore is the suite every
+// implementation runs.
+//
+// Ids are those JobKey.String makes. Times are compared with time.Time.Equal.
+type JobStore interface {
+	// Insert stores a new IN_QUEUE job with its input, queues it behind the endpoint's other
+	// jobs, and returns the record stored: Seq set, which orders jobs by insertion. With
+	// durable the job is on disk before Insert returns (an acknowledged /run survives kill -9);
+	// without (runsync, whose client waits on the connection) a crash may lose it. The store
+	// may keep input: the caller must not change it afterwards.
+	Insert(ctx context.Context, rec Job, input []byte, durable bool) (Job, error)
+
+	// Take moves up to max of the endpoint's queued jobs, oldest first, IN_PROGRESS for worker
+	// at now (WorkerID and StartedAt set, Output cleared) and returns them with their inputs.
+	// A job is taken by one caller only, however many take at once. Jobs past ExpiresAt are
+	// not taken. Take does not wait: with none queued it returns none (see WaitAvailable).
+	// A take counts as the worker's heartbeat.
+	Take(ctx context.Context, endpoint, worker string, max int, now time.Time) ([]TakenJob, error)
+
+	// Update applies change to the job if its status is in from, and stores the result (on
+	// disk before Update returns with durable). Otherwise it returns a *StateError holding the
+	// status found, and nothing changes: this is how a late post can never overwrite a
+	// terminal state. change runs under the job's lock and must not call the store; an error
+	// from it aborts the update and is returned as is. A change to IN_QUEUE queues the job
+	// again, at the back; a change to IN_PROGRESS is refused (that is Take's), as is a change
+	// of ID, Endpoint, Owner or Seq. ErrNotFound when there is no such job.
+	Update(ctx context.Context, id string, from StatusSet, change func(*Job) error, durable bool) (Job, error)
+
+	// Get returns a job's record; ErrNotFound when there is none. An expired job may still be
+	// returned until Expire removes it: callers check ExpiresAt.
+	Get(ctx context.Context, id string) (Job, error)
+	// Input returns a job's input; ErrNotFound when there is none.
+	Input(ctx context.Context, id string) ([]byte, error)
+
+	// List returns jobs newest first (by Seq) that match the filter, up to its Limit, and the
+	// cursor of the next page ("" = no more).
+	List(ctx context.Context, f JobFilter) ([]Job, string, error)
+
+	// Purge applies change to every queued job of the endpoint that owner submitted ("" = any
+	// owner), each under its lock, as Update would from IN_QUEUE; change must take the job out
+	// of the queue. It returns how many jobs it changed, on disk on return with durable.
+	Purge(ctx context.Context, endpoint, owner string, change func(*Job), durable bool) (int, error)
+
+	// Expire removes the jobs whose ExpiresAt is at or before now, with their inputs and
+	// stream chunks, and returns what was removed. Waiters of a removed job wake.
+	Expire(ctx context.Context, now time.Time) ([]ExpiredJob, error)
+	// Overdue returns the ids of IN_PROGRESS jobs whose execution timeout (TimeoutMs > 0 from
+	// StartedAt) has passed at now. It changes nothing: core times them out with Update.
+	Overdue(ctx context.Context, now time.Time) ([]string, error)
+
+	// AppendChunks adds stream chunks to an IN_PROGRESS job that worker holds and marks the
+	// job Streamed; otherwise a *StateError (or ErrNotFound). It returns the bytes now unread.
+	AppendChunks(ctx context.Context, id, worker string, chunks []StreamChunk) (int, error)
+	// DrainChunks hands out the job's unread chunks; each chunk is handed out once. Chunks
+	// stay after the job ends, until drained or the job is queued again or removed.
+	DrainChunks(ctx context.Context, id string) ([]StreamChunk, error)
+
+	// Held returns the ids of the IN_PROGRESS jobs that worker holds.
+	Held(ctx context.Context, worker string) ([]string, error)
+	// Heartbeat records that worker was alive at.
+	Heartbeat(ctx context.Context, worker string, at time.Time) error
+	// Silent returns the workers that hold a job and whose last heartbeat (or take) is before
+	// before: they are lost, and core takes their jobs back.
+	Silent(ctx context.Context, before time.Time) ([]string, error)
+	// ForgetWorker drops a worker's heartbeat; the jobs it holds are untouched.
+	ForgetWorker(ctx context.Context, worker string) error
+
+	// Stats returns the endpoint's queue figures for the autoscaler.
+	Stats(ctx context.Context, endpoint string) (QueueStats, error)
+
+	// WaitAvailable returns nil at once when the endpoint has a queued job, else once one may
+	// have been queued (an insert, or a job queued again; a wake-up may be spurious), or
+	// ctx.Err() when ctx ends first. Parked takers call it between Takes.
+	WaitAvailable(ctx context.Context, endpoint string) error
+	// WaitEnded returns nil at once when the job has ended (a terminal status) or is gone,
+	// else once it ends, or ctx.Err() when ctx ends first. Runsync waiters call it.
+	WaitEnded(ctx context.Context, id string) error
+	// WaitChunks is WaitEnded that also returns when the job holds unread stream chunks.
+	// Stream readers call it between DrainChunks.
+	WaitChunks(ctx context.Context, id string) error
+	// ListenAvailable calls fn with the endpoint each time a job may have become available
+	// there (coalescing is allowed; none is lost while it listens), until ctx ends. The
+	// scheduler's demand listens: an endpoint with no worker starts one at once. fn must not
+	// block; it may be called from the inserting goroutine.
+	ListenAvailable(ctx context.Context, fn func(endpoint string)) error
+}
+
+// TakenJob is a job Take moved IN_PROGRESS, with its input.
+type TakenJob struct {
+	Job   Job
+	Input []byte
+}
+
+// JobFilter selects jobs for JobStore.List.
+type JobFilter struct {
+	Endpoint string    // "" = every endpoint
+	Owner    string    // "" = any owner
+	Status   StatusSet // 0 = any status
+	// WebhookPending keeps only the jobs whose webhook is still to be delivered.
+	WebhookPending bool
+	Cursor         string // from the previous page; "" = the newest
+	Limit          int    // jobs per page; <= 0 = all
+}
+
+// ExpiredJob is a job Expire removed.
+type ExpiredJob struct {
+	ID, Endpoint, WorkerID string
+	Status                 JobStatus
+	LowPriority            bool
+}
+
+// QueueStats are an endpoint's queue figures.
+type QueueStats struct {
+	Queued, LowQueued int64 // IN_QUEUE jobs; LowQueued: those with policy.lowPriority
+	InProgress        int64
+	OldestQueuedAt    time.Time // QueuedAt of the oldest queued job; zero when none
+}
+
+// StatusSet is a set of job statuses.
+type StatusSet uint8
+
+// Statuses returns the set of the given statuses.
+func Statuses(s ...JobStatus) StatusSet {
+	var set StatusSet
+	for _, st := range s {
+		set |= statusBit(st)
+	}
+	return set
+}
+
+// Has reports whether s is in the set.
+func (set StatusSet) Has(s JobStatus) bool { return set&statusBit(s) != 0 }
+
+func statusBit(s JobStatus) StatusSet {
+	switch s {
+	case InQueue:
+		return 1
+	case InProgress:
+		return 2
+	case Completed:
+		return 4
+	case Failed:
+		return 8
+	case Cancelled:
+		return 16
+	case TimedOut:
+		return 32
+	}
+	return 0
+}
+
+// From returns the statuses the transition table allows ev from.
+func From(ev Event) StatusSet {
+	var set StatusSet
+	for from, evs := range Transitions {
+		if _, ok := evs[ev]; ok {
+			set |= statusBit(from)
+		}
+	}
+	return set
+}
+
+// StateError is a JobStore's refusal of a change from a status it was not allowed from.
+type StateError struct {
+	ID     string
+	Status JobStatus // the status found
+}
+
+func (e *StateError) Error() string {
+	return fmt.Sprintf("job %s is %s: the change is not allowed from there", e.ID, e.Status)
+}

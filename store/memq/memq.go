@@ -1,0 +1,432 @@
+// Package memq is the in-process job store: it implements core.JobStore over a core.JobRecords
+// (Pebble's records, or an in-memory map for tests) with the index, queues and wake-ups held in
+// memory. It suits one process; a shared store (PostgreSQL) meets the same contract across
+// replicas.
+//
+// Memory holds an index entry per live job (status, endpoint, expiry, queue order), free of
+// pointers but for the rarely set extras, in 1024 shards keyed by core.JobKey. A million queued
+// jobs cost a million small entries that the garbage collector need not scan, not a million
+// records. The record of a running job is attached to its entry, and the records and inputs of
+// queued jobs are kept as hot copies while HotBytes allows, so that most takes and posts read
+// nothing from disk.
+package memq
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gantryhq/gantry/core"
+)
+
+// DefaultHotBytes bounds the records and inputs of queued jobs kept in memory (bytes), so
+// that most takes need no disk read: the head of a queue is what workers take next.
+const DefaultHotBytes = 16 << 20
+
+// hotRecordOverhead approximates a record's memory beside its input (bytes).
+const hotRecordOverhead = 512
+
+// Options configure a Store.
+type Options struct {
+	// Clock is the time Open compares expiry against; nil = the system clock.
+	Clock core.Clock
+	// HotBytes bounds the hot copies of queued jobs (bytes); 0 = DefaultHotBytes, < 0 = none.
+	HotBytes int64
+	// Log reports records it cannot read or write; nil = slog.Default().
+	Log *slog.Logger
+}
+
+// Store is the in-process job store. Open it with Open.
+type Store struct {
+	rec      core.JobRecords
+	hotMax   int64
+	hotBytes atomic.Int64
+	seq      atomic.Uint64
+	log      *slog.Logger
+
+	shards [1024]shard
+
+	epMu  sync.RWMutex
+	epIDs map[string]uint32
+	eps   []*endpoint // by interned id
+
+	dmu      sync.Mutex
+	expiry   deadlines // ExpiresAt of every live job (stale ones skipped)
+	timeouts deadlines // execution timeouts of running jobs
+
+	workers workers
+
+	listeners atomic.Pointer[[]*listener]
+	lmu       sync.Mutex // serialises changes to listeners
+}
+
+type shard struct {
+	mu   sync.Mutex
+	jobs map[core.JobKey]entry
+}
+
+// entry is a job's index entry, kept by value in its shard's map.
+type entry struct {
+	seq       uint64
+	expiresAt int64  // Unix nanoseconds
+	ep        uint32 // interned endpoint id
+	state     state
+	low       bool   // policy.lowPriority
+	x         *extra // nil for most queued jobs
+}
+
+// extra holds what few jobs have at a time.
+type extra struct {
+	// rec is the record of a running job (attached), or a queued job's hot copy (hot > 0).
+	rec   *core.Job
+	input []byte // a hot copy's input
+	hot   int64  // bytes this hot copy counts against HotBytes; 0 = not a hot copy
+
+	chunks     []core.StreamChunk // unread stream chunks
+	chunkBytes int
+	ended      chan struct{} // closed when the job ends or is removed; made when someone waits
+	changed    chan struct{} // closed on a chunk or the end, then replaced; made when a reader waits
+}
+
+func (x *extra) empty() bool {
+	return x.rec == nil && x.chunks == nil && (x.ended == nil || x.ended == closed) && x.changed == nil
+}
+
+// state is a job's status in the index.
+type state uint8
+
+const (
+	stQueued state = iota + 1
+	stRunning
+	stCompleted
+	stFailed
+	stCancelled
+	stTimedOut
+)
+
+var stateNames = [...]core.JobStatus{stQueued: core.InQueue, stRunning: core.InProgress, stCompleted: core.Completed,
+	stFailed: core.Failed, stCancelled: core.Cancelled, stTimedOut: core.TimedOut}
+
+func (s state) status() core.JobStatus { return stateNames[s] }
+func (s state) terminal() bool         { return s >= stCompleted }
+
+func stateOf(s core.JobStatus) state {
+	for i, n := range stateNames {
+		if n == s && i > 0 {
+			return state(i)
+		}
+	}
+	return 0
+}
+
+// Open returns a store over recs, loading the jobs they hold: queued jobs are queued again in
+// their insertion order, running ones stay held by their workers (whose heartbeat starts at
+// Open), and expired ones are deleted.
+func Open(recs core.JobRecords, o Options) (*Store, error) {
+	s := &Store{rec: recs, log: cmp.Or(o.Log, slog.Default()), epIDs: map[string]uint32{}}
+	s.hotMax = o.HotBytes
+	if s.hotMax == 0 {
+		s.hotMax = DefaultHotBytes
+	}
+	clock := o.Clock
+	if clock == nil {
+		clock = core.SystemClock{}
+	}
+	s.workers.init()
+	for i := range s.shards {
+		s.shards[i].jobs = map[core.JobKey]entry{}
+	}
+	if err := s.load(clock.Now()); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// load builds the index from the stored records.
+func (s *Store) load(now time.Time) error {
+	type found struct {
+		key core.JobKey
+		rec *core.Job
+	}
+	var all []found
+	var expired []string
+	err := s.rec.ScanJobs(func(rec *core.Job) {
+		s.seq.Store(max(s.seq.Load(), rec.Seq))
+		key, ok := core.ParseJobKey(rec.ID)
+		if !ok || !now.Before(rec.ExpiresAt) {
+			expired = append(expired, rec.ID)
+			return
+		}
+		all = append(all, found{key, rec})
+	})
+	if err != nil {
+		return fmt.Errorf("reading stored jobs: %w", err)
+	}
+	slices.SortFunc(all, func(a, b found) int { return cmp.Compare(a.rec.Seq, b.rec.Seq) })
+	for _, f := range all {
+		rec := f.rec
+		ep := s.endpoint(rec.Endpoint)
+		e := entry{seq: rec.Seq, expiresAt: rec.ExpiresAt.UnixNano(), ep: ep.id, state: stateOf(rec.Status),
+			low: rec.Policy.LowPriority}
+		if e.state == 0 {
+			return fmt.Errorf("job %s has an unknown status %q", rec.ID, rec.Status)
+		}
+		ep.count(0, e.state, e.low)
+		switch e.state {
+		case stQueued:
+			ep.push(f.key, rec.QueuedAt.UnixNano())
+		case stRunning:
+			e.x = &extra{rec: rec}
+			s.workers.take(rec.WorkerID, f.key, now.UnixNano())
+			s.scheduleTimeout(f.key, rec)
+		}
+		sh := s.shard(f.key)
+		sh.jobs[f.key] = e
+		s.schedule(&s.expiry, f.key, e.expiresAt)
+	}
+	for _, id := range expired {
+		if err := s.rec.DeleteJob(id); err != nil && !errors.Is(err, core.ErrNotFound) {
+			return fmt.Errorf("deleting expired job %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
+func (s *Store) shard(k core.JobKey) *shard {
+	return &s.shards[(uint16(k[0])<<8|uint16(k[1]))%uint16(len(s.shards))] // the key is random
+}
+
+// lock returns the key's shard, locked, and its entry.
+func (s *Store) lock(k core.JobKey) (*shard, entry, bool) {
+	sh := s.shard(k)
+	sh.mu.Lock()
+	e, ok := sh.jobs[k]
+	return sh, e, ok
+}
+
+// put writes the entry back and unlocks its shard, dropping an empty extra.
+func (sh *shard) put(k core.JobKey, e entry) {
+	if e.x != nil && e.x.empty() {
+		e.x = nil
+	}
+	sh.jobs[k] = e
+	sh.mu.Unlock()
+}
+
+func (e *entry) extra() *extra {
+	if e.x == nil {
+		e.x = &extra{}
+	}
+	return e.x
+}
+
+// record returns the job's record: the attached one or the hot copy (shared: copy it before
+// changing it), or one read from the records. The shard is locked.
+func (s *Store) record(k core.JobKey, e *entry) (*core.Job, error) {
+	if e.x != nil && e.x.rec != nil {
+		return e.x.rec, nil
+	}
+	return s.rec.GetJob(k.String())
+}
+
+// dropHot releases a queued job's hot copy. The shard is locked.
+func (s *Store) dropHot(e *entry) {
+	if e.x != nil && e.x.hot > 0 {
+		s.hotBytes.Add(-e.x.hot)
+		e.x.rec, e.x.input, e.x.hot = nil, nil, 0
+	}
+}
+
+// Insert stores a new queued job; see core.JobStore.
+func (s *Store) Insert(ctx context.Context, rec core.Job, input []byte, durable bool) (core.Job, error) {
+	key, ok := core.ParseJobKey(rec.ID)
+	if !ok {
+		return core.Job{}, fmt.Errorf("memq: job id %q is not one core.JobKey makes", rec.ID)
+	}
+	if rec.Status != core.InQueue {
+		return core.Job{}, fmt.Errorf("memq: inserting job %s as %s; want %s", rec.ID, rec.Status, core.InQueue)
+	}
+	rec.Seq = s.seq.Add(1)
+	h := new(core.Job)
+	*h = rec
+	if err := s.rec.PutJob(h, input, durable); err != nil {
+		return core.Job{}, err
+	}
+	ep := s.endpoint(rec.Endpoint)
+	e := entry{seq: rec.Seq, expiresAt: rec.ExpiresAt.UnixNano(), ep: ep.id, state: stQueued, low: rec.Policy.LowPriority}
+	if size := int64(len(input) + hotRecordOverhead); s.hotMax > 0 && s.hotBytes.Add(size) <= s.hotMax {
+		e.x = &extra{rec: h, input: input, hot: size}
+	} else if s.hotMax > 0 {
+		s.hotBytes.Add(-size)
+	}
+	sh := s.shard(key)
+	sh.mu.Lock()
+	if _, dup := sh.jobs[key]; dup {
+		sh.mu.Unlock()
+		s.dropHot(&e)
+		return core.Job{}, fmt.Errorf("memq: job %s exists", rec.ID)
+	}
+	sh.jobs[key] = e
+	sh.mu.Unlock()
+	ep.count(0, stQueued, e.low)
+	s.schedule(&s.expiry, key, e.expiresAt)
+	s.enqueue(ep, key, rec.QueuedAt.UnixNano())
+	return rec, nil
+}
+
+// Get returns a job's record; see core.JobStore.
+func (s *Store) Get(ctx context.Context, id string) (core.Job, error) {
+	key, ok := core.ParseJobKey(id)
+	if !ok {
+		return core.Job{}, core.ErrNotFound
+	}
+	sh, e, ok := s.lock(key)
+	defer sh.mu.Unlock()
+	if !ok {
+		return core.Job{}, core.ErrNotFound
+	}
+	rec, err := s.record(key, &e)
+	if err != nil {
+		return core.Job{}, err
+	}
+	return *rec, nil
+}
+
+// Input returns a job's input; see core.JobStore.
+func (s *Store) Input(ctx context.Context, id string) ([]byte, error) {
+	key, ok := core.ParseJobKey(id)
+	if !ok {
+		return nil, core.ErrNotFound
+	}
+	sh, e, ok := s.lock(key)
+	if !ok {
+		sh.mu.Unlock()
+		return nil, core.ErrNotFound
+	}
+	if e.x != nil && e.x.hot > 0 {
+		in := e.x.input
+		sh.mu.Unlock()
+		return in, nil
+	}
+	sh.mu.Unlock()
+	return s.rec.Input(id)
+}
+
+// Update applies a change allowed from the job's status; see core.JobStore.
+func (s *Store) Update(ctx context.Context, id string, from core.StatusSet, change func(*core.Job) error, durable bool) (core.Job, error) {
+	key, ok := core.ParseJobKey(id)
+	if !ok {
+		return core.Job{}, core.ErrNotFound
+	}
+	sh, e, ok := s.lock(key)
+	if !ok {
+		sh.mu.Unlock()
+		return core.Job{}, core.ErrNotFound
+	}
+	out, requeued, err := s.update(key, &e, from, change)
+	sh.put(key, e)
+	if err != nil {
+		return core.Job{}, err
+	}
+	if requeued {
+		s.enqueue(s.endpointByID(e.ep), key, out.QueuedAt.UnixNano())
+	}
+	if durable {
+		if err := s.rec.SyncJobs(); err != nil {
+			return core.Job{}, err
+		}
+	}
+	return out, nil
+}
+
+// update applies change to a locked entry. It reports whether the job went back to the queue:
+// the caller enqueues it once the shard is unlocked.
+func (s *Store) update(key core.JobKey, e *entry, from core.StatusSet, change func(*core.Job) error) (core.Job, bool, error) {
+	st := e.state
+	if !from.Has(st.status()) {
+		return core.Job{}, false, &core.StateError{ID: key.String(), Status: st.status()}
+	}
+	rec, err := s.record(key, e)
+	if err != nil {
+		return core.Job{}, false, err
+	}
+	work := *rec
+	if err := change(&work); err != nil {
+		return core.Job{}, false, err
+	}
+	to := stateOf(work.Status)
+	switch {
+	case to == 0:
+		return core.Job{}, false, fmt.Errorf("memq: job %s: unknown status %q", work.ID, work.Status)
+	case to == stRunning && st != stRunning:
+		return core.Job{}, false, fmt.Errorf("memq: job %s: only Take moves a job %s", work.ID, core.InProgress)
+	case work.ID != rec.ID || work.Endpoint != rec.Endpoint || work.Owner != rec.Owner || work.Seq != rec.Seq:
+		return core.Job{}, false, fmt.Errorf("memq: job %s: a change may not alter its id, endpoint, owner or seq", rec.ID)
+	}
+	if err := s.rec.PutJob(&work, nil, false); err != nil { // the caller syncs once unlocked
+		return core.Job{}, false, err
+	}
+	ep := s.endpointByID(e.ep)
+	if st != to {
+		ep.count(st, to, e.low)
+	}
+	if st == stRunning && to != stRunning {
+		s.workers.release(rec.WorkerID, key)
+	}
+	if exp := work.ExpiresAt.UnixNano(); exp != e.expiresAt {
+		e.expiresAt = exp
+		s.schedule(&s.expiry, key, exp)
+	}
+	e.state = to
+	switch {
+	case to == stRunning: // progress: the record stays attached
+		*rec = work
+	case to == stQueued && st == stQueued && e.x != nil && e.x.hot > 0: // the hot copy stays fresh
+		h := new(core.Job)
+		*h = work
+		e.x.rec = h
+	default:
+		s.dropHot(e)
+		if e.x != nil {
+			e.x.rec = nil // detached: the record lives in the store
+		}
+	}
+	requeued := to == stQueued && st != stQueued
+	if requeued && e.x != nil {
+		e.x.chunks, e.x.chunkBytes = nil, 0
+		if e.x.ended != nil && st.terminal() {
+			e.x.ended = nil // a new run: a new end
+		}
+	}
+	if to.terminal() && !st.terminal() {
+		s.wake(e)
+	}
+	return work, requeued, nil
+}
+
+// wake closes the end and change channels of a job that ended or was removed. The shard is
+// locked.
+func (s *Store) wake(e *entry) {
+	if e.x == nil {
+		return
+	}
+	if e.x.ended != nil {
+		close(e.x.ended)
+		e.x.ended = closed
+	}
+	if e.x.changed != nil {
+		close(e.x.changed)
+		e.x.changed = nil
+	}
+}
+
+// closed is a channel already closed: the end channel of a job that ended.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+var _ core.JobStore = (*Store)(nil)

@@ -1,0 +1,315 @@
+package memq
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gantryhq/gantry/core"
+)
+
+// endpoint is an endpoint's queue: a FIFO of job keys, the takers parked waiting on it, and
+// its counters. Keys of jobs that left the queue (cancelled, purged, expired) stay until they
+// reach the head, where takes and Stats skip them. Keys hold no pointers, so a long queue costs
+// the garbage collector nothing to scan.
+type endpoint struct {
+	id   uint32
+	name string
+
+	mu      sync.Mutex
+	keys    []queued
+	head    int
+	waiters []chan struct{}
+
+	queued, lowQueued, inProgress atomic.Int64
+}
+
+// queued is a key in a queue and when it was queued (Unix nanoseconds).
+type queued struct {
+	key core.JobKey
+	at  int64
+}
+
+// endpoint returns the endpoint's queue, adding it if new.
+func (s *Store) endpoint(name string) *endpoint {
+	s.epMu.RLock()
+	id, ok := s.epIDs[name]
+	s.epMu.RUnlock()
+	if ok {
+		return s.endpointByID(id)
+	}
+	s.epMu.Lock()
+	defer s.epMu.Unlock()
+	if id, ok := s.epIDs[name]; ok {
+		return s.eps[id]
+	}
+	ep := &endpoint{id: uint32(len(s.eps)), name: name}
+	s.eps = append(s.eps, ep)
+	s.epIDs[name] = ep.id
+	return ep
+}
+
+// known returns the endpoint's queue, or nil when no job of it was ever stored.
+func (s *Store) known(name string) *endpoint {
+	s.epMu.RLock()
+	defer s.epMu.RUnlock()
+	if id, ok := s.epIDs[name]; ok {
+		return s.eps[id]
+	}
+	return nil
+}
+
+func (s *Store) endpointByID(id uint32) *endpoint {
+	s.epMu.RLock()
+	defer s.epMu.RUnlock()
+	return s.eps[id]
+}
+
+// count moves a job between the endpoint's counters (0 = none).
+func (ep *endpoint) count(from, to state, low bool) {
+	ep.add(from, -1, low)
+	ep.add(to, +1, low)
+}
+
+func (ep *endpoint) add(s state, d int64, low bool) {
+	switch s {
+	case stQueued:
+		ep.queued.Add(d)
+		if low {
+			ep.lowQueued.Add(d)
+		}
+	case stRunning:
+		ep.inProgress.Add(d)
+	}
+}
+
+func (ep *endpoint) len() int { return len(ep.keys) - ep.head }
+
+// push appends a key; ep.mu is held (or the store is not shared yet).
+func (ep *endpoint) push(k core.JobKey, at int64) {
+	ep.keys = append(ep.keys, queued{key: k, at: at})
+}
+
+// pop removes up to n keys from the head into buf; ep.mu is held.
+func (ep *endpoint) pop(n int, buf []core.JobKey) []core.JobKey {
+	n = min(n, ep.len())
+	for _, q := range ep.keys[ep.head : ep.head+n] {
+		buf = append(buf, q.key)
+	}
+	clear(ep.keys[ep.head : ep.head+n])
+	ep.head += n
+	if ep.head > 1024 && ep.head*2 > len(ep.keys) { // compact
+		ep.keys = append(ep.keys[:0:0], ep.keys[ep.head:]...)
+		ep.head = 0
+	}
+	return buf
+}
+
+// wakeOne signals the oldest parked taker; ep.mu is held.
+func (ep *endpoint) wakeOne() {
+	if len(ep.waiters) > 0 {
+		w := ep.waiters[0]
+		ep.waiters = ep.waiters[1:]
+		w <- struct{}{} // buffered: never blocks
+	}
+}
+
+// enqueue appends a key, wakes one parked taker, and tells the listeners.
+func (s *Store) enqueue(ep *endpoint, k core.JobKey, at int64) {
+	ep.mu.Lock()
+	ep.push(k, at)
+	ep.wakeOne()
+	ep.mu.Unlock()
+	s.notify(ep.name)
+}
+
+// Take moves up to max queued jobs IN_PROGRESS for the worker; see core.JobStore.
+func (s *Store) Take(ctx context.Context, endpoint, worker string, max int, now time.Time) ([]core.TakenJob, error) {
+	ep := s.known(endpoint)
+	if ep == nil || max <= 0 {
+		return nil, nil
+	}
+	var out []core.TakenJob
+	var keys [8]core.JobKey
+	for len(out) == 0 {
+		ep.mu.Lock()
+		if ep.len() == 0 {
+			ep.mu.Unlock()
+			return nil, nil
+		}
+		batch := ep.pop(max, keys[:0])
+		if ep.len() > 0 {
+			ep.wakeOne() // more work: pass the baton
+		}
+		ep.mu.Unlock()
+		for i, k := range batch {
+			t, ok, err := s.take(ep, k, worker, now)
+			if err != nil {
+				s.requeueKeys(ep, batch[i+1:])
+				return out, err
+			}
+			if ok {
+				out = append(out, t)
+			}
+		}
+	}
+	s.workers.beat(worker, now.UnixNano())
+	return out, nil
+}
+
+// requeueKeys puts keys popped but not taken back at the head of the queue.
+func (s *Store) requeueKeys(ep *endpoint, keys []core.JobKey) {
+	if len(keys) == 0 {
+		return
+	}
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	back := make([]queued, len(keys))
+	for i, k := range keys {
+		back[i] = queued{key: k}
+	}
+	ep.keys = append(back, ep.keys[ep.head:]...)
+	ep.head = 0
+	ep.wakeOne()
+}
+
+// take moves one queued job IN_PROGRESS; ok is false for a key whose job left the queue.
+func (s *Store) take(ep *endpoint, k core.JobKey, worker string, now time.Time) (core.TakenJob, bool, error) {
+	sh, e, found := s.lock(k)
+	if !found || e.state != stQueued || now.UnixNano() >= e.expiresAt {
+		sh.mu.Unlock()
+		return core.TakenJob{}, false, nil
+	}
+	var input []byte
+	rec := (*core.Job)(nil)
+	if e.x != nil && e.x.hot > 0 {
+		rec, input = e.x.rec, e.x.input
+		s.hotBytes.Add(-e.x.hot)
+		e.x.input, e.x.hot = nil, 0
+	} else {
+		r, err := s.rec.GetJob(k.String())
+		if err != nil {
+			sh.mu.Unlock()
+			return core.TakenJob{}, false, err
+		}
+		rec = r
+	}
+	rec.Status, rec.WorkerID, rec.StartedAt, rec.Output = core.InProgress, worker, now, nil
+	e.extra().rec = rec // attached while it runs
+	e.state = stRunning
+	if err := s.rec.PutJob(rec, nil, false); err != nil { // a take lost in a crash is taken again
+		s.log.Error("storing a taken job", "job", rec.ID, "err", err)
+	}
+	ep.count(stQueued, stRunning, e.low)
+	s.scheduleTimeout(k, rec)
+	t := core.TakenJob{Job: *rec}
+	sh.put(k, e)
+	s.workers.take(worker, k, now.UnixNano())
+	if input == nil {
+		var err error
+		if input, err = s.rec.Input(t.Job.ID); err != nil {
+			return core.TakenJob{}, false, err
+		}
+	}
+	t.Input = input
+	return t, true, nil
+}
+
+// WaitAvailable waits for a queued job of the endpoint; see core.JobStore.
+func (s *Store) WaitAvailable(ctx context.Context, endpoint string) error {
+	ep := s.endpoint(endpoint)
+	ep.mu.Lock()
+	if ep.len() > 0 {
+		ep.mu.Unlock()
+		return nil
+	}
+	ch := make(chan struct{}, 1)
+	ep.waiters = append(ep.waiters, ch)
+	ep.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		ep.mu.Lock()
+		if i := slices.Index(ep.waiters, ch); i >= 0 {
+			ep.waiters = slices.Delete(ep.waiters, i, i+1)
+		} else if ep.len() > 0 {
+			ep.wakeOne() // woken, but leaving: hand the wake-up on
+		}
+		ep.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+// Parked returns how many takers wait on the endpoint.
+func (s *Store) Parked(endpoint string) int {
+	ep := s.known(endpoint)
+	if ep == nil {
+		return 0
+	}
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	return len(ep.waiters)
+}
+
+// Stats returns the endpoint's queue figures; see core.JobStore.
+func (s *Store) Stats(ctx context.Context, endpoint string) (core.QueueStats, error) {
+	ep := s.known(endpoint)
+	if ep == nil {
+		return core.QueueStats{}, nil
+	}
+	st := core.QueueStats{Queued: ep.queued.Load(), LowQueued: ep.lowQueued.Load(), InProgress: ep.inProgress.Load()}
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	// Keys of jobs that left the queue are dropped from the head here, so the oldest one
+	// found is queued. Lock order: an endpoint's lock, then a shard's, never the reverse.
+	for ep.len() > 0 {
+		q := ep.keys[ep.head]
+		sh, e, ok := s.lock(q.key)
+		sh.mu.Unlock()
+		if ok && e.state == stQueued {
+			st.OldestQueuedAt = time.Unix(0, q.at)
+			break
+		}
+		ep.keys[ep.head] = queued{}
+		ep.head++
+	}
+	return st, nil
+}
+
+// listener is a ListenAvailable call.
+type listener struct{ fn func(endpoint string) }
+
+// ListenAvailable calls fn for each job queued until ctx ends; see core.JobStore.
+func (s *Store) ListenAvailable(ctx context.Context, fn func(endpoint string)) error {
+	l := &listener{fn: fn}
+	s.setListeners(func(ls []*listener) []*listener { return append(ls, l) })
+	defer s.setListeners(func(ls []*listener) []*listener {
+		return slices.DeleteFunc(ls, func(x *listener) bool { return x == l })
+	})
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// setListeners replaces the listeners with a changed copy: notify reads them without a lock.
+func (s *Store) setListeners(change func([]*listener) []*listener) {
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	var cur []*listener
+	if p := s.listeners.Load(); p != nil {
+		cur = *p
+	}
+	next := change(slices.Clone(cur))
+	s.listeners.Store(&next)
+}
+
+// notify tells the listeners a job was queued on the endpoint.
+func (s *Store) notify(endpoint string) {
+	if p := s.listeners.Load(); p != nil {
+		for _, l := range *p {
+			l.fn(endpoint)
+		}
+	}
+}
