@@ -83,7 +83,8 @@ type JobStore interface {
 	// ForgetWorker drops a worker's heartbeat; the jobs it holds are untouched.
 	ForgetWorker(ctx context.Context, worker string) error
 
-	// Stats returns the endpoint's queue figures for the autoscaler.
+	// Stats returns the endpoint's figures for the autoscaler and /health; "" = the totals of
+	// every endpoint.
 	Stats(ctx context.Context, endpoint string) (QueueStats, error)
 
 	// WaitAvailable returns nil at once when the endpoint has a queued job, else once one may
@@ -127,11 +128,15 @@ type ExpiredJob struct {
 	LowPriority            bool
 }
 
-// QueueStats are an endpoint's queue figures.
+// QueueStats are an endpoint's job figures: how many of its live jobs are in each state.
 type QueueStats struct {
 	Queued, LowQueued int64 // IN_QUEUE jobs; LowQueued: those with policy.lowPriority
 	InProgress        int64
-	OldestQueuedAt    time.Time // QueuedAt of the oldest queued job; zero when none
+	Completed, Failed int64 // ended jobs kept for their retention; Failed counts TIMED_OUT too
+	// OldestQueuedAt is when the oldest queued job that may scale the endpoint up (not
+	// lowPriority) was queued; zero when none. A store may look only so far down a queue
+	// of lowPriority jobs, and answer zero past that.
+	OldestQueuedAt time.Time
 }
 
 // StatusSet is a set of job statuses.

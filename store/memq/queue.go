@@ -23,7 +23,7 @@ type endpoint struct {
 	head    int
 	waiters []chan struct{}
 
-	queued, lowQueued, inProgress atomic.Int64
+	queued, lowQueued, inProgress, completed, failed atomic.Int64
 }
 
 // queued is a key in a queue and when it was queued (Unix nanoseconds).
@@ -82,6 +82,10 @@ func (ep *endpoint) add(s state, d int64, low bool) {
 		}
 	case stRunning:
 		ep.inProgress.Add(d)
+	case stCompleted:
+		ep.completed.Add(d)
+	case stFailed, stTimedOut:
+		ep.failed.Add(d)
 	}
 }
 
@@ -254,29 +258,60 @@ func (s *Store) Parked(endpoint string) int {
 	return len(ep.waiters)
 }
 
-// Stats returns the endpoint's queue figures; see core.JobStore.
+// headScan bounds how many lowPriority jobs Stats passes over to find the oldest one that
+// may scale the endpoint up.
+const headScan = 32
+
+// Stats returns the endpoint's figures; see core.JobStore.
 func (s *Store) Stats(ctx context.Context, endpoint string) (core.QueueStats, error) {
+	if endpoint == "" {
+		var total core.QueueStats
+		s.epMu.RLock()
+		eps := s.eps
+		s.epMu.RUnlock()
+		for _, ep := range eps {
+			ep.addTo(&total)
+		}
+		return total, nil
+	}
 	ep := s.known(endpoint)
 	if ep == nil {
 		return core.QueueStats{}, nil
 	}
-	st := core.QueueStats{Queued: ep.queued.Load(), LowQueued: ep.lowQueued.Load(), InProgress: ep.inProgress.Load()}
+	var st core.QueueStats
+	ep.addTo(&st)
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
-	// Keys of jobs that left the queue are dropped from the head here, so the oldest one
-	// found is queued. Lock order: an endpoint's lock, then a shard's, never the reverse.
-	for ep.len() > 0 {
-		q := ep.keys[ep.head]
+	// Keys of jobs that left the queue are dropped from the head here. Lock order: an
+	// endpoint's lock, then a shard's, never the reverse.
+	for i, low := ep.head, 0; i < len(ep.keys) && low < headScan; {
+		q := ep.keys[i]
 		sh, e, ok := s.lock(q.key)
 		sh.mu.Unlock()
-		if ok && e.state == stQueued {
+		switch {
+		case !ok || e.state != stQueued:
+			if i == ep.head {
+				ep.keys[i] = queued{}
+				ep.head++
+			}
+			i++
+		case e.low:
+			low++
+			i++
+		default:
 			st.OldestQueuedAt = time.Unix(0, q.at)
-			break
+			return st, nil
 		}
-		ep.keys[ep.head] = queued{}
-		ep.head++
 	}
 	return st, nil
+}
+
+func (ep *endpoint) addTo(st *core.QueueStats) {
+	st.Queued += ep.queued.Load()
+	st.LowQueued += ep.lowQueued.Load()
+	st.InProgress += ep.inProgress.Load()
+	st.Completed += ep.completed.Load()
+	st.Failed += ep.failed.Load()
 }
 
 // listener is a ListenAvailable call.

@@ -761,13 +761,32 @@ func jobsStats(t *testing.T, s core.JobStore) {
 		jobs = append(jobs, j)
 	}
 	jobs = insert(t, s, jobs...)
+	insert(t, s, newJob("other", t0))
 	take(t, s, "ep", "w", 1, t0)                // job 0
 	update(t, s, jobs[1].ID, core.EvCancel, t0) // job 1 leaves the queue
+	low := newJob("ep", t0.Add(-time.Second))
+	low.Policy.LowPriority = true
+	plain := newJob("ep", t0.Add(time.Minute))
+	insert(t, s, low, plain)
+	same := func(got, want core.QueueStats) bool {
+		return got.Queued == want.Queued && got.LowQueued == want.LowQueued && got.InProgress == want.InProgress &&
+			got.Completed == want.Completed && got.Failed == want.Failed && got.OldestQueuedAt.Equal(want.OldestQueuedAt)
+	}
 	got, err := s.Stats(ctx, "ep")
-	want := core.QueueStats{Queued: 2, LowQueued: 1, InProgress: 1, OldestQueuedAt: jobs[2].QueuedAt}
-	if err != nil || got.Queued != want.Queued || got.LowQueued != want.LowQueued || got.InProgress != want.InProgress ||
-		!got.OldestQueuedAt.Equal(want.OldestQueuedAt) {
+	want := core.QueueStats{Queued: 4, LowQueued: 2, InProgress: 1, OldestQueuedAt: jobs[2].QueuedAt}
+	if err != nil || !same(got, want) {
 		t.Errorf("Stats(ep) = %+v, %v; want %+v", got, err, want)
+	}
+	update(t, s, take(t, s, "ep", "w", 1, t0)[0].Job.ID, core.EvDone, t0) // job 2
+	got, _ = s.Stats(ctx, "ep")
+	want = core.QueueStats{Queued: 3, LowQueued: 2, InProgress: 1, Completed: 1, OldestQueuedAt: plain.QueuedAt}
+	if !same(got, want) {
+		t.Errorf("Stats(ep) after a take and an end = %+v; want %+v (lowPriority jobs passed over)", got, want)
+	}
+	total, err := s.Stats(ctx, "")
+	want = core.QueueStats{Queued: 4, LowQueued: 2, InProgress: 1, Completed: 1}
+	if err != nil || !same(total, want) {
+		t.Errorf("Stats(every endpoint) = %+v, %v; want %+v", total, err, want)
 	}
 	if got, err := s.Stats(ctx, "empty"); err != nil || got.Queued != 0 || !got.OldestQueuedAt.IsZero() {
 		t.Errorf("Stats(unknown) = %+v, %v; want zero", got, err)
