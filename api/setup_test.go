@@ -19,6 +19,7 @@ import (
 	"github.com/gantryhq/gantry/server"
 	"github.com/gantryhq/gantry/store/filedir"
 	"github.com/gantryhq/gantry/store/keydir"
+	"github.com/gantryhq/gantry/store/memq"
 	"github.com/gantryhq/gantry/store/pebble"
 )
 
@@ -92,7 +93,11 @@ func setup(t testing.TB, opts ...setupOpts) *env {
 	}
 	t.Cleanup(keys.Close)
 	clock := testkit.NewClock(t0)
-	jc := core.JobsConfig{Store: st, Clock: clock, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	js, err := st.Jobs(memq.Options{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jc := core.JobsConfig{Store: js, Clock: clock, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	cfg := api.Config{
 		Auth:            &core.Authenticator{Keys: keys, Defaults: o.quota, Clock: clock},
 		Limiter:         o.limiter,

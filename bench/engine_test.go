@@ -9,9 +9,6 @@ package main
 //	go tool pprof -top /tmp/bench.test /tmp/run.prof
 //	BENCH_HEAPPROFILE=/tmp/heap.prof go test ./bench -run '^$' -bench '^BenchmarkQueuedMemory$' -benchtime 1x
 //	go tool pprof -top -sample_index=inuse_space /tmp/heap.prof
-//
-// BENCH_NO_DEMAND=1 leaves scheduler.Scheduler.Demand unwired (an experiment: what /run costs
-// without the on-demand worker start; the autoscaler tick still starts workers).
 
 import (
 	"fmt"
@@ -45,9 +42,6 @@ func newEngine(tb testing.TB) *engine {
 	pool := servertest.LocalPool(256)
 	s := servertest.Build(tb, gantryserver.Config{Quota: &core.Quota{}}, // zero quota: unlimited, as --quota-* 0
 		gantryserver.Options{Pools: []scheduler.Pool{pool}, Tick: 100 * time.Millisecond})
-	if os.Getenv("BENCH_NO_DEMAND") != "" {
-		s.Engine().Queues.OnEnqueue = nil // before anything runs
-	}
 	s.Start()
 	return &engine{srv: s, url: s.URL(), jobs: s.Jobs(), pool: pool, key: servertest.Key(tb, s, "bench", core.ScopeAll)}
 }

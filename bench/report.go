@@ -158,7 +158,7 @@ type profileSpec struct {
 	tops  [][]string // the pprof views to show; nil = the job path's
 }
 
-const engineHow = "in process: api.New + core.Jobs + Pebble + scheduler.Queues + scheduler.Scheduler behind httptest, echo workers as goroutines; see bench/engine_test.go"
+const engineHow = "in process: api.New + core.Jobs + store/memq over Pebble + scheduler.Scheduler behind httptest, echo workers as goroutines; see bench/engine_test.go"
 const simHow = "in process: the scheduler simulation of bench/sim.go; see bench/sim_test.go"
 
 // profiles maps a scenario to its profile.

@@ -608,7 +608,7 @@ func (b *bench) reportScheduler(r schedRun) {
 	}
 	sec := section{noBare: true,
 		title: fmt.Sprintf("5. Scheduler simulation: %s endpoints, %s pools, %s jobs in bursts", thousands(len(s.eps)), thousands(len(s.pools)), thousands(o.schedJobs)),
-		setup: fmt.Sprintf("In process, no HTTP (bench/sim.go, bench/scheduler.go): the real scheduler.Scheduler, core.Jobs on a Pebble store in a temp dir, scheduler.Queues, "+
+		setup: fmt.Sprintf("In process, no HTTP (bench/sim.go, bench/scheduler.go): the real scheduler.Scheduler, core.Jobs on store/memq over Pebble in a temp dir, "+
 			"wired as `gantry serve` wires them, over %d simulated pools (scheduler.Pool in memory; %d GPUs: %s; %d data centers; CUDA 11.8-12.8) and %d endpoints "+
 			"(%d QUEUE_DELAY, %d REQUEST_COUNT; workers.min 0/1/2: %d/%d/%d, max 1-10; %d FLASHBOOT, %d PRIORITY_FLASHBOOT; %d pinned to data centers, %d with allowedCudaVersions; "+
 			"1-3 pools each, gpu.count 1-8; seed %d). Each worker is a goroutine that boots for its endpoint's boot time (1-8 s), then long-polls core.Jobs.Take and "+
@@ -680,8 +680,8 @@ func (b *bench) reportScheduler(r schedRun) {
 			"%d goroutines each calling Place(want) and, when it succeeds, Release, walking the %s endpoints' wants (scheduler.WantOf) in order; "+
 			"the rate is successful Place+Release pairs over the elapsed time (failed Place calls take their time too). "+
 			"(c) The clock starts just before core.Jobs.Submit of a runsync probe job (its input carries the monotonic offset) on an endpoint whose worker is parked in core.Jobs.Take "+
-			"(scheduler.Queues.Parked > 0), and stops in the worker's goroutine right after Take returns the job, before anything else; this is Submit (store write, index, "+
-			"Queues.Enqueue waking the parked worker, Scheduler.Demand) plus the wake-up and the take (the store write moving the job IN_PROGRESS).",
+			"(memq.Store.Parked > 0), and stops in the worker's goroutine right after Take returns the job, before anything else; this is Submit (store write, index, "+
+			"memq.Store queueing the key and waking the parked worker, Scheduler.Demand through ListenAvailable) plus the wake-up and the take (the store write moving the job IN_PROGRESS).",
 			(time.Duration(float64(time.Second)/o.schedSpeed)).Round(time.Millisecond), len(s.pools), 100*r.place.fill, r.place.procs, r.place.procs, r.place.procs, thousands(len(s.eps))),
 		fmt.Sprintf("The scheduling floor: under the same load, half a tick interval after each tick, a second goroutine locked to its own OS thread spins on arithmetic until its thread's CPU clock "+
 			"has advanced %v (-sched-floor-cpu; about the tick's median CPU under load) and records the wall time that took. It takes no lock and allocates nothing, so its wall time beyond its CPU time "+

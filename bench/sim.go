@@ -2,7 +2,7 @@ package main
 
 // The scheduler simulation (scenario "scheduler", and the in-process BenchmarkTick and
 // BenchmarkPlacement): a world of endpoints and GPU pools run by the real scheduler.Scheduler
-// over the real core.Jobs engine (a Pebble store in a temp dir) and scheduler.Queues. Only the
+// over the real core.Jobs engine (store/memq over Pebble in a temp dir). Only the
 // pools are simulated: a simPool implements scheduler.Pool in memory, and each of its workers
 // is a goroutine that long-polls core.Jobs.Take and posts core.Jobs.Done, as a worker process
 // does over HTTP.
@@ -30,6 +30,7 @@ import (
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/scheduler"
 	gantryserver "github.com/gantryhq/gantry/server" // bench has a type server: a process it runs
+	"github.com/gantryhq/gantry/store/memq"
 	"github.com/gantryhq/gantry/store/pebble"
 )
 
@@ -243,7 +244,7 @@ type simEngine struct {
 	clock  *scaledClock
 	store  *pebble.Store
 	jobs   *core.Jobs
-	queues *scheduler.Queues
+	queues *memq.Store // the job store: its queues and parked takers
 	sched  *scheduler.Scheduler
 	pools  []*simPool
 	idx    map[string]int // endpoint id -> index
@@ -269,19 +270,23 @@ func newSimEngine(spec simSpec, dir string, speed float64) (*simEngine, error) {
 	for i, ep := range spec.eps {
 		e.idx[ep.ID] = i
 	}
+	if e.queues, err = st.Jobs(memq.Options{Clock: e.clock}); err != nil {
+		st.Close()
+		return nil, err
+	}
 	pools := make([]scheduler.Pool, len(spec.pools))
 	for i, p := range spec.pools {
 		e.pools = append(e.pools, &simPool{info: p, e: e, live: map[string]*simWorker{}})
 		pools[i] = e.pools[i]
 	}
 	eng, err := gantryserver.NewEngine(gantryserver.EngineConfig{
-		Jobs:      core.JobsConfig{Store: st, Clock: e.clock, Log: simLog},
+		Jobs:      core.JobsConfig{Store: e.queues, Clock: e.clock, Log: simLog},
 		Scheduler: scheduler.Config{Pools: pools, BaseURL: "http://127.0.0.1:1"}})
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
-	e.jobs, e.queues, e.sched = eng.Jobs, eng.Queues, eng.Scheduler
+	e.jobs, e.sched = eng.Jobs, eng.Scheduler
 	ctx, cancel := context.WithCancel(context.Background())
 	e.stop = cancel
 	// The job engine's deadlines tick every 250 ms of simulated time, as serve's do in real time.

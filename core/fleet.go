@@ -136,38 +136,41 @@ type Load struct {
 	Submitted  int64 // jobs that ever entered IN_QUEUE (submits, retries, requeues)
 	ExecMs     int64 // total execution time of jobs that left IN_PROGRESS
 	ExecCount  int64 // how many jobs that is
+	// OldestQueuedAt is when the oldest queued job that may scale the endpoint up was
+	// queued; zero when none.
+	OldestQueuedAt time.Time
 }
 
-// LoadCounter reads one endpoint's Load without looking the endpoint up each time.
-type LoadCounter struct{ c *endpointCounts }
+// LoadCounter reads one endpoint's Load without looking the endpoint's counters up each time.
+type LoadCounter struct {
+	js       *Jobs
+	endpoint string
+	c        *endpointCounts
+}
 
 // LoadCounter returns the endpoint's counter.
-func (js *Jobs) LoadCounter(endpoint string) LoadCounter { return LoadCounter{js.countsOf(endpoint)} }
+func (js *Jobs) LoadCounter(endpoint string) LoadCounter {
+	return LoadCounter{js: js, endpoint: endpoint, c: js.countsOf(endpoint)}
+}
 
-// Load returns the counts; it costs a few atomic loads.
+// Load returns the counts: the store's figures for the endpoint and a few atomic loads.
 func (l LoadCounter) Load() Load {
-	low := l.c.lowQueued.Load()
-	return Load{Queued: l.c.inQueue.Load() - low, LowQueued: low, InProgress: l.c.inProgress.Load(),
-		Submitted: l.c.submitted.Load(), ExecMs: l.c.execMs.Load(), ExecCount: l.c.execCount.Load()}
+	st := l.js.stats(l.endpoint)
+	return Load{Queued: st.Queued - st.LowQueued, LowQueued: st.LowQueued, InProgress: st.InProgress,
+		Submitted: l.c.submitted.Load(), ExecMs: l.c.execMs.Load(), ExecCount: l.c.execCount.Load(),
+		OldestQueuedAt: st.OldestQueuedAt}
 }
 
 // SetCondition is Jobs.SetCondition without the lookup.
 func (l LoadCounter) SetCondition(c Condition) { l.c.cond.Store(&c) }
 
-// Load returns the endpoint's counts; it costs a map lookup and a few atomic loads.
+// Load returns the endpoint's counts.
 func (js *Jobs) Load(endpoint string) Load { return js.LoadCounter(endpoint).Load() }
 
-// Waiting reports whether a job is queued, and whether it is lowPriority. It never waits: when
-// a write holds the job's shard it answers queued, not low (the autoscaler reads a queue's
-// oldest wait with it, and one tick may read a job being taken).
-func (js *Jobs) Waiting(key JobKey) (queued, low bool) {
-	sh := js.shard(key)
-	if !sh.mu.TryLock() {
-		return true, false
-	}
-	lj, ok := sh.jobs[key]
-	sh.mu.Unlock()
-	return ok && lj.state == stQueued, lj.low
+// ListenAvailable calls fn with the endpoint each time a job may have become available there,
+// until ctx ends: the store's wake-up, which the scheduler's demand listens to.
+func (js *Jobs) ListenAvailable(ctx context.Context, fn func(endpoint string)) error {
+	return js.store.ListenAvailable(ctx, fn)
 }
 
 // WorkerInfo is one worker of an endpoint as the scheduler runs it (worker visibility).

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
 )
 
 func TestSuspendedWorkerGetsNoJobUntilResumed(t *testing.T) {
@@ -48,7 +47,7 @@ func TestSuspendedWorkerGetsNoJobUntilResumed(t *testing.T) {
 func TestWorkerReadyAndIdleSince(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
-	r.jobs = core.NewJobs(core.JobsConfig{Store: r.store, Dispatch: &scheduler.Queues{}, Clock: r.clock})
+	r.jobs = core.NewJobs(core.JobsConfig{Store: r.js, Clock: r.clock})
 	signals := r.jobs.SubscribeWorkers()
 	r.jobs.RegisterWorker(r.ep.ID, "w1")
 	done, cancel := context.WithCancel(context.Background())

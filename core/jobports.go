@@ -1,14 +1,11 @@
 package core
 
-import (
-	"context"
-)
-
 // This file declares the ports the job engine reaches its stores and deliveries through.
 
-// JobRecords persists jobs. PutJob with durable=true returns only once the write is synced (an
-// acknowledged /run job survives kill -9); durable=false may lose the write in a crash until
-// the next SyncJobs, which makes every earlier write durable.
+// JobRecords persists the job records under an in-process JobStore (store/memq over Pebble).
+// PutJob with durable=true returns only once the write is synced (an acknowledged /run job
+// survives kill -9); durable=false may lose the write in a crash until the next SyncJobs,
+// which makes every earlier write durable.
 type JobRecords interface {
 	PutJob(j *Job, input []byte, durable bool) error // input nil = keep the stored one
 	SyncJobs() error
@@ -16,14 +13,6 @@ type JobRecords interface {
 	Input(id string) ([]byte, error) // ErrNotFound
 	DeleteJob(id string) error
 	ScanJobs(fn func(*Job)) error // every stored job, any order
-}
-
-// Dispatcher queues job keys per endpoint and hands them to long-polling workers. It may hand
-// out keys of jobs no longer queued (cancelled, purged, expired): Jobs checks each one.
-type Dispatcher interface {
-	Enqueue(endpoint string, key JobKey)
-	// Take waits until it has at least one key (up to max) for endpoint, or ctx is done.
-	Take(ctx context.Context, endpoint string, max int) []JobKey
 }
 
 // Notifier delivers a job's final state to its webhook. It calls done once the delivery has

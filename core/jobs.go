@@ -4,9 +4,10 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
+	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -14,36 +15,21 @@ import (
 // are taken back.
 const WorkerLostAfter = 30 * time.Second
 
-// HotQueueBytes bounds the records and inputs of queued jobs kept in memory, so that most
-// takes need no store read (the head of a queue is what workers take next). Past it, queued
-// jobs wait on disk only.
-const HotQueueBytes = 16 << 20
-
 // MaxStreamBacklog is how many bytes of stream chunks a job may hold unread; past it the job
 // fails rather than grow without bound.
 const MaxStreamBacklog = 64 << 20
 
-// Jobs is the job engine: the state machine applied to live jobs, their retention, the
-// runsync waiters and stream readers, and the workers that hold jobs.
-//
-// Memory holds an index entry per live job (state, endpoint, expiry), free of pointers but for
-// the rarely set extras; the full record lives in the store and is attached only while a worker
-// runs the job. A million queued jobs cost a million small entries that the garbage collector
-// need not scan, not a million records: status reads pay one store read instead.
+// Jobs is the job engine: the rules applied to jobs (the transition table, retention, ttl,
+// webhooks, metering), the runsync waiters and stream readers, and the workers of this replica.
+// The jobs themselves live in a JobStore, which applies each change only from the states the
+// rules allow and wakes waiters; Jobs keeps no job in memory.
 type Jobs struct {
-	store    JobRecords
-	dispatch Dispatcher
-	notify   Notifier
-	meter    Meter
-	usage    UsageStore
-	clock    Clock
-	log      *slog.Logger
-
-	shards [1024]shard
-	seq    atomic.Uint64
-
-	dmu       sync.Mutex
-	deadlines deadlineHeap
+	store  JobStore
+	notify Notifier
+	meter  Meter
+	usage  UsageStore
+	clock  Clock
+	log    *slog.Logger
 
 	wmu     sync.Mutex
 	wcond   *sync.Cond              // on wmu: broadcast when a Take call ends
@@ -55,19 +41,14 @@ type Jobs struct {
 
 	counts sync.Map // endpoint -> *endpointCounts
 
-	hotBytes atomic.Int64 // bytes held by hot copies of queued jobs
-
-	epMu    sync.RWMutex
-	epIDs   map[string]uint32 // interned endpoint ids
-	epNames []string
-
 	webhookBacklog webhookBacklog // webhooks the notifier had no room for (jobs_webhook.go)
 }
 
+// JobsConfig wires a Jobs engine.
 type JobsConfig struct {
-	Store    JobRecords
-	Dispatch Dispatcher
-	Notify   Notifier // nil = webhooks are not delivered
+	// Store holds the jobs; opened (and its stored jobs loaded) before the engine starts.
+	Store  JobStore
+	Notify Notifier // nil = webhooks are not delivered
 	// Meter prices the jobs of metered endpoints (ready-made models) when they complete, and
 	// Usage records each charge; both or neither. nil = nothing is metered.
 	Meter Meter
@@ -79,23 +60,20 @@ type JobsConfig struct {
 	Tokens *WorkerTokens
 }
 
-// NewJobs returns an engine with no jobs; call Recover to load stored ones.
+// NewJobs returns an engine over the store; call Recover once to apply the restart rules to
+// the jobs it holds.
 func NewJobs(c JobsConfig) *Jobs {
 	if (c.Meter == nil) != (c.Usage == nil) {
 		panic("core: JobsConfig needs both Meter and Usage, or neither")
 	}
-	j := &Jobs{store: c.Store, dispatch: c.Dispatch, notify: c.Notify, meter: c.Meter, usage: c.Usage, clock: c.Clock, log: c.Log,
-		workers: map[string]*workerState{}, tokens: c.Tokens, epIDs: map[string]uint32{},
-		signals: WorkerSignals{ready: make(chan struct{}, 1)}}
+	j := &Jobs{store: c.Store, notify: c.Notify, meter: c.Meter, usage: c.Usage, clock: c.Clock, log: c.Log,
+		workers: map[string]*workerState{}, tokens: c.Tokens, signals: WorkerSignals{ready: make(chan struct{}, 1)}}
 	if j.tokens == nil {
 		j.tokens = newMemoryWorkerTokens(c.Clock)
 	}
 	j.wcond = sync.NewCond(&j.wmu)
 	if j.log == nil {
 		j.log = slog.Default()
-	}
-	for i := range j.shards {
-		j.shards[i].jobs = map[JobKey]liveJob{}
 	}
 	return j
 }
@@ -113,16 +91,16 @@ type Submission struct {
 	Wait     time.Duration // runsync's wait, for retention
 }
 
-// Submit creates a job IN_QUEUE and hands it to the dispatcher. An async job is durable before
-// Submit returns; a runsync job is not synced first (its client waits on the connection).
+// Submit creates a job IN_QUEUE in the store, which queues it and wakes a taker. An async job
+// is durable before Submit returns; a runsync job is not synced first (its client waits on
+// the connection).
 func (js *Jobs) Submit(ep *Endpoint, s Submission) (Job, error) {
 	now := js.clock.Now()
-	key := NewJobKey(s.Sync)
-	rec := &Job{
-		ID: key.String(), Endpoint: ep.ID, Owner: cmp.Or(s.Owner, ep.Owner), Status: InQueue, Sync: s.Sync,
+	rec := Job{
+		ID: NewJobKey(s.Sync).String(), Endpoint: ep.ID, Owner: cmp.Or(s.Owner, ep.Owner), Status: InQueue, Sync: s.Sync,
 		Webhook: s.Webhook, Policy: s.Policy, S3Config: s.S3Config,
 		TimeoutMs: cmpOr(s.Policy.ExecutionTimeoutMs, ep.TimeoutMs),
-		Seq:       js.seq.Add(1), CreatedAt: now, QueuedAt: now,
+		CreatedAt: now, QueuedAt: now,
 		Retention: RunRetention,
 	}
 	if s.Sync {
@@ -131,27 +109,13 @@ func (js *Jobs) Submit(ep *Endpoint, s Submission) (Job, error) {
 			rec.Retention = RunSyncLongRetention
 		}
 	}
-	rec.ExpiresAt = now.Add(ttlOf(rec))
-	if err := js.store.PutJob(rec, s.Input, !s.Sync); err != nil {
+	rec.ExpiresAt = now.Add(ttlOf(&rec))
+	stored, err := js.store.Insert(context.Background(), rec, s.Input, !s.Sync)
+	if err != nil {
 		return Job{}, Internal("storing the job", err)
 	}
-	snap := *rec // taken before the job is published: a worker may change rec from then on
-	lj := liveJob{expiresAt: rec.ExpiresAt.UnixNano(), ep: js.epIntern(ep.ID), state: stQueued, sync: s.Sync,
-		low: s.Policy.LowPriority}
-	var x *jobExtra
-	if size := int64(len(s.Input) + hotRecordOverhead); js.hotBytes.Add(size) <= HotQueueBytes {
-		x = &jobExtra{hot: &hotCopy{rec: rec, input: s.Input, size: size}}
-	} else {
-		js.hotBytes.Add(-size)
-	}
-	sh := js.shard(key)
-	sh.mu.Lock()
-	e := &entry{liveJob: lj, x: x, key: key, sh: sh}
-	e.unlock()
-	js.count(ep.ID, "", InQueue, lj.low)
-	js.schedule(key, rec.ExpiresAt, dlExpire)
-	js.dispatch.Enqueue(ep.ID, key)
-	return snap, nil
+	js.countsOf(ep.ID).submitted.Add(1)
+	return stored, nil
 }
 
 // ttlOf is a job's lifetime from submit.
@@ -182,166 +146,184 @@ type JobRef struct {
 	Owner    string // "" = any owner (internal callers)
 }
 
-func (js *Jobs) view(ref JobRef, fn func(e *entry, rec *Job)) (Job, error) {
-	e, err := js.lookup(ref.Endpoint, ref.ID)
+// anyStatus is every job status.
+var anyStatus = Statuses(InQueue, InProgress, Completed, Failed, Cancelled, TimedOut)
+
+// isSync reports whether id is a runsync job's: its changes are not synced (its client waits
+// on the connection).
+func isSync(id string) bool { return strings.HasPrefix(id, "sync-") }
+
+// check returns KindNotFound unless the job is the ref's endpoint's and owner's (when set), and
+// not expired at now.
+func check(ref JobRef, j *Job, now time.Time) error {
+	if j.Endpoint != ref.Endpoint || (ref.Owner != "" && j.Owner != ref.Owner) || !now.Before(j.ExpiresAt) {
+		return notFound(ref.ID)
+	}
+	return nil
+}
+
+// read returns the job the ref names, as the ref's caller may see it.
+func (js *Jobs) read(ref JobRef) (Job, error) {
+	if _, ok := ParseJobKey(ref.ID); !ok {
+		return Job{}, notFound(ref.ID)
+	}
+	j, err := js.store.Get(context.Background(), ref.ID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return Job{}, notFound(ref.ID)
+	case err != nil:
+		return Job{}, Internal("reading the job", err)
+	}
+	if err := check(ref, &j, js.clock.Now()); err != nil {
+		return Job{}, err
+	}
+	return j, nil
+}
+
+// apply changes the job the ref names by ev, if the transition table allows it from the job's
+// status: fn sets the fields of the state ev leads to. It returns the job as stored and the
+// status it left.
+func (js *Jobs) apply(ref JobRef, ev Event, durable bool, fn func(j *Job, to JobStatus, now time.Time)) (Job, JobStatus, error) {
+	now := js.clock.Now()
+	var from JobStatus
+	j, err := js.store.Update(context.Background(), ref.ID, From(ev), func(j *Job) error {
+		if err := check(ref, j, now); err != nil {
+			return err
+		}
+		to, err := Next(j.Status, ev)
+		if err != nil {
+			return err
+		}
+		from = j.Status
+		fn(j, to, now)
+		return nil
+	}, durable)
 	if err != nil {
-		return Job{}, err
+		return Job{}, "", js.refused(ref, ev, err)
 	}
-	defer e.unlock()
-	rec, err := js.record(e)
-	if err != nil {
-		return Job{}, err
+	return j, from, nil
+}
+
+// refused turns a store's refusal into the caller's error: a job the ref may not see is not
+// found, whatever its state; one in a state ev is not allowed from is a conflict naming why.
+func (js *Jobs) refused(ref JobRef, ev Event, err error) error {
+	var se *StateError
+	var ours *Error
+	switch {
+	case errors.As(err, &se):
+		if _, err := js.read(ref); err != nil {
+			return err
+		}
+		_, err := Next(se.Status, ev)
+		return err
+	case errors.Is(err, ErrNotFound):
+		return notFound(ref.ID)
+	case errors.As(err, &ours):
+		return err
 	}
-	if err := owned(ref, rec); err != nil {
-		return Job{}, err
+	return Internal("storing the job", err)
+}
+
+// ending applies the end rule to a job reaching terminal state to at now: its result is kept
+// for its retention, and the webhook is marked for delivery with the end (a crash before the
+// delivery loses nothing).
+func (js *Jobs) ending(j *Job, to JobStatus, now time.Time) {
+	j.Status, j.EndedAt, j.ExpiresAt = to, now, now.Add(j.Retention)
+	j.WebhookPending = j.Webhook != "" && js.notify != nil && (to == Completed || to == Failed || to == TimedOut)
+}
+
+// ended follows a job's end once the store holds it: its execution time counts, its worker no
+// longer holds it (and is told to stop a job cancelled or timed out under it), and the webhook
+// goes out.
+func (js *Jobs) ended(j *Job, from JobStatus, ev Event) {
+	if from == InProgress && !j.StartedAt.IsZero() {
+		c := js.countsOf(j.Endpoint)
+		c.execMs.Add(j.EndedAt.Sub(j.StartedAt).Milliseconds())
+		c.execCount.Add(1)
 	}
-	if fn != nil {
-		fn(e, rec)
+	if j.WorkerID != "" && from == InProgress {
+		js.release(j.WorkerID, j.ID, ev == EvCancel || ev == EvTimeout)
 	}
-	out := *rec
-	if out.Status == InQueue {
-		out.Reason = js.condition(ref.Endpoint).Reason
+	if j.WebhookPending {
+		js.sendWebhook(j)
 	}
-	return out, nil
+}
+
+// requeueing puts a job back IN_QUEUE at now (retry, worker lost, or a graceful stop's
+// release); spend counts one more retry (a release spends none). The store queues it again.
+func requeueing(j *Job, now time.Time, spend bool) {
+	j.Status = InQueue
+	j.Output, j.Error, j.WorkerID, j.Cost = nil, "", "", nil
+	if spend {
+		j.Retries++
+	}
+	j.QueuedAt, j.StartedAt, j.EndedAt = now, time.Time{}, time.Time{}
+	j.ExpiresAt = now.Add(ttlOf(j))
+}
+
+// view returns the job with the scheduler's reason for a queued one's wait.
+func (js *Jobs) view(j Job) Job {
+	if j.Status == InQueue {
+		j.Reason = js.condition(j.Endpoint).Reason
+	}
+	return j
 }
 
 // Get returns a job. A positive ttl sets the job to expire ttl from now.
 func (js *Jobs) Get(ref JobRef, ttl time.Duration) (Job, error) {
 	if ttl <= 0 {
-		return js.view(ref, nil)
+		j, err := js.read(ref)
+		return js.view(j), err
 	}
-	return js.view(ref, func(e *entry, rec *Job) {
-		rec.ExpiresAt = js.clock.Now().Add(ttl)
-		js.save(e, rec)
-		js.schedule(e.key, rec.ExpiresAt, dlExpire)
-	})
+	now := js.clock.Now()
+	j, err := js.store.Update(context.Background(), ref.ID, anyStatus, func(j *Job) error {
+		if err := check(ref, j, now); err != nil {
+			return err
+		}
+		j.ExpiresAt = now.Add(ttl)
+		return nil
+	}, false)
+	if err != nil {
+		return Job{}, js.refused(ref, "", err)
+	}
+	return js.view(j), nil
 }
 
 // Wait returns the job once it ends or when wait passes (or ctx ends), whichever is first.
 func (js *Jobs) Wait(ctx context.Context, ref JobRef, wait time.Duration) (Job, error) {
-	e, err := js.lookupRef(ref)
-	if err != nil {
+	if _, err := js.read(ref); err != nil {
 		return Job{}, err
 	}
-	done := e.ended()
-	e.unlock()
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-	case <-ctx.Done():
-	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	_ = js.store.WaitEnded(ctx, ref.ID) // its end, the wait, or the caller's context
+	cancel()
 	return js.Get(ref, 0)
-}
-
-// end moves a job to a terminal state: retention starts, waiters wake, the webhook fires, and
-// the record is detached (it lives in the store). Called with the shard locked; it reports
-// whether the caller must sync once unlocked (every job but a runsync one, whose client waits
-// on the connection).
-func (js *Jobs) end(e *entry, rec *Job, ev Event, to JobStatus) (syncNeeded bool) {
-	from := rec.Status
-	now := js.clock.Now()
-	rec.Status = to
-	rec.EndedAt = now
-	rec.ExpiresAt = now.Add(rec.Retention)
-	js.count(rec.Endpoint, from, to, rec.Policy.LowPriority)
-	webhook := rec.Webhook != "" && js.notify != nil && (to == Completed || to == Failed || to == TimedOut)
-	rec.WebhookPending = webhook // written with the end: a crash before delivery loses nothing
-	if from == InProgress && !rec.StartedAt.IsZero() {
-		c := js.countsOf(rec.Endpoint)
-		c.execMs.Add(now.Sub(rec.StartedAt).Milliseconds())
-		c.execCount.Add(1)
-	}
-	js.save(e, rec)
-	if e.x != nil {
-		e.x.rec = nil
-	}
-	js.dropHot(e)
-	e.wake()
-	js.schedule(e.key, rec.ExpiresAt, dlExpire)
-	if rec.WorkerID != "" {
-		js.release(rec.WorkerID, rec.ID, from == InProgress && (ev == EvCancel || ev == EvTimeout))
-	}
-	if webhook {
-		js.sendWebhook(rec)
-	}
-	return !rec.Sync
-}
-
-// begin locks a job for a caller's event: it checks the caller may see the job and the
-// transition is allowed, and returns the entry (locked), its record and the state the event
-// leads to.
-func (js *Jobs) begin(ref JobRef, ev Event) (*entry, *Job, JobStatus, error) {
-	e, err := js.lookupRef(ref)
-	if err != nil {
-		return nil, nil, "", err
-	}
-	to, err := Next(e.status(), ev)
-	if err == nil {
-		var rec *Job
-		if rec, err = js.record(e); err == nil {
-			return e, rec, to, nil
-		}
-	}
-	e.unlock()
-	return nil, nil, "", err
 }
 
 // Cancel cancels a queued or running job; a running job's worker is told to stop.
 func (js *Jobs) Cancel(ref JobRef) (Job, error) {
-	e, rec, to, err := js.begin(ref, EvCancel)
+	j, from, err := js.apply(ref, EvCancel, !isSync(ref.ID), func(j *Job, to JobStatus, now time.Time) {
+		js.ending(j, to, now)
+	})
 	if err != nil {
 		return Job{}, err
 	}
-	needSync := js.end(e, rec, EvCancel, to)
-	snap := *rec
-	e.unlock()
-	return snap, js.sync(needSync)
+	js.ended(&j, from, EvCancel)
+	return js.view(j), nil
 }
 
 // Retry puts a FAILED or TIMED_OUT job back in the queue: same id, same input, output removed.
 func (js *Jobs) Retry(ref JobRef) (Job, error) {
-	e, rec, _, err := js.begin(ref, EvRetry)
+	j, _, err := js.apply(ref, EvRetry, !isSync(ref.ID), func(j *Job, _ JobStatus, now time.Time) {
+		requeueing(j, now, true)
+	})
 	if err != nil {
 		return Job{}, err
 	}
-	js.requeue(e, rec, true)
-	js.countsOf(ref.Endpoint).retried.Add(1)
-	snap, key := *rec, e.key
-	e.unlock()
-	if err := js.sync(!snap.Sync); err != nil {
-		return Job{}, err
-	}
-	js.dispatch.Enqueue(ref.Endpoint, key)
-	return snap, nil
-}
-
-// requeue puts a job back IN_QUEUE (retry, worker lost, or a graceful stop's release) and
-// detaches its record; spend counts one more retry (a release spends none). Called with the
-// shard locked; the caller syncs and enqueues the job once unlocked.
-func (js *Jobs) requeue(e *entry, rec *Job, spend bool) {
-	now := js.clock.Now()
-	js.count(rec.Endpoint, rec.Status, InQueue, rec.Policy.LowPriority)
-	rec.Status = InQueue
-	rec.Output, rec.Error, rec.WorkerID, rec.Cost = nil, "", "", nil
-	if spend {
-		rec.Retries++
-	}
-	rec.QueuedAt, rec.StartedAt, rec.EndedAt = now, time.Time{}, time.Time{}
-	rec.ExpiresAt = now.Add(ttlOf(rec))
-	if x := e.x; x != nil {
-		x.rec, x.stream = nil, nil
-		if x.done != nil {
-			select {
-			case <-x.done:
-				x.done = nil // a new run: a new end
-			default:
-			}
-		}
-	}
-	js.save(e, rec)
-	js.schedule(e.key, rec.ExpiresAt, dlExpire)
+	c := js.countsOf(ref.Endpoint)
+	c.retried.Add(1)
+	c.submitted.Add(1)
+	return js.view(j), nil
 }
 
 // Purge cancels every queued job of the endpoint; running jobs are not touched.
@@ -350,39 +332,13 @@ func (js *Jobs) Purge(endpoint string) int { return js.PurgeOwned(endpoint, "") 
 // PurgeOwned cancels the endpoint's queued jobs that owner submitted ("" = every owner's), as
 // purge-queue on a shared ready-made model endpoint does; running jobs are not touched.
 func (js *Jobs) PurgeOwned(endpoint, owner string) int {
-	epID, ok := js.epFind(endpoint)
-	if !ok {
-		return 0
+	now := js.clock.Now()
+	n, err := js.store.Purge(context.Background(), endpoint, owner, func(j *Job) {
+		j.Error = "purged from the queue"
+		js.ending(j, Cancelled, now)
+	}, true)
+	if err != nil {
+		js.log.Error("purging a queue", "endpoint", endpoint, "err", err) // what was purged stays purged
 	}
-	n, needSync := 0, false
-	for i := range js.shards {
-		sh := &js.shards[i]
-		sh.mu.Lock()
-		for key, lj := range sh.jobs {
-			if lj.ep != epID || lj.state != stQueued {
-				continue
-			}
-			e := sh.entry(key, lj)
-			if owner != "" {
-				if e.x != nil && e.x.hot != nil && e.x.hot.rec.Owner != owner {
-					continue // peeked at without taking the hot copy
-				}
-			}
-			rec, err := js.record(e)
-			if err != nil {
-				js.log.Error("purging a job", "job", key.String(), "err", err)
-				continue
-			}
-			if owner != "" && rec.Owner != owner {
-				continue // read from the store: the entry is unchanged
-			}
-			rec.Error = "purged from the queue"
-			needSync = js.end(e, rec, EvPurge, Cancelled) || needSync
-			e.store()
-			n++
-		}
-		sh.mu.Unlock()
-	}
-	_ = js.sync(needSync) // logged; the purge itself has happened
 	return n
 }

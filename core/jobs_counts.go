@@ -1,20 +1,20 @@
 package core
 
 import (
+	"context"
 	"sync/atomic"
 	"time"
 )
 
-// This file is the per-endpoint job counters and the /health view built from them.
+// This file is the per-endpoint counters the engine keeps itself (the job states are counted
+// by the store: JobStore.Stats) and the /health view built from both.
 
-// endpointCounts are an endpoint's job counters, moved by count on every state change.
+// endpointCounts are an endpoint's counters of what this engine did.
 type endpointCounts struct {
-	// First, together, the counts LoadCounter.Load reads on every autoscaler tick.
-	inQueue, lowQueued, inProgress atomic.Int64 // lowQueued: lowPriority jobs among inQueue
-	submitted                      atomic.Int64 // jobs ever submitted or requeued
-	execMs, execCount              atomic.Int64 // execution time of ended jobs
-	completed, failed, retried     atomic.Int64
-	cond                           atomic.Pointer[Condition]
+	submitted         atomic.Int64 // jobs ever submitted or requeued
+	execMs, execCount atomic.Int64 // execution time of ended jobs
+	retried           atomic.Int64
+	cond              atomic.Pointer[Condition]
 }
 
 func (js *Jobs) countsOf(endpoint string) *endpointCounts {
@@ -25,34 +25,13 @@ func (js *Jobs) countsOf(endpoint string) *endpointCounts {
 	return c.(*endpointCounts)
 }
 
-// count moves a job between the per-endpoint counters when its state changes; low is the
-// job's policy.lowPriority.
-func (js *Jobs) count(endpoint string, from, to JobStatus, low bool) {
-	if from == to {
-		return
+// stats returns the store's figures for the endpoint; zero, logged, when it cannot answer.
+func (js *Jobs) stats(endpoint string) QueueStats {
+	st, err := js.store.Stats(context.Background(), endpoint)
+	if err != nil {
+		js.log.Error("reading queue figures", "endpoint", endpoint, "err", err)
 	}
-	c := js.countsOf(endpoint)
-	c.add(from, -1, low)
-	c.add(to, +1, low)
-	if to == InQueue {
-		c.submitted.Add(1)
-	}
-}
-
-func (c *endpointCounts) add(s JobStatus, d int64, low bool) {
-	switch s {
-	case InQueue:
-		c.inQueue.Add(d)
-		if low {
-			c.lowQueued.Add(d)
-		}
-	case InProgress:
-		c.inProgress.Add(d)
-	case Completed:
-		c.completed.Add(d)
-	case Failed, TimedOut:
-		c.failed.Add(d)
-	}
+	return st
 }
 
 // Health is an endpoint's job and worker counts (spec 2.10).
@@ -72,9 +51,9 @@ type Health struct {
 
 // Health returns the endpoint's counts.
 func (js *Jobs) Health(endpoint string) Health {
-	c := js.countsOf(endpoint)
-	h := Health{InQueue: c.inQueue.Load(), InProgress: c.inProgress.Load(), Completed: c.completed.Load(),
-		Failed: c.failed.Load(), Retried: c.retried.Load()}
+	st := js.stats(endpoint)
+	h := Health{InQueue: st.Queued, InProgress: st.InProgress, Completed: st.Completed, Failed: st.Failed,
+		Retried: js.countsOf(endpoint).retried.Load()}
 	cond := js.condition(endpoint)
 	h.Throttled, h.Suspended, h.Unhealthy, h.Reason = cond.Throttled, cond.Suspended, cond.Unhealthy, cond.Reason
 	h.Idle, h.Running, h.Initializing = cond.Idle, cond.Running, cond.Initializing

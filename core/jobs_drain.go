@@ -84,19 +84,20 @@ func (js *Jobs) Release() (int, error) {
 	js.wmu.Unlock()
 	n := 0
 	for _, h := range all {
-		e, rec := js.lockRunning(h.worker, h.id)
-		if e == nil {
+		_, err := js.store.Update(context.Background(), h.id, Statuses(InProgress), func(j *Job) error {
+			if j.WorkerID != h.worker {
+				return errNotHeld
+			}
+			requeueing(j, js.clock.Now(), false)
+			return nil
+		}, true)
+		if err != nil {
 			continue // ended meanwhile
 		}
 		js.release(h.worker, h.id, true)
-		js.requeue(e, rec, false)
-		e.unlock()
 		n++
 	}
-	if n == 0 {
-		return 0, nil
-	}
-	return n, js.sync(true)
+	return n, nil
 }
 
 // taking reports whether a Take call is under way; wmu is held.

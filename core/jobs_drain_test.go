@@ -10,21 +10,20 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
 )
 
-// signalingQueues are queues that say when a poll reaches them.
-type signalingQueues struct {
-	scheduler.Queues
+// signalingStore is a job store that says when a poll parks on it.
+type signalingStore struct {
+	core.JobStore
 	polls chan struct{}
 }
 
-func (q *signalingQueues) Take(ctx context.Context, endpoint string, max int) []core.JobKey {
+func (s *signalingStore) WaitAvailable(ctx context.Context, endpoint string) error {
 	select {
-	case q.polls <- struct{}{}:
+	case s.polls <- struct{}{}:
 	default:
 	}
-	return q.Queues.Take(ctx, endpoint, max)
+	return s.JobStore.WaitAvailable(ctx, endpoint)
 }
 
 // TestDrainAndRelease is a graceful stop as the job engine sees it: Drain ends the polls
@@ -34,8 +33,8 @@ func (q *signalingQueues) Take(ctx context.Context, endpoint string, max int) []
 func TestDrainAndRelease(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
-	d := &signalingQueues{polls: make(chan struct{}, 16)}
-	r.jobs = core.NewJobs(core.JobsConfig{Store: r.store, Dispatch: d, Clock: r.clock, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	d := &signalingStore{JobStore: r.js, polls: make(chan struct{}, 16)}
+	r.jobs = core.NewJobs(core.JobsConfig{Store: d, Clock: r.clock, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	for _, w := range []string{"w1", "w2", "w3"} {
 		r.jobs.RegisterWorker("ep1", w)
 	}

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -14,86 +15,53 @@ type StreamChunk struct {
 	Metrics json.RawMessage // nil = none
 }
 
-// streamState holds a running job's stream chunks not read yet.
-type streamState struct {
-	chunks []StreamChunk
-	bytes  int
-	sig    chan struct{} // signalled when a chunk arrives or the job ends
-}
-
-func (e *entry) streamOf() *streamState {
-	x := e.extra()
-	if x.stream == nil {
-		x.stream = &streamState{sig: make(chan struct{}, 1)}
-	}
-	return x.stream
-}
-
 // StreamPart records one part a worker streamed, split into chunks of at most MaxStreamChunk;
 // metrics (nil = none) go with the last of them.
 func (js *Jobs) StreamPart(endpoint, worker, id string, part, metrics json.RawMessage) error {
-	e, rec, err := js.held(endpoint, worker, id)
-	if err != nil {
-		return err
-	}
-	needSync := false
-	defer func() { e.unlock(); _ = js.sync(needSync) }()
-	rec.Streamed = true
-	st := e.streamOf()
-	for _, c := range SplitChunk(part, MaxStreamChunk) {
-		st.chunks = append(st.chunks, StreamChunk{Output: c})
-		st.bytes += len(c)
+	split := SplitChunk(part, MaxStreamChunk)
+	chunks := make([]StreamChunk, len(split))
+	for i, c := range split {
+		chunks[i].Output = c
 	}
 	if len(metrics) > 0 {
-		st.chunks[len(st.chunks)-1].Metrics = metrics
-		st.bytes += len(metrics)
+		chunks[len(chunks)-1].Metrics = metrics
 	}
-	if st.bytes > MaxStreamBacklog {
-		rec.Error = fmt.Sprintf("the job streamed more than %d MB that no one read; read /stream while it runs", MaxStreamBacklog>>20)
-		needSync = js.end(e, rec, EvFail, Failed)
+	ref := JobRef{Endpoint: endpoint, ID: id}
+	unread, err := js.store.AppendChunks(context.Background(), id, worker, chunks)
+	if err != nil {
+		return js.notHeld(ref, worker, err)
+	}
+	if unread <= MaxStreamBacklog {
 		return nil
 	}
-	signal(st.sig)
-	return nil
+	j, err := js.post(endpoint, worker, id, !isSync(id), func(j *Job, now time.Time) {
+		j.Error = fmt.Sprintf("the job streamed more than %d MB that no one read; read /stream while it runs", MaxStreamBacklog>>20)
+		js.ending(j, Failed, now)
+	})
+	if err == nil {
+		js.ended(&j, InProgress, EvFail)
+	}
+	return nil // the part was taken; the job failed for the backlog, or ended meanwhile
 }
 
 // ReadStream hands out the chunks not yet read, waiting up to wait for one to arrive while the
 // job runs. Each chunk is handed out once.
 func (js *Jobs) ReadStream(ctx context.Context, ref JobRef, wait time.Duration) (Job, []StreamChunk, error) {
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	if ref.Owner != "" { // checked once: a job's owner never changes
-		e, err := js.lookupRef(ref)
-		if err != nil {
-			return Job{}, nil, err
-		}
-		e.unlock()
+	if _, err := js.read(ref); err != nil { // the caller may see the job
+		return Job{}, nil, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
 	for {
-		e, err := js.lookup(ref.Endpoint, ref.ID)
-		if err != nil {
-			return Job{}, nil, err
+		chunks, err := js.store.DrainChunks(context.Background(), ref.ID)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return Job{}, nil, Internal("reading the job's stream", err)
 		}
-		st := e.streamOf()
-		if len(st.chunks) > 0 || e.status().Terminal() {
-			chunks := st.chunks
-			st.chunks, st.bytes = nil, 0
-			rec, err := js.record(e)
-			var snap Job
-			if err == nil {
-				snap = *rec // copied under the lock: an attached record is still changing
-			}
-			e.unlock()
-			return snap, chunks, err
+		j, err := js.read(ref)
+		if err != nil || len(chunks) > 0 || j.Status.Terminal() {
+			return js.view(j), chunks, err
 		}
-		sig := st.sig
-		e.unlock()
-		select {
-		case <-sig:
-		case <-deadline.C:
-			snap, err := js.Get(ref, 0)
-			return snap, nil, err
-		case <-ctx.Done():
+		if js.store.WaitChunks(ctx, ref.ID) != nil { // the wait passed, or the caller left
 			snap, err := js.Get(ref, 0)
 			return snap, nil, err
 		}

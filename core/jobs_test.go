@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/store/memq"
 	"github.com/gantryhq/gantry/store/pebble"
 )
 
@@ -65,6 +65,7 @@ type rig struct {
 	t     *testing.T
 	jobs  *core.Jobs
 	store *pebble.Store
+	js    *memq.Store // the job store over store
 	dir   string
 	clock *clock
 	ep    *core.Endpoint
@@ -91,7 +92,12 @@ func (r *rig) open() {
 	}
 	r.t.Cleanup(func() { st.Close() })
 	r.store = st
-	cfg := core.JobsConfig{Store: st, Dispatch: &scheduler.Queues{}, Clock: r.clock,
+	js, err := st.Jobs(memq.Options{Clock: r.clock})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.js = js
+	cfg := core.JobsConfig{Store: js, Clock: r.clock,
 		Notify: r.hooks, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	if r.meter != nil {
 		cfg.Meter, cfg.Usage = r.meter, st
@@ -584,7 +590,7 @@ func TestHotQueue(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	big := `{"b":"` + strings.Repeat("x", 1<<20) + `"}`
-	n := core.HotQueueBytes/(1<<20) + 5 // more than the budget holds
+	n := memq.DefaultHotBytes/(1<<20) + 5 // more than the budget holds
 	var ids []string
 	for range n {
 		ids = append(ids, r.submit(big).ID)
@@ -607,7 +613,7 @@ func TestHotQueue(t *testing.T) {
 		hot++
 	}
 	if hot == 0 || hot >= n {
-		t.Errorf("%d of %d jobs came from memory; want some, bounded by the %d MB budget", hot, n, core.HotQueueBytes>>20)
+		t.Errorf("%d of %d jobs came from memory; want some, bounded by the %d MB budget", hot, n, memq.DefaultHotBytes>>20)
 	}
 
 	// A status ttl on a hot queued job changes the stored record; the take sees the change.

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"encoding/json"
 	"sync"
 	"time"
@@ -51,20 +52,15 @@ func (js *Jobs) offerDeferredWebhooks() {
 
 // resendWebhook sends a deferred webhook if its job is still marked for that end.
 func (js *Jobs) resendWebhook(d deferredWebhook) {
-	e, err := js.lookup(d.endpoint, d.id)
-	if err != nil {
-		return // expired meanwhile
+	j, err := js.read(JobRef{Endpoint: d.endpoint, ID: d.id})
+	if err != nil || !j.Status.Terminal() || !j.WebhookPending || !j.EndedAt.Equal(d.endedAt) || j.Webhook == "" {
+		return // expired, or retried meanwhile (its next end sends it), or delivered
 	}
-	defer e.unlock()
-	if !e.status().Terminal() {
-		return // retried meanwhile: its next end sends it
-	}
-	rec, err := js.record(e)
-	if err != nil || !rec.WebhookPending || !rec.EndedAt.Equal(d.endedAt) || rec.Webhook == "" {
-		return
-	}
-	js.sendWebhook(rec)
+	js.sendWebhook(&j)
 }
+
+// ended is every terminal status.
+var ended = Statuses(Completed, Failed, Cancelled, TimedOut)
 
 // WebhookBody is what a webhook receives: the final job plus its input.
 type WebhookBody struct {
@@ -86,12 +82,15 @@ func (js *Jobs) sendWebhook(rec *Job) {
 		DelayTime: rec.DelayTime(now), ExecutionTime: rec.ExecutionTime(now), Retries: rec.Retries, WorkerID: rec.WorkerID}
 	url, endpoint, endedAt := rec.Webhook, rec.Endpoint, rec.EndedAt
 	go func() {
-		// The end was written (save) before this ran: once it is on disk, a crash cannot
-		// take the job back to a state that would end it, and webhook it, a second time.
-		if js.sync(true) != nil {
-			return
+		// Once the end is on disk, a crash cannot take the job back to a state that would end
+		// it, and webhook it, a second time. A job's end is synced but for a runsync job's.
+		if isSync(body.ID) {
+			keep := func(*Job) error { return nil }
+			if _, err := js.store.Update(context.Background(), body.ID, ended, keep, true); err != nil {
+				return
+			}
 		}
-		if in, err := js.store.Input(body.ID); err == nil {
+		if in, err := js.store.Input(context.Background(), body.ID); err == nil {
 			body.Input = in
 		}
 		b, err := json.Marshal(body)
@@ -108,18 +107,16 @@ func (js *Jobs) sendWebhook(rec *Job) {
 // webhookDelivered clears the delivery mark of the job's end at endedAt (not of a later end,
 // after a retry). The write is not synced: a crash before it only delivers the webhook again.
 func (js *Jobs) webhookDelivered(endpoint, id string, endedAt time.Time) {
-	e, err := js.lookup(endpoint, id)
-	if err != nil {
-		return // expired meanwhile
-	}
-	defer e.unlock()
-	if !e.status().Terminal() {
-		return // retried meanwhile: its next end marks it again
-	}
-	rec, err := js.record(e)
-	if err != nil || !rec.WebhookPending || !rec.EndedAt.Equal(endedAt) {
-		return
-	}
-	rec.WebhookPending = false
-	js.save(e, rec)
+	ref := JobRef{Endpoint: endpoint, ID: id}
+	now := js.clock.Now()
+	_, _ = js.store.Update(context.Background(), id, ended, func(j *Job) error {
+		if err := check(ref, j, now); err != nil {
+			return err // expired meanwhile
+		}
+		if !j.WebhookPending || !j.EndedAt.Equal(endedAt) {
+			return errNotDue // retried and ended again: that end has its own delivery
+		}
+		j.WebhookPending = false
+		return nil
+	}, false)
 }

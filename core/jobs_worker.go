@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -166,87 +167,88 @@ func (js *Jobs) Take(ctx context.Context, endpoint, worker string, max int) []Ta
 		js.signals.post(WorkerSignal{Worker: worker, Kind: WorkerReady, At: now})
 	}
 	for ctx.Err() == nil {
-		var out []Taken
-		for _, key := range js.dispatch.Take(ctx, endpoint, max) {
-			if t, ok := js.take(endpoint, worker, key); ok {
-				out = append(out, t)
+		got, err := js.store.Take(ctx, endpoint, worker, max, js.clock.Now())
+		if err != nil {
+			js.log.Error("taking jobs", "endpoint", endpoint, "worker", worker, "err", err)
+		}
+		if len(got) > 0 {
+			return js.taken(worker, got)
+		}
+		if err != nil {
+			select { // a store fault: try again shortly rather than spin
+			case <-ctx.Done():
+			case <-time.After(takeRetry):
 			}
+			continue
 		}
-		if len(out) > 0 {
-			return out
-		}
+		_ = js.store.WaitAvailable(ctx, endpoint)
 	}
 	return nil
 }
 
-// take moves one queued job IN_PROGRESS for the worker and attaches its record.
-func (js *Jobs) take(endpoint, worker string, key JobKey) (Taken, bool) {
-	e := js.lock(key)
-	now := js.clock.Now()
-	if e == nil {
-		return Taken{}, false
-	}
-	if e.state != stQueued || now.UnixNano() >= e.expiresAt {
-		e.unlock()
-		return Taken{}, false
-	}
-	var input []byte
-	if e.x != nil && e.x.hot != nil {
-		input = e.x.hot.input // the record comes with it, below
-	}
-	rec, err := js.record(e)
-	if err != nil {
-		e.unlock()
-		js.log.Error("taking a job", "job", key.String(), "err", err)
-		return Taken{}, false
-	}
-	js.count(endpoint, InQueue, InProgress, e.low)
-	rec.Status = InProgress
-	rec.WorkerID = worker
-	rec.StartedAt = now
-	rec.Output = nil
-	e.extra().rec = rec
-	js.save(e, rec) // a take lost in a crash is taken again: the job runs at least once
-	if rec.TimeoutMs > 0 {
-		js.schedule(key, now.Add(time.Duration(rec.TimeoutMs)*time.Millisecond), dlTimeout)
-	}
-	id, s3 := rec.ID, rec.S3Config
-	e.unlock()
+// takeRetry is how long a Take waits before trying a store that failed again.
+const takeRetry = 100 * time.Millisecond
 
+// taken records the jobs the store moved to the worker and hands them out.
+func (js *Jobs) taken(worker string, got []TakenJob) []Taken {
+	out := make([]Taken, len(got))
 	js.wmu.Lock()
-	if w, ok := js.workers[worker]; ok {
-		w.held[id] = true
-		if len(w.stopHeld) > 0 {
-			delete(w.stopHeld, id) // taken again (a retry): it is not stopped any more
+	w, ok := js.workers[worker]
+	for i := range got {
+		j := &got[i].Job
+		out[i] = Taken{ID: j.ID, Input: got[i].Input, S3Config: j.S3Config}
+		if ok {
+			w.held[j.ID] = true
+			if len(w.stopHeld) > 0 {
+				delete(w.stopHeld, j.ID) // taken again (a retry): it is not stopped any more
+			}
 		}
+	}
+	if ok {
 		w.publishActivity()
 	}
 	js.wmu.Unlock()
-	if input == nil {
-		if input, err = js.store.Input(id); err != nil {
-			js.log.Error("reading a job's input", "job", id, "err", err)
-			input = json.RawMessage(`{}`)
-		}
-	}
-	return Taken{ID: id, Input: input, S3Config: s3}, true
+	return out
 }
 
-// held returns the locked entry of a job the worker holds (IN_PROGRESS, taken by it) with its
-// attached record.
-func (js *Jobs) held(endpoint, worker, id string) (*entry, *Job, error) {
-	e, err := js.lookup(endpoint, id)
+// post applies a worker's post to a job it holds (IN_PROGRESS, taken by it): fn changes the
+// record. It returns the job as stored.
+func (js *Jobs) post(endpoint, worker, id string, durable bool, fn func(j *Job, now time.Time)) (Job, error) {
+	ref := JobRef{Endpoint: endpoint, ID: id}
+	now := js.clock.Now()
+	j, err := js.store.Update(context.Background(), id, Statuses(InProgress), func(j *Job) error {
+		if err := check(ref, j, now); err != nil {
+			return err
+		}
+		if j.WorkerID != worker {
+			return errNotHeld
+		}
+		fn(j, now)
+		return nil
+	}, durable)
 	if err != nil {
-		return nil, nil, err
+		return Job{}, js.notHeld(ref, worker, err)
 	}
-	if rec := e.attached(); e.state == stRunning && rec != nil && rec.WorkerID == worker {
-		return e, rec, nil
+	return j, nil
+}
+
+// errNotHeld is a change refused because another worker holds the job.
+var errNotHeld = errors.New("the job is held by another worker")
+
+// notHeld turns a store's refusal of a worker's post into the worker's error.
+func (js *Jobs) notHeld(ref JobRef, worker string, err error) error {
+	var se *StateError
+	if errors.As(err, &se) || errors.Is(err, errNotHeld) {
+		j, rerr := js.read(ref)
+		if rerr != nil {
+			return rerr
+		}
+		if j.Status.Terminal() {
+			return Errorf(KindConflict, "job %s is already %s; this post changes nothing", ref.ID, j.Status)
+		}
+		return Errorf(KindConflict, "job %s is not held by worker %s", ref.ID, worker)
 	}
-	st := e.status()
-	e.unlock()
-	if st.Terminal() {
-		return nil, nil, Errorf(KindConflict, "job %s is already %s; this post changes nothing", id, st)
-	}
-	return nil, nil, Errorf(KindConflict, "job %s is not held by worker %s", id, worker)
+	return js.refused(ref, "", err)
 }
 
 // Result is what a worker posts to job-done.
@@ -275,7 +277,45 @@ func (js *Jobs) Done(endpoint, worker, id string, r Result) error {
 	if metered {
 		charge, unmeasured = js.measure(endpoint, id, r.Output)
 	}
-	e, rec, err := js.held(endpoint, worker, id)
+	ev := EvDone
+	j, err := js.post(endpoint, worker, id, !r.Progress && !isSync(id), func(rec *Job, now time.Time) {
+		switch {
+		case r.TooLarge > 0 || len(r.Output) > MaxResult:
+			size := max(r.TooLarge, int64(len(r.Output)))
+			rec.Output = nil
+			rec.Error = fmt.Sprintf("the worker's result is %d bytes, over the %d MB limit; store large outputs elsewhere (e.g. s3Config) and return a reference", size, MaxResult>>20)
+			ev = EvFail
+		case r.Progress:
+			rec.Output = r.Output
+			ev = EvProgress
+			return
+		case r.Error != "":
+			rec.Error = r.Error
+			if r.Output != nil {
+				rec.Output = r.Output
+			}
+			ev = EvFail
+		case unmeasured != nil:
+			rec.Output = r.Output
+			rec.Error = "the model's output could not be measured for billing, so the job failed and nothing is charged: " + unmeasured.Error()
+			ev = EvFail
+		case metered:
+			// Done has no context of its own; a charge once measured is recorded whatever
+			// becomes of the worker's request.
+			u, _, err := js.usage.AddUsage(context.Background(), Usage{Charge: charge, JobID: rec.ID, Owner: rec.Owner, At: now})
+			if err != nil {
+				js.log.Error("recording a charge", "job", rec.ID, "err", err)
+				rec.Error = "recording the job's charge failed, so the job failed and nothing is charged; retry it"
+				ev = EvFail
+				break
+			}
+			rec.Output, rec.Cost = r.Output, &u.Charge // the ledger's record: an earlier one if there was
+		default:
+			rec.Output = r.Output
+		}
+		to, _ := Next(InProgress, ev)
+		js.ending(rec, to, now)
+	})
 	if err != nil {
 		if !r.Progress {
 			js.stopDone(worker, id) // a stopped job the worker ran to its end
@@ -290,49 +330,15 @@ func (js *Jobs) Done(endpoint, worker, id string, r Result) error {
 		}
 		js.wmu.Unlock()
 	}
-	needSync := false
-	switch {
-	case r.TooLarge > 0 || len(r.Output) > MaxResult:
-		size := max(r.TooLarge, int64(len(r.Output)))
-		rec.Output = nil
-		rec.Error = fmt.Sprintf("the worker's result is %d bytes, over the %d MB limit; store large outputs elsewhere (e.g. s3Config) and return a reference", size, MaxResult>>20)
-		needSync = js.end(e, rec, EvFail, Failed)
-	case r.Progress:
-		rec.Output = r.Output
-		js.save(e, rec)
-	case r.Error != "":
-		rec.Error = r.Error
-		if r.Output != nil {
-			rec.Output = r.Output
-		}
-		needSync = js.end(e, rec, EvFail, Failed)
-	case unmeasured != nil:
-		rec.Output = r.Output
-		rec.Error = "the model's output could not be measured for billing, so the job failed and nothing is charged: " + unmeasured.Error()
-		needSync = js.end(e, rec, EvFail, Failed)
-	case metered:
-		// Done has no context of its own; a charge once measured is recorded whatever becomes
-		// of the worker's request.
-		u, _, err := js.usage.AddUsage(context.Background(), Usage{Charge: charge, JobID: rec.ID, Owner: rec.Owner, At: js.clock.Now()})
-		if err != nil {
-			js.log.Error("recording a charge", "job", rec.ID, "err", err)
-			rec.Error = "recording the job's charge failed, so the job failed and nothing is charged; retry it"
-			needSync = js.end(e, rec, EvFail, Failed)
-			break
-		}
-		rec.Output, rec.Cost = r.Output, &u.Charge // the ledger's record: an earlier one if there was
-		needSync = js.end(e, rec, EvDone, Completed)
-	default:
-		rec.Output = r.Output
-		needSync = js.end(e, rec, EvDone, Completed)
+	if ev != EvProgress {
+		js.ended(&j, InProgress, ev)
 	}
-	e.unlock()
-	return js.sync(needSync)
+	return nil
 }
 
 // measure prices a completing job's output with the meter.
 func (js *Jobs) measure(endpoint, id string, output json.RawMessage) (Charge, error) {
-	input, err := js.store.Input(id)
+	input, err := js.store.Input(context.Background(), id)
 	if err != nil {
 		return Charge{}, fmt.Errorf("reading the job's input: %w", err)
 	}
@@ -437,59 +443,62 @@ func (js *Jobs) loseWorker(worker string) {
 		w.publishActivity()
 	}
 	js.wmu.Unlock()
+	if !ok { // another replica's worker, or one this replica forgot: ask the store
+		held, err := js.store.Held(context.Background(), worker)
+		if err != nil {
+			js.log.Error("reading a lost worker's jobs", "worker", worker, "err", err)
+		}
+		ids = held
+	}
 	for _, id := range ids {
-		e, rec := js.lockRunning(worker, id)
-		if e == nil {
-			continue
-		}
-		key := e.key
-		js.lostJob(e, rec)
-		endpoint, queued := rec.Endpoint, e.state == stQueued
-		e.unlock()
-		_ = js.sync(true)
-		if queued {
-			js.dispatch.Enqueue(endpoint, key)
-		}
+		js.lostJob(worker, id)
 	}
 }
 
-// lostJob applies the worker-lost rule to one job; the shard is locked. The caller syncs, and
-// enqueues the job if it went back IN_QUEUE.
-func (js *Jobs) lostJob(e *entry, rec *Job) {
-	if rec.Retries >= RetryBudget {
-		rec.Error = fmt.Sprintf("the worker running the job was lost %d times; giving up", rec.Retries+1)
-		js.end(e, rec, EvLost, Failed)
-		return
+// lostJob applies the worker-lost rule to one job while worker ("" = any) holds it: back to
+// the queue with one more retry, or FAILED once the retry budget is spent. Synced.
+func (js *Jobs) lostJob(worker, id string) (requeued bool) {
+	var ev Event
+	j, err := js.store.Update(context.Background(), id, Statuses(InProgress), func(j *Job) error {
+		if worker != "" && j.WorkerID != worker {
+			return errNotHeld
+		}
+		now := js.clock.Now()
+		if j.Retries >= RetryBudget {
+			j.Error = fmt.Sprintf("the worker running the job was lost %d times; giving up", j.Retries+1)
+			ev = EvLost
+			js.ending(j, Failed, now)
+			return nil
+		}
+		ev = EvRequeue
+		requeueing(j, now, true)
+		return nil
+	}, true)
+	var se *StateError
+	switch {
+	case errors.As(err, &se), errors.Is(err, errNotHeld), errors.Is(err, ErrNotFound):
+		return false // ended or went elsewhere meanwhile
+	case err != nil:
+		js.log.Error("taking a lost worker's job back", "job", id, "err", err)
+		return false
+	case ev == EvLost:
+		js.ended(&j, InProgress, ev)
+		return false
 	}
-	js.requeue(e, rec, true)
-}
-
-// lockRunning locks job id and returns it with its record while worker runs it (IN_PROGRESS,
-// taken by that worker); nil, with nothing locked, once it ended or went elsewhere.
-func (js *Jobs) lockRunning(worker, id string) (*entry, *Job) {
-	key, ok := ParseJobKey(id)
-	if !ok {
-		return nil, nil
-	}
-	e := js.lock(key)
-	if e == nil {
-		return nil, nil
-	}
-	rec := e.attached()
-	if e.state != stRunning || rec == nil || rec.WorkerID != worker {
-		e.unlock()
-		return nil, nil
-	}
-	return e, rec
+	js.countsOf(j.Endpoint).submitted.Add(1)
+	return true
 }
 
 // Holds returns nil when the worker holds the job (IN_PROGRESS, taken by it), else the error a
 // post for the job would get: a worker may store files only for a job it runs.
 func (js *Jobs) Holds(endpoint, worker, id string) error {
-	e, _, err := js.held(endpoint, worker, id)
+	ref := JobRef{Endpoint: endpoint, ID: id}
+	j, err := js.read(ref)
 	if err != nil {
 		return err
 	}
-	e.unlock()
+	if j.Status != InProgress || j.WorkerID != worker {
+		return js.notHeld(ref, worker, errNotHeld)
+	}
 	return nil
 }

@@ -97,10 +97,11 @@ type JobStore interface {
 	// WaitChunks is WaitEnded that also returns when the job holds unread stream chunks.
 	// Stream readers call it between DrainChunks.
 	WaitChunks(ctx context.Context, id string) error
-	// ListenAvailable calls fn with the endpoint each time a job may have become available
-	// there (coalescing is allowed; none is lost while it listens), until ctx ends. The
-	// scheduler's demand listens: an endpoint with no worker starts one at once. fn must not
-	// block; it may be called from the inserting goroutine.
+	// ListenAvailable subscribes fn, and returns once it is subscribed (an error when it
+	// cannot be). From then until ctx ends, fn is called with the endpoint each time a job may
+	// have become available there (an insert, or a job queued again); calls may be coalesced,
+	// but none is lost. The scheduler's demand listens: an endpoint with no worker starts one
+	// at once. fn must not block; it may be called from the inserting goroutine.
 	ListenAvailable(ctx context.Context, fn func(endpoint string)) error
 }
 

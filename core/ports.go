@@ -1,5 +1,7 @@
 package core
 
+import "context"
+
 // This file declares the ports the scheduler reaches the job engine through. The scheduler
 // depends on these interfaces only, never on *Jobs, so that the engine behind them can change
 // (a store shared by replicas) without the scheduler knowing.
@@ -27,13 +29,13 @@ type WorkerRegistry interface {
 	SubscribeWorkers() *WorkerSignals
 }
 
-// LoadReader is what the autoscaler reads of an endpoint's jobs.
+// LoadReader is what the autoscaler reads of an endpoint's jobs, and how it hears of them.
 type LoadReader interface {
-	// LoadCounter returns the endpoint's job counts, read with a few atomic loads.
+	// LoadCounter returns the endpoint's job counts, with the oldest queued job's time.
 	LoadCounter(endpoint string) LoadCounter
-	// Waiting reports whether a queued key is still a queued job, and whether it is
-	// lowPriority; it never waits.
-	Waiting(key JobKey) (queued, low bool)
+	// ListenAvailable subscribes fn, until ctx ends, to the job store's wake-up for a job
+	// queued at an endpoint (see JobStore.ListenAvailable); it returns once subscribed.
+	ListenAvailable(ctx context.Context, fn func(endpoint string)) error
 }
 
 var (

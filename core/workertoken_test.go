@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
 	"github.com/gantryhq/gantry/store/memory"
+	"github.com/gantryhq/gantry/store/memq"
 	"github.com/gantryhq/gantry/store/pebble"
 )
 
@@ -22,6 +22,7 @@ type tokenRig struct {
 	t     *testing.T
 	dir   string
 	store *pebble.Store
+	js    *memq.Store // the job store the replicas share
 	clock *clock
 	jobs  *core.Jobs
 }
@@ -35,6 +36,9 @@ func newTokenRig(t *testing.T) *tokenRig {
 	}
 	t.Cleanup(func() { st.Close() })
 	r.store = st
+	if r.js, err = st.Jobs(memq.Options{Clock: r.clock}); err != nil {
+		t.Fatal(err)
+	}
 	r.jobs = r.replica(st)
 	return r
 }
@@ -46,7 +50,7 @@ func (r *tokenRig) replica(st core.WorkerTokenStore) *core.Jobs {
 	if err != nil {
 		r.t.Fatalf("NewWorkerTokens = %v; want nil", err)
 	}
-	return core.NewJobs(core.JobsConfig{Store: r.store, Dispatch: &scheduler.Queues{}, Clock: r.clock, Tokens: tokens,
+	return core.NewJobs(core.JobsConfig{Store: r.js, Clock: r.clock, Tokens: tokens,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 }
 
@@ -221,7 +225,11 @@ func BenchmarkAuthWorker(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	js := core.NewJobs(core.JobsConfig{Store: st, Dispatch: &scheduler.Queues{}, Clock: core.SystemClock{}, Tokens: tokens})
+	jobStore, err := st.Jobs(memq.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	js := core.NewJobs(core.JobsConfig{Store: jobStore, Clock: core.SystemClock{}, Tokens: tokens})
 	for i := range 100 { // revocations to look through
 		if err := st.RevokeWorker(context.Background(), "ep1-gone"+strconv.Itoa(i), time.Now().Add(time.Hour)); err != nil {
 			b.Fatal(err)

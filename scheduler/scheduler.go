@@ -40,9 +40,8 @@ type JobEngine interface {
 
 // Config wires a Scheduler. Units and special values are on each field.
 type Config struct {
-	Jobs   JobEngine // the job engine; the scheduler subscribes to its worker signals
-	Queues *Queues
-	Pools  []Pool
+	Jobs  JobEngine // the job engine; the scheduler subscribes to its worker signals and queued jobs
+	Pools []Pool
 	// VolumeDC returns a network volume's data center: an endpoint's volumes pin its workers
 	// there. nil = no volumes are known.
 	VolumeDC func(id string) (string, bool)
@@ -129,7 +128,6 @@ type epState struct {
 	// parked and suspended count the workers suspending or suspended, and suspended alone
 	// (recount): publish, retire and resume read them instead of walking the workers.
 	parked, suspended int
-	queue             *queue       // its queue in Queues (queue endpoints)
 	active            atomic.Int32 // booting + ready workers, read without mu by Demand
 
 	// LOAD_BALANCER endpoints (balancer.go).
@@ -151,8 +149,8 @@ type epState struct {
 // New returns a scheduler over the pools. It subscribes to the job engine's worker signals and
 // applies them in a goroutine of its own until Close.
 func New(cfg Config) (*Scheduler, error) {
-	if cfg.Jobs == nil || cfg.Queues == nil {
-		return nil, errors.New("scheduler: Jobs and Queues are required")
+	if cfg.Jobs == nil {
+		return nil, errors.New("scheduler: Jobs is required")
 	}
 	placer, err := NewPlacer(cfg.Pools)
 	if err != nil {
@@ -173,6 +171,11 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	s := &Scheduler{cfg: cfg, placer: placer, suspended: newSuspendedWorkers(placer)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	// A job queued at an endpoint with no worker starts one at once, not at the next tick.
+	if err := cfg.Jobs.ListenAvailable(s.ctx, s.Demand); err != nil {
+		s.cancel()
+		return nil, fmt.Errorf("scheduler: listening for queued jobs: %w", err)
+	}
 	s.signals = cfg.Jobs.SubscribeWorkers()
 	s.watching.Add(1)
 	go s.watchWorkers()
@@ -187,8 +190,7 @@ func (s *Scheduler) Placer() *Placer { return s.placer }
 // they become idle.
 func (s *Scheduler) Set(ep core.Endpoint) {
 	v, loaded := s.eps.LoadOrStore(ep.ID, &epState{ep: ep, queueType: ep.Type == core.TypeQueue,
-		scaler: newScaler(s.cfg.StableWindow, s.cfg.PanicWindow), load: s.cfg.Jobs.LoadCounter(ep.ID),
-		queue: s.cfg.Queues.queue(ep.ID)})
+		scaler: newScaler(s.cfg.StableWindow, s.cfg.PanicWindow), load: s.cfg.Jobs.LoadCounter(ep.ID)})
 	es := v.(*epState)
 	if !loaded {
 		s.listMu.Lock()

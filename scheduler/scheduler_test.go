@@ -13,18 +13,18 @@ import (
 
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/internal/testkit"
+	"github.com/gantryhq/gantry/store/memq"
 	"github.com/gantryhq/gantry/store/pebble"
 )
 
 // rig is a scheduler over fake pools, with a real job engine on Pebble and an injected clock.
 // Workers are played by the test: poll marks one ready, take and done run a job on it.
 type rig struct {
-	t      *testing.T
-	clock  *testkit.Clock
-	jobs   *core.Jobs
-	queues *Queues
-	s      *Scheduler
-	pool   *fakePool
+	t     *testing.T
+	clock *testkit.Clock
+	jobs  *core.Jobs
+	s     *Scheduler
+	pool  *fakePool
 }
 
 func setup(t *testing.T, pools ...*fakePool) *rig {
@@ -39,19 +39,21 @@ func setup(t *testing.T, pools ...*fakePool) *rig {
 	t.Cleanup(func() { st.Close() })
 	r := &rig{t: t, clock: testkit.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), pool: pools[0]}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	r.queues = &Queues{Clock: r.clock}
-	r.jobs = core.NewJobs(core.JobsConfig{Store: st, Dispatch: r.queues, Clock: r.clock, Log: log})
+	js, err := st.Jobs(memq.Options{Clock: r.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.jobs = core.NewJobs(core.JobsConfig{Store: js, Clock: r.clock, Log: log})
 	var ps []Pool
 	for _, p := range pools {
 		ps = append(ps, p)
 	}
-	r.s, err = New(Config{Jobs: r.jobs, Queues: r.queues, Pools: ps, BaseURL: "http://127.0.0.1:1", Clock: r.clock, Log: log,
+	r.s, err = New(Config{Jobs: r.jobs, Pools: ps, BaseURL: "http://127.0.0.1:1", Clock: r.clock, Log: log,
 		InitTimeout: time.Minute, BackoffMin: time.Second, BackoffMax: 8 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.s.tickWaits = true // decisions, not lock avoidance (TestTickPassesABusyEndpointByAtMostTwice)
-	r.queues.OnEnqueue = r.s.Demand
 	t.Cleanup(r.s.Close)
 	return r
 }

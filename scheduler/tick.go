@@ -15,9 +15,6 @@ import (
 // decision (scale up, scale down, pass a quiet endpoint by); Demand is its shortcut for the
 // first job on an endpoint scaled to zero.
 
-// headScan bounds how many queued keys a tick reads to find the oldest job that counts.
-const headScan = 32
-
 // tickChunk is how many endpoints one goroutine of a Tick takes at a time.
 const tickChunk = 256
 
@@ -78,7 +75,6 @@ func (s *Scheduler) Tick(now time.Time) {
 
 // scratch is the buffers one Tick reuses across endpoints.
 type scratch struct {
-	head    []Queued
 	idle    []idleWorker
 	booting []*workerRec
 }
@@ -170,7 +166,7 @@ func (s *Scheduler) tick(es *epState, now time.Time, sc *scratch) bool {
 		es.scaler.lastSubmitted = load.Submitted
 		es.scaler.observeService(load)
 		if load.Queued > 0 && ep.Scaling.Type == core.ScaleQueueDelay { // REQUEST_COUNT counts jobs, not their wait
-			sig.OldestWait = s.oldestWait(es, now, sc)
+			sig.OldestWait = oldestWait(load, now)
 		}
 	} else {
 		// LOAD_BALANCER: requests waiting for a worker and requests in flight (spec 2.4: these
@@ -227,21 +223,13 @@ func (s *Scheduler) tick(es *epState, now time.Time, sc *scratch) bool {
 	return true
 }
 
-// oldestWait is how long the oldest queued job that may scale the endpoint up has waited. The
-// queue's head is nearly always that job; keys of jobs cancelled while queued, and lowPriority
-// ones, are passed over, up to headScan of them.
-func (s *Scheduler) oldestWait(es *epState, now time.Time, sc *scratch) time.Duration {
-	for n := 1; ; n = headScan {
-		sc.head = es.queue.headInto(n, sc.head[:0])
-		for _, q := range sc.head {
-			if live, low := s.cfg.Jobs.Waiting(q.Key); live && !low {
-				return max(now.Sub(time.Unix(0, q.At)), 0)
-			}
-		}
-		if n == headScan || len(sc.head) < n {
-			return 0
-		}
+// oldestWait is how long the oldest queued job that may scale the endpoint up has waited
+// (lowPriority ones are passed over).
+func oldestWait(load core.Load, now time.Time) time.Duration {
+	if load.OldestQueuedAt.IsZero() {
+		return 0
 	}
+	return max(now.Sub(load.OldestQueuedAt), 0)
 }
 
 // calm says that nothing is queued or running on the endpoint and its workers are not failing

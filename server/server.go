@@ -24,6 +24,7 @@ import (
 	"github.com/gantryhq/gantry/scheduler"
 	"github.com/gantryhq/gantry/store/filedir"
 	"github.com/gantryhq/gantry/store/keydir"
+	"github.com/gantryhq/gantry/store/memq"
 	"github.com/gantryhq/gantry/store/pebble"
 )
 
@@ -233,8 +234,14 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 	if err != nil {
 		return err
 	}
+	// The job store: memq's index and queues over Pebble's records. Opening it loads the stored
+	// jobs; Recover applies the restart rules to them.
+	jobStore, err := s.store.Jobs(memq.Options{Clock: clock, Log: log})
+	if err != nil {
+		return fmt.Errorf("loading stored jobs: %w", err)
+	}
 	engine, err := NewEngine(EngineConfig{
-		Jobs: core.JobsConfig{Store: s.store, Clock: clock, Log: log, Tokens: tokens, Notify: s.webhooks,
+		Jobs: core.JobsConfig{Store: jobStore, Clock: clock, Log: log, Tokens: tokens, Notify: s.webhooks,
 			Meter: models.NewMeter(cfg.catalog, s.files), Usage: s.store},
 		Scheduler: scheduler.Config{Pools: s.pools, BaseURL: "http://" + loopback(s.ln.Addr().String()), Clock: clock, Log: log,
 			StableWindow: cfg.Autoscaler.StableWindow, PanicWindow: cfg.Autoscaler.PanicWindow,

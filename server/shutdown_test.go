@@ -14,6 +14,7 @@ import (
 
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/store/memq"
 	"github.com/gantryhq/gantry/store/pebble"
 )
 
@@ -138,8 +139,12 @@ func TestGracefulStopOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := &watchedStore{Store: pst}
+		js, err := memq.Open(st, memq.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		pool := &lateExitPool{store: st, stops: map[string]context.CancelFunc{}}
-		e, err := NewEngine(EngineConfig{Jobs: core.JobsConfig{Store: st, Clock: core.SystemClock{}, Log: log},
+		e, err := NewEngine(EngineConfig{Jobs: core.JobsConfig{Store: js, Clock: core.SystemClock{}, Log: log},
 			Scheduler: scheduler.Config{Pools: []scheduler.Pool{pool}, BaseURL: "http://127.0.0.1:1"}})
 		if err != nil {
 			t.Fatal(err)
@@ -189,7 +194,11 @@ func TestGracefulStopOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		after := core.NewJobs(core.JobsConfig{Store: pst, Dispatch: &scheduler.Queues{}, Clock: core.SystemClock{}, Log: log})
+		ajs, err := pst.Jobs(memq.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := core.NewJobs(core.JobsConfig{Store: ajs, Clock: core.SystemClock{}, Log: log})
 		if _, requeued, err := after.Recover(); err != nil || requeued != 0 {
 			t.Errorf("round %d: Recover = %d requeued, %v; want none requeued (nothing was left IN_PROGRESS)", round, requeued, err)
 		}
@@ -230,7 +239,11 @@ func TestDrainJobsGrace(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		jobs := core.NewJobs(core.JobsConfig{Store: st, Dispatch: &scheduler.Queues{}, Clock: core.SystemClock{}, Log: log})
+		js, err := st.Jobs(memq.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs := core.NewJobs(core.JobsConfig{Store: js, Clock: core.SystemClock{}, Log: log})
 		jobs.RegisterWorker(ep.ID, "w1")
 		j, err := jobs.Submit(ep, core.Submission{Input: []byte(`{}`)})
 		if err != nil {

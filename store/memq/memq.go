@@ -182,6 +182,9 @@ func (s *Store) load(now time.Time) error {
 		case stQueued:
 			ep.push(f.key, rec.QueuedAt.UnixNano())
 		case stRunning:
+			// Its key keeps its place in the queue, skipped while the job runs: a restart
+			// that puts it back (its worker died with the server) runs it in its turn.
+			ep.push(f.key, rec.QueuedAt.UnixNano())
 			e.x = &extra{rec: rec}
 			s.workers.take(rec.WorkerID, f.key, now.UnixNano())
 			s.scheduleTimeout(f.key, rec)

@@ -213,8 +213,9 @@ func (s *Store) take(ep *endpoint, k core.JobKey, worker string, now time.Time) 
 	s.workers.take(worker, k, now.UnixNano())
 	if input == nil {
 		var err error
-		if input, err = s.rec.Input(t.Job.ID); err != nil {
-			return core.TakenJob{}, false, err
+		if input, err = s.rec.Input(t.Job.ID); err != nil { // the job is the worker's now
+			s.log.Error("reading a taken job's input", "job", t.Job.ID, "err", err)
+			input = []byte(`{}`)
 		}
 	}
 	t.Input = input
@@ -317,15 +318,16 @@ func (ep *endpoint) addTo(st *core.QueueStats) {
 // listener is a ListenAvailable call.
 type listener struct{ fn func(endpoint string) }
 
-// ListenAvailable calls fn for each job queued until ctx ends; see core.JobStore.
+// ListenAvailable subscribes fn until ctx ends; see core.JobStore.
 func (s *Store) ListenAvailable(ctx context.Context, fn func(endpoint string)) error {
 	l := &listener{fn: fn}
 	s.setListeners(func(ls []*listener) []*listener { return append(ls, l) })
-	defer s.setListeners(func(ls []*listener) []*listener {
-		return slices.DeleteFunc(ls, func(x *listener) bool { return x == l })
+	context.AfterFunc(ctx, func() {
+		s.setListeners(func(ls []*listener) []*listener {
+			return slices.DeleteFunc(ls, func(x *listener) bool { return x == l })
+		})
 	})
-	<-ctx.Done()
-	return ctx.Err()
+	return nil
 }
 
 // setListeners replaces the listeners with a changed copy: notify reads them without a lock.
