@@ -73,6 +73,9 @@ func (js *Jobs) ForgetWorker(worker string) {
 			js.resumeLocked(w) // its parked polls end
 		}
 	}
+	if err := js.store.ForgetWorker(context.Background(), worker); err != nil {
+		js.log.Error("forgetting a worker", "worker", worker, "err", err)
+	}
 }
 
 // AuthWorker checks a worker token for a route's endpoint and worker id. The check needs
@@ -393,13 +396,25 @@ func (js *Jobs) JobsToStop(ctx context.Context, worker string, wait time.Duratio
 // Ping records a worker's heartbeat. A non-empty unhealthy reason marks the worker unhealthy
 // (a RunPod worker that fails its startup checks pings status=unhealthy, then exits).
 func (js *Jobs) Ping(worker, unhealthy string) {
+	now := js.clock.Now()
 	js.wmu.Lock()
-	defer js.wmu.Unlock()
-	if w, ok := js.workers[worker]; ok {
-		w.lastSeen = js.clock.Now()
+	w, ok := js.workers[worker]
+	if ok {
+		w.lastSeen = now
 		if unhealthy != "" {
 			w.unhealthy = unhealthy
 		}
+	}
+	js.wmu.Unlock()
+	if ok {
+		js.heartbeat(worker, now)
+	}
+}
+
+// heartbeat tells the store the worker is alive, for replicas that do not hear its pings.
+func (js *Jobs) heartbeat(worker string, now time.Time) {
+	if err := js.store.Heartbeat(context.Background(), worker, now); err != nil {
+		js.log.Error("recording a heartbeat", "worker", worker, "err", err)
 	}
 }
 

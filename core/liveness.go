@@ -111,19 +111,26 @@ func (js *Jobs) settleStopsLocked(w *workerState, now time.Time) {
 // comma-separated list; "" when it runs none). A stopped job the list still names stays named
 // by job-stop; one it no longer names is forgotten.
 func (js *Jobs) PingJobs(worker, unhealthy, jobs string) {
+	now := js.clock.Now()
+	if js.pingJobs(worker, unhealthy, jobs, now) {
+		js.heartbeat(worker, now)
+	}
+}
+
+// pingJobs is PingJobs but for the store's heartbeat; false when the worker is unknown.
+func (js *Jobs) pingJobs(worker, unhealthy, jobs string, now time.Time) bool {
 	js.wmu.Lock()
 	defer js.wmu.Unlock()
 	w, ok := js.workers[worker]
 	if !ok {
-		return
+		return false
 	}
-	now := js.clock.Now()
 	w.lastSeen = now
 	if unhealthy != "" {
 		w.unhealthy = unhealthy
 	}
 	if len(w.stopHeld) == 0 {
-		return
+		return true
 	}
 	for id, seen := range w.stopHeld {
 		switch {
@@ -134,6 +141,7 @@ func (js *Jobs) PingJobs(worker, unhealthy, jobs string) {
 		}
 	}
 	js.settleStopsLocked(w, now)
+	return true
 }
 
 // listed reports whether the comma-separated list names id.

@@ -125,3 +125,25 @@ func TestStoppedJobIsForgottenWithoutPings(t *testing.T) {
 		t.Errorf("after WorkerLostAfter: busy %d, lost %v; want 0, none", st.Busy, lost)
 	}
 }
+
+// TestPingIsTheStoresHeartbeat: a worker's ping reaches the job store, where a replica that
+// does not hear the worker tells a lost worker from a live one.
+func TestPingIsTheStoresHeartbeat(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	r.jobs.RegisterWorker(r.ep.ID, "w")
+	r.submit(`{}`)
+	r.take("w")
+	start := r.clock.Now()
+	for i, ping := range []func(){
+		func() { r.jobs.Ping("w", "") },
+		func() { r.jobs.PingJobs("w", "", "") },
+	} {
+		r.clock.Advance(20 * time.Second)
+		ping()
+		since := start.Add(time.Duration(20*i+10) * time.Second)
+		if silent, err := r.js.Silent(context.Background(), since); err != nil || len(silent) != 0 {
+			t.Errorf("ping %d: store's Silent(%v after the take) = %v, %v; want none", i, since.Sub(start), silent, err)
+		}
+	}
+}
