@@ -284,10 +284,16 @@ func (s *Store) Stats(ctx context.Context, endpoint string) (core.QueueStats, er
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	// Keys of jobs that left the queue are dropped from the head here. Lock order: an
-	// endpoint's lock, then a shard's, never the reverse.
+	// endpoint's lock, then a shard's, never the reverse. A shard a write holds is not waited
+	// for (the autoscaler reads this every tick): its job counts as queued, not low.
 	for i, low := ep.head, 0; i < len(ep.keys) && low < headScan; {
 		q := ep.keys[i]
-		sh, e, ok := s.lock(q.key)
+		sh := s.shard(q.key)
+		if !sh.mu.TryLock() {
+			st.OldestQueuedAt = time.Unix(0, q.at)
+			return st, nil
+		}
+		e, ok := sh.jobs[q.key]
 		sh.mu.Unlock()
 		switch {
 		case !ok || e.state != stQueued:
