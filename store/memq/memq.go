@@ -355,24 +355,30 @@ func (s *Store) update(key core.JobKey, e *entry, from core.StatusSet, change fu
 	if !from.Has(st.status()) {
 		return core.Job{}, false, &core.StateError{ID: key.String(), Status: st.status()}
 	}
-	rec, err := s.record(key, e)
+	rec, err := s.record(key, e) // the store's own: attached, a hot copy, or just read
 	if err != nil {
 		return core.Job{}, false, err
 	}
-	work := *rec
-	if err := change(&work); err != nil {
+	// change works on rec itself, which is restored if the change is refused: a copy to work
+	// on would escape to the heap through change, one allocation per update.
+	was := *rec
+	if err := change(rec); err != nil {
+		*rec = was
 		return core.Job{}, false, err
 	}
-	to := stateOf(work.Status)
+	to := stateOf(rec.Status)
 	switch {
 	case to == 0:
-		return core.Job{}, false, fmt.Errorf("memq: job %s: unknown status %q", work.ID, work.Status)
+		err = fmt.Errorf("memq: job %s: unknown status %q", was.ID, rec.Status)
 	case to == stRunning && st != stRunning:
-		return core.Job{}, false, fmt.Errorf("memq: job %s: only Take moves a job %s", work.ID, core.InProgress)
-	case work.ID != rec.ID || work.Endpoint != rec.Endpoint || work.Owner != rec.Owner || work.Seq != rec.Seq:
-		return core.Job{}, false, fmt.Errorf("memq: job %s: a change may not alter its id, endpoint, owner or seq", rec.ID)
+		err = fmt.Errorf("memq: job %s: only Take moves a job %s", was.ID, core.InProgress)
+	case rec.ID != was.ID || rec.Endpoint != was.Endpoint || rec.Owner != was.Owner || rec.Seq != was.Seq:
+		err = fmt.Errorf("memq: job %s: a change may not alter its id, endpoint, owner or seq", was.ID)
+	default:
+		err = s.rec.PutJob(rec, nil, false) // the caller syncs once unlocked
 	}
-	if err := s.rec.PutJob(&work, nil, false); err != nil { // the caller syncs once unlocked
+	if err != nil {
+		*rec = was
 		return core.Job{}, false, err
 	}
 	ep := s.endpointByID(e.ep)
@@ -380,20 +386,16 @@ func (s *Store) update(key core.JobKey, e *entry, from core.StatusSet, change fu
 		ep.count(st, to, e.low)
 	}
 	if st == stRunning && to != stRunning {
-		s.workers.release(rec.WorkerID, key)
+		s.workers.release(was.WorkerID, key)
 	}
-	if exp := work.ExpiresAt.UnixNano(); exp != e.expiresAt {
+	if exp := rec.ExpiresAt.UnixNano(); exp != e.expiresAt {
 		e.expiresAt = exp
 		s.schedule(&s.expiry, key, exp)
 	}
 	e.state = to
 	switch {
 	case to == stRunning: // progress: the record stays attached
-		*rec = work
-	case to == stQueued && st == stQueued && e.x != nil && e.x.hot > 0: // the hot copy stays fresh
-		h := new(core.Job)
-		*h = work
-		e.x.rec = h
+	case to == stQueued && st == stQueued && e.x != nil && e.x.hot > 0: // the hot copy, changed
 	default:
 		s.dropHot(e)
 		if e.x != nil {
@@ -410,7 +412,7 @@ func (s *Store) update(key core.JobKey, e *entry, from core.StatusSet, change fu
 	if to.terminal() && !st.terminal() {
 		s.wake(e)
 	}
-	return work, requeued, nil
+	return *rec, requeued, nil
 }
 
 // wake closes the end and change channels of a job that ended or was removed. The shard is

@@ -1,7 +1,10 @@
 package memq_test
 
 import (
+	"context"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/store/memq"
@@ -18,3 +21,61 @@ func TestJobStore(t *testing.T) {
 		return s
 	})
 }
+
+// TestOpenLoadsStoredJobs: a store opened over records that hold jobs queues them again in
+// their order, keeps running ones held (and in their queue place, for a restart that puts
+// them back), and deletes expired ones.
+func TestOpenLoadsStoredJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t0 := time.Date(2026, time.March, 1, 12, 0, 0, 0, time.UTC)
+	recs := memq.NewRecords()
+	s, err := memq.Open(recs, memq.Options{Clock: fixed(t0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range 4 {
+		j := core.Job{ID: core.NewJobKey(false).String(), Endpoint: "ep", Status: core.InQueue,
+			QueuedAt: t0, ExpiresAt: t0.Add(time.Hour)}
+		if i == 3 {
+			j.ExpiresAt = t0.Add(time.Minute)
+		}
+		if _, err := s.Insert(ctx, j, []byte(`{}`), true); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, j.ID)
+	}
+	if got, err := s.Take(ctx, "ep", "w", 1, t0); err != nil || len(got) != 1 || got[0].Job.ID != ids[0] {
+		t.Fatalf("Take = %v, %v; want job 0", got, err)
+	}
+
+	s, err = memq.Open(recs, memq.Options{Clock: fixed(t0.Add(time.Minute))}) // a restart
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := recs.GetJob(ids[3]); err == nil {
+		t.Errorf("expired job still stored after Open")
+	}
+	if held, err := s.Held(ctx, "w"); err != nil || len(held) != 1 || held[0] != ids[0] {
+		t.Errorf("Held(w) after Open = %v, %v; want [job 0]", held, err)
+	}
+	if _, err := s.Update(ctx, ids[0], core.Statuses(core.InProgress), func(j *core.Job) error {
+		j.Status, j.WorkerID = core.InQueue, "" // the worker-lost rule
+		return nil
+	}, true); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Take(ctx, "ep", "w2", 5, t0.Add(time.Minute))
+	var order []string
+	for _, tj := range got {
+		order = append(order, tj.Job.ID)
+	}
+	if want := ids[:3]; err != nil || !slices.Equal(order, want) {
+		t.Errorf("Take after Open = %v, %v; want %v (the running job back in its turn)", order, err, want)
+	}
+}
+
+type fixed time.Time
+
+func (f fixed) Now() time.Time { return time.Time(f) }

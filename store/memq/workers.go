@@ -45,10 +45,7 @@ func (w *workers) release(worker string, k core.JobKey) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if h := w.held[worker]; h != nil {
-		delete(h, k)
-		if len(h) == 0 {
-			delete(w.held, worker)
-		}
+		delete(h, k) // an empty set stays, ready for the worker's next job (ForgetWorker drops it)
 	}
 }
 
@@ -74,18 +71,21 @@ func (s *Store) Silent(ctx context.Context, before time.Time) ([]string, error) 
 	s.workers.mu.Lock()
 	defer s.workers.mu.Unlock()
 	var out []string
-	for worker := range s.workers.held {
-		if s.workers.seen[worker] < before.UnixNano() {
+	for worker, held := range s.workers.held {
+		if len(held) > 0 && s.workers.seen[worker] < before.UnixNano() {
 			out = append(out, worker)
 		}
 	}
 	return out, nil
 }
 
-// ForgetWorker drops the worker's heartbeat; see core.JobStore.
+// ForgetWorker drops the worker's heartbeat (and its empty holdings); see core.JobStore.
 func (s *Store) ForgetWorker(ctx context.Context, worker string) error {
 	s.workers.mu.Lock()
 	defer s.workers.mu.Unlock()
 	delete(s.workers.seen, worker)
+	if len(s.workers.held[worker]) == 0 {
+		delete(s.workers.held, worker)
+	}
 	return nil
 }
