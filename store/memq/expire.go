@@ -64,15 +64,15 @@ func (s *Store) Expire(ctx context.Context, now time.Time) ([]core.ExpiredJob, e
 			sh.mu.Unlock()
 			continue
 		}
-		ep := s.endpointByID(e.ep)
-		x := core.ExpiredJob{ID: k.String(), Endpoint: ep.name, Status: e.state.status(), LowPriority: e.low}
-		if e.state == stRunning && e.x != nil && e.x.rec != nil {
+		ep := s.endpointByID(e.ep())
+		x := core.ExpiredJob{ID: k.String(), Endpoint: ep.name, Status: e.state().status(), LowPriority: e.low()}
+		if e.state() == stRunning && e.x != nil && e.x.rec != nil {
 			x.WorkerID = e.x.rec.WorkerID
 			s.workers.release(x.WorkerID, k)
 		}
-		ep.count(e.state, 0, e.low)
+		ep.count(e.state(), 0, e.low())
 		s.dropHot(&e)
-		if !e.state.terminal() {
+		if !e.state().terminal() {
 			s.wake(&e) // waiters of a job that expired before it ended
 		}
 		delete(sh.jobs, k)
@@ -94,7 +94,7 @@ func (s *Store) Overdue(ctx context.Context, now time.Time) ([]string, error) {
 			return out, nil
 		}
 		sh, e, found := s.lock(k)
-		if found && e.state == stRunning && e.x != nil && e.x.rec != nil {
+		if found && e.state() == stRunning && e.x != nil && e.x.rec != nil {
 			rec := e.x.rec
 			if !now.Before(rec.StartedAt.Add(time.Duration(rec.TimeoutMs) * time.Millisecond)) {
 				out = append(out, k.String())

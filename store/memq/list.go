@@ -39,8 +39,8 @@ func (s *Store) List(ctx context.Context, f core.JobFilter) ([]core.Job, string,
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		for k, e := range sh.jobs {
-			if (all || e.ep == epID) && (f.Status == 0 || f.Status.Has(e.state.status())) && (below == 0 || e.seq < below) {
-				hits = append(hits, hit{e.seq, k})
+			if (all || e.ep() == epID) && (f.Status == 0 || f.Status.Has(e.state().status())) && (below == 0 || e.seq() < below) {
+				hits = append(hits, hit{e.seq(), k})
 			}
 		}
 		sh.mu.Unlock()
@@ -78,7 +78,7 @@ func (s *Store) Purge(ctx context.Context, endpoint, owner string, change func(*
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		for k, e := range sh.jobs {
-			if e.ep != ep.id || e.state != stQueued {
+			if e.ep() != ep.id || e.state() != stQueued {
 				continue
 			}
 			if owner != "" && e.x != nil && e.x.hot > 0 && e.x.rec.Owner != owner {

@@ -71,14 +71,40 @@ type shard struct {
 	jobs map[core.JobKey]entry
 }
 
-// entry is a job's index entry, kept by value in its shard's map.
+// entry is a job's index entry, kept by value in its shard's map: 24 bytes, as small as the
+// index before it had a queue order, since it is what a million queued jobs cost.
 type entry struct {
-	seq       uint64
 	expiresAt int64  // Unix nanoseconds
-	ep        uint32 // interned endpoint id
-	state     state
-	low       bool   // policy.lowPriority
+	meta      uint64 // packed: seq, endpoint, state, lowPriority (see newEntry)
 	x         *extra // nil for most queued jobs
+}
+
+// The fields packed in entry.meta, from the lowest bit: lowPriority (1 bit), state (3), the
+// interned endpoint id (20: a million endpoints) and the insertion order, Seq (40: a trillion
+// jobs).
+const (
+	stateShift = 1
+	epShift    = 4
+	seqShift   = 24
+	maxEp      = 1<<(seqShift-epShift) - 1
+	maxSeq     = 1<<(64-seqShift) - 1
+)
+
+func newEntry(seq uint64, expiresAt int64, ep uint32, st state, low bool) entry {
+	m := seq<<seqShift | uint64(ep)<<epShift | uint64(st)<<stateShift
+	if low {
+		m |= 1
+	}
+	return entry{expiresAt: expiresAt, meta: m}
+}
+
+func (e *entry) seq() uint64  { return e.meta >> seqShift }
+func (e *entry) ep() uint32   { return uint32(e.meta>>epShift) & maxEp }
+func (e *entry) state() state { return state(e.meta>>stateShift) & 7 }
+func (e *entry) low() bool    { return e.meta&1 == 1 }
+
+func (e *entry) setState(s state) {
+	e.meta = e.meta&^(7<<stateShift) | uint64(s)<<stateShift
 }
 
 // extra holds what few jobs have at a time.
@@ -172,13 +198,15 @@ func (s *Store) load(now time.Time) error {
 	for _, f := range all {
 		rec := f.rec
 		ep := s.endpoint(rec.Endpoint)
-		e := entry{seq: rec.Seq, expiresAt: rec.ExpiresAt.UnixNano(), ep: ep.id, state: stateOf(rec.Status),
-			low: rec.Policy.LowPriority}
-		if e.state == 0 {
+		if rec.Seq > maxSeq || ep.id > maxEp {
+			return fmt.Errorf("job %s: seq %d or endpoint %d past what the index holds", rec.ID, rec.Seq, ep.id)
+		}
+		e := newEntry(rec.Seq, rec.ExpiresAt.UnixNano(), ep.id, stateOf(rec.Status), rec.Policy.LowPriority)
+		if e.state() == 0 {
 			return fmt.Errorf("job %s has an unknown status %q", rec.ID, rec.Status)
 		}
-		ep.count(0, e.state, e.low)
-		switch e.state {
+		ep.count(0, e.state(), e.low())
+		switch e.state() {
 		case stQueued:
 			ep.push(f.key, rec.QueuedAt.UnixNano())
 		case stRunning:
@@ -262,7 +290,10 @@ func (s *Store) Insert(ctx context.Context, rec core.Job, input []byte, durable 
 		return core.Job{}, err
 	}
 	ep := s.endpoint(rec.Endpoint)
-	e := entry{seq: rec.Seq, expiresAt: rec.ExpiresAt.UnixNano(), ep: ep.id, state: stQueued, low: rec.Policy.LowPriority}
+	if rec.Seq > maxSeq || ep.id > maxEp {
+		return core.Job{}, fmt.Errorf("memq: job %s: seq %d or endpoint %d past what the index holds", rec.ID, rec.Seq, ep.id)
+	}
+	e := newEntry(rec.Seq, rec.ExpiresAt.UnixNano(), ep.id, stQueued, rec.Policy.LowPriority)
 	if size := int64(len(input) + hotRecordOverhead); s.hotMax > 0 && s.hotBytes.Add(size) <= s.hotMax {
 		e.x = &extra{rec: h, input: input, hot: size}
 	} else if s.hotMax > 0 {
@@ -277,7 +308,7 @@ func (s *Store) Insert(ctx context.Context, rec core.Job, input []byte, durable 
 	}
 	sh.jobs[key] = e
 	sh.mu.Unlock()
-	ep.count(0, stQueued, e.low)
+	ep.count(0, stQueued, e.low())
 	s.schedule(&s.expiry, key, e.expiresAt)
 	s.enqueue(ep, key, rec.QueuedAt.UnixNano())
 	return rec, nil
@@ -338,7 +369,7 @@ func (s *Store) Update(ctx context.Context, id string, from core.StatusSet, chan
 		return core.Job{}, err
 	}
 	if requeued {
-		s.enqueue(s.endpointByID(e.ep), key, out.QueuedAt.UnixNano())
+		s.enqueue(s.endpointByID(e.ep()), key, out.QueuedAt.UnixNano())
 	}
 	if durable {
 		if err := s.rec.SyncJobs(); err != nil {
@@ -351,7 +382,7 @@ func (s *Store) Update(ctx context.Context, id string, from core.StatusSet, chan
 // update applies change to a locked entry. It reports whether the job went back to the queue:
 // the caller enqueues it once the shard is unlocked.
 func (s *Store) update(key core.JobKey, e *entry, from core.StatusSet, change func(*core.Job) error) (core.Job, bool, error) {
-	st := e.state
+	st := e.state()
 	if !from.Has(st.status()) {
 		return core.Job{}, false, &core.StateError{ID: key.String(), Status: st.status()}
 	}
@@ -381,9 +412,9 @@ func (s *Store) update(key core.JobKey, e *entry, from core.StatusSet, change fu
 		*rec = was
 		return core.Job{}, false, err
 	}
-	ep := s.endpointByID(e.ep)
+	ep := s.endpointByID(e.ep())
 	if st != to {
-		ep.count(st, to, e.low)
+		ep.count(st, to, e.low())
 	}
 	if st == stRunning && to != stRunning {
 		s.workers.release(was.WorkerID, key)
@@ -392,7 +423,7 @@ func (s *Store) update(key core.JobKey, e *entry, from core.StatusSet, change fu
 		e.expiresAt = exp
 		s.schedule(&s.expiry, key, exp)
 	}
-	e.state = to
+	e.setState(to)
 	switch {
 	case to == stRunning: // progress: the record stays attached
 	case to == stQueued && st == stQueued && e.x != nil && e.x.hot > 0: // the hot copy, changed

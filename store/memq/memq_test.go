@@ -79,3 +79,25 @@ func TestOpenLoadsStoredJobs(t *testing.T) {
 type fixed time.Time
 
 func (f fixed) Now() time.Time { return time.Time(f) }
+
+// TestEntryPacksItsFields: an index entry's packed fields read back as written, at their
+// limits too.
+func TestEntryPacksItsFields(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		seq  uint64
+		ep   uint32
+		st   uint8
+		low  bool
+		next uint8
+	}{{1, 0, 1, false, 2}, {memq.MaxSeq, memq.MaxEp, 6, true, 3}, {12345, 678, 2, true, 5}} {
+		seq, ep, st, low := memq.EntryFields(c.seq, c.ep, c.st, c.low, 0)
+		if seq != c.seq || ep != c.ep || st != c.st || low != c.low {
+			t.Errorf("entry(%d, %d, %d, %v) reads %d, %d, %d, %v", c.seq, c.ep, c.st, c.low, seq, ep, st, low)
+		}
+		seq, ep, st, low = memq.EntryFields(c.seq, c.ep, c.st, c.low, c.next)
+		if seq != c.seq || ep != c.ep || st != c.next || low != c.low {
+			t.Errorf("entry(%d, %d, %d, %v) set to state %d reads %d, %d, %d, %v", c.seq, c.ep, c.st, c.low, c.next, seq, ep, st, low)
+		}
+	}
+}

@@ -182,7 +182,7 @@ func (s *Store) requeueKeys(ep *endpoint, keys []core.JobKey) {
 // take moves one queued job IN_PROGRESS; ok is false for a key whose job left the queue.
 func (s *Store) take(ep *endpoint, k core.JobKey, worker string, now time.Time) (core.TakenJob, bool, error) {
 	sh, e, found := s.lock(k)
-	if !found || e.state != stQueued || now.UnixNano() >= e.expiresAt {
+	if !found || e.state() != stQueued || now.UnixNano() >= e.expiresAt {
 		sh.mu.Unlock()
 		return core.TakenJob{}, false, nil
 	}
@@ -202,11 +202,11 @@ func (s *Store) take(ep *endpoint, k core.JobKey, worker string, now time.Time) 
 	}
 	rec.Status, rec.WorkerID, rec.StartedAt, rec.Output = core.InProgress, worker, now, nil
 	e.extra().rec = rec // attached while it runs
-	e.state = stRunning
+	e.setState(stRunning)
 	if err := s.rec.PutJob(rec, nil, false); err != nil { // a take lost in a crash is taken again
 		s.log.Error("storing a taken job", "job", rec.ID, "err", err)
 	}
-	ep.count(stQueued, stRunning, e.low)
+	ep.count(stQueued, stRunning, e.low())
 	s.scheduleTimeout(k, rec)
 	t := core.TakenJob{Job: *rec}
 	sh.put(k, e)
@@ -296,13 +296,13 @@ func (s *Store) Stats(ctx context.Context, endpoint string) (core.QueueStats, er
 		e, ok := sh.jobs[q.key]
 		sh.mu.Unlock()
 		switch {
-		case !ok || e.state != stQueued:
+		case !ok || e.state() != stQueued:
 			if i == ep.head {
 				ep.keys[i] = queued{}
 				ep.head++
 			}
 			i++
-		case e.low:
+		case e.low():
 			low++
 			i++
 		default:

@@ -17,9 +17,9 @@ func (s *Store) AppendChunks(ctx context.Context, id, worker string, chunks []co
 		sh.mu.Unlock()
 		return 0, core.ErrNotFound
 	}
-	if e.state != stRunning || e.x == nil || e.x.rec == nil || e.x.rec.WorkerID != worker {
+	if e.state() != stRunning || e.x == nil || e.x.rec == nil || e.x.rec.WorkerID != worker {
 		sh.mu.Unlock()
-		return 0, &core.StateError{ID: id, Status: e.state.status()}
+		return 0, &core.StateError{ID: id, Status: e.state().status()}
 	}
 	x := e.x
 	x.rec.Streamed = true
@@ -72,7 +72,7 @@ func (s *Store) wait(ctx context.Context, id string, chunks bool) error {
 		return nil
 	}
 	sh, e, ok := s.lock(key)
-	if !ok || e.state.terminal() || (chunks && e.x != nil && len(e.x.chunks) > 0) {
+	if !ok || e.state().terminal() || (chunks && e.x != nil && len(e.x.chunks) > 0) {
 		sh.mu.Unlock()
 		return nil
 	}
