@@ -66,8 +66,8 @@ func (js *Jobs) WaitRunning(ctx context.Context, poll time.Duration) bool {
 // unchanged (the worker was not lost; the server stopped it), and the worker is told in job-stop
 // to stop it; a result it posts later is refused (409), as for any job it no longer holds.
 // Release drains first (see Drain) and waits for the Take calls moving a job to a worker. The
-// jobs are not handed to the dispatcher (no worker may take them now): the next start queues
-// them again in their original order (Recover). It returns how many jobs it put back.
+// store queues the jobs again, but no worker of this engine takes them now; the next start
+// loads them in their original order. It returns how many jobs it put back.
 func (js *Jobs) Release() (int, error) {
 	type held struct{ worker, id string }
 	var all []held
