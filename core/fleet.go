@@ -143,19 +143,24 @@ type Load struct {
 
 // LoadCounter reads one endpoint's Load without looking the endpoint's counters up each time.
 type LoadCounter struct {
-	js       *Jobs
-	endpoint string
-	c        *endpointCounts
+	stats func() QueueStats
+	c     *endpointCounts
 }
 
 // LoadCounter returns the endpoint's counter.
 func (js *Jobs) LoadCounter(endpoint string) LoadCounter {
-	return LoadCounter{js: js, endpoint: endpoint, c: js.countsOf(endpoint)}
+	l := LoadCounter{c: js.countsOf(endpoint)}
+	if es, ok := js.store.(EndpointStats); ok {
+		l.stats = es.EndpointStats(endpoint)
+	} else {
+		l.stats = func() QueueStats { return js.stats(endpoint) }
+	}
+	return l
 }
 
 // Load returns the counts: the store's figures for the endpoint and a few atomic loads.
 func (l LoadCounter) Load() Load {
-	st := l.js.stats(l.endpoint)
+	st := l.stats()
 	return Load{Queued: st.Queued - st.LowQueued, LowQueued: st.LowQueued, InProgress: st.InProgress,
 		Submitted: l.c.submitted.Load(), ExecMs: l.c.execMs.Load(), ExecCount: l.c.execCount.Load(),
 		OldestQueuedAt: st.OldestQueuedAt}

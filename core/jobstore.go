@@ -105,6 +105,13 @@ type JobStore interface {
 	ListenAvailable(ctx context.Context, fn func(endpoint string)) error
 }
 
+// EndpointStats is what a JobStore may offer beside Stats: a reader of one endpoint's figures
+// that looks nothing up, for the autoscaler, which reads every endpoint's on every tick. An
+// in-process store offers it; a shared one need not (its figures come from Stats).
+type EndpointStats interface {
+	EndpointStats(endpoint string) func() QueueStats
+}
+
 // TakenJob is a job Take moved IN_PROGRESS, with its input.
 type TakenJob struct {
 	Job   Job

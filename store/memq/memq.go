@@ -465,4 +465,7 @@ func (s *Store) wake(e *entry) {
 // closed is a channel already closed: the end channel of a job that ended.
 var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-var _ core.JobStore = (*Store)(nil)
+var (
+	_ core.JobStore      = (*Store)(nil)
+	_ core.EndpointStats = (*Store)(nil)
+)

@@ -279,8 +279,22 @@ func (s *Store) Stats(ctx context.Context, endpoint string) (core.QueueStats, er
 	if ep == nil {
 		return core.QueueStats{}, nil
 	}
+	return s.statsOf(ep), nil
+}
+
+// EndpointStats returns a reader of the endpoint's figures; see core.EndpointStats.
+func (s *Store) EndpointStats(endpoint string) func() core.QueueStats {
+	ep := s.endpoint(endpoint)
+	return func() core.QueueStats { return s.statsOf(ep) }
+}
+
+// statsOf returns the endpoint's figures.
+func (s *Store) statsOf(ep *endpoint) core.QueueStats {
 	var st core.QueueStats
 	ep.addTo(&st)
+	if st.Queued == st.LowQueued {
+		return st // no queued job scales the endpoint up: no head to read
+	}
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	// Keys of jobs that left the queue are dropped from the head here. Lock order: an
@@ -291,7 +305,7 @@ func (s *Store) Stats(ctx context.Context, endpoint string) (core.QueueStats, er
 		sh := s.shard(q.key)
 		if !sh.mu.TryLock() {
 			st.OldestQueuedAt = time.Unix(0, q.at)
-			return st, nil
+			return st
 		}
 		e, ok := sh.jobs[q.key]
 		sh.mu.Unlock()
@@ -307,10 +321,10 @@ func (s *Store) Stats(ctx context.Context, endpoint string) (core.QueueStats, er
 			i++
 		default:
 			st.OldestQueuedAt = time.Unix(0, q.at)
-			return st, nil
+			return st
 		}
 	}
-	return st, nil
+	return st
 }
 
 func (ep *endpoint) addTo(st *core.QueueStats) {
