@@ -30,7 +30,29 @@ func (js *Jobs) Tick(now time.Time) {
 	for _, id := range js.silentWorkers(now) {
 		js.workerLost(id)
 	}
+	js.loseSilentElsewhere(ctx, now)
 	js.offerDeferredWebhooks()
+}
+
+// loseSilentElsewhere applies the worker-lost rule to the workers this engine does not know
+// (another replica's, or ones from before a restart) that hold jobs in the store and whose
+// heartbeats there stopped WorkerLostAfter ago. The engine judges its own workers by what it
+// hears (silentWorkers).
+func (js *Jobs) loseSilentElsewhere(ctx context.Context, now time.Time) {
+	silent, err := js.store.Silent(ctx, now.Add(-WorkerLostAfter))
+	if err != nil {
+		js.log.Error("finding silent workers", "err", err)
+		return
+	}
+	for _, worker := range silent {
+		js.wmu.Lock()
+		_, ours := js.workers[worker]
+		js.wmu.Unlock()
+		if !ours {
+			js.log.Warn("worker lost: no heartbeat in the job store", "worker", worker, "after", WorkerLostAfter)
+			js.loseWorker(worker)
+		}
+	}
 }
 
 // timeOut ends a running job past its execution timeout at now.

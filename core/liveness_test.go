@@ -147,3 +147,26 @@ func TestPingIsTheStoresHeartbeat(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreSilentWorkerOfAnotherEngineIsLost: a job held by a worker this engine does not
+// know (another replica's) goes back to the queue once the worker's heartbeats in the store
+// stop for WorkerLostAfter, with one more retry; until then it is left alone.
+func TestStoreSilentWorkerOfAnotherEngineIsLost(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	j := r.submit(`{}`)
+	got, err := r.js.Take(context.Background(), r.ep.ID, "elsewhere", 1, r.clock.Now()) // another replica's take
+	if err != nil || len(got) != 1 {
+		t.Fatalf("store Take = %v, %v; want the job", got, err)
+	}
+	half := core.WorkerLostAfter / 2
+	r.jobs.Tick(r.clock.Advance(half))
+	if st := r.status(j.ID); st != core.InProgress {
+		t.Fatalf("job after %v of silence is %s; want IN_PROGRESS", half, st)
+	}
+	r.jobs.Tick(r.clock.Advance(core.WorkerLostAfter))
+	got2, _ := r.jobs.Get(core.JobRef{Endpoint: r.ep.ID, ID: j.ID}, 0)
+	if got2.Status != core.InQueue || got2.Retries != 1 {
+		t.Errorf("job after its worker went silent is %s with %d retries; want IN_QUEUE with 1", got2.Status, got2.Retries)
+	}
+}
