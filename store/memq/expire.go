@@ -15,16 +15,39 @@ type deadline struct {
 	key core.JobKey
 }
 
-type deadlines []deadline
+// deadlineBlock is how many deadlines one block of a heap holds (32 KiB).
+const deadlineBlock = 1024
 
-func (h deadlines) Len() int           { return len(h) }
-func (h deadlines) Less(i, k int) bool { return h[i].at < h[k].at }
-func (h deadlines) Swap(i, k int)      { h[i], h[k] = h[k], h[i] }
-func (h *deadlines) Push(x any)        { *h = append(*h, x.(deadline)) }
+// deadlines is a binary min-heap of deadlines by time (container/heap), kept in blocks of
+// deadlineBlock: it grows and shrinks a block at a time. One slice of every live job's
+// deadline grew by copying itself whole under dmu, which every insert takes; with a million
+// live jobs that held inserts for tens of milliseconds, a stall that grew with the backlog.
+type deadlines struct {
+	blocks [][]deadline // each deadlineBlock long; entry i is blocks[i/deadlineBlock][i%deadlineBlock]
+	n      int
+}
+
+func (h *deadlines) at(i int) *deadline { return &h.blocks[i/deadlineBlock][i%deadlineBlock] }
+
+func (h *deadlines) Len() int           { return h.n }
+func (h *deadlines) Less(i, k int) bool { return h.at(i).at < h.at(k).at }
+func (h *deadlines) Swap(i, k int)      { a, b := h.at(i), h.at(k); *a, *b = *b, *a }
+func (h *deadlines) Push(x any) {
+	if h.n == len(h.blocks)*deadlineBlock {
+		h.blocks = append(h.blocks, make([]deadline, deadlineBlock))
+	}
+	*h.at(h.n) = x.(deadline)
+	h.n++
+}
 func (h *deadlines) Pop() any {
-	old := *h
-	d := old[len(old)-1]
-	*h = old[:len(old)-1]
+	h.n--
+	d := *h.at(h.n)
+	// A block is freed once two are empty, so a heap that shrinks and grows around a block's
+	// edge does not allocate each time.
+	if k := len(h.blocks); k >= 2 && h.n <= (k-2)*deadlineBlock {
+		h.blocks[k-1] = nil
+		h.blocks = h.blocks[:k-1]
+	}
 	return d
 }
 
@@ -45,7 +68,7 @@ func (s *Store) scheduleTimeout(k core.JobKey, rec *core.Job) {
 func (s *Store) due(h *deadlines, now int64) (core.JobKey, bool) {
 	s.dmu.Lock()
 	defer s.dmu.Unlock()
-	if h.Len() == 0 || (*h)[0].at > now {
+	if h.Len() == 0 || h.at(0).at > now {
 		return core.JobKey{}, false
 	}
 	return heap.Pop(h).(deadline).key, true
@@ -75,7 +98,7 @@ func (s *Store) Expire(ctx context.Context, now time.Time) ([]core.ExpiredJob, e
 		if !e.state().terminal() {
 			s.wake(&e) // waiters of a job that expired before it ended
 		}
-		delete(sh.jobs, k)
+		sh.remove(k, &e)
 		sh.mu.Unlock()
 		if err := s.rec.DeleteJob(x.ID); err != nil { // a delete lost in a crash is redone at Open
 			s.log.Error("deleting an expired job", "job", x.ID, "err", err)

@@ -38,7 +38,7 @@ func (s *Store) List(ctx context.Context, f core.JobFilter) ([]core.Job, string,
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for k, e := range sh.jobs {
+		for k, e := range sh.jobs { // slots: the extras are not needed to filter
 			if (all || e.ep() == epID) && (f.Status == 0 || f.Status.Has(e.state().status())) && (below == 0 || e.seq() < below) {
 				hits = append(hits, hit{e.seq(), k})
 			}
@@ -77,10 +77,11 @@ func (s *Store) Purge(ctx context.Context, endpoint, owner string, change func(*
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for k, e := range sh.jobs {
-			if e.ep() != ep.id || e.state() != stQueued {
+		for k, sl := range sh.jobs {
+			if sl.ep() != ep.id || sl.state() != stQueued {
 				continue
 			}
+			e := sh.entry(k, sl)
 			if owner != "" && e.x != nil && e.x.hot > 0 && e.x.rec.Owner != owner {
 				continue // told by the hot copy, without a read
 			}
@@ -101,10 +102,7 @@ func (s *Store) Purge(ctx context.Context, endpoint, owner string, change func(*
 				sh.mu.Unlock()
 				return n, err
 			}
-			if e.x != nil && e.x.empty() {
-				e.x = nil
-			}
-			sh.jobs[k] = e
+			sh.store(k, &e)
 			n++
 		}
 		sh.mu.Unlock()

@@ -67,25 +67,35 @@ type Store struct {
 }
 
 type shard struct {
-	mu   sync.Mutex
-	jobs map[core.JobKey]entry
+	mu     sync.Mutex
+	jobs   map[core.JobKey]slot
+	extras map[core.JobKey]*extra // of the jobs whose slot says it has extras; nil until one does
 }
 
-// entry is a job's index entry, kept by value in its shard's map: 24 bytes, as small as the
-// index before it had a queue order, since it is what a million queued jobs cost.
-type entry struct {
+// slot is a job's index entry, kept by value in its shard's map: 16 bytes and no pointer, so
+// that the garbage collector never scans the index. With a million queued jobs, an index
+// holding pointers made each mark phase over 100 ms long, slowing every request it overlapped
+// (a /run tail that grew with the backlog). The few jobs with extras keep them in their
+// shard's extras map.
+type slot struct {
 	expiresAt int64  // Unix nanoseconds
-	meta      uint64 // packed: seq, endpoint, state, lowPriority (see newEntry)
-	x         *extra // nil for most queued jobs
+	meta      uint64 // packed: seq, endpoint, state, lowPriority, has-extras (see newEntry)
 }
 
-// The fields packed in entry.meta, from the lowest bit: lowPriority (1 bit), state (3), the
-// interned endpoint id (20: a million endpoints) and the insertion order, Seq (40: a trillion
-// jobs).
+// entry is a slot read under its shard's lock, with its extras.
+type entry struct {
+	slot
+	x *extra // nil for most queued jobs
+}
+
+// The fields packed in slot.meta, from the lowest bit: lowPriority (1 bit), has-extras (1),
+// state (3), the interned endpoint id (20: a million endpoints) and the insertion order, Seq
+// (39: half a trillion jobs).
 const (
-	stateShift = 1
-	epShift    = 4
-	seqShift   = 24
+	hasExtras  = 1 << 1
+	stateShift = 2
+	epShift    = 5
+	seqShift   = 25
 	maxEp      = 1<<(seqShift-epShift) - 1
 	maxSeq     = 1<<(64-seqShift) - 1
 )
@@ -95,15 +105,15 @@ func newEntry(seq uint64, expiresAt int64, ep uint32, st state, low bool) entry 
 	if low {
 		m |= 1
 	}
-	return entry{expiresAt: expiresAt, meta: m}
+	return entry{slot: slot{expiresAt: expiresAt, meta: m}}
 }
 
-func (e *entry) seq() uint64  { return e.meta >> seqShift }
-func (e *entry) ep() uint32   { return uint32(e.meta>>epShift) & maxEp }
-func (e *entry) state() state { return state(e.meta>>stateShift) & 7 }
-func (e *entry) low() bool    { return e.meta&1 == 1 }
+func (e *slot) seq() uint64  { return e.meta >> seqShift }
+func (e *slot) ep() uint32   { return uint32(e.meta>>epShift) & maxEp }
+func (e *slot) state() state { return state(e.meta>>stateShift) & 7 }
+func (e *slot) low() bool    { return e.meta&1 == 1 }
 
-func (e *entry) setState(s state) {
+func (e *slot) setState(s state) {
 	e.meta = e.meta&^(7<<stateShift) | uint64(s)<<stateShift
 }
 
@@ -166,7 +176,7 @@ func Open(recs core.JobRecords, o Options) (*Store, error) {
 	}
 	s.workers.init()
 	for i := range s.shards {
-		s.shards[i].jobs = map[core.JobKey]entry{}
+		s.shards[i].jobs = map[core.JobKey]slot{}
 	}
 	if err := s.load(clock.Now()); err != nil {
 		return nil, err
@@ -217,8 +227,7 @@ func (s *Store) load(now time.Time) error {
 			s.workers.take(rec.WorkerID, f.key, now.UnixNano())
 			s.scheduleTimeout(f.key, rec)
 		}
-		sh := s.shard(f.key)
-		sh.jobs[f.key] = e
+		s.shard(f.key).store(f.key, &e)
 		s.schedule(&s.expiry, f.key, e.expiresAt)
 	}
 	for _, id := range expired {
@@ -237,16 +246,49 @@ func (s *Store) shard(k core.JobKey) *shard {
 func (s *Store) lock(k core.JobKey) (*shard, entry, bool) {
 	sh := s.shard(k)
 	sh.mu.Lock()
-	e, ok := sh.jobs[k]
-	return sh, e, ok
+	sl, ok := sh.jobs[k]
+	return sh, sh.entry(k, sl), ok
 }
 
-// put writes the entry back and unlocks its shard, dropping an empty extra.
-func (sh *shard) put(k core.JobKey, e entry) {
+// entry returns a slot with its extras. The shard is locked.
+func (sh *shard) entry(k core.JobKey, sl slot) entry {
+	e := entry{slot: sl}
+	if sl.meta&hasExtras != 0 {
+		e.x = sh.extras[k]
+	}
+	return e
+}
+
+// store writes the entry back, its extras apart (dropped when empty). The shard is locked.
+func (sh *shard) store(k core.JobKey, e *entry) {
 	if e.x != nil && e.x.empty() {
 		e.x = nil
 	}
-	sh.jobs[k] = e
+	switch {
+	case e.x != nil:
+		if sh.extras == nil {
+			sh.extras = map[core.JobKey]*extra{}
+		}
+		sh.extras[k] = e.x
+		e.meta |= hasExtras
+	case e.meta&hasExtras != 0:
+		delete(sh.extras, k)
+		e.meta &^= hasExtras
+	}
+	sh.jobs[k] = e.slot
+}
+
+// remove drops the entry and its extras. The shard is locked.
+func (sh *shard) remove(k core.JobKey, e *entry) {
+	if e.meta&hasExtras != 0 {
+		delete(sh.extras, k)
+	}
+	delete(sh.jobs, k)
+}
+
+// put writes the entry back and unlocks its shard.
+func (sh *shard) put(k core.JobKey, e entry) {
+	sh.store(k, &e)
 	sh.mu.Unlock()
 }
 
@@ -306,7 +348,7 @@ func (s *Store) Insert(ctx context.Context, rec core.Job, input []byte, durable 
 		s.dropHot(&e)
 		return core.Job{}, fmt.Errorf("memq: job %s exists", rec.ID)
 	}
-	sh.jobs[key] = e
+	sh.store(key, &e)
 	sh.mu.Unlock()
 	ep.count(0, stQueued, e.low())
 	s.schedule(&s.expiry, key, e.expiresAt)

@@ -101,3 +101,52 @@ func TestEntryPacksItsFields(t *testing.T) {
 		}
 	}
 }
+
+// TestQueueKeepsOrderAcrossBlocks: a queue longer than one block of keys hands its jobs out in
+// order, and its oldest job counts after the keys of cancelled ones at its head are dropped.
+func TestQueueKeepsOrderAcrossBlocks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t0 := time.Date(2026, time.March, 1, 12, 0, 0, 0, time.UTC)
+	s, err := memq.Open(memq.NewRecords(), memq.Options{HotBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 2500 // two blocks and a half
+	var ids []string
+	for i := range n {
+		j := core.Job{ID: core.NewJobKey(false).String(), Endpoint: "ep", Status: core.InQueue,
+			QueuedAt: t0.Add(time.Duration(i) * time.Millisecond), ExpiresAt: t0.Add(time.Hour)}
+		if _, err := s.Insert(ctx, j, []byte(`{}`), false); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, j.ID)
+	}
+	cancel := func(j *core.Job) error { j.Status = core.Cancelled; return nil }
+	for _, id := range ids[:1100] { // more than a block of keys to drop
+		if _, err := s.Update(ctx, id, core.Statuses(core.InQueue), cancel, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 100 { // Stats drops a bounded number of keys a read
+		if st, _ := s.Stats(ctx, "ep"); !st.OldestQueuedAt.IsZero() {
+			break
+		}
+	}
+	if st, err := s.Stats(ctx, "ep"); err != nil || !st.OldestQueuedAt.Equal(t0.Add(1100*time.Millisecond)) {
+		t.Errorf("Stats = %+v, %v; want the oldest at job 1100's time", st, err)
+	}
+	var got []string
+	for len(got) < n-1100 {
+		taken, err := s.Take(ctx, "ep", "w", 7, t0)
+		if err != nil || len(taken) == 0 {
+			t.Fatalf("Take after %d = %d jobs, %v; want more", len(got), len(taken), err)
+		}
+		for _, tj := range taken {
+			got = append(got, tj.Job.ID)
+		}
+	}
+	if !slices.Equal(got, ids[1100:]) {
+		t.Errorf("jobs taken out of order")
+	}
+}

@@ -18,9 +18,12 @@ type endpoint struct {
 	id   uint32
 	name string
 
-	mu      sync.Mutex
-	keys    []queued
+	mu sync.Mutex
+	// blocks hold the keys oldest first, queueBlock to a block: the first from head on, the
+	// last up to its length; every block but the last is full.
+	blocks  [][]queued
 	head    int
+	n       int // keys held
 	waiters []chan struct{}
 
 	queued, lowQueued, inProgress, completed, failed atomic.Int64
@@ -89,24 +92,49 @@ func (ep *endpoint) add(s state, d int64, low bool) {
 	}
 }
 
-func (ep *endpoint) len() int { return len(ep.keys) - ep.head }
+// queueBlock is how many keys one block of a queue holds (32 KiB). A queue grows and shrinks a
+// block at a time, so neither an insert nor a take ever copies the queue under its lock: one
+// slice of all keys did, at each growth and compaction, and with a million keys queued that
+// held every /run of the endpoint for tens of milliseconds, a stall that grew with the backlog.
+const queueBlock = 1024
+
+func (ep *endpoint) len() int { return ep.n }
 
 // push appends a key; ep.mu is held (or the store is not shared yet).
 func (ep *endpoint) push(k core.JobKey, at int64) {
-	ep.keys = append(ep.keys, queued{key: k, at: at})
+	if b := len(ep.blocks); b == 0 || len(ep.blocks[b-1]) >= queueBlock {
+		ep.blocks = append(ep.blocks, make([]queued, 0, queueBlock))
+	}
+	last := &ep.blocks[len(ep.blocks)-1]
+	*last = append(*last, queued{key: k, at: at})
+	ep.n++
+}
+
+// first returns the oldest key; ep.mu is held and the queue is not empty.
+func (ep *endpoint) first() queued { return ep.blocks[0][ep.head] }
+
+// drop removes the oldest key; ep.mu is held and the queue is not empty.
+func (ep *endpoint) drop() {
+	b := ep.blocks[0]
+	b[ep.head] = queued{}
+	ep.head++
+	ep.n--
+	if ep.head == len(b) { // the oldest block is drained
+		if len(ep.blocks) == 1 {
+			ep.blocks[0] = b[:0] // the only one: reuse it
+		} else {
+			ep.blocks[0] = nil
+			ep.blocks = ep.blocks[1:]
+		}
+		ep.head = 0
+	}
 }
 
 // pop removes up to n keys from the head into buf; ep.mu is held.
 func (ep *endpoint) pop(n int, buf []core.JobKey) []core.JobKey {
-	n = min(n, ep.len())
-	for _, q := range ep.keys[ep.head : ep.head+n] {
-		buf = append(buf, q.key)
-	}
-	clear(ep.keys[ep.head : ep.head+n])
-	ep.head += n
-	if ep.head > 1024 && ep.head*2 > len(ep.keys) { // compact
-		ep.keys = append(ep.keys[:0:0], ep.keys[ep.head:]...)
-		ep.head = 0
+	for range min(n, ep.n) {
+		buf = append(buf, ep.first().key)
+		ep.drop()
 	}
 	return buf
 }
@@ -170,12 +198,18 @@ func (s *Store) requeueKeys(ep *endpoint, keys []core.JobKey) {
 	}
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
-	back := make([]queued, len(keys))
+	back := make([]queued, len(keys), len(keys)+queueBlock)
 	for i, k := range keys {
 		back[i] = queued{key: k}
 	}
-	ep.keys = append(back, ep.keys[ep.head:]...)
+	if len(ep.blocks) > 0 { // the rest of the first block joins them: every block but the last stays full
+		back = append(back, ep.blocks[0][ep.head:]...)
+		ep.blocks[0] = back
+	} else {
+		ep.blocks = [][]queued{back}
+	}
 	ep.head = 0
+	ep.n += len(keys)
 	ep.wakeOne()
 }
 
@@ -297,34 +331,48 @@ func (s *Store) statsOf(ep *endpoint) core.QueueStats {
 	}
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
-	// Keys of jobs that left the queue are dropped from the head here. Lock order: an
-	// endpoint's lock, then a shard's, never the reverse. A shard a write holds is not waited
-	// for (the autoscaler reads this every tick): its job counts as queued, not low.
-	for i, low := ep.head, 0; i < len(ep.keys) && low < headScan; {
-		q := ep.keys[i]
-		sh := s.shard(q.key)
-		if !sh.mu.TryLock() {
-			st.OldestQueuedAt = time.Unix(0, q.at)
-			return st
-		}
-		e, ok := sh.jobs[q.key]
-		sh.mu.Unlock()
-		switch {
-		case !ok || e.state() != stQueued:
-			if i == ep.head {
-				ep.keys[i] = queued{}
-				ep.head++
+	// Keys of jobs that left the queue are dropped from the head here, up to headScan a read.
+	// Lock order: an endpoint's lock, then a shard's, never the reverse.
+	for n := 0; ep.n > 0 && n < headScan && s.look(ep.first().key) == keyLeft; n++ {
+		ep.drop()
+	}
+	seen := 0
+	for bi, from := 0, ep.head; bi < len(ep.blocks) && seen < headScan; bi, from = bi+1, 0 {
+		for _, q := range ep.blocks[bi][from:] {
+			if s.look(q.key) == keyQueued {
+				st.OldestQueuedAt = time.Unix(0, q.at)
+				return st
 			}
-			i++
-		case e.low():
-			low++
-			i++
-		default:
-			st.OldestQueuedAt = time.Unix(0, q.at)
-			return st
+			if seen++; seen == headScan {
+				break
+			}
 		}
 	}
 	return st
+}
+
+const (
+	keyQueued = iota // a queued job's key, or one whose shard a write holds
+	keyLow           // a queued lowPriority job's key
+	keyLeft          // the key of a job no longer queued
+)
+
+// look says what a queued key is now. A shard a write holds is not waited for (the autoscaler
+// reads this every tick): its job counts as queued, not low.
+func (s *Store) look(k core.JobKey) int {
+	sh := s.shard(k)
+	if !sh.mu.TryLock() {
+		return keyQueued
+	}
+	e, ok := sh.jobs[k]
+	sh.mu.Unlock()
+	switch {
+	case !ok || e.state() != stQueued:
+		return keyLeft
+	case e.low():
+		return keyLow
+	}
+	return keyQueued
 }
 
 func (ep *endpoint) addTo(st *core.QueueStats) {
