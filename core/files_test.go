@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/internal/testkit"
 	"github.com/gantryhq/gantry/store/filedir"
 )
 
@@ -19,7 +20,7 @@ func newFiles(t *testing.T) (*core.Files, *clock) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &clock{now: time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)}
+	c := testkit.NewClock(time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
 	return &core.Files{Store: dir, Key: bytes.Repeat([]byte{7}, 32), TTL: time.Hour, Clock: c}, c
 }
 

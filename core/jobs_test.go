@@ -13,22 +13,13 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/internal/testkit"
 	"github.com/gantryhq/gantry/store/memq"
 	"github.com/gantryhq/gantry/store/pebble"
 )
 
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) Advance(d time.Duration) time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	return c.now
-}
+// clock is the tests' fake clock.
+type clock = testkit.Clock
 
 type notifications struct {
 	mu   sync.Mutex
@@ -76,7 +67,7 @@ type rig struct {
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	dir := t.TempDir()
-	r := &rig{t: t, dir: dir, clock: &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)},
+	r := &rig{t: t, dir: dir, clock: testkit.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)),
 		ep: &core.Endpoint{ID: "ep1", Owner: "alice", TimeoutMs: 60000},
 		hooks: &notifications{sent: map[string][]byte{}, got: make(chan string, 16), delivered: make(chan string, 16),
 			refused: make(chan string, 16)}}
@@ -674,12 +665,9 @@ func TestConcurrentSubmitTakeDone(t *testing.T) {
 		}()
 	}
 	sub.Wait()
-	for deadline := time.Now().Add(30 * time.Second); r.jobs.Health("ep1").Completed < submitters*perSubmitter; {
-		if time.Now().After(deadline) {
-			t.Fatalf("health = %+v; want %d completed", r.jobs.Health("ep1"), submitters*perSubmitter)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.EventuallyWithin(t, 30*time.Second, fmt.Sprintf("%d jobs completed", submitters*perSubmitter), func() bool {
+		return r.jobs.Health("ep1").Completed == submitters*perSubmitter
+	})
 	cancel()
 	wg.Wait()
 	ids.Range(func(k, _ any) bool {

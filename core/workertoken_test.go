@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/internal/testkit"
 	"github.com/gantryhq/gantry/store/memory"
 	"github.com/gantryhq/gantry/store/memq"
 	"github.com/gantryhq/gantry/store/pebble"
@@ -29,7 +30,7 @@ type tokenRig struct {
 
 func newTokenRig(t *testing.T) *tokenRig {
 	t.Helper()
-	r := &tokenRig{t: t, dir: t.TempDir(), clock: &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}}
+	r := &tokenRig{t: t, dir: t.TempDir(), clock: testkit.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))}
 	st, err := pebble.Open(r.dir)
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +248,7 @@ func BenchmarkAuthWorker(b *testing.B) {
 // FuzzWorkerTokenCheck checks that no text but the issued token passes for its route, and that
 // no input makes the check panic.
 func FuzzWorkerTokenCheck(f *testing.F) {
-	clk := &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	clk := testkit.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	tokens, err := core.NewWorkerTokens(context.Background(), memory.New(), clk)
 	if err != nil {
 		f.Fatal(err)
