@@ -45,7 +45,7 @@ check-generated: generate ## fail if oas/ is not what openapi.yaml generates
 	git diff --exit-code -- oas/ go.mod go.sum
 	@test -z "$$(git status --porcelain -- oas/)" || (git status --porcelain -- oas/; exit 1)
 
-bench: ## Gantry vs a bare net/http handler, the scheduler simulation, cold starts (process and docker pools) and the LB proxy vs its worker, about 15 min (BENCHFLAGS="-only run,runsync"; see BENCHMARKS.md)
+bench: ## Gantry vs a bare net/http handler, the /run tail with 0, 100k and 1M jobs queued, the scheduler simulation, cold starts (process and docker pools) and the LB proxy vs its worker, about 22 min (BENCHFLAGS="-only run,runsync"; see BENCHMARKS.md)
 	@command -v wrk >/dev/null || apt-get install -y wrk || (apt-get update && apt-get install -y wrk)
 	$(GO) run ./bench -out bench/results.md $(BENCHFLAGS)
 
