@@ -73,6 +73,14 @@ type User struct {
 type KeyStore interface {
 	LookupKey(ctx context.Context, hash string) (Key, error) // ErrNotFound
 	PutKey(ctx context.Context, k Key) error
+	// ListKeys returns the keys of user ("" = every user's), oldest first (by CreatedAt, then
+	// ID): their hashes, never secrets.
+	ListKeys(ctx context.Context, user string) ([]Key, error)
+	// DeleteKey removes the key with the given id (not its hash) when it belongs to user (""
+	// = any user), and returns it; ErrNotFound when there is no such key. Lookups of it in
+	// this process fail at once; a caching store of another process may still answer from
+	// its cache for a short while (keydir: 10 s).
+	DeleteKey(ctx context.Context, user, id string) (Key, error)
 	GetUser(ctx context.Context, name string) (User, error) // ErrNotFound
 	PutUser(ctx context.Context, u User) error
 }

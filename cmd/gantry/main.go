@@ -260,7 +260,7 @@ func keysList(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer dir.Close()
-	keys, err := dir.ListKeys()
+	keys, err := dir.ListKeys(context.Background(), "")
 	if err != nil {
 		return err
 	}
@@ -295,7 +295,7 @@ func keysRevoke(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer dir.Close()
-	if err := dir.DeleteKey(fs.Arg(0)); errors.Is(err, core.ErrNotFound) {
+	if _, err := dir.DeleteKey(context.Background(), "", fs.Arg(0)); errors.Is(err, core.ErrNotFound) {
 		return fmt.Errorf("no key %q (see gantry keys list)", fs.Arg(0))
 	} else if err != nil {
 		return err

@@ -5,6 +5,7 @@
 package keydir
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -97,42 +98,57 @@ func (d *Dir) PutKey(ctx context.Context, k core.Key) error {
 	return err
 }
 
-// ListKeys returns every stored key (hashes, never secrets), oldest first.
-func (d *Dir) ListKeys() ([]core.Key, error) {
+// ListKeys returns the keys of user ("" = every user's), oldest first (hashes, never
+// secrets).
+func (d *Dir) ListKeys(ctx context.Context, user string) ([]core.Key, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	entries, err := os.ReadDir(filepath.Join(d.root, "keys"))
 	if err != nil {
 		return nil, err
 	}
-	var keys []core.Key
+	keys := []core.Key{}
 	for _, e := range entries {
 		name, ok := strings.CutSuffix(e.Name(), ".json")
 		if !ok || !hashRE.MatchString(name) {
 			continue
 		}
 		var k core.Key
-		if err := readJSON(filepath.Join(d.root, "keys", e.Name()), &k); err != nil {
+		if err := readJSON(filepath.Join(d.root, "keys", e.Name()), &k); errors.Is(err, core.ErrNotFound) {
+			continue // deleted while listing
+		} else if err != nil {
 			return nil, fmt.Errorf("reading key %s: %w", name, err)
 		}
-		keys = append(keys, k)
+		if user == "" || k.User == user {
+			keys = append(keys, k)
+		}
 	}
-	slices.SortFunc(keys, func(a, b core.Key) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	slices.SortFunc(keys, func(a, b core.Key) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
+	})
 	return keys, nil
 }
 
-// DeleteKey removes the key with the given id (not its secret: the id `gantry keys list`
-// shows). A server stops accepting it within the cache's 10 s.
-func (d *Dir) DeleteKey(id string) error {
-	keys, err := d.ListKeys()
+// DeleteKey removes the key with the given id (not its secret: the id `gantry key list`
+// shows) when it is user's ("" = anyone's). Another process's Dir (a running server) stops
+// accepting it within its cache's 10 s.
+func (d *Dir) DeleteKey(ctx context.Context, user, id string) (core.Key, error) {
+	keys, err := d.ListKeys(ctx, user)
 	if err != nil {
-		return err
+		return core.Key{}, err
 	}
 	for _, k := range keys {
 		if k.ID == id {
+			err := os.Remove(filepath.Join(d.root, "keys", k.Hash+".json"))
 			d.keys.Del(k.Hash)
-			return os.Remove(filepath.Join(d.root, "keys", k.Hash+".json"))
+			if errors.Is(err, fs.ErrNotExist) {
+				return core.Key{}, core.ErrNotFound
+			}
+			return k, err
 		}
 	}
-	return core.ErrNotFound
+	return core.Key{}, core.ErrNotFound
 }
 
 // GetUser reads a user.

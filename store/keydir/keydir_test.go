@@ -299,7 +299,7 @@ func TestListAndDeleteKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	keys, err := d.ListKeys()
+	keys, err := d.ListKeys(ctx, "")
 	var ids []string
 	for _, k := range keys {
 		ids = append(ids, k.ID)
@@ -311,13 +311,13 @@ func TestListAndDeleteKeys(t *testing.T) {
 	if _, err := d.LookupKey(ctx, hash); err != nil { // now cached
 		t.Fatal(err)
 	}
-	if err := d.DeleteKey("k1"); err != nil {
+	if _, err := d.DeleteKey(ctx, "", "k1"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.LookupKey(ctx, hash); !errors.Is(err, core.ErrNotFound) {
 		t.Errorf("LookupKey after DeleteKey = %v; want ErrNotFound (no stale cache hit)", err)
 	}
-	if err := d.DeleteKey("k1"); !errors.Is(err, core.ErrNotFound) {
+	if _, err := d.DeleteKey(ctx, "", "k1"); !errors.Is(err, core.ErrNotFound) {
 		t.Errorf("second DeleteKey = %v; want ErrNotFound", err)
 	}
 }

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"encoding/json"
+	"slices"
 
 	"github.com/gantryhq/gantry/core"
 )
@@ -16,6 +17,47 @@ func (s *Store) LookupKey(ctx context.Context, hash string) (core.Key, error) {
 // PutKey stores a key, replacing one with the same hash.
 func (s *Store) PutKey(ctx context.Context, k core.Key) error {
 	return s.write(ctx, s.keys, k.Hash, k)
+}
+
+// ListKeys returns the keys of user ("" = every user's), oldest first.
+func (s *Store) ListKeys(ctx context.Context, user string) ([]core.Key, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := []core.Key{}
+	for _, b := range s.keys {
+		var k core.Key
+		if err := json.Unmarshal(b, &k); err != nil {
+			return nil, err
+		}
+		if user == "" || k.User == user {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b core.Key) int { return compare(a.CreatedAt, a.ID, b.CreatedAt, b.ID) })
+	return keys, nil
+}
+
+// DeleteKey removes the key with the given id when it is user's ("" = anyone's).
+func (s *Store) DeleteKey(ctx context.Context, user, id string) (core.Key, error) {
+	if err := ctx.Err(); err != nil {
+		return core.Key{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for hash, b := range s.keys {
+		var k core.Key
+		if err := json.Unmarshal(b, &k); err != nil {
+			return core.Key{}, err
+		}
+		if k.ID == id && (user == "" || k.User == user) {
+			delete(s.keys, hash)
+			return k, nil
+		}
+	}
+	return core.Key{}, core.ErrNotFound
 }
 
 // GetUser reads a user.

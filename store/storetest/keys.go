@@ -157,6 +157,89 @@ func RunKeyStore(t *testing.T, open Opener[core.KeyStore]) {
 		}
 	})
 
+	// listIDs returns the ids ListKeys(user) gives, in its order.
+	listIDs := func(t *testing.T, st core.KeyStore, user string) []string {
+		t.Helper()
+		keys, err := st.ListKeys(ctx, user)
+		if err != nil {
+			t.Fatalf("ListKeys(%q) = %v; want nil", user, err)
+		}
+		ids := []string{}
+		for _, k := range keys {
+			if user != "" && k.User != user {
+				t.Errorf("ListKeys(%q) holds %s of user %q", user, k.ID, k.User)
+			}
+			ids = append(ids, k.ID)
+		}
+		return ids
+	}
+
+	t.Run("KeyList", func(t *testing.T) {
+		t.Parallel()
+		st, _ := open(t)
+		if got := listIDs(t, st, ""); len(got) != 0 {
+			t.Fatalf("ListKeys(\"\") on an empty store = %v; want none", got)
+		}
+		// Put out of order: the list is oldest first, then by id for equal times.
+		for _, k := range []struct {
+			id, user string
+			at       time.Duration
+		}{{"k3", "alice", 3 * time.Second}, {"k1", "alice", time.Second}, {"k2", "bob", 2 * time.Second}, {"k0b", "alice", time.Second}, {"k0a", "alice", time.Second}} {
+			key := sampleKey(k.id, k.user)
+			key.CreatedAt = base.Add(k.at)
+			putKey(t, st, key)
+		}
+		for user, want := range map[string][]string{
+			"": {"k0a", "k0b", "k1", "k2", "k3"}, "alice": {"k0a", "k0b", "k1", "k3"}, "bob": {"k2"}, "carol": {},
+		} {
+			if got := listIDs(t, st, user); !reflect.DeepEqual(got, want) {
+				t.Errorf("ListKeys(%q) = %v; want %v", user, got, want)
+			}
+		}
+		keys, err := st.ListKeys(ctx, "bob")
+		if want := sampleKey("k2", "bob"); err != nil || len(keys) != 1 || !sameKey(keys[0], func() core.Key { want.CreatedAt = base.Add(2 * time.Second); return want }()) {
+			t.Errorf("ListKeys(%q) = %+v, %v; want the whole key k2", "bob", keys, err)
+		}
+	})
+
+	t.Run("KeyDelete", func(t *testing.T) {
+		t.Parallel()
+		st, _ := open(t)
+		ka, kb, kc := sampleKey("ka", "alice"), sampleKey("kb", "alice"), sampleKey("kc", "bob")
+		for _, k := range []core.Key{ka, kb, kc} {
+			putKey(t, st, k)
+		}
+		lookup(t, st, ka, "before the delete") // cached, where the store caches
+		// Another user's key is not found, and stays.
+		if _, err := st.DeleteKey(ctx, "bob", "ka"); !errors.Is(err, core.ErrNotFound) {
+			t.Errorf("DeleteKey(bob, ka) (alice's key) err = %v; want core.ErrNotFound", err)
+		}
+		lookup(t, st, ka, "after another user's refused delete")
+		got, err := st.DeleteKey(ctx, "alice", "ka")
+		if err != nil || !sameKey(got, ka) {
+			t.Fatalf("DeleteKey(alice, ka) = %+v, %v; want %+v, nil", got, err, ka)
+		}
+		if _, err := st.LookupKey(ctx, ka.Hash); !errors.Is(err, core.ErrNotFound) {
+			t.Errorf("LookupKey(ka) after DeleteKey err = %v; want core.ErrNotFound (no stale cache hit)", err)
+		}
+		if _, err := st.DeleteKey(ctx, "alice", "ka"); !errors.Is(err, core.ErrNotFound) {
+			t.Errorf("second DeleteKey(alice, ka) err = %v; want core.ErrNotFound", err)
+		}
+		for _, id := range []string{"", "k", "KB", "kb ", "../kb", kb.Hash} {
+			if _, err := st.DeleteKey(ctx, "", id); !errors.Is(err, core.ErrNotFound) {
+				t.Errorf("DeleteKey(\"\", %q) err = %v; want core.ErrNotFound", id, err)
+			}
+		}
+		// "" deletes anyone's key.
+		if _, err := st.DeleteKey(ctx, "", "kc"); err != nil {
+			t.Errorf("DeleteKey(\"\", kc) = %v; want nil", err)
+		}
+		if got := listIDs(t, st, ""); !reflect.DeepEqual(got, []string{"kb"}) {
+			t.Errorf("ListKeys after the deletes = %v; want [kb]", got)
+		}
+		lookup(t, st, kb, "after the others' deletes")
+	})
+
 	t.Run("Concurrent", func(t *testing.T) {
 		t.Parallel()
 		st, _ := open(t)
@@ -208,6 +291,10 @@ func RunKeyStore(t *testing.T, open Opener[core.KeyStore]) {
 			checkDone(t, dc, "LookupKey(kept)", err)
 			_, err = st.GetUser(dc.ctx, "alice")
 			checkDone(t, dc, `GetUser("alice")`, err)
+			_, err = st.ListKeys(dc.ctx, "")
+			checkDone(t, dc, `ListKeys("")`, err)
+			_, err = st.DeleteKey(dc.ctx, "alice", "kept")
+			checkDone(t, dc, "DeleteKey(kept)", err)
 		}
 		// Nothing the refused calls asked for happened.
 		if _, err := st.LookupKey(ctx, sampleKey("new", "alice").Hash); !errors.Is(err, core.ErrNotFound) {
@@ -229,9 +316,20 @@ func RunKeyStore(t *testing.T, open Opener[core.KeyStore]) {
 		putUser(t, st, u)
 		k.Scope = core.ScopeAll
 		putKey(t, st, k)
+		gone := sampleKey("gone", "alice")
+		putKey(t, st, gone)
+		if _, err := st.DeleteKey(ctx, "alice", "gone"); err != nil {
+			t.Fatalf("DeleteKey(gone) = %v; want nil", err)
+		}
 		st = reopen()
 		lookup(t, st, k, "after a restart")
 		getUser(t, st, u, "after a restart")
+		if _, err := st.LookupKey(ctx, gone.Hash); !errors.Is(err, core.ErrNotFound) {
+			t.Errorf("LookupKey(gone) after a delete and a restart err = %v; want core.ErrNotFound", err)
+		}
+		if got := listIDs(t, st, "alice"); !reflect.DeepEqual(got, []string{"k1"}) {
+			t.Errorf("ListKeys(alice) after a restart = %v; want [k1]", got)
+		}
 	})
 }
 
