@@ -1,0 +1,227 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/gantryhq/gantry/core"
+)
+
+// partitions makes the partitions of gantry_jobs_ended that ended jobs need, and drops the
+// ones whose whole range passed the horizon. Each holds the jobs expiring in one span of
+// width; its name carries the span's number (Unix time / width).
+type partitions struct {
+	width time.Duration
+	mu    sync.Mutex
+	made  map[int64]bool // partitions this store made or saw
+	// checked is the span of the horizon when dropPast last ran: it runs again once the
+	// horizon reaches a later span.
+	checked int64
+	once    bool
+}
+
+// crossed reports whether the horizon at h reached a span later than at the last check.
+func (p *partitions) crossed(h time.Time) bool {
+	b := p.bucket(h)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.once && b <= p.checked {
+		return false
+	}
+	p.checked, p.once = b, true
+	return true
+}
+
+func (p *partitions) init(width time.Duration) {
+	p.width = width
+	p.made = map[int64]bool{}
+}
+
+// bucket returns the number of the span t is in.
+func (p *partitions) bucket(t time.Time) int64 {
+	w := p.width.Microseconds()
+	us := t.UnixMicro()
+	b := us / w
+	if us%w < 0 {
+		b--
+	}
+	return b
+}
+
+func (p *partitions) bounds(b int64) (time.Time, time.Time) {
+	w := p.width.Microseconds()
+	return time.UnixMicro(b * w).UTC(), time.UnixMicro((b + 1) * w).UTC()
+}
+
+func partitionName(b int64) string {
+	if b < 0 {
+		return "gantry_jobs_ended_m" + strconv.FormatInt(-b, 10)
+	}
+	return "gantry_jobs_ended_p" + strconv.FormatInt(b, 10)
+}
+
+// ensure makes the partition that a job expiring at t goes to, unless this store knows it.
+func (p *partitions) ensure(ctx context.Context, db *DB, t time.Time) error {
+	b := p.bucket(t)
+	p.mu.Lock()
+	known := p.made[b]
+	p.mu.Unlock()
+	if known {
+		return nil
+	}
+	lo, hi := p.bounds(b)
+	_, err := db.Pool.Exec(ctx, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s PARTITION OF gantry_jobs_ended
+		FOR VALUES FROM ('%s') TO ('%s')`, partitionName(b), lo.Format(time.RFC3339Nano), hi.Format(time.RFC3339Nano)))
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && (pe.Code == "42P07" || pe.Code == "23505") {
+		err = nil // another replica made it at the same moment
+	}
+	if err != nil {
+		return fmt.Errorf("making the partition of jobs expiring at %v: %w", t, err)
+	}
+	p.mu.Lock()
+	p.made[b] = true
+	p.mu.Unlock()
+	return nil
+}
+
+// forget drops what the store knows of t's partition (another replica dropped it).
+func (p *partitions) forget(t time.Time) {
+	p.mu.Lock()
+	delete(p.made, p.bucket(t))
+	p.mu.Unlock()
+}
+
+// dropPast drops every partition whose range ends at or before the horizon: its jobs were
+// all reported by Expire, and a dropped table leaves nothing for VACUUM.
+func (p *partitions) dropPast(ctx context.Context, db *DB, horizon time.Time) error {
+	rows, err := db.Pool.Query(ctx, `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+		WHERE i.inhparent = 'gantry_jobs_ended'::regclass`)
+	if err != nil {
+		return err
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		num, ok := strings.CutPrefix(name, "gantry_jobs_ended_")
+		if !ok || len(num) < 2 {
+			continue
+		}
+		b, err := strconv.ParseInt(num[1:], 10, 64)
+		if err != nil {
+			continue
+		}
+		if num[0] == 'm' {
+			b = -b
+		}
+		if _, hi := p.bounds(b); hi.After(horizon) {
+			continue
+		}
+		if _, err := db.Pool.Exec(ctx, "DROP TABLE IF EXISTS "+pgx.Identifier{name}.Sanitize()); err != nil {
+			return fmt.Errorf("dropping %s: %w", name, err)
+		}
+		p.mu.Lock()
+		delete(p.made, b)
+		p.mu.Unlock()
+	}
+	return nil
+}
+
+// isNoPartition reports the error of a row for which no partition exists.
+func isNoPartition(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23514" && strings.Contains(pe.Message, "no partition")
+}
+
+// Expire removes the jobs past their expiry; see core.JobStore.
+//
+// Live jobs past their ttl are deleted (few: the live table holds only queued and running
+// jobs). Ended jobs are not deleted one by one: the horizon moves to now, which hides them at
+// once and reports each once (replicas that expire at the same moment take turns on the
+// horizon's row), and their partitions are dropped whole once the horizon is past them.
+func (s *Jobs) Expire(ctx context.Context, now time.Time) ([]core.ExpiredJob, error) {
+	var out []core.ExpiredJob
+	var streamed []string
+	scan := func(r pgx.Rows) error {
+		var x core.ExpiredJob
+		var st string
+		var str bool
+		if err := r.Scan(&x.ID, &x.Endpoint, &x.WorkerID, &st, &x.LowPriority, &str); err != nil {
+			return err
+		}
+		x.Status = core.JobStatus(st)
+		out = append(out, x)
+		if str {
+			streamed = append(streamed, x.ID)
+		}
+		return nil
+	}
+	var due bool
+	err := s.exec(ctx, true, `WITH gone AS (DELETE FROM gantry_jobs WHERE expires_at <= $1
+			RETURNING id, endpoint, worker_id, status, low, streamed)
+		SELECT id, endpoint, worker_id, status, low, streamed FROM gone
+		UNION ALL SELECT '', '', '', '', false, false WHERE EXISTS (
+			SELECT 1 FROM gantry_jobs_ended WHERE expires_at > `+horizon+` AND expires_at <= $1)`,
+		[]any{now}, func(r pgx.Rows) error {
+			if err := scan(r); err != nil {
+				return err
+			}
+			if out[len(out)-1].ID == "" { // the mark that ended jobs are due
+				out, due = out[:len(out)-1], true
+			}
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: expiring jobs: %w", err)
+	}
+	if due {
+		var moved bool
+		err := s.exec(ctx, true, `WITH old AS (SELECT at FROM gantry_jobs_horizon FOR UPDATE),
+				gone AS (SELECT id, endpoint, worker_id, status, low, streamed FROM gantry_jobs_ended, old
+					WHERE expires_at > old.at AND expires_at <= $1),
+				moved AS (UPDATE gantry_jobs_horizon SET at = $1 WHERE at < $1 RETURNING 1)
+			SELECT * FROM gone`, []any{now}, func(r pgx.Rows) error { moved = true; return scan(r) })
+		if err != nil {
+			return out, fmt.Errorf("postgres: expiring ended jobs: %w", err)
+		}
+		if moved && s.parts.crossed(now) {
+			if err := s.parts.dropPast(ctx, s.db, now); err != nil {
+				s.log.Error("dropping partitions of expired jobs", "err", err)
+			}
+		}
+	}
+	if len(streamed) > 0 {
+		if _, err := s.db.Pool.Exec(ctx, `DELETE FROM gantry_job_chunks WHERE job_id = ANY($1)`, streamed); err != nil {
+			return out, fmt.Errorf("postgres: dropping expired jobs' chunks: %w", err)
+		}
+	}
+	for _, x := range out {
+		if !x.Status.Terminal() {
+			s.jobChanged(x.ID)
+		}
+	}
+	return out, nil
+}
+
+// Overdue returns the running jobs past their execution timeout; see core.JobStore.
+func (s *Jobs) Overdue(ctx context.Context, now time.Time) ([]string, error) {
+	rows, err := s.db.Pool.Query(ctx, `SELECT id FROM gantry_jobs WHERE deadline <= $1 AND status = 'IN_PROGRESS'`, now)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: finding jobs past their timeout: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: finding jobs past their timeout: %w", err)
+	}
+	return ids, nil
+}
