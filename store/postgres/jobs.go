@@ -78,6 +78,9 @@ func OpenJobs(ctx context.Context, db *DB, o JobOptions) (*Jobs, error) {
 	return s, nil
 }
 
+// DB returns the database the store is on.
+func (s *Jobs) DB() *DB { return s.db }
+
 // Close stops the listener, the notifier and the poll. The DB stays open.
 func (s *Jobs) Close() {
 	s.stop()

@@ -2,7 +2,11 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/internal/pgtest"
@@ -13,13 +17,18 @@ import (
 // openJobs opens a job store on a fresh database, closed when t ends.
 func openJobs(t *testing.T, url string) *postgres.Jobs {
 	t.Helper()
+	return openJobsWith(t, url, postgres.JobOptions{})
+}
+
+func openJobsWith(t *testing.T, url string, o postgres.JobOptions) *postgres.Jobs {
+	t.Helper()
 	ctx := context.Background()
 	db, err := postgres.Open(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	s, err := postgres.OpenJobs(ctx, db, postgres.JobOptions{})
+	s, err := postgres.OpenJobs(ctx, db, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,4 +38,195 @@ func openJobs(t *testing.T, url string) *postgres.Jobs {
 
 func TestJobStore(t *testing.T) {
 	storetest.RunJobStore(t, func(t *testing.T) core.JobStore { return openJobs(t, pgtest.URL(t)) })
+}
+
+// job returns a queued job of the endpoint, queued at at, living a day.
+func job(endpoint string, at time.Time) core.Job {
+	return core.Job{ID: core.NewJobKey(false).String(), Endpoint: endpoint, Owner: "alice", Status: core.InQueue,
+		CreatedAt: at, QueuedAt: at, Retention: 30 * time.Minute, ExpiresAt: at.Add(24 * time.Hour)}
+}
+
+// waitFor fails t unless done yields nil within a generous limit.
+func waitFor(t *testing.T, what string, done <-chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("%s = %v; want nil", what, err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s did not return within 20s", what)
+	}
+}
+
+func async(fn func() error) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	return done
+}
+
+// Two replicas on one database: each hears what the other does, through NOTIFY, and their
+// takers never share a job.
+func TestJobsAcrossReplicas(t *testing.T) {
+	url := pgtest.URL(t)
+	// A poll slower than the test: only notifies can wake these waiters in time.
+	slow := postgres.JobOptions{PollEvery: time.Hour}
+	a, b := openJobsWith(t, url, slow), openJobsWith(t, url, slow)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	now := time.Now()
+
+	heard := make(chan string, 16)
+	if err := b.ListenAvailable(ctx, func(ep string) {
+		select {
+		case heard <- ep:
+		default:
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	avail := async(func() error { return b.WaitAvailable(ctx, "ep") })
+	j, err := a.Insert(ctx, job("ep", now), []byte(`{}`), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "WaitAvailable on replica b after an insert on a", avail)
+	select {
+	case ep := <-heard:
+		if ep != "ep" {
+			t.Errorf("b's ListenAvailable heard %q; want ep", ep)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("b's ListenAvailable heard nothing of a's insert")
+	}
+
+	taken, err := b.Take(ctx, "ep", "w", 1, now)
+	if err != nil || len(taken) != 1 {
+		t.Fatalf("Take on b = %v, %v; want the job", taken, err)
+	}
+	ended := async(func() error { return b.WaitEnded(ctx, j.ID) })
+	chunks := async(func() error { return a.WaitChunks(ctx, j.ID) })
+	if _, err := b.AppendChunks(ctx, j.ID, "w", []core.StreamChunk{{Output: []byte(`"x"`)}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "WaitChunks on a after an append on b", chunks)
+	if _, err := a.Update(ctx, j.ID, core.Statuses(core.InProgress), func(j *core.Job) error {
+		j.Status, j.EndedAt, j.ExpiresAt = core.Completed, now, now.Add(j.Retention)
+		return nil
+	}, true); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "WaitEnded on b after the end on a", ended)
+
+	// Takers on both replicas share one queue and never one job.
+	const n = 200
+	for i := range n {
+		if _, err := a.Insert(ctx, job("burst", now), nil, i%2 == 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	var wg sync.WaitGroup
+	for i, s := range []*postgres.Jobs{a, b, a, b} {
+		wg.Go(func() {
+			for {
+				got, err := s.Take(ctx, "burst", fmt.Sprintf("w%d", i), 3, now)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(got) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, tj := range got {
+					if seen[tj.Job.ID] {
+						t.Errorf("job %s taken twice", tj.Job.ID)
+					}
+					seen[tj.Job.ID] = true
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(seen) != n {
+		t.Errorf("%d jobs taken; want %d", len(seen), n)
+	}
+}
+
+// A job queued without a notify (one lost) still wakes a parked taker, by the slow poll.
+func TestJobsPollCoversALostNotify(t *testing.T) {
+	url := pgtest.URL(t)
+	s := openJobsWith(t, url, postgres.JobOptions{PollEvery: 50 * time.Millisecond})
+	ctx := context.Background()
+	avail := async(func() error { return s.WaitAvailable(ctx, "ep") })
+	// Another replica's insert whose notify never came: the row alone.
+	other := openJobsWith(t, url, postgres.JobOptions{})
+	j, err := other.Insert(ctx, job("elsewhere", time.Now()), nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.DB().Pool.Exec(ctx, `UPDATE gantry_jobs SET endpoint = 'ep' WHERE id = $1`, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "WaitAvailable after a job queued without a notify", avail)
+}
+
+// Ended jobs leave the live table, and retention drops their partitions whole.
+func TestJobsRetentionDropsPartitions(t *testing.T) {
+	url := pgtest.URL(t)
+	s := openJobsWith(t, url, postgres.JobOptions{PartitionWidth: time.Minute})
+	ctx := context.Background()
+	t0 := time.Date(2026, time.March, 1, 12, 0, 0, 0, time.UTC)
+	var ids []string
+	for i := range 6 {
+		j := job("ep", t0)
+		j.Retention = time.Duration(i) * time.Minute // one partition each
+		if _, err := s.Insert(ctx, j, nil, false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Take(ctx, "ep", "w", 1, t0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Update(ctx, j.ID, core.Statuses(core.InProgress), func(j *core.Job) error {
+			j.Status, j.EndedAt, j.ExpiresAt = core.Completed, t0, t0.Add(j.Retention)
+			return nil
+		}, false); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, j.ID)
+	}
+	count := func(q string) int {
+		t.Helper()
+		var n int
+		if err := s.DB().Pool.QueryRow(ctx, q).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	parts := `SELECT count(*) FROM pg_inherits WHERE inhparent = 'gantry_jobs_ended'::regclass`
+	if n := count(`SELECT count(*) FROM gantry_jobs`); n != 0 {
+		t.Errorf("live table holds %d rows after every job ended; want 0", n)
+	}
+	if n := count(parts); n != 6 {
+		t.Errorf("%d partitions of ended jobs; want 6 (a minute each)", n)
+	}
+	gone, err := s.Expire(ctx, t0.Add(3*time.Minute))
+	if err != nil || len(gone) != 4 {
+		t.Fatalf("Expire(t0+3m) = %d jobs, %v; want 4", len(gone), err)
+	}
+	if n := count(parts); n != 3 {
+		t.Errorf("%d partitions after Expire(t0+3m); want 3 (those past it dropped whole)", n)
+	}
+	if _, err := s.Get(ctx, ids[3]); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("Get of a job expired at t0+3m = %v; want ErrNotFound", err)
+	}
+	if _, err := s.Get(ctx, ids[4]); err != nil {
+		t.Errorf("Get of a job expiring at t0+4m = %v; want it", err)
+	}
+	if again, err := s.Expire(ctx, t0.Add(3*time.Minute)); err != nil || len(again) != 0 {
+		t.Errorf("second Expire(t0+3m) = %v, %v; want none (each job reported once)", again, err)
+	}
 }
