@@ -42,6 +42,8 @@ var access = map[oas.OperationName]core.Access{
 	oas.GetWorkerLogsOperation:        core.ManageRead,
 	oas.ListModelsOperation:           core.JobRead,
 	oas.GetUsageOperation:             core.ManageRead,
+	oas.ListJobsOperation:             core.JobRead,
+	// createKey, listKeys and deleteKey are left out: only an all key manages keys.
 }
 
 // isJobOp reports whether an operation id (as the router names it) is a job or worker

@@ -429,3 +429,34 @@ func (h *handler) WorkerPing(ctx context.Context, p oas.WorkerPingParams) (oas.W
 	h.cfg.Jobs.PingJobs(p.WorkerId, unhealthy, p.JobID.Or(""))
 	return &oas.WorkerAck{Status: "ok"}, nil
 }
+
+// ListJobs implements listJobs: the endpoint's jobs newest first, as status may see them.
+func (h *handler) ListJobs(ctx context.Context, params oas.ListJobsParams) (oas.ListJobsRes, error) {
+	t, err := h.jobEndpoint(ctx, params.EndpointId)
+	if err != nil {
+		return nil, err
+	}
+	var status core.StatusSet
+	for _, s := range params.Status {
+		status |= core.Statuses(core.JobStatus(s))
+	}
+	page, err := h.cfg.Jobs.List(ctx, t.ref(""), status, params.Cursor.Or(""), params.Limit.Or(50))
+	if err != nil {
+		return nil, err
+	}
+	now := h.cfg.Clock.Now()
+	out := oas.JobList{Items: make([]oas.JobSummary, len(page.Jobs))}
+	for i := range page.Jobs {
+		j := &page.Jobs[i]
+		out.Items[i] = oas.JobSummary{ID: j.ID, Status: oas.JobStatus(j.Status), CreatedAt: j.CreatedAt,
+			DelayTime: oas.NewOptInt64(j.DelayTime(now)), ExecutionTime: oas.NewOptInt64(j.ExecutionTime(now)),
+			Retries: oas.NewOptInt(j.Retries)}
+		if j.WorkerID != "" {
+			out.Items[i].WorkerId = oas.NewOptString(j.WorkerID)
+		}
+	}
+	if page.Next != "" {
+		out.NextCursor = oas.NewOptString(page.Next)
+	}
+	return &oas.JobListHeaders{Response: out}, nil
+}

@@ -13,12 +13,20 @@ type CreateEndpointV1Res interface {
 	createEndpointV1Res()
 }
 
+type CreateKeyRes interface {
+	createKeyRes()
+}
+
 type CreateTemplateRes interface {
 	createTemplateRes()
 }
 
 type DeleteEndpointRes interface {
 	deleteEndpointRes()
+}
+
+type DeleteKeyRes interface {
+	deleteKeyRes()
 }
 
 type DeleteTemplateRes interface {
@@ -79,6 +87,14 @@ type ListCatalogTemplatesRes interface {
 
 type ListEndpointsRes interface {
 	listEndpointsRes()
+}
+
+type ListJobsRes interface {
+	listJobsRes()
+}
+
+type ListKeysRes interface {
+	listKeysRes()
 }
 
 type ListModelsRes interface {

@@ -38,6 +38,20 @@ func encodeCreateEndpointV1Request(
 	return nil
 }
 
+func encodeCreateKeyRequest(
+	req *CreateKeyRequest,
+	r *http.Request,
+) error {
+	const contentType = "application/json"
+	e := new(jx.Encoder)
+	{
+		req.Encode(e)
+	}
+	encoded := e.Bytes()
+	ht.SetBody(r, bytes.NewReader(encoded), contentType)
+	return nil
+}
+
 func encodeCreateTemplateRequest(
 	req *CreateTemplateRequest,
 	r *http.Request,

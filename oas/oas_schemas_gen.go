@@ -103,6 +103,7 @@ func (s *ConflictHeaders) SetResponse(val Problem) {
 }
 
 func (*ConflictHeaders) cancelJobRes()       {}
+func (*ConflictHeaders) listJobsRes()        {}
 func (*ConflictHeaders) retryJobRes()        {}
 func (*ConflictHeaders) workerJobDoneRes()   {}
 func (*ConflictHeaders) workerJobFileRes()   {}
@@ -427,6 +428,56 @@ type CreateEndpointUnauthorized Problem
 
 func (*CreateEndpointUnauthorized) createEndpointRes() {}
 
+// Ref: #/components/schemas/CreateKeyRequest
+type CreateKeyRequest struct {
+	Scope OptKeyScope `json:"scope"`
+	// With scope `jobs`, the endpoint ids (or model ids) the key may use; none = all.
+	Endpoints []string `json:"endpoints"`
+	// Seconds until the key expires; absent = never.
+	ExpiresIn OptInt64    `json:"expiresIn"`
+	Quota     OptKeyQuota `json:"quota"`
+}
+
+// GetScope returns the value of Scope.
+func (s *CreateKeyRequest) GetScope() OptKeyScope {
+	return s.Scope
+}
+
+// GetEndpoints returns the value of Endpoints.
+func (s *CreateKeyRequest) GetEndpoints() []string {
+	return s.Endpoints
+}
+
+// GetExpiresIn returns the value of ExpiresIn.
+func (s *CreateKeyRequest) GetExpiresIn() OptInt64 {
+	return s.ExpiresIn
+}
+
+// GetQuota returns the value of Quota.
+func (s *CreateKeyRequest) GetQuota() OptKeyQuota {
+	return s.Quota
+}
+
+// SetScope sets the value of Scope.
+func (s *CreateKeyRequest) SetScope(val OptKeyScope) {
+	s.Scope = val
+}
+
+// SetEndpoints sets the value of Endpoints.
+func (s *CreateKeyRequest) SetEndpoints(val []string) {
+	s.Endpoints = val
+}
+
+// SetExpiresIn sets the value of ExpiresIn.
+func (s *CreateKeyRequest) SetExpiresIn(val OptInt64) {
+	s.ExpiresIn = val
+}
+
+// SetQuota sets the value of Quota.
+func (s *CreateKeyRequest) SetQuota(val OptKeyQuota) {
+	s.Quota = val
+}
+
 // Ref: #/components/schemas/CreateTemplateRequest
 type CreateTemplateRequest struct {
 	Name                string                      `json:"name"`
@@ -563,6 +614,128 @@ func (s *CreateTemplateRequestEnv) init() CreateTemplateRequestEnv {
 	return m
 }
 
+// Merged schema.
+// Ref: #/components/schemas/CreatedKey
+type CreatedKey struct {
+	ID        string      `json:"id"`
+	User      string      `json:"user"`
+	Scope     KeyScope    `json:"scope"`
+	Endpoints []string    `json:"endpoints"`
+	CreatedAt time.Time   `json:"createdAt"`
+	ExpiresAt OptDateTime `json:"expiresAt"`
+	// The key itself (`gk_...`); shown this once.
+	Secret string `json:"secret"`
+}
+
+// GetID returns the value of ID.
+func (s *CreatedKey) GetID() string {
+	return s.ID
+}
+
+// GetUser returns the value of User.
+func (s *CreatedKey) GetUser() string {
+	return s.User
+}
+
+// GetScope returns the value of Scope.
+func (s *CreatedKey) GetScope() KeyScope {
+	return s.Scope
+}
+
+// GetEndpoints returns the value of Endpoints.
+func (s *CreatedKey) GetEndpoints() []string {
+	return s.Endpoints
+}
+
+// GetCreatedAt returns the value of CreatedAt.
+func (s *CreatedKey) GetCreatedAt() time.Time {
+	return s.CreatedAt
+}
+
+// GetExpiresAt returns the value of ExpiresAt.
+func (s *CreatedKey) GetExpiresAt() OptDateTime {
+	return s.ExpiresAt
+}
+
+// GetSecret returns the value of Secret.
+func (s *CreatedKey) GetSecret() string {
+	return s.Secret
+}
+
+// SetID sets the value of ID.
+func (s *CreatedKey) SetID(val string) {
+	s.ID = val
+}
+
+// SetUser sets the value of User.
+func (s *CreatedKey) SetUser(val string) {
+	s.User = val
+}
+
+// SetScope sets the value of Scope.
+func (s *CreatedKey) SetScope(val KeyScope) {
+	s.Scope = val
+}
+
+// SetEndpoints sets the value of Endpoints.
+func (s *CreatedKey) SetEndpoints(val []string) {
+	s.Endpoints = val
+}
+
+// SetCreatedAt sets the value of CreatedAt.
+func (s *CreatedKey) SetCreatedAt(val time.Time) {
+	s.CreatedAt = val
+}
+
+// SetExpiresAt sets the value of ExpiresAt.
+func (s *CreatedKey) SetExpiresAt(val OptDateTime) {
+	s.ExpiresAt = val
+}
+
+// SetSecret sets the value of Secret.
+func (s *CreatedKey) SetSecret(val string) {
+	s.Secret = val
+}
+
+// CreatedKeyHeaders wraps CreatedKey with response headers.
+type CreatedKeyHeaders struct {
+	RateLimit       OptString
+	RateLimitPolicy OptString
+	Response        CreatedKey
+}
+
+// GetRateLimit returns the value of RateLimit.
+func (s *CreatedKeyHeaders) GetRateLimit() OptString {
+	return s.RateLimit
+}
+
+// GetRateLimitPolicy returns the value of RateLimitPolicy.
+func (s *CreatedKeyHeaders) GetRateLimitPolicy() OptString {
+	return s.RateLimitPolicy
+}
+
+// GetResponse returns the value of Response.
+func (s *CreatedKeyHeaders) GetResponse() CreatedKey {
+	return s.Response
+}
+
+// SetRateLimit sets the value of RateLimit.
+func (s *CreatedKeyHeaders) SetRateLimit(val OptString) {
+	s.RateLimit = val
+}
+
+// SetRateLimitPolicy sets the value of RateLimitPolicy.
+func (s *CreatedKeyHeaders) SetRateLimitPolicy(val OptString) {
+	s.RateLimitPolicy = val
+}
+
+// SetResponse sets the value of Response.
+func (s *CreatedKeyHeaders) SetResponse(val CreatedKey) {
+	s.Response = val
+}
+
+func (*CreatedKeyHeaders) createKeyRes() {}
+
 // DeleteEndpointNoContent is response for DeleteEndpoint operation.
 type DeleteEndpointNoContent struct {
 	RateLimit       OptString
@@ -590,6 +763,34 @@ func (s *DeleteEndpointNoContent) SetRateLimitPolicy(val OptString) {
 }
 
 func (*DeleteEndpointNoContent) deleteEndpointRes() {}
+
+// DeleteKeyNoContent is response for DeleteKey operation.
+type DeleteKeyNoContent struct {
+	RateLimit       OptString
+	RateLimitPolicy OptString
+}
+
+// GetRateLimit returns the value of RateLimit.
+func (s *DeleteKeyNoContent) GetRateLimit() OptString {
+	return s.RateLimit
+}
+
+// GetRateLimitPolicy returns the value of RateLimitPolicy.
+func (s *DeleteKeyNoContent) GetRateLimitPolicy() OptString {
+	return s.RateLimitPolicy
+}
+
+// SetRateLimit sets the value of RateLimit.
+func (s *DeleteKeyNoContent) SetRateLimit(val OptString) {
+	s.RateLimit = val
+}
+
+// SetRateLimitPolicy sets the value of RateLimitPolicy.
+func (s *DeleteKeyNoContent) SetRateLimitPolicy(val OptString) {
+	s.RateLimitPolicy = val
+}
+
+func (*DeleteKeyNoContent) deleteKeyRes() {}
 
 // DeleteTemplateNoContent is response for DeleteTemplate operation.
 type DeleteTemplateNoContent struct {
@@ -1085,8 +1286,10 @@ func (s *ErrorStatusCode) SetResponse(val Problem) {
 func (*ErrorStatusCode) cancelJobRes()            {}
 func (*ErrorStatusCode) createEndpointRes()       {}
 func (*ErrorStatusCode) createEndpointV1Res()     {}
+func (*ErrorStatusCode) createKeyRes()            {}
 func (*ErrorStatusCode) createTemplateRes()       {}
 func (*ErrorStatusCode) deleteEndpointRes()       {}
+func (*ErrorStatusCode) deleteKeyRes()            {}
 func (*ErrorStatusCode) deleteTemplateRes()       {}
 func (*ErrorStatusCode) getEndpointRes()          {}
 func (*ErrorStatusCode) getFileRes()              {}
@@ -1102,6 +1305,8 @@ func (*ErrorStatusCode) listCatalogCpusRes()      {}
 func (*ErrorStatusCode) listCatalogGpusRes()      {}
 func (*ErrorStatusCode) listCatalogTemplatesRes() {}
 func (*ErrorStatusCode) listEndpointsRes()        {}
+func (*ErrorStatusCode) listJobsRes()             {}
+func (*ErrorStatusCode) listKeysRes()             {}
 func (*ErrorStatusCode) listModelsRes()           {}
 func (*ErrorStatusCode) listTemplatesRes()        {}
 func (*ErrorStatusCode) listWorkersRes()          {}
@@ -1209,7 +1414,10 @@ func (s *ForbiddenHeaders) SetResponse(val Problem) {
 }
 
 func (*ForbiddenHeaders) createEndpointRes() {}
+func (*ForbiddenHeaders) createKeyRes()      {}
+func (*ForbiddenHeaders) deleteKeyRes()      {}
 func (*ForbiddenHeaders) getFileRes()        {}
+func (*ForbiddenHeaders) listKeysRes()       {}
 
 type GetFileOK struct {
 	Data io.Reader
@@ -2183,6 +2391,72 @@ func (s *JobKey) SetRoles(val []string) {
 	s.Roles = val
 }
 
+// Ref: #/components/schemas/JobList
+type JobList struct {
+	Items []JobSummary `json:"items"`
+	// Absent on the last page.
+	NextCursor OptString `json:"nextCursor"`
+}
+
+// GetItems returns the value of Items.
+func (s *JobList) GetItems() []JobSummary {
+	return s.Items
+}
+
+// GetNextCursor returns the value of NextCursor.
+func (s *JobList) GetNextCursor() OptString {
+	return s.NextCursor
+}
+
+// SetItems sets the value of Items.
+func (s *JobList) SetItems(val []JobSummary) {
+	s.Items = val
+}
+
+// SetNextCursor sets the value of NextCursor.
+func (s *JobList) SetNextCursor(val OptString) {
+	s.NextCursor = val
+}
+
+// JobListHeaders wraps JobList with response headers.
+type JobListHeaders struct {
+	RateLimit       OptString
+	RateLimitPolicy OptString
+	Response        JobList
+}
+
+// GetRateLimit returns the value of RateLimit.
+func (s *JobListHeaders) GetRateLimit() OptString {
+	return s.RateLimit
+}
+
+// GetRateLimitPolicy returns the value of RateLimitPolicy.
+func (s *JobListHeaders) GetRateLimitPolicy() OptString {
+	return s.RateLimitPolicy
+}
+
+// GetResponse returns the value of Response.
+func (s *JobListHeaders) GetResponse() JobList {
+	return s.Response
+}
+
+// SetRateLimit sets the value of RateLimit.
+func (s *JobListHeaders) SetRateLimit(val OptString) {
+	s.RateLimit = val
+}
+
+// SetRateLimitPolicy sets the value of RateLimitPolicy.
+func (s *JobListHeaders) SetRateLimitPolicy(val OptString) {
+	s.RateLimitPolicy = val
+}
+
+// SetResponse sets the value of Response.
+func (s *JobListHeaders) SetResponse(val JobList) {
+	s.Response = val
+}
+
+func (*JobListHeaders) listJobsRes() {}
+
 // Ref: #/components/schemas/JobPolicy
 type JobPolicy struct {
 	// Milliseconds (default the endpoint's timeout).
@@ -2370,6 +2644,89 @@ func (s *JobStreamRequest) SetMetrics(val jx.Raw) {
 	s.Metrics = val
 }
 
+// Ref: #/components/schemas/JobSummary
+type JobSummary struct {
+	ID        string    `json:"id"`
+	Status    JobStatus `json:"status"`
+	CreatedAt time.Time `json:"createdAt"`
+	// Milliseconds in the queue.
+	DelayTime OptInt64 `json:"delayTime"`
+	// Milliseconds running.
+	ExecutionTime OptInt64  `json:"executionTime"`
+	Retries       OptInt    `json:"retries"`
+	WorkerId      OptString `json:"workerId"`
+}
+
+// GetID returns the value of ID.
+func (s *JobSummary) GetID() string {
+	return s.ID
+}
+
+// GetStatus returns the value of Status.
+func (s *JobSummary) GetStatus() JobStatus {
+	return s.Status
+}
+
+// GetCreatedAt returns the value of CreatedAt.
+func (s *JobSummary) GetCreatedAt() time.Time {
+	return s.CreatedAt
+}
+
+// GetDelayTime returns the value of DelayTime.
+func (s *JobSummary) GetDelayTime() OptInt64 {
+	return s.DelayTime
+}
+
+// GetExecutionTime returns the value of ExecutionTime.
+func (s *JobSummary) GetExecutionTime() OptInt64 {
+	return s.ExecutionTime
+}
+
+// GetRetries returns the value of Retries.
+func (s *JobSummary) GetRetries() OptInt {
+	return s.Retries
+}
+
+// GetWorkerId returns the value of WorkerId.
+func (s *JobSummary) GetWorkerId() OptString {
+	return s.WorkerId
+}
+
+// SetID sets the value of ID.
+func (s *JobSummary) SetID(val string) {
+	s.ID = val
+}
+
+// SetStatus sets the value of Status.
+func (s *JobSummary) SetStatus(val JobStatus) {
+	s.Status = val
+}
+
+// SetCreatedAt sets the value of CreatedAt.
+func (s *JobSummary) SetCreatedAt(val time.Time) {
+	s.CreatedAt = val
+}
+
+// SetDelayTime sets the value of DelayTime.
+func (s *JobSummary) SetDelayTime(val OptInt64) {
+	s.DelayTime = val
+}
+
+// SetExecutionTime sets the value of ExecutionTime.
+func (s *JobSummary) SetExecutionTime(val OptInt64) {
+	s.ExecutionTime = val
+}
+
+// SetRetries sets the value of Retries.
+func (s *JobSummary) SetRetries(val OptInt) {
+	s.Retries = val
+}
+
+// SetWorkerId sets the value of WorkerId.
+func (s *JobSummary) SetWorkerId(val OptString) {
+	s.WorkerId = val
+}
+
 // Ref: #/components/schemas/JobsToStop
 type JobsToStop struct {
 	JobsToStop []string `json:"jobsToStop"`
@@ -2386,6 +2743,218 @@ func (s *JobsToStop) SetJobsToStop(val []string) {
 }
 
 func (*JobsToStop) workerJobStopRes() {}
+
+// Ref: #/components/schemas/Key
+type Key struct {
+	ID        string      `json:"id"`
+	User      string      `json:"user"`
+	Scope     KeyScope    `json:"scope"`
+	Endpoints []string    `json:"endpoints"`
+	CreatedAt time.Time   `json:"createdAt"`
+	ExpiresAt OptDateTime `json:"expiresAt"`
+}
+
+// GetID returns the value of ID.
+func (s *Key) GetID() string {
+	return s.ID
+}
+
+// GetUser returns the value of User.
+func (s *Key) GetUser() string {
+	return s.User
+}
+
+// GetScope returns the value of Scope.
+func (s *Key) GetScope() KeyScope {
+	return s.Scope
+}
+
+// GetEndpoints returns the value of Endpoints.
+func (s *Key) GetEndpoints() []string {
+	return s.Endpoints
+}
+
+// GetCreatedAt returns the value of CreatedAt.
+func (s *Key) GetCreatedAt() time.Time {
+	return s.CreatedAt
+}
+
+// GetExpiresAt returns the value of ExpiresAt.
+func (s *Key) GetExpiresAt() OptDateTime {
+	return s.ExpiresAt
+}
+
+// SetID sets the value of ID.
+func (s *Key) SetID(val string) {
+	s.ID = val
+}
+
+// SetUser sets the value of User.
+func (s *Key) SetUser(val string) {
+	s.User = val
+}
+
+// SetScope sets the value of Scope.
+func (s *Key) SetScope(val KeyScope) {
+	s.Scope = val
+}
+
+// SetEndpoints sets the value of Endpoints.
+func (s *Key) SetEndpoints(val []string) {
+	s.Endpoints = val
+}
+
+// SetCreatedAt sets the value of CreatedAt.
+func (s *Key) SetCreatedAt(val time.Time) {
+	s.CreatedAt = val
+}
+
+// SetExpiresAt sets the value of ExpiresAt.
+func (s *Key) SetExpiresAt(val OptDateTime) {
+	s.ExpiresAt = val
+}
+
+// Ref: #/components/schemas/KeyList
+type KeyList struct {
+	Items []Key `json:"items"`
+}
+
+// GetItems returns the value of Items.
+func (s *KeyList) GetItems() []Key {
+	return s.Items
+}
+
+// SetItems sets the value of Items.
+func (s *KeyList) SetItems(val []Key) {
+	s.Items = val
+}
+
+// KeyListHeaders wraps KeyList with response headers.
+type KeyListHeaders struct {
+	RateLimit       OptString
+	RateLimitPolicy OptString
+	Response        KeyList
+}
+
+// GetRateLimit returns the value of RateLimit.
+func (s *KeyListHeaders) GetRateLimit() OptString {
+	return s.RateLimit
+}
+
+// GetRateLimitPolicy returns the value of RateLimitPolicy.
+func (s *KeyListHeaders) GetRateLimitPolicy() OptString {
+	return s.RateLimitPolicy
+}
+
+// GetResponse returns the value of Response.
+func (s *KeyListHeaders) GetResponse() KeyList {
+	return s.Response
+}
+
+// SetRateLimit sets the value of RateLimit.
+func (s *KeyListHeaders) SetRateLimit(val OptString) {
+	s.RateLimit = val
+}
+
+// SetRateLimitPolicy sets the value of RateLimitPolicy.
+func (s *KeyListHeaders) SetRateLimitPolicy(val OptString) {
+	s.RateLimitPolicy = val
+}
+
+// SetResponse sets the value of Response.
+func (s *KeyListHeaders) SetResponse(val KeyList) {
+	s.Response = val
+}
+
+func (*KeyListHeaders) listKeysRes() {}
+
+// Requests per window for the user; a window left out keeps its quota, 0 = unlimited.
+// Ref: #/components/schemas/KeyQuota
+type KeyQuota struct {
+	Minute OptInt `json:"minute"`
+	Hour   OptInt `json:"hour"`
+	Day    OptInt `json:"day"`
+}
+
+// GetMinute returns the value of Minute.
+func (s *KeyQuota) GetMinute() OptInt {
+	return s.Minute
+}
+
+// GetHour returns the value of Hour.
+func (s *KeyQuota) GetHour() OptInt {
+	return s.Hour
+}
+
+// GetDay returns the value of Day.
+func (s *KeyQuota) GetDay() OptInt {
+	return s.Day
+}
+
+// SetMinute sets the value of Minute.
+func (s *KeyQuota) SetMinute(val OptInt) {
+	s.Minute = val
+}
+
+// SetHour sets the value of Hour.
+func (s *KeyQuota) SetHour(val OptInt) {
+	s.Hour = val
+}
+
+// SetDay sets the value of Day.
+func (s *KeyQuota) SetDay(val OptInt) {
+	s.Day = val
+}
+
+// `all`: everything the user may do; `read`: reads only; `jobs`: job operations only.
+// Ref: #/components/schemas/KeyScope
+type KeyScope string
+
+const (
+	KeyScopeAll  KeyScope = "all"
+	KeyScopeRead KeyScope = "read"
+	KeyScopeJobs KeyScope = "jobs"
+)
+
+// AllValues returns all KeyScope values.
+func (KeyScope) AllValues() []KeyScope {
+	return []KeyScope{
+		KeyScopeAll,
+		KeyScopeRead,
+		KeyScopeJobs,
+	}
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (s KeyScope) MarshalText() ([]byte, error) {
+	switch s {
+	case KeyScopeAll:
+		return []byte(s), nil
+	case KeyScopeRead:
+		return []byte(s), nil
+	case KeyScopeJobs:
+		return []byte(s), nil
+	default:
+		return nil, errors.Errorf("invalid value: %q", s)
+	}
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (s *KeyScope) UnmarshalText(data []byte) error {
+	switch KeyScope(data) {
+	case KeyScopeAll:
+		*s = KeyScopeAll
+		return nil
+	case KeyScopeRead:
+		*s = KeyScopeRead
+		return nil
+	case KeyScopeJobs:
+		*s = KeyScopeJobs
+		return nil
+	default:
+		return errors.Errorf("invalid value: %q", data)
+	}
+}
 
 // ListCatalogCpusOKHeaders wraps []CpuFlavor with response headers.
 type ListCatalogCpusOKHeaders struct {
@@ -3003,6 +3572,7 @@ func (*NotFoundHeaders) cancelJobRes()         {}
 func (*NotFoundHeaders) createEndpointRes()    {}
 func (*NotFoundHeaders) createEndpointV1Res()  {}
 func (*NotFoundHeaders) deleteEndpointRes()    {}
+func (*NotFoundHeaders) deleteKeyRes()         {}
 func (*NotFoundHeaders) deleteTemplateRes()    {}
 func (*NotFoundHeaders) getEndpointRes()       {}
 func (*NotFoundHeaders) getFileRes()           {}
@@ -3011,6 +3581,7 @@ func (*NotFoundHeaders) getJobStatusSyncRes()  {}
 func (*NotFoundHeaders) getJobStreamRes()      {}
 func (*NotFoundHeaders) getTemplateRes()       {}
 func (*NotFoundHeaders) getWorkerLogsRes()     {}
+func (*NotFoundHeaders) listJobsRes()          {}
 func (*NotFoundHeaders) listWorkersRes()       {}
 func (*NotFoundHeaders) postJobStatusRes()     {}
 func (*NotFoundHeaders) postJobStatusSyncRes() {}
@@ -3712,6 +4283,98 @@ func (o OptJobPolicy) Or(d JobPolicy) JobPolicy {
 	return d
 }
 
+// NewOptKeyQuota returns new OptKeyQuota with value set to v.
+func NewOptKeyQuota(v KeyQuota) OptKeyQuota {
+	return OptKeyQuota{
+		Value: v,
+		Set:   true,
+	}
+}
+
+// OptKeyQuota is optional KeyQuota.
+type OptKeyQuota struct {
+	Value KeyQuota
+	Set   bool
+}
+
+// IsSet returns true if OptKeyQuota was set.
+func (o OptKeyQuota) IsSet() bool { return o.Set }
+
+// Reset unsets value.
+func (o *OptKeyQuota) Reset() {
+	var v KeyQuota
+	o.Value = v
+	o.Set = false
+}
+
+// SetTo sets value to v.
+func (o *OptKeyQuota) SetTo(v KeyQuota) {
+	o.Set = true
+	o.Value = v
+}
+
+// Get returns value and boolean that denotes whether value was set.
+func (o OptKeyQuota) Get() (v KeyQuota, ok bool) {
+	if !o.Set {
+		return v, false
+	}
+	return o.Value, true
+}
+
+// Or returns value if set, or given parameter if does not.
+func (o OptKeyQuota) Or(d KeyQuota) KeyQuota {
+	if v, ok := o.Get(); ok {
+		return v
+	}
+	return d
+}
+
+// NewOptKeyScope returns new OptKeyScope with value set to v.
+func NewOptKeyScope(v KeyScope) OptKeyScope {
+	return OptKeyScope{
+		Value: v,
+		Set:   true,
+	}
+}
+
+// OptKeyScope is optional KeyScope.
+type OptKeyScope struct {
+	Value KeyScope
+	Set   bool
+}
+
+// IsSet returns true if OptKeyScope was set.
+func (o OptKeyScope) IsSet() bool { return o.Set }
+
+// Reset unsets value.
+func (o *OptKeyScope) Reset() {
+	var v KeyScope
+	o.Value = v
+	o.Set = false
+}
+
+// SetTo sets value to v.
+func (o *OptKeyScope) SetTo(v KeyScope) {
+	o.Set = true
+	o.Value = v
+}
+
+// Get returns value and boolean that denotes whether value was set.
+func (o OptKeyScope) Get() (v KeyScope, ok bool) {
+	if !o.Set {
+		return v, false
+	}
+	return o.Value, true
+}
+
+// Or returns value if set, or given parameter if does not.
+func (o OptKeyScope) Or(d KeyScope) KeyScope {
+	if v, ok := o.Get(); ok {
+		return v
+	}
+	return d
+}
+
 // NewOptListCatalogGpusInclude returns new OptListCatalogGpusInclude with value set to v.
 func NewOptListCatalogGpusInclude(v ListCatalogGpusInclude) OptListCatalogGpusInclude {
 	return OptListCatalogGpusInclude{
@@ -4389,7 +5052,9 @@ func (s *Problem) SetError(val OptString) {
 	s.Error = val
 }
 
+func (*Problem) createKeyRes()     {}
 func (*Problem) getUsageRes()      {}
+func (*Problem) listJobsRes()      {}
 func (*Problem) runJobRes()        {}
 func (*Problem) runSyncJobRes()    {}
 func (*Problem) workerJobFileRes() {}
@@ -5479,6 +6144,9 @@ func (s *TooManyRequestsHeaders) SetResponse(val Problem) {
 }
 
 func (*TooManyRequestsHeaders) createEndpointRes()     {}
+func (*TooManyRequestsHeaders) createKeyRes()          {}
+func (*TooManyRequestsHeaders) deleteKeyRes()          {}
+func (*TooManyRequestsHeaders) listKeysRes()           {}
 func (*TooManyRequestsHeaders) workerJobTakeBatchRes() {}
 func (*TooManyRequestsHeaders) workerJobTakeRes()      {}
 
@@ -5521,6 +6189,7 @@ func (s *UnprocessableEntityHeaders) SetResponse(val Problem) {
 
 func (*UnprocessableEntityHeaders) createEndpointRes()   {}
 func (*UnprocessableEntityHeaders) createEndpointV1Res() {}
+func (*UnprocessableEntityHeaders) createKeyRes()        {}
 func (*UnprocessableEntityHeaders) createTemplateRes()   {}
 func (*UnprocessableEntityHeaders) getUsageRes()         {}
 func (*UnprocessableEntityHeaders) updateEndpointRes()   {}

@@ -25,6 +25,14 @@ type Handler interface {
 	//
 	// POST /v1/endpoints
 	CreateEndpointV1(ctx context.Context, req *V1CreateEndpointRequest) (CreateEndpointV1Res, error)
+	// CreateKey implements createKey operation.
+	//
+	// Needs a key of scope `all`. Only the SHA-256 of the secret is stored. `quota` sets the user's own
+	// requests-per-window quota, and may only lower it (0 = unlimited counts as the highest). Key
+	// management is rate limited on its own (see `RateLimit`), on top of the user's quota.
+	//
+	// POST /v2/keys
+	CreateKey(ctx context.Context, req *CreateKeyRequest) (CreateKeyRes, error)
 	// CreateTemplate implements createTemplate operation.
 	//
 	// POST /v2/templates
@@ -33,6 +41,12 @@ type Handler interface {
 	//
 	// DELETE /v2/serverless/{endpointId}
 	DeleteEndpoint(ctx context.Context, params DeleteEndpointParams) (DeleteEndpointRes, error)
+	// DeleteKey implements deleteKey operation.
+	//
+	// Revoke one of the user's keys; servers refuse it within 10 s.
+	//
+	// DELETE /v2/keys/{keyId}
+	DeleteKey(ctx context.Context, params DeleteKeyParams) (DeleteKeyRes, error)
 	// DeleteTemplate implements deleteTemplate operation.
 	//
 	// DELETE /v2/templates/{templateId}
@@ -103,6 +117,21 @@ type Handler interface {
 	//
 	// GET /v2/serverless
 	ListEndpoints(ctx context.Context, params ListEndpointsParams) (ListEndpointsRes, error)
+	// ListJobs implements listJobs operation.
+	//
+	// Each item is a job's summary, without its input or output (`status` gives those). The keys and
+	// scopes that may read a job's status may list its endpoint's jobs. On a ready-made model's endpoint
+	// the caller sees only their own jobs. Jobs are kept as long as `status` keeps them (30 minutes after
+	// a `/run` job ends, unless its `ttl` says otherwise).
+	//
+	// GET /v2/{endpointId}/jobs
+	ListJobs(ctx context.Context, params ListJobsParams) (ListJobsRes, error)
+	// ListKeys implements listKeys operation.
+	//
+	// List the caller's user's keys, oldest first (never their secrets).
+	//
+	// GET /v2/keys
+	ListKeys(ctx context.Context) (ListKeysRes, error)
 	// ListModels implements listModels operation.
 	//
 	// Run a model with the job operations, its `id` in place of an endpoint id: `POST /v2/{id}/run` or

@@ -40,6 +40,17 @@ func (UnimplementedHandler) CreateEndpointV1(ctx context.Context, req *V1CreateE
 	return r, ht.ErrNotImplemented
 }
 
+// CreateKey implements createKey operation.
+//
+// Needs a key of scope `all`. Only the SHA-256 of the secret is stored. `quota` sets the user's own
+// requests-per-window quota, and may only lower it (0 = unlimited counts as the highest). Key
+// management is rate limited on its own (see `RateLimit`), on top of the user's quota.
+//
+// POST /v2/keys
+func (UnimplementedHandler) CreateKey(ctx context.Context, req *CreateKeyRequest) (r CreateKeyRes, _ error) {
+	return r, ht.ErrNotImplemented
+}
+
 // CreateTemplate implements createTemplate operation.
 //
 // POST /v2/templates
@@ -51,6 +62,15 @@ func (UnimplementedHandler) CreateTemplate(ctx context.Context, req *CreateTempl
 //
 // DELETE /v2/serverless/{endpointId}
 func (UnimplementedHandler) DeleteEndpoint(ctx context.Context, params DeleteEndpointParams) (r DeleteEndpointRes, _ error) {
+	return r, ht.ErrNotImplemented
+}
+
+// DeleteKey implements deleteKey operation.
+//
+// Revoke one of the user's keys; servers refuse it within 10 s.
+//
+// DELETE /v2/keys/{keyId}
+func (UnimplementedHandler) DeleteKey(ctx context.Context, params DeleteKeyParams) (r DeleteKeyRes, _ error) {
 	return r, ht.ErrNotImplemented
 }
 
@@ -181,6 +201,27 @@ func (UnimplementedHandler) ListCatalogTemplates(ctx context.Context) (r ListCat
 //
 // GET /v2/serverless
 func (UnimplementedHandler) ListEndpoints(ctx context.Context, params ListEndpointsParams) (r ListEndpointsRes, _ error) {
+	return r, ht.ErrNotImplemented
+}
+
+// ListJobs implements listJobs operation.
+//
+// Each item is a job's summary, without its input or output (`status` gives those). The keys and
+// scopes that may read a job's status may list its endpoint's jobs. On a ready-made model's endpoint
+// the caller sees only their own jobs. Jobs are kept as long as `status` keeps them (30 minutes after
+// a `/run` job ends, unless its `ttl` says otherwise).
+//
+// GET /v2/{endpointId}/jobs
+func (UnimplementedHandler) ListJobs(ctx context.Context, params ListJobsParams) (r ListJobsRes, _ error) {
+	return r, ht.ErrNotImplemented
+}
+
+// ListKeys implements listKeys operation.
+//
+// List the caller's user's keys, oldest first (never their secrets).
+//
+// GET /v2/keys
+func (UnimplementedHandler) ListKeys(ctx context.Context) (r ListKeysRes, _ error) {
 	return r, ht.ErrNotImplemented
 }
 

@@ -37,7 +37,7 @@ type Dir struct {
 var (
 	hashRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	// NameRE is the form of a user name.
-	NameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	NameRE = core.UserNameRE
 )
 
 // Open opens (creating if needed) the directory root.

@@ -18,7 +18,7 @@ func (s *Store) List(ctx context.Context, f core.JobFilter) ([]core.Job, string,
 	if f.Cursor != "" {
 		n, err := strconv.ParseUint(f.Cursor, 10, 64)
 		if err != nil || n == 0 {
-			return nil, "", fmt.Errorf("memq: bad cursor %q", f.Cursor)
+			return nil, "", fmt.Errorf("memq: cursor %q: %w", f.Cursor, core.ErrBadCursor)
 		}
 		below = n
 	}
