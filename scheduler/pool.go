@@ -1,14 +1,9 @@
 package scheduler
 
 import (
-	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"maps"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/gantryhq/gantry/core"
@@ -21,9 +16,9 @@ import (
 //
 // Every method may be called concurrently, for different workers and for the same one.
 type Pool interface {
-	// Describe returns the pool's capacity: its id, GPU type, how many GPUs (or CPU slots) it
-	// has, the CUDA versions its driver runs and its data center. It does not change while the
-	// pool is in use.
+	// Describe returns the pool's description: its id, GPU type, how many GPUs (or CPU slots)
+	// it has, the CUDA versions its driver runs and its data center. It does not change while
+	// the pool is in use, except for the count of an Elastic pool (see Elastic.Capacity).
 	Describe() core.Pool
 	// Start starts a worker from spec and returns once it is starting (a process forked, a
 	// container created and started). Every worker that Start accepted ends with exactly one
@@ -40,6 +35,36 @@ type Pool interface {
 	Suspend(ctx context.Context, id string) error
 	// Resume runs a suspended worker again and sends WorkerResumed.
 	Resume(ctx context.Context, id string) error
+}
+
+// Elastic is implemented by pools whose capacity changes while in use and whose nodes assign
+// the devices themselves (a Kubernetes cluster: nodes come and go, other tenants take GPUs,
+// and the device plugin picks a pod's GPUs). The scheduler reserves a count against Capacity,
+// and the WorkerSpec of such a pool has no device indices, only GPUCount.
+type Elastic interface {
+	Pool
+	// Capacity returns how many GPUs (or CPU slots) the pool's workers may hold in all right
+	// now: the workers it runs included, what others hold excluded. The placer asks it at
+	// every placement, so it must answer from memory (a watch's cache), without blocking.
+	// When it drops below what the scheduler holds, placements wait for workers to exit.
+	Capacity() int
+}
+
+// WorkerLister is implemented by pools whose workers may outlive the server or be found
+// without it (containers, pods): Workers lists the live ones, those Start accepted and those
+// an earlier run of Gantry left, so that the scheduler can reap the workers it does not know.
+type WorkerLister interface {
+	Workers(ctx context.Context) ([]LiveWorker, error)
+}
+
+// LiveWorker is one worker a pool runs, as WorkerLister sees it.
+type LiveWorker struct {
+	ID       string
+	Endpoint string    // the endpoint it runs for
+	Started  time.Time // when it was created; zero when the pool cannot tell
+	// Known is true for the workers this pool's Start accepted since it was made; false for
+	// those it found (left by an earlier run, or by another replica).
+	Known bool
 }
 
 // ErrUnsupported is what a pool answers to Suspend or Resume when it cannot.
@@ -62,8 +87,12 @@ type WorkerSpec struct {
 	// pools that pull images resolve it to stored credentials.
 	Registry string
 	// GPUs are the device indices reserved for the worker within its pool (for
-	// CUDA_VISIBLE_DEVICES or a device request); empty on CPU pools.
+	// CUDA_VISIBLE_DEVICES or a device request); empty on CPU pools and on Elastic pools,
+	// whose nodes assign devices.
 	GPUs []int
+	// GPUCount is how many GPUs (or CPU slots) the worker holds: len(GPUs) where the pool
+	// has device indices.
+	GPUCount int
 	// PortEnv names the environment variables that carry the ports the worker serves HTTP on,
 	// each with the port it asks for (a LOAD_BALANCER worker: {"PORT": 80, "PORT_HEALTH": 80}).
 	// The pool makes each port reachable from Gantry: it may change the variables' values (the
@@ -119,123 +148,4 @@ type WorkerEvent struct {
 // long as the pool keeps them. An unknown worker is an error wrapping fs.ErrNotExist.
 type LogSource interface {
 	Logs(ctx context.Context, id string, tail int) (io.ReadCloser, error)
-}
-
-// Devices is a pool's account of its device indices (GPUs, or CPU slots): which ones live
-// workers hold. Adapters use it to refuse a spec the scheduler's reservations should never
-// produce. It is not safe for concurrent use: the adapter's own lock guards it.
-type Devices []bool
-
-// NewDevices returns the account of a pool of n devices, all free.
-func NewDevices(n int) Devices { return make(Devices, n) }
-
-// Hold takes gpus for a worker, or takes nothing and says why not: more than the pool has,
-// out of range, asked twice or in use (errors wrap ErrNoCapacity).
-func (d Devices) Hold(gpus []int) error {
-	if len(gpus) > len(d) {
-		return fmt.Errorf("%d devices asked of a pool of %d: %w", len(gpus), len(d), ErrNoCapacity)
-	}
-	for i, g := range gpus {
-		switch {
-		case g < 0 || g >= len(d):
-			return fmt.Errorf("device %d is out of range (the pool has %d): %w", g, len(d), ErrNoCapacity)
-		case slices.Contains(gpus[:i], g):
-			return fmt.Errorf("device %d asked twice: %w", g, ErrNoCapacity)
-		case d[g]:
-			return fmt.Errorf("device %d is in use: %w", g, ErrNoCapacity)
-		}
-	}
-	for _, g := range gpus {
-		d[g] = true
-	}
-	return nil
-}
-
-// Free gives back devices Hold took.
-func (d Devices) Free(gpus []int) {
-	for _, g := range gpus {
-		d[g] = false
-	}
-}
-
-// CheckPool checks what every adapter's config shares: the pool's description, which it
-// completes (the adapter's name by default, CUDA versions sorted), the machine names of its
-// devices (one per device, or none) and the stop grace. It returns the completed description
-// and each problem found.
-func CheckPool(d core.Pool, adapter string, devices []string, stopGrace time.Duration) (core.Pool, []error) {
-	d.Adapter = cmp.Or(d.Adapter, adapter)
-	var errs []error
-	if d.ID == "" || d.GPUType == "" {
-		errs = append(errs, errors.New("the pool needs an ID and a GPUType"))
-	}
-	if d.Adapter != adapter {
-		errs = append(errs, fmt.Errorf("adapter %q; want %s", d.Adapter, adapter))
-	}
-	if d.GPUs <= 0 || d.PerWorker < 0 {
-		errs = append(errs, fmt.Errorf("count %d, maxGpusPerWorker %d: want count > 0 and maxGpusPerWorker >= 0", d.GPUs, d.PerWorker))
-	}
-	cuda, err := core.SortCUDAVersions(d.CUDAVersions)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	d.CUDAVersions = cuda
-	if devices != nil && len(devices) != d.GPUs {
-		errs = append(errs, fmt.Errorf("%d device names for %d GPUs", len(devices), d.GPUs))
-	}
-	if stopGrace < 0 {
-		errs = append(errs, fmt.Errorf("stop grace %v is negative", stopGrace))
-	}
-	return d, errs
-}
-
-// Live is an adapter's registry of its live workers (from Start until their exit) and of the
-// devices they hold. It is safe for concurrent use.
-type Live[W any] struct {
-	mu      sync.Mutex
-	workers map[string]W
-	held    Devices
-}
-
-// NewLive returns the registry of a pool of n devices, with no worker.
-func NewLive[W any](n int) *Live[W] {
-	return &Live[W]{workers: map[string]W{}, held: NewDevices(n)}
-}
-
-// Add registers worker id, holding gpus; or registers nothing and says why not: the id is
-// live already, or the devices cannot be held (see Devices.Hold).
-func (l *Live[W]) Add(id string, gpus []int, w W) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, dup := l.workers[id]; dup {
-		return errors.New("the pool already runs a worker with this id")
-	}
-	if err := l.held.Hold(gpus); err != nil {
-		return err
-	}
-	l.workers[id] = w
-	return nil
-}
-
-// Remove forgets worker id and frees the gpus Add held for it; it is called once for each
-// worker Add registered.
-func (l *Live[W]) Remove(id string, gpus []int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.held.Free(gpus)
-	delete(l.workers, id)
-}
-
-// Get returns a live worker.
-func (l *Live[W]) Get(id string) (W, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	w, ok := l.workers[id]
-	return w, ok
-}
-
-// All returns the live workers, in no order.
-func (l *Live[W]) All() []W {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Collect(maps.Values(l.workers))
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/moby/moby/client"
 
+	"github.com/gantryhq/gantry/adapters/kit"
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/scheduler"
 )
@@ -166,7 +167,7 @@ type Pool struct {
 	cfg     Config   // the rest: Network, GPUsByEnv, Credentials, LogDir, DiskQuota, Init
 	log     *slog.Logger
 
-	live *scheduler.Live[*worker] // live workers and the devices they hold
+	live *kit.Live[*worker] // live workers and the devices they hold
 }
 
 // idleConnTimeout is how long the pool keeps an idle connection to the engine. The pool's
@@ -183,7 +184,7 @@ const apiTimeout = time.Minute
 // for this pool (labelled with its id): their workers' tokens died with that server, so they
 // cannot be adopted. It logs each removal; a leftover's log is saved to LogDir first.
 func New(ctx context.Context, cfg Config) (*Pool, error) {
-	d, errs := scheduler.CheckPool(cfg.Pool, "docker", cfg.Devices, cfg.StopGrace)
+	d, errs := kit.CheckPool(cfg.Pool, "docker", cfg.Devices, cfg.StopGrace)
 	if cfg.Network != "" && cfg.Network != "host" {
 		errs = append(errs, fmt.Errorf("network %q: only host networking is supported", cfg.Network))
 	}
@@ -207,7 +208,7 @@ func New(ctx context.Context, cfg Config) (*Pool, error) {
 		desc: d, api: api, host: host,
 		grace: cmp.Or(cfg.StopGrace, DefaultStopGrace), suspend: suspend, pull: pull,
 		devices: slices.Clone(cfg.Devices), cfg: cfg, log: cmp.Or(cfg.Log, slog.Default()),
-		live: scheduler.NewLive[*worker](d.GPUs),
+		live: kit.NewLive[*worker](d.GPUs),
 	}
 	if _, err := api.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
 		api.Close()

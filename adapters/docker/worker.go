@@ -3,9 +3,7 @@ package docker
 import (
 	"context"
 	"fmt"
-	"maps"
 	"math"
-	"net"
 	"slices"
 	"strconv"
 	"sync"
@@ -15,6 +13,7 @@ import (
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 
+	"github.com/gantryhq/gantry/adapters/kit"
 	"github.com/gantryhq/gantry/scheduler"
 )
 
@@ -34,7 +33,7 @@ type worker struct {
 	id     string
 	name   string // the container's name
 	gpus   []int
-	report func(scheduler.WorkerEvent)
+	events *kit.Reporter  // its events, in order
 	addrs  map[int]string // where its HTTP ports are reached (spec.PortEnv)
 	gone   chan struct{}  // closed when the pool forgets it: its container is removed
 
@@ -47,8 +46,6 @@ type worker struct {
 	phase     phase
 	stopping  bool          // Stop was called
 	watched   chan struct{} // closed when the watch of the running container has ended
-	queue     []scheduler.WorkerEvent
-	flushing  bool // a goroutine is reporting the queue
 }
 
 // ExitError is the error of a WorkerExited event for a container that exited by itself with a
@@ -80,7 +77,7 @@ func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
 	if !validID(spec.ID) {
 		return fmt.Errorf("starting worker %q: a worker id is letters, digits, '_', '.' and '-' (at most 128, not starting with a '.' or '-')", spec.ID)
 	}
-	w := &worker{id: spec.ID, name: containerName(p.desc.ID, spec.ID), gpus: slices.Clone(spec.GPUs), report: spec.Report, gone: make(chan struct{})}
+	w := &worker{id: spec.ID, name: containerName(p.desc.ID, spec.ID), gpus: slices.Clone(spec.GPUs), events: kit.NewReporter(spec.Report), gone: make(chan struct{})}
 	w.op.Lock() // a Stop coming meanwhile waits for the container to be up (or refused)
 	defer w.op.Unlock()
 	if err := p.reserve(w); err != nil {
@@ -99,14 +96,14 @@ func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
 	w.emit(scheduler.WorkerRunning, nil, false)
 	w.mu.Unlock()
 	watch() // after the running event: an exit is reported after it
-	w.flush()
+	w.events.Flush()
 	return nil
 }
 
 // create makes sure the image is on the host, then creates and starts the worker's container.
 // It returns the function that starts watching it.
 func (p *Pool) create(ctx context.Context, w *worker, spec scheduler.WorkerSpec) (watch func(), err error) {
-	portEnv, addrs, err := hostPorts(spec.PortEnv)
+	portEnv, addrs, err := kit.HostPorts(spec.PortEnv)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +154,7 @@ func (p *Pool) watch(w *worker, ctx context.Context, cancel context.CancelFunc, 
 		w.phase = suspended
 		w.emit(scheduler.WorkerSuspended, nil, false)
 		w.mu.Unlock()
-		w.flush()
+		w.events.Flush()
 		return
 	}
 	w.phase = exited
@@ -221,7 +218,7 @@ func (p *Pool) finish(w *worker, code int64, cause error, stopped bool) {
 	w.mu.Lock()
 	w.emit(scheduler.WorkerExited, err, stopped)
 	w.mu.Unlock()
-	w.flush()
+	w.events.Flush()
 }
 
 // exitError is the error of a worker that exited by itself: its status (an *ExitError) or
@@ -400,7 +397,7 @@ func (p *Pool) Resume(ctx context.Context, id string) error {
 	w.emit(scheduler.WorkerResumed, nil, false)
 	w.mu.Unlock()
 	watch()
-	w.flush()
+	w.events.Flush()
 	return nil
 }
 
@@ -426,7 +423,7 @@ func (w *worker) become(ph phase, state scheduler.WorkerState, op string) error 
 	w.phase = ph
 	w.emit(state, nil, false)
 	w.mu.Unlock()
-	w.flush()
+	w.events.Flush()
 	return nil
 }
 
@@ -449,64 +446,11 @@ func (p *Pool) lookup(op, id string) (*worker, error) {
 }
 
 // emit queues an event; w.mu is held. Events are queued under the lock, in the order of the
-// changes, and reported by flush outside it.
+// changes, and reported by w.events.Flush outside it.
 func (w *worker) emit(state scheduler.WorkerState, err error, stopped bool) {
 	e := scheduler.WorkerEvent{Worker: w.id, State: state, At: time.Now(), Err: err, Stopped: stopped}
 	if state == scheduler.WorkerRunning {
 		e.Addrs = w.addrs
 	}
-	w.queue = append(w.queue, e)
-}
-
-// flush reports the queued events in order, unless another goroutine is already doing so (it
-// reports these too). No lock is held while Report runs, so Report may call the pool.
-func (w *worker) flush() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.flushing {
-		return
-	}
-	w.flushing = true
-	for len(w.queue) > 0 {
-		e := w.queue[0]
-		w.queue = w.queue[1:]
-		w.mu.Unlock()
-		w.report(e)
-		w.mu.Lock()
-	}
-	w.flushing = false
-}
-
-// hostPorts gives each port a worker asks for a free port of this host (with host networking
-// workers share its network, so two workers cannot both listen on 80): the variables naming a
-// port get the host port, and addrs says where each asked-for port is reached. Variables
-// asking for the same port get the same host port.
-func hostPorts(portEnv map[string]int) (env map[string]string, addrs map[int]string, err error) {
-	if len(portEnv) == 0 {
-		return nil, nil, nil
-	}
-	env, addrs = map[string]string{}, map[int]string{}
-	for _, name := range slices.Sorted(maps.Keys(portEnv)) {
-		want := portEnv[name]
-		addr, ok := addrs[want]
-		if !ok {
-			if addr, err = freePort(); err != nil {
-				return nil, nil, fmt.Errorf("finding a free port for %s: %w", name, err)
-			}
-			addrs[want] = addr
-		}
-		_, port, _ := net.SplitHostPort(addr)
-		env[name] = port
-	}
-	return env, addrs, nil
-}
-
-// freePort returns a loopback address with a port no one listens on now.
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	w.events.Queue(e)
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/gantryhq/gantry/adapters/kit"
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/scheduler"
 )
@@ -77,12 +77,12 @@ type Pool struct {
 	grace   time.Duration
 	devices []string // machine device names by pool index; nil = the index
 
-	live *scheduler.Live[*worker] // live workers and the devices they hold
+	live *kit.Live[*worker] // live workers and the devices they hold
 }
 
 // New returns a pool running the workers cfg describes, or what is wrong with cfg.
 func New(cfg Config) (*Pool, error) {
-	d, errs := scheduler.CheckPool(cfg.Pool, "process", cfg.Devices, cfg.StopGrace)
+	d, errs := kit.CheckPool(cfg.Pool, "process", cfg.Devices, cfg.StopGrace)
 	if len(cfg.Builtins) > 0 && cfg.Self == "" {
 		errs = append(errs, errors.New("built-in workers need Self, the path of this binary"))
 	}
@@ -99,7 +99,7 @@ func New(cfg Config) (*Pool, error) {
 		cmds:    commands{self: cfg.Self, builtins: slices.Clone(cfg.Builtins), images: cloneImages(cfg.Images), logDir: cfg.LogDir},
 		grace:   cmp.Or(cfg.StopGrace, DefaultStopGrace),
 		devices: slices.Clone(cfg.Devices),
-		live:    scheduler.NewLive[*worker](d.GPUs),
+		live:    kit.NewLive[*worker](d.GPUs),
 	}, nil
 }
 
@@ -127,19 +127,19 @@ func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
 		return fmt.Errorf("starting worker %q: the spec needs an ID and a Report", spec.ID)
 	}
 	w := &worker{
-		id: spec.ID, gpus: slices.Clone(spec.GPUs), report: spec.Report,
+		id: spec.ID, gpus: slices.Clone(spec.GPUs), events: kit.NewReporter(spec.Report),
 		log: p.cmds.logPath(spec.ID), exited: make(chan struct{}),
 	}
 	if err := p.reserve(w); err != nil {
 		return fmt.Errorf("starting worker %s: %w", spec.ID, err)
 	}
-	portEnv, addrs, err := hostPorts(spec.PortEnv)
+	portEnv, addrs, err := kit.HostPorts(spec.PortEnv)
 	if err != nil {
 		p.release(w)
 		return fmt.Errorf("starting worker %s: %w", spec.ID, err)
 	}
 	w.addrs = addrs
-	cmd, log, err := p.cmds.prepare(spec, append(p.deviceEnv(spec.GPUs), portEnv...)...)
+	cmd, log, err := p.cmds.prepare(spec, append(p.deviceEnv(spec.GPUs), envList(portEnv)...)...)
 	if err == nil {
 		err = cmd.Start()
 		if err != nil {
@@ -161,7 +161,7 @@ func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
 	}
 	w.mu.Unlock()
 	go p.wait(w, cmd)
-	w.flush()
+	w.events.Flush()
 	return nil
 }
 
@@ -226,7 +226,7 @@ func (p *Pool) wait(w *worker, cmd *exec.Cmd) {
 	}
 	w.emit(scheduler.WorkerExited, err, w.stopping)
 	w.mu.Unlock()
-	w.flush()
+	w.events.Flush()
 }
 
 // Stop sends SIGTERM to the worker's process group (and SIGCONT when it is suspended), then
@@ -289,7 +289,7 @@ func (p *Pool) pause(id string, stop bool) error {
 		w.emit(state, nil, false)
 	}
 	w.mu.Unlock()
-	w.flush()
+	w.events.Flush()
 	return err
 }
 
@@ -297,7 +297,7 @@ func (p *Pool) pause(id string, stop bool) error {
 type worker struct {
 	id     string
 	gpus   []int
-	report func(scheduler.WorkerEvent)
+	events *kit.Reporter // its events, in order
 	log    string        // its log file; "" when output is discarded
 	exited chan struct{} // closed when the process has exited
 
@@ -308,71 +308,25 @@ type worker struct {
 	stopping  bool // Stop was called
 	suspended bool
 	dead      bool // the process exited: its group is not signalled any more
-	queue     []scheduler.WorkerEvent
-	flushing  bool // a goroutine is reporting the queue
 }
 
 // emit queues an event; w.mu is held. Events are queued under the lock, in the order of the
-// changes, and reported by flush outside it.
+// changes, and reported by w.events.Flush outside it.
 func (w *worker) emit(state scheduler.WorkerState, err error, stopped bool) {
 	e := scheduler.WorkerEvent{Worker: w.id, State: state, At: time.Now(), Err: err, Stopped: stopped}
 	if state == scheduler.WorkerRunning {
 		e.Addrs = w.addrs
 	}
-	w.queue = append(w.queue, e)
+	w.events.Queue(e)
 }
 
-// hostPorts gives each port a worker asks for a free port of this host (workers share its
-// network, so two workers cannot both listen on 80): the variables naming a port get the host
-// port, and addrs says where each asked-for port is reached. Variables asking for the same
-// port get the same host port.
-func hostPorts(portEnv map[string]int) (env []string, addrs map[int]string, err error) {
-	if len(portEnv) == 0 {
-		return nil, nil, nil
+// envList renders variables as NAME=value, sorted by name.
+func envList(env map[string]string) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, k+"="+env[k])
 	}
-	addrs = map[int]string{}
-	for _, name := range slices.Sorted(maps.Keys(portEnv)) {
-		want := portEnv[name]
-		addr, ok := addrs[want]
-		if !ok {
-			if addr, err = freePort(); err != nil {
-				return nil, nil, fmt.Errorf("finding a free port for %s: %w", name, err)
-			}
-			addrs[want] = addr
-		}
-		_, port, _ := net.SplitHostPort(addr)
-		env = append(env, name+"="+port)
-	}
-	return env, addrs, nil
-}
-
-// freePort returns a loopback address with a port no one listens on now.
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-// flush reports the queued events in order, unless another goroutine is already doing so (it
-// reports these too). No lock is held while Report runs, so Report may call the pool.
-func (w *worker) flush() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.flushing {
-		return
-	}
-	w.flushing = true
-	for len(w.queue) > 0 {
-		e := w.queue[0]
-		w.queue = w.queue[1:]
-		w.mu.Unlock()
-		w.report(e)
-		w.mu.Lock()
-	}
-	w.flushing = false
+	return out
 }
 
 // terminate sends SIGTERM to the worker's process group, and SIGCONT when it is suspended so

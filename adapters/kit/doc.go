@@ -1,0 +1,10 @@
+// Package kit holds what every pool adapter needs besides its own runtime, so that an adapter
+// author writes only the part that talks to processes, containers, pods or a cloud API:
+//
+//   - Live, the registry of an adapter's live workers and the devices they hold (Devices);
+//   - CheckPool, the checks of the pool description every adapter's config shares;
+//   - Reporter, the ordered, lock-free delivery of a worker's events to the scheduler;
+//   - HostPorts, free ports of this host for workers that share its network.
+//
+// An adapter implements scheduler.Pool; adapters/adaptertest checks it.
+package kit
