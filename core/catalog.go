@@ -49,6 +49,9 @@ type Catalog struct {
 	templates []Template
 	// Available returns the GPUs (or slots) of a pool not reserved now; nil = all of them.
 	Available func(poolID string) int
+	// Total returns a pool's capacity now, for pools whose capacity changes (a cluster's
+	// allocatable GPUs); nil = the count each pool was declared with.
+	Total func(poolID string) int
 	// CanRun reports whether a pool can run an image, and when it cannot, why and how to fix
 	// it; nil = every pool may run every image (see ImageRunner).
 	CanRun ImageRunner
@@ -66,7 +69,16 @@ func NewCatalog(pools []Pool, volumes []NetworkVolume, templates []Template) *Ca
 }
 
 // Pools returns every pool, in configuration order.
-func (c *Catalog) Pools() []Pool { return c.pools }
+func (c *Catalog) Pools() []Pool {
+	if c.Total == nil {
+		return c.pools
+	}
+	out := slices.Clone(c.pools)
+	for i := range out {
+		out[i].GPUs = c.Total(out[i].ID)
+	}
+	return out
+}
 
 // Pool looks a pool up by id.
 func (c *Catalog) Pool(id string) (Pool, bool) {
@@ -74,7 +86,11 @@ func (c *Catalog) Pool(id string) (Pool, bool) {
 	if i < 0 {
 		return Pool{}, false
 	}
-	return c.pools[i], true
+	p := c.pools[i]
+	if c.Total != nil {
+		p.GPUs = c.Total(p.ID)
+	}
+	return p, true
 }
 
 // HasDataCenter reports whether any pool or network volume is in the data center.

@@ -80,7 +80,7 @@ func (s *Scheduler) lbSpec(ep *core.Endpoint, res *Reservation, spec *WorkerSpec
 	}
 	env["PORT"], env["PORT_HEALTH"], env["HEALTH_CHECK_PATH"] = strconv.Itoa(port), strconv.Itoa(healthPort), path
 	env["RUNPOD_POD_ID"], env["RUNPOD_ENDPOINT_ID"] = spec.ID, ep.ID
-	env["RUNPOD_GPU_COUNT"], env["RUNPOD_DC_ID"] = strconv.Itoa(len(res.GPUs)), res.s.info.DataCenter
+	env["RUNPOD_GPU_COUNT"], env["RUNPOD_DC_ID"] = strconv.Itoa(res.Count), res.s.info.DataCenter
 	spec.Env = env
 	spec.PortEnv = map[string]int{"PORT": port, "PORT_HEALTH": healthPort}
 }

@@ -20,14 +20,38 @@ type Placer struct {
 
 // slot is one pool's capacity.
 type slot struct {
-	pool  Pool
-	info  core.Pool
-	free  atomic.Int64    // GPUs (or CPU slots) not reserved
-	words []atomic.Uint64 // bit i of the bitmap: device i is reserved
+	pool    Pool
+	info    core.Pool
+	elastic Elastic         // the pool, when its capacity changes; no bitmap then
+	total   atomic.Int64    // capacity: info.GPUs, or the Elastic pool's last Capacity
+	free    atomic.Int64    // GPUs (or CPU slots) not reserved; below 0 when an Elastic pool shrank
+	words   []atomic.Uint64 // bit i of the bitmap: device i is reserved
+}
+
+// perWorkerMax is the most GPUs one worker may take from the slot: the description's, or for an
+// Elastic pool its PerWorker (a node's GPUs), uncapped by a capacity that changes.
+func (s *slot) perWorkerMax() int {
+	if s.elastic != nil && s.info.PerWorker > 0 {
+		return s.info.PerWorker
+	}
+	return s.info.GPUsPerWorkerMax()
+}
+
+// refresh brings an Elastic pool's capacity up to date: the change in total is added to free,
+// so reservations made meanwhile are neither lost nor counted twice.
+func (s *slot) refresh() {
+	if s.elastic == nil {
+		return
+	}
+	n := int64(s.elastic.Capacity())
+	if old := s.total.Swap(n); old != n {
+		s.free.Add(n - old)
+	}
 }
 
 // NewPlacer returns a placer over the pools, each with its whole capacity free. Pool ids must
-// be unique.
+// be unique. Elastic pools are counted without device indices, and their capacity is read
+// again at every placement.
 func NewPlacer(pools []Pool) (*Placer, error) {
 	p := &Placer{slots: map[string]*slot{}}
 	for _, pool := range pools {
@@ -35,8 +59,15 @@ func NewPlacer(pools []Pool) (*Placer, error) {
 		if _, dup := p.slots[info.ID]; dup {
 			return nil, fmt.Errorf("two pools have the id %q", info.ID)
 		}
-		s := &slot{pool: pool, info: info, words: make([]atomic.Uint64, (info.GPUs+63)/64)}
-		s.free.Store(int64(info.GPUs))
+		s := &slot{pool: pool, info: info}
+		if e, ok := pool.(Elastic); ok {
+			s.elastic = e
+		} else {
+			s.words = make([]atomic.Uint64, (info.GPUs+63)/64)
+			s.total.Store(int64(info.GPUs))
+			s.free.Store(int64(info.GPUs))
+		}
+		s.refresh()
 		p.slots[info.ID] = s
 		p.order = append(p.order, s)
 	}
@@ -52,10 +83,22 @@ func (p *Placer) Pool(id string) (Pool, bool) {
 	return s.pool, true
 }
 
-// Free returns how many GPUs (or CPU slots) of the pool are not reserved; 0 for an unknown pool.
+// Free returns how many GPUs (or CPU slots) of the pool are not reserved; 0 for an unknown pool
+// (and for an Elastic pool that shrank below what is reserved).
 func (p *Placer) Free(id string) int {
 	if s, ok := p.slots[id]; ok {
-		return int(s.free.Load())
+		s.refresh()
+		return max(int(s.free.Load()), 0)
+	}
+	return 0
+}
+
+// Total returns the pool's capacity now: Describe's count, or an Elastic pool's Capacity; 0
+// for an unknown pool.
+func (p *Placer) Total(id string) int {
+	if s, ok := p.slots[id]; ok {
+		s.refresh()
+		return int(s.total.Load())
 	}
 	return 0
 }
@@ -63,7 +106,8 @@ func (p *Placer) Free(id string) int {
 // Reservation is capacity held for one worker until Release.
 type Reservation struct {
 	s        *slot
-	GPUs     []int // device indices within the pool
+	GPUs     []int // device indices within the pool; nil on an Elastic pool
+	Count    int   // GPUs (or CPU slots) held
 	released atomic.Bool
 }
 
@@ -81,7 +125,7 @@ func (r *Reservation) Release() {
 	for _, d := range r.GPUs {
 		r.s.words[d/64].And(^(uint64(1) << (d % 64)))
 	}
-	r.s.free.Add(int64(len(r.GPUs)))
+	r.s.free.Add(int64(r.Count))
 }
 
 // Want is what a worker needs from a pool.
@@ -128,6 +172,7 @@ type poolMiss struct {
 	why   missKind
 	info  *core.Pool // nil for a pool this server does not have
 	inUse int        // missFull: GPUs reserved when it was tried
+	total int        // missFull: the pool's capacity then
 }
 
 type missKind uint8
@@ -161,7 +206,7 @@ func (e *NoRoomError) Error() string {
 		case missTooMany:
 			fmt.Fprintf(&b, "%s: a worker may take at most %d GPUs here, not %d", m.pool, m.info.GPUsPerWorkerMax(), max(e.want.Count, 1))
 		case missFull:
-			fmt.Fprintf(&b, "%s: %d of %d in use", m.pool, m.inUse, m.info.GPUs)
+			fmt.Fprintf(&b, "%s: %d of %d in use", m.pool, m.inUse, m.total)
 		}
 	}
 	return b.String()
@@ -189,13 +234,13 @@ func (p *Placer) Place(w Want) (*Reservation, error) {
 			m.why, m.info = missDataCenter, &s.info
 		case len(w.CUDAVersions) > 0 && !slices.ContainsFunc(w.CUDAVersions, func(v string) bool { return slices.Contains(s.info.CUDAVersions, v) }):
 			m.why, m.info = missCUDA, &s.info
-		case count > s.info.GPUsPerWorkerMax():
+		case count > s.perWorkerMax():
 			m.why, m.info = missTooMany, &s.info
 		default:
 			if r := s.reserve(count); r != nil {
 				return r, nil
 			}
-			m.why, m.info, m.inUse = missFull, &s.info, s.info.GPUs-int(s.free.Load())
+			m.why, m.info, m.inUse, m.total = missFull, &s.info, int(s.total.Load()-s.free.Load()), int(s.total.Load())
 		}
 		misses = append(misses, m)
 	}
@@ -206,6 +251,7 @@ func (p *Placer) Place(w Want) (*Reservation, error) {
 // it is decremented, n clear bits exist in the bitmap (bits are cleared before the count is
 // given back), so the claim loop always finds them.
 func (s *slot) reserve(n int) *Reservation {
+	s.refresh()
 	for {
 		f := s.free.Load()
 		if f < int64(n) {
@@ -215,7 +261,10 @@ func (s *slot) reserve(n int) *Reservation {
 			break
 		}
 	}
-	r := &Reservation{s: s, GPUs: make([]int, 0, n)}
+	if s.elastic != nil { // the nodes pick the devices
+		return &Reservation{s: s, Count: n}
+	}
+	r := &Reservation{s: s, GPUs: make([]int, 0, n), Count: n}
 	for len(r.GPUs) < n {
 		for wi := range s.words {
 			for len(r.GPUs) < n {

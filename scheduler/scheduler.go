@@ -272,9 +272,11 @@ func (s *Scheduler) Sync(ctx context.Context, src EndpointSource) error {
 	return nil
 }
 
-// Run ticks every interval and resyncs endpoints from src every resync, until ctx ends; then
-// it stops every worker and waits for them.
+// Run first stops the workers its pools list but it did not start (see reap), then ticks
+// every interval and resyncs endpoints from src every resync, until ctx ends; then it stops
+// every worker and waits for them.
 func (s *Scheduler) Run(ctx context.Context, src EndpointSource, interval, resync time.Duration) {
+	s.reap(ctx)
 	if err := s.Sync(ctx, src); err != nil && ctx.Err() == nil {
 		s.cfg.Log.Error("reading endpoints", "err", err)
 	}

@@ -32,7 +32,7 @@ func (s *Scheduler) env(ep *core.Endpoint, res *Reservation, id, token string) m
 		"RUNPOD_POD_ID":                  id,
 		"RUNPOD_AI_API_KEY":              token,
 		"RUNPOD_ENDPOINT_ID":             ep.ID,
-		"RUNPOD_GPU_COUNT":               strconv.Itoa(len(res.GPUs)),
+		"RUNPOD_GPU_COUNT":               strconv.Itoa(res.Count),
 		"RUNPOD_DC_ID":                   info.DataCenter,
 		"RUNPOD_PING_INTERVAL":           strconv.FormatInt(PingInterval.Milliseconds(), 10),
 		"RUNPOD_SKIP_AUTO_SYSTEM_CHECKS": "true",

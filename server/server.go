@@ -263,6 +263,7 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 		log.Info("recovered jobs", "queued", queued, "requeuedFromLostWorkers", requeued)
 	}
 	catalog.Available = sched.Placer().Free
+	catalog.Total = sched.Placer().Total
 	catalog.CanRun = sched.Placer().CanRun // an image no listed pool can run is refused (422)
 	mgmt := &core.Management{
 		Endpoints: s.store, Templates: s.store, Clock: clock, Catalog: catalog,

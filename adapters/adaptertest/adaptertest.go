@@ -129,6 +129,7 @@ func Run(t *testing.T, h Harness) {
 		{"Capacity", testCapacity},
 		{"CapacityRace", testCapacityRace},
 		{"Concurrent", testConcurrent},
+		{"Workers", testWorkers},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

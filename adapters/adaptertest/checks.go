@@ -1,6 +1,7 @@
 package adaptertest
 
 import (
+	"context"
 	"errors"
 	"net"
 	"reflect"
@@ -33,7 +34,11 @@ func testDescribe(t *testing.T, h Harness) {
 	spec := f.spec(Serves, f.devices(1))
 	f.mustStart(spec)
 	f.mustStop(spec.ID)
-	if again := f.pool.Describe(); !reflect.DeepEqual(again, f.desc) {
+	again := f.pool.Describe()
+	if f.elastic { // its count follows the cluster
+		again.GPUs = f.desc.GPUs
+	}
+	if !reflect.DeepEqual(again, f.desc) {
 		t.Errorf("Describe() = %+v after a worker ran (and a caller changed its copy); want it unchanged: %+v", again, f.desc)
 	}
 }
@@ -215,7 +220,7 @@ func testEnv(t *testing.T, h Harness) {
 	for k, v := range want {
 		spec.Env[k] = v
 	}
-	if !f.desc.CPU && h.DeviceEnv != nil {
+	if !f.desc.CPU && !f.elastic && h.DeviceEnv != nil {
 		for k, v := range h.DeviceEnv(gpus) {
 			want[k] = v
 		}
@@ -266,8 +271,8 @@ func testPorts(t *testing.T, h Harness) {
 // their holder sent WorkerExited, stopped or crashed.
 func testCapacity(t *testing.T, h Harness) {
 	f := setup(t, h)
-	if f.desc.CPU {
-		t.Skip("a CPU pool: workers are given no device indices")
+	if f.desc.CPU || f.elastic {
+		t.Skip("a CPU or Elastic pool: workers are given no device indices")
 	}
 	n, last := f.desc.GPUs, f.desc.GPUs-1
 	refuse := func(gpus []int, why string) {
@@ -310,8 +315,8 @@ func testCapacity(t *testing.T, h Harness) {
 // others answer ErrNoCapacity.
 func testCapacityRace(t *testing.T, h Harness) {
 	f := setup(t, h)
-	if f.desc.CPU {
-		t.Skip("a CPU pool: workers are given no device indices")
+	if f.desc.CPU || f.elastic {
+		t.Skip("a CPU or Elastic pool: workers are given no device indices")
 	}
 	specs := make([]scheduler.WorkerSpec, h.Workers)
 	for i := range specs {
@@ -391,5 +396,39 @@ func testConcurrent(t *testing.T, h Harness) {
 		if bad := checkSequence(spec.ID, f.rec.Events(spec.ID), true); bad != "" {
 			t.Errorf("worker %s: %s", spec.ID, bad)
 		}
+	}
+}
+
+// testWorkers: a pool that lists its workers (scheduler.WorkerLister) lists a started worker
+// as Known, with its endpoint, and no longer once it exited.
+func testWorkers(t *testing.T, h Harness) {
+	f := setup(t, h)
+	lister, ok := f.pool.(scheduler.WorkerLister)
+	if !ok {
+		t.Skip("the pool does not implement scheduler.WorkerLister")
+	}
+	spec := f.spec(Serves, f.devices(1))
+	f.mustStart(spec)
+	f.rec.Wait(t, spec.ID, scheduler.WorkerRunning, f.h.Timeout)
+	listed := func() (scheduler.LiveWorker, bool) {
+		t.Helper()
+		var ws []scheduler.LiveWorker
+		err := f.call(func(ctx context.Context) (err error) { ws, err = lister.Workers(ctx); return err })
+		if err != nil {
+			t.Fatalf("Workers() = %v", err)
+		}
+		for _, w := range ws {
+			if w.ID == spec.ID {
+				return w, true
+			}
+		}
+		return scheduler.LiveWorker{}, false
+	}
+	if w, ok := listed(); !ok || !w.Known || w.Endpoint != spec.Endpoint {
+		t.Errorf("Workers() lists %s as %+v (listed: %v); want it Known, with endpoint %q", spec.ID, w, ok, spec.Endpoint)
+	}
+	f.mustStop(spec.ID)
+	if w, ok := listed(); ok {
+		t.Errorf("Workers() lists %+v after its WorkerExited; want it gone", w)
 	}
 }

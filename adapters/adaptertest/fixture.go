@@ -24,13 +24,16 @@ const leakLabel = "gantry-adaptertest"
 
 // fixture is one subtest's pool and what the kit knows about its workers.
 type fixture struct {
-	t     *testing.T
-	h     Harness
-	pool  scheduler.Pool
-	desc  core.Pool
-	rec   *Recorder
-	token string // unique to the fixture: prefixes worker ids, labels goroutines
-	done  sync.Once
+	t    *testing.T
+	h    Harness
+	pool scheduler.Pool
+	desc core.Pool
+	// elastic: the pool implements scheduler.Elastic, its nodes assign devices, so specs
+	// carry GPUCount only and device indices are not checked.
+	elastic bool
+	rec     *Recorder
+	token   string // unique to the fixture: prefixes worker ids, labels goroutines
+	done    sync.Once
 
 	mu       sync.Mutex
 	n        int
@@ -48,6 +51,7 @@ func setup(t *testing.T, h Harness) *fixture {
 	f.pool = h.New(t)
 	f.desc = f.pool.Describe()
 	f.desc.CUDAVersions = slices.Clone(f.desc.CUDAVersions) // a copy no caller can change
+	_, f.elastic = f.pool.(scheduler.Elastic)
 	t.Cleanup(f.cleanup)
 	return f
 }
@@ -73,7 +77,10 @@ func (f *fixture) spec(b Behaviour, gpus []int) scheduler.WorkerSpec {
 	if s.Env == nil {
 		s.Env = map[string]string{}
 	}
-	s.GPUs = slices.Clone(gpus)
+	s.GPUs, s.GPUCount = slices.Clone(gpus), len(gpus)
+	if f.elastic {
+		s.GPUs = nil
+	}
 	s.Report = f.rec.Report
 	return s
 }

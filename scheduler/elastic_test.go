@@ -1,0 +1,104 @@
+package scheduler
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/gantryhq/gantry/core"
+)
+
+// elasticPool is a fakePool whose capacity the test sets, as a cluster's would change.
+type elasticPool struct {
+	*fakePool
+	capacity atomic.Int64
+}
+
+func (p *elasticPool) Capacity() int { return int(p.capacity.Load()) }
+
+func TestElasticPoolPlacesByCountAndFollowsCapacity(t *testing.T) {
+	t.Parallel()
+	p := &elasticPool{fakePool: &fakePool{info: core.Pool{ID: "K", GPUType: "H100", GPUs: 1, PerWorker: 8}}}
+	p.capacity.Store(4)
+	pl, err := NewPlacer([]Pool{p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pl.Total("K"); got != 4 {
+		t.Fatalf("Total = %d; want the pool's Capacity, 4", got)
+	}
+	a, err := pl.Place(Want{Pools: []string{"K"}, Count: 3})
+	if err != nil {
+		t.Fatalf("Place(3 of 4) = %v", err)
+	}
+	if a.GPUs != nil || a.Count != 3 {
+		t.Errorf("reservation GPUs %v, Count %d; want no indices and 3", a.GPUs, a.Count)
+	}
+	if _, err := pl.Place(Want{Pools: []string{"K"}, Count: 2}); err == nil || !strings.Contains(err.Error(), "3 of 4 in use") {
+		t.Errorf("Place(2) with 1 free = %v; want \"3 of 4 in use\"", err)
+	}
+	p.capacity.Store(2) // nodes left: fewer than held
+	if got := pl.Free("K"); got != 0 {
+		t.Errorf("Free after the pool shrank below what is held = %d; want 0", got)
+	}
+	if _, err := pl.Place(Want{Pools: []string{"K"}, Count: 1}); err == nil || !strings.Contains(err.Error(), "3 of 2 in use") {
+		t.Errorf("Place(1) on a shrunk pool = %v; want \"3 of 2 in use\"", err)
+	}
+	a.Release()
+	p.capacity.Store(6)
+	if got, total := pl.Free("K"), pl.Total("K"); got != 6 || total != 6 {
+		t.Errorf("Free, Total after release and growth = %d, %d; want 6, 6", got, total)
+	}
+	b, err := pl.Place(Want{Pools: []string{"K"}, Count: 6})
+	if err != nil {
+		t.Fatalf("Place(6 of 6) = %v", err)
+	}
+	b.Release()
+	b.Release() // harmless
+	if got := pl.Free("K"); got != 6 {
+		t.Errorf("Free after a double release = %d; want 6", got)
+	}
+}
+
+// listingPool is a fakePool that also lists workers, some of which it was not asked to start.
+type listingPool struct {
+	*fakePool
+	mu      sync.Mutex
+	listed  []LiveWorker
+	stopped []string
+}
+
+func (p *listingPool) Stop(ctx context.Context, id string) error {
+	p.mu.Lock()
+	p.stopped = append(p.stopped, id)
+	p.mu.Unlock()
+	return p.fakePool.Stop(ctx, id)
+}
+
+func (p *listingPool) Workers(context.Context) ([]LiveWorker, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.listed), nil
+}
+
+func TestRunReapsWorkersItDidNotStart(t *testing.T) {
+	t.Parallel()
+	lp := &listingPool{fakePool: &fakePool{info: core.Pool{ID: "P", GPUType: "CPU", GPUs: 4, CPU: true}}}
+	lp.listed = []LiveWorker{{ID: "left-behind", Endpoint: "gone"}, {ID: "ours", Endpoint: "e", Known: true}}
+	pl, err := NewPlacer([]Pool{lp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Scheduler{cfg: Config{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, placer: pl}
+	s.reap(t.Context())
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	if !slices.Equal(lp.stopped, []string{"left-behind"}) {
+		t.Errorf("stopped %v; want only the worker the pool found, [left-behind]", lp.stopped)
+	}
+}
