@@ -267,10 +267,10 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("pools[%d]: pool %q is declared twice", i, p.ID)
 		case p.GPUs < 1:
 			return fmt.Errorf("pool %q: count must be at least 1", p.ID)
-		case p.Adapter != "" && p.Adapter != "process" && p.Adapter != "docker":
-			return fmt.Errorf("pool %q: unknown adapter %q (available: process, docker)", p.ID, p.Adapter)
-		case p.Docker != nil && p.Adapter != "docker":
-			return fmt.Errorf("pool %q: a docker section needs adapter: docker", p.ID)
+		case !knownAdapter(p.Adapter):
+			return fmt.Errorf("pool %q: unknown adapter %q (available: %s)", p.ID, p.Adapter, adapterNames())
+		case foreignSection(p) != "":
+			return fmt.Errorf("pool %q: a %s section needs adapter: %s", p.ID, foreignSection(p), foreignSection(p))
 		case p.GPUType == "":
 			return fmt.Errorf("pool %q: gpuType is required (\"CPU\" for CPU slots)", p.ID)
 		}

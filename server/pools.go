@@ -5,8 +5,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,61 +18,120 @@ import (
 	"github.com/gantryhq/gantry/scheduler"
 )
 
-// newPools makes the scheduler's pools from the configured (or discovered) catalog pools: the
-// process adapter's, and the docker adapter's (New removes the containers an earlier run left
-// on their hosts). Docker pools pull private images with the credential an endpoint's
-// registry names, from the config's registries. On an error the pools made so far are shut
-// down.
+// poolEnv is what every adapter's builder may use besides its pool's config entry.
+type poolEnv struct {
+	cfg      *Config
+	self     string   // this executable, for built-in workers
+	builtins []string // the built-in worker images
+	logDir   string   // where pools keep their workers' logs
+	log      *slog.Logger
+}
+
+// adapter is one kind of pool the config may declare (`adapter: NAME`).
+type adapter struct {
+	// build makes a pool from its config entry.
+	build func(ctx context.Context, env poolEnv, p PoolConfig) (scheduler.Pool, error)
+	// section reports whether p carries this adapter's own config section (nil: it has none).
+	section func(p PoolConfig) bool
+	// grace is how long p's workers may take to stop when the server shuts down, for adapters
+	// whose workers outlive the server (their pools implement shutdowner); nil for the others.
+	grace func(p PoolConfig) time.Duration
+}
+
+// adapters is the registry of pool adapters by name; a new adapter adds its entry here and
+// its section to PoolConfig.
+var adapters = map[string]adapter{
+	"process": {
+		build: func(_ context.Context, env poolEnv, p PoolConfig) (scheduler.Pool, error) {
+			return process.New(process.Config{Pool: p.Pool, Self: env.self, Builtins: env.builtins,
+				Images: env.cfg.Images, LogDir: env.logDir, Devices: env.cfg.devices[p.ID]})
+		},
+	},
+	"docker": {
+		build: func(ctx context.Context, env poolEnv, p PoolConfig) (scheduler.Pool, error) {
+			d := cmp.Or(p.Docker, &DockerConfig{})
+			return docker.New(ctx, docker.Config{Pool: p.Pool, Host: d.Host, Network: d.Network,
+				Devices: d.Devices, GPUsByEnv: d.GPUsByEnv, Pull: docker.PullPolicy(d.Pull),
+				Credentials: env.cfg.credential, StopGrace: d.StopGrace, Suspend: docker.SuspendMode(d.Suspend),
+				LogDir: env.logDir, DiskQuota: d.DiskQuota, Init: d.Init, Log: env.log})
+		},
+		section: func(p PoolConfig) bool { return p.Docker != nil },
+		grace: func(p PoolConfig) time.Duration {
+			if p.Docker != nil && p.Docker.StopGrace > 0 {
+				return p.Docker.StopGrace
+			}
+			return docker.DefaultStopGrace
+		},
+	},
+}
+
+// adapterNames lists the registered adapters, for messages.
+func adapterNames() string { return strings.Join(slices.Sorted(maps.Keys(adapters)), ", ") }
+
+// knownAdapter reports whether name is a registered adapter ("" is process).
+func knownAdapter(name string) bool {
+	_, ok := adapters[cmp.Or(name, "process")]
+	return ok
+}
+
+// foreignSection names the adapter whose config section p carries while naming another
+// adapter; "" when there is none.
+func foreignSection(p PoolConfig) string {
+	for _, name := range slices.Sorted(maps.Keys(adapters)) {
+		a := adapters[name]
+		if a.section != nil && a.section(p) && cmp.Or(p.Adapter, "process") != name {
+			return name
+		}
+	}
+	return ""
+}
+
+// shutdowner is a pool whose workers outlive the server: Shutdown stops them and waits.
+type shutdowner interface {
+	Shutdown(ctx context.Context) error
+}
+
+// newPools makes the scheduler's pools from the configured (or discovered) catalog pools,
+// each with its adapter's builder (a docker pool removes the containers an earlier run left
+// on its host). On an error the pools made so far are shut down.
 func newPools(ctx context.Context, cfg *Config, self string, builtins []string, log *slog.Logger) (pools []scheduler.Pool, err error) {
 	defer func() {
 		if err != nil {
 			shutdownPools(cfg, pools, log)
 		}
 	}()
-	logDir := filepath.Join(cfg.Data, "workers")
+	env := poolEnv{cfg: cfg, self: self, builtins: builtins, logDir: filepath.Join(cfg.Data, "workers"), log: log}
 	for _, p := range cfg.Pools {
-		switch p.Adapter {
-		case "", "process":
-			pool, err := process.New(process.Config{Pool: p.Pool, Self: self, Builtins: builtins,
-				Images: cfg.Images, LogDir: logDir, Devices: cfg.devices[p.ID]})
-			if err != nil {
-				return pools, fmt.Errorf("pool %s: %w", p.ID, err)
-			}
-			pools = append(pools, pool)
-		case "docker":
-			d := cmp.Or(p.Docker, &DockerConfig{})
-			pool, err := docker.New(ctx, docker.Config{Pool: p.Pool, Host: d.Host, Network: d.Network,
-				Devices: d.Devices, GPUsByEnv: d.GPUsByEnv, Pull: docker.PullPolicy(d.Pull),
-				Credentials: cfg.credential, StopGrace: d.StopGrace, Suspend: docker.SuspendMode(d.Suspend),
-				LogDir: logDir, DiskQuota: d.DiskQuota, Init: d.Init, Log: log})
-			if err != nil {
-				return pools, fmt.Errorf("pool %s: %w", p.ID, err)
-			}
-			pools = append(pools, pool)
-		default:
-			return pools, fmt.Errorf("pool %s: adapter %q is not available in this build (known: process, docker)", p.ID, p.Adapter)
+		a, ok := adapters[cmp.Or(p.Adapter, "process")]
+		if !ok {
+			return pools, fmt.Errorf("pool %s: adapter %q is not available in this build (known: %s)", p.ID, p.Adapter, adapterNames())
 		}
+		pool, err := a.build(ctx, env, p)
+		if err != nil {
+			return pools, fmt.Errorf("pool %s: %w", p.ID, err)
+		}
+		pools = append(pools, pool)
 	}
 	return pools, nil
 }
 
-// shutdownPools stops the workers of the pools whose workers outlive the server (containers)
-// and waits for them, all pools at once, at most 30 s longer than the longest stop grace.
+// shutdownPools stops the workers of the pools whose workers outlive the server (containers,
+// pods) and waits for them, all pools at once, at most 30 s longer than the longest stop grace.
 func shutdownPools(cfg *Config, pools []scheduler.Pool, log *slog.Logger) {
-	grace := docker.DefaultStopGrace
+	grace := time.Duration(0)
 	for _, p := range cfg.Pools {
-		if p.Docker != nil {
-			grace = max(grace, p.Docker.StopGrace)
+		if a := adapters[cmp.Or(p.Adapter, "process")]; a.grace != nil {
+			grace = max(grace, a.grace(p))
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), grace+30*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, p := range pools {
-		if d, ok := p.(*docker.Pool); ok {
+		if d, ok := p.(shutdowner); ok {
 			wg.Go(func() {
 				if err := d.Shutdown(ctx); err != nil {
-					log.Error("stopping the workers of a docker pool", "pool", d.Describe().ID, "err", err)
+					log.Error("stopping the workers of a pool", "pool", p.Describe().ID, "err", err)
 				}
 			})
 		}
