@@ -4,7 +4,7 @@
 // Run it from the repository root (make bench does):
 //
 //	go run ./bench                       # every scenario, about 15 minutes on 2 cores
-//	go run ./bench -only run,runsync     # some scenarios: run, backlog, runsync, e2e, memory, bigbody, scheduler, coldstart, lb, coldstart-docker
+//	go run ./bench -only run,runsync     # some scenarios: run, backlog, runsync, e2e, memory, bigbody, scheduler, coldstart, lb, coldstart-docker, postgres
 //	go run ./bench -mem-jobs 200000      # a smaller memory scenario
 //	go run ./bench -only scheduler -sched-jobs 200000 -sched-bursts 4   # a smaller simulation
 //
@@ -46,6 +46,12 @@
 //	         FROM scratch, built with build/worker.Dockerfile from a static build): flashboot
 //	         OFF, FLASHBOOT with the pool's default suspend (pause), and FLASHBOOT on a pool
 //	         with suspend: stop (about 2 minutes); skipped when no Docker engine answers
+//	postgres  one durable PostgreSQL server started by the bench (Debian's binaries): the
+//	         floor (-pg-jobs jobs through only the SQL a job needs: a committed insert per
+//	         client, a SKIP LOCKED take and a committed done per worker, at the e2e clients' and
+//	         workers' concurrency), then 1 to -pg-replicas `gantry serve --store` replicas (the
+//	         e2e shape, /run spread over them), then the idle cost of three job stores with
+//	         1,000 endpoints (PostgreSQL's CPU over 30 s) (about 3 minutes)
 //
 // With -profile (on by default) every scenario whose Gantry figure misses its target is re-run
 // in process under `go test -bench` (engine_test.go in this directory) with -cpuprofile (or a
@@ -133,9 +139,17 @@ type options struct {
 	lbLightConns int           // light load: connections (paced and wrk)
 	lbConns      int           // saturation: wrk connections
 	lbThreads    int           // wrk threads
+
+	// postgres
+	pgJobs          int
+	pgConns         int // pool size of each database client (the floor, each replica)
+	pgReplicas      int // measure 1 to this many replicas
+	pgIdleEndpoints int
+	pgIdleTakers    int
+	pgIdleWindow    time.Duration
 }
 
-var scenarioNames = []string{"run", "backlog", "runsync", "e2e", "memory", "bigbody", "scheduler", "coldstart", "lb", "coldstart-docker"}
+var scenarioNames = []string{"run", "backlog", "runsync", "e2e", "memory", "bigbody", "scheduler", "coldstart", "lb", "coldstart-docker", "postgres"}
 
 func main() {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
@@ -194,6 +208,12 @@ func main() {
 	fs.IntVar(&o.lbLightConns, "lb-light-conns", 8, "lb: light load connections (paced, and the closed-loop wrk pass)")
 	fs.IntVar(&o.lbConns, "lb-conns", 64, "lb: saturation wrk connections")
 	fs.IntVar(&o.lbThreads, "lb-threads", 2, "lb: wrk threads")
+	fs.IntVar(&o.pgJobs, "pg-jobs", 20000, "postgres: jobs per pass (the floor, and each replica count)")
+	fs.IntVar(&o.pgConns, "pg-conns", 32, "postgres: connection pool size of each database client (the floor, each replica)")
+	fs.IntVar(&o.pgReplicas, "pg-replicas", 3, "postgres: measure 1 to this many gantry serve replicas")
+	fs.IntVar(&o.pgIdleEndpoints, "pg-idle-endpoints", 1000, "postgres: endpoints of the idle-cost measurement")
+	fs.IntVar(&o.pgIdleTakers, "pg-idle-takers", 100, "postgres: parked takers (idle warm workers) of the idle-cost measurement")
+	fs.DurationVar(&o.pgIdleWindow, "pg-idle-window", 30*time.Second, "postgres: length of the idle-cost measurement")
 	_ = fs.Parse(os.Args[1:])
 
 	if *bare {
@@ -290,6 +310,8 @@ func runAll(o options) error {
 			err = b.scenarioLB()
 		case "coldstart-docker":
 			err = b.scenarioColdStartDocker()
+		case "postgres":
+			err = b.scenarioPostgres()
 		}
 		note, share := otherCPU(before, sampleCPU(), b.machine.cpus)
 		logf("%s", note)

@@ -1,0 +1,474 @@
+package main
+
+// The PostgreSQL scenario: Gantry's job store on PostgreSQL against a floor, a Go program that
+// does only the SQL one job needs, on one durable PostgreSQL server that the bench starts
+// itself (Debian's binaries, as the tests do); then 1, 2 and 3 `gantry serve` replicas on it;
+// then the idle cost of three job stores with 1,000 endpoints.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/internal/pgtest"
+	"github.com/gantryhq/gantry/store/postgres"
+)
+
+// pgResult is one pass of jobs through PostgreSQL: the floor's or Gantry's.
+type pgResult struct {
+	jobs    int
+	elapsed time.Duration // first submission to last completion
+	sub     loadResult    // the submissions (/run, or the floor's committed insert)
+	pgCPU   float64       // CPU-seconds PostgreSQL spent in the pass
+}
+
+func (r pgResult) jobsPerSec() float64 {
+	if r.elapsed <= 0 {
+		return 0
+	}
+	return float64(r.jobs) / r.elapsed.Seconds()
+}
+
+// pgURL returns the URL of a fresh database on srv, with the pool size every client of the
+// scenario uses.
+func (b *bench) pgURL(srv *pgtest.Server, name string) (string, error) {
+	url, err := pgtest.CreateDatabase(context.Background(), srv.AdminURL, fmt.Sprintf("%s_%d", name, time.Now().UnixNano()))
+	if err != nil {
+		return "", err
+	}
+	return url + "&pool_max_conns=" + strconv.Itoa(b.o.pgConns), nil
+}
+
+func (b *bench) scenarioPostgres() error {
+	srv, err := pgtest.Start(pgtest.Options{Durable: true})
+	if err != nil {
+		return fmt.Errorf("starting PostgreSQL: %w", err)
+	}
+	defer srv.Stop()
+	n, clients, workers := b.o.pgJobs, b.o.e2eClients, b.o.e2eWorkers
+	s := section{title: "PostgreSQL: the job store shared by replicas", noBare: true,
+		gantryCol: "Measured", bareCol: "-",
+		setup: fmt.Sprintf("One PostgreSQL 15 server (Debian's binaries, started by the bench: fsync on, synchronous_commit on, shared_buffers 128MB) on this machine. "+
+			"Floor: %d jobs, %d Go clients each inserting a job (committed before the next), %d Go workers each taking one job "+
+			"(UPDATE … WHERE id = (SELECT … FOR UPDATE SKIP LOCKED LIMIT 1)) and marking it done (committed); an in-process signal wakes idle workers. "+
+			"Gantry: the same %d jobs {\"input\":{\"echo\":1}} POSTed to /run by %d clients spread over the replicas, through %d gantry/echo worker processes. "+
+			"Every client of the database (the floor, each replica) has a pool of %d connections.", n, clients, workers, n, clients, workers, b.o.pgConns)}
+
+	floor, err := b.pgFloor(srv, n, clients, workers)
+	if err != nil {
+		return fmt.Errorf("PostgreSQL floor: %w", err)
+	}
+	logf("postgres floor: %.0f jobs/s, insert p50 %v p99 %v", floor.jobsPerSec(), floor.sub.P50, floor.sub.P99)
+	s.rows = append(s.rows,
+		row{"floor: jobs completed per second", fmt.Sprintf("%.0f jobs/s (%d in %.2f s)", floor.jobsPerSec(), floor.jobs, floor.elapsed.Seconds()), "", "", ""},
+		row{"floor: committed insert p50 / p99", ms(floor.sub.P50) + " / " + ms(floor.sub.P99), "", "", ""},
+		row{"floor: PostgreSQL CPU per job", fmt.Sprintf("%.0f µs", 1e6*floor.pgCPU/float64(n)), "", "", ""})
+
+	if !b.gantryHasStore() {
+		s.notes = append(s.notes, "Replicas not measured: this gantry binary has no `serve --store` (the wiring of the PostgreSQL store into the server has not landed).")
+	} else {
+		var prev float64
+		for k := 1; k <= b.o.pgReplicas; k++ {
+			r, err := b.pgGantry(srv, k, n, clients, workers)
+			if err != nil {
+				return fmt.Errorf("%d replicas: %w", k, err)
+			}
+			label := fmt.Sprintf("%d replica(s): ", k)
+			s.rows = append(s.rows,
+				row{label + "jobs completed per second", fmt.Sprintf("%.0f jobs/s (%d in %.2f s; %.2fx the floor)", r.jobsPerSec(), r.jobs, r.elapsed.Seconds(), r.jobsPerSec()/floor.jobsPerSec()), "", "", ""},
+				row{label + "/run p50 / p99", ms(r.sub.P50) + " / " + ms(r.sub.P99), "", "", ""},
+				row{label + "PostgreSQL CPU per job", fmt.Sprintf("%.0f µs", 1e6*r.pgCPU/float64(n)), "", "", ""})
+			i := len(s.rows) - 3
+			if k == 1 {
+				s.rows[i].target = ">= 0.7x the floor"
+				s.rows[i].verdict = b.verdict("postgres", r.jobsPerSec() >= 0.7*floor.jobsPerSec(), fmt.Sprintf("%.2fx", r.jobsPerSec()/floor.jobsPerSec()))
+			} else {
+				s.rows[i].target = "no lower than one replica fewer"
+				s.rows[i].verdict = b.verdict("postgres", r.jobsPerSec() >= 0.95*prev, fmt.Sprintf("%.2fx %d replica(s)", r.jobsPerSec()/prev, k-1))
+			}
+			prev = r.jobsPerSec()
+		}
+	}
+
+	idle, err := b.pgIdle(srv)
+	if err != nil {
+		return fmt.Errorf("idle cost: %w", err)
+	}
+	s.rows = append(s.rows, row{fmt.Sprintf("idle: PostgreSQL CPU with 3 job stores and %d endpoints", b.o.pgIdleEndpoints),
+		fmt.Sprintf("%.2f%% of a core (%.3f CPU-s over %v)", 100*idle.share, idle.cpu, idle.window), "", "<= 5% of a core",
+		b.verdict("postgres", idle.share <= 0.05, fmt.Sprintf("%.2f%%", 100*idle.share))})
+	s.notes = append(s.notes, fmt.Sprintf("Idle cost: three job stores (store/postgres.Jobs, as three replicas open them) on one database, each doing what an idle replica does: "+
+		"core's tick every 250 ms (Expire, Overdue, Silent), the autoscaler's read of all %d endpoints' figures every 250 ms (EndpointStats: one grouped query a second per store), "+
+		"a ListenAvailable listener, and %d parked takers (WaitAvailable) spread over the stores; no jobs. PostgreSQL's CPU is the postmaster's and its children's, from /proc.",
+		b.o.pgIdleEndpoints, b.o.pgIdleTakers))
+	s.notes = append(s.notes, "This machine is shared with other work (2 cores, several builds and tests at once): figures are noisy, and the ratios measured in one run matter more than the absolutes.")
+	b.sections = append(b.sections, s)
+	return nil
+}
+
+// pgFloor runs n jobs through the floor: only the SQL a job needs.
+func (b *bench) pgFloor(srv *pgtest.Server, n, clients, workers int) (pgResult, error) {
+	ctx := context.Background()
+	url, err := b.pgURL(srv, "floor")
+	if err != nil {
+		return pgResult{}, err
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return pgResult{}, err
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `CREATE TABLE floor_jobs (
+			id     bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+			status smallint NOT NULL,
+			worker text,
+			input  bytea NOT NULL);
+		CREATE INDEX floor_jobs_queued ON floor_jobs (id) WHERE status = 0`); err != nil {
+		return pgResult{}, err
+	}
+	input := []byte(`{"echo":1}`)
+	wake := make(chan struct{}, workers)
+	var done, next atomic.Int64
+	var firstErr atomic.Value
+	fail := func(err error) {
+		if firstErr.Load() == nil {
+			firstErr.Store(err)
+		}
+	}
+	cpu0 := pgCPU(srv)
+	start := time.Now()
+	var lat latencies
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			own := make([]time.Duration, 0, n/clients+16)
+			for next.Add(1) <= int64(n) {
+				t := time.Now()
+				if _, err := pool.Exec(ctx, `INSERT INTO floor_jobs (status, input) VALUES (0, $1)`, input); err != nil {
+					fail(err)
+					return
+				}
+				own = append(own, time.Since(t))
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
+			}
+			lat.add(own)
+		})
+	}
+	finished := make(chan struct{})
+	var workersWG sync.WaitGroup
+	for w := range workers {
+		worker := "w" + strconv.Itoa(w)
+		workersWG.Go(func() {
+			for done.Load() < int64(n) && firstErr.Load() == nil {
+				var id int64
+				var in []byte
+				err := pool.QueryRow(ctx, `UPDATE floor_jobs SET status = 1, worker = $1
+					WHERE id = (SELECT id FROM floor_jobs WHERE status = 0 ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED)
+					RETURNING id, input`, worker).Scan(&id, &in)
+				if err != nil {
+					if !strings.Contains(err.Error(), "no rows") {
+						fail(err)
+						return
+					}
+					select {
+					case <-wake:
+					case <-finished:
+					case <-time.After(5 * time.Millisecond):
+					}
+					continue
+				}
+				if _, err := pool.Exec(ctx, `UPDATE floor_jobs SET status = 2 WHERE id = $1`, id); err != nil {
+					fail(err)
+					return
+				}
+				if done.Add(1) == int64(n) {
+					close(finished)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	workersWG.Wait()
+	r := pgResult{jobs: int(done.Load()), elapsed: time.Since(start), pgCPU: pgCPU(srv) - cpu0}
+	r.sub = loadResult{Requests: int64(len(lat.all))}
+	lat.summarize(&r.sub)
+	if e := firstErr.Load(); e != nil {
+		return r, e.(error)
+	}
+	return r, nil
+}
+
+// gantryHasStore reports whether `gantry serve` takes --store.
+func (b *bench) gantryHasStore() bool {
+	out, _ := exec.Command(b.o.gantryBin, "serve", "-h").CombinedOutput()
+	return strings.Contains(string(out), "-store")
+}
+
+// pgGantry runs n jobs through k `gantry serve` replicas on one fresh database.
+func (b *bench) pgGantry(srv *pgtest.Server, k, n, clients, workers int) (pgResult, error) {
+	url, err := b.pgURL(srv, fmt.Sprintf("gantry%d", k))
+	if err != nil {
+		return pgResult{}, err
+	}
+	label := fmt.Sprintf("pg-%d", k)
+	config := filepath.Join(b.tmp, label+"-config.yaml")
+	pool := fmt.Sprintf("pools:\n  - {id: local, adapter: process, gpuType: CPU, displayName: CPU slot, count: 256, maxGpusPerWorker: 1, dataCenterId: LOCAL, cpu: true, vcpus: %d, memoryPerVcpu: 1}\n", runtime.NumCPU())
+	if err := os.WriteFile(config, []byte(pool), 0o600); err != nil {
+		return pgResult{}, err
+	}
+	var reps []*gantry
+	defer func() {
+		for _, g := range reps {
+			g.stop()
+		}
+	}()
+	for i := range k {
+		data := filepath.Join(b.tmp, fmt.Sprintf("%s-%d-data", label, i))
+		s, err := startProcess(fmt.Sprintf("gantry serve (%s #%d)", label, i), filepath.Join(b.tmp, fmt.Sprintf("%s-%d-gantry.log", label, i)),
+			b.o.gantryBin, "serve", "--listen", "127.0.0.1:0", "--data", data, "--config", config, "--store", url,
+			"--quota-minute", "0", "--quota-hour", "0", "--quota-day", "0")
+		if err != nil {
+			return pgResult{}, err
+		}
+		g := &gantry{server: s, bin: b.o.gantryBin, data: data}
+		reps = append(reps, g)
+		if err := waitHealthz(g.base); err != nil {
+			return pgResult{}, err
+		}
+	}
+	out, err := exec.Command(b.o.gantryBin, "keys", "create", "--store", url, "--user", "bench").Output()
+	if err != nil {
+		return pgResult{}, fmt.Errorf("gantry keys create --store: %w", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	key := strings.TrimSpace(lines[len(lines)-1])
+	for _, g := range reps {
+		g.key = key
+	}
+	ep, err := reps[0].createEndpoint("bench-pg", workers, workers)
+	if err != nil {
+		return pgResult{}, err
+	}
+	logf("postgres: %d replica(s); waiting for %d idle workers", k, workers)
+	// The leader starts the workers; any replica's /health shows them.
+	if _, err := reps[0].waitWorkers(ep, workers, 180*time.Second); err != nil {
+		return pgResult{}, err
+	}
+	urls := make([]string, k)
+	for i, g := range reps {
+		urls[i] = g.base + "/v2/" + ep + "/run"
+	}
+	cpu0 := pgCPU(srv)
+	start := time.Now()
+	sub := burstOver(urls, key, e2eBody, n, clients)
+	c := newClient(1)
+	deadline := time.Now().Add(max(3*time.Minute, time.Duration(n)*2*time.Millisecond))
+	for {
+		h, err := reps[len(reps)-1].health(c, ep) // a replica that did not start the workers
+		if err == nil && h.Jobs.Completed+h.Jobs.Failed >= int64(n) {
+			r := pgResult{jobs: int(h.Jobs.Completed), elapsed: time.Since(start), sub: sub, pgCPU: pgCPU(srv) - cpu0}
+			logf("postgres: %d replica(s): %.0f jobs/s, /run p50 %v p99 %v, %d failed, %d submit errors", k, r.jobsPerSec(), sub.P50, sub.P99, h.Jobs.Failed, sub.Errors)
+			if h.Jobs.Failed > 0 || sub.Errors > 0 {
+				return r, fmt.Errorf("%d jobs failed, %d submissions refused", h.Jobs.Failed, sub.Errors)
+			}
+			return r, nil
+		}
+		if time.Now().After(deadline) {
+			return pgResult{}, fmt.Errorf("after %v /health says %+v", time.Since(start).Round(time.Second), h.Jobs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// burstOver is burst with the clients spread over several servers' URLs, client i on urls[i %
+// len(urls)].
+func burstOver(urls []string, key string, body []byte, n, clients int) loadResult {
+	var next, errs atomic.Int64
+	var lat latencies
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Go(func() {
+			p := newPoster(urls[i%len(urls)], key, body)
+			defer p.close()
+			own := make([]time.Duration, 0, n/clients+16)
+			for next.Add(1) <= int64(n) {
+				t := time.Now()
+				ok, err := p.do()
+				own = append(own, time.Since(t))
+				if !ok || err != nil {
+					errs.Add(1)
+				}
+			}
+			lat.add(own)
+		})
+	}
+	wg.Wait()
+	r := loadResult{Requests: int64(len(lat.all)), Errors: errs.Load(), Elapsed: time.Since(start)}
+	lat.summarize(&r)
+	return r
+}
+
+// idleResult is PostgreSQL's CPU over a window while the stores idle.
+type idleResult struct {
+	cpu    float64
+	window time.Duration
+	share  float64 // of one core
+}
+
+// pgIdle measures what three idle job stores with many endpoints cost PostgreSQL.
+func (b *bench) pgIdle(srv *pgtest.Server) (idleResult, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	url, err := b.pgURL(srv, "idle")
+	if err != nil {
+		return idleResult{}, err
+	}
+	endpoints := make([]string, b.o.pgIdleEndpoints)
+	for i := range endpoints {
+		endpoints[i] = fmt.Sprintf("ep%04d", i)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	for r := range 3 {
+		db, err := postgres.Open(ctx, url)
+		if err != nil {
+			return idleResult{}, err
+		}
+		defer db.Close()
+		s, err := postgres.OpenJobs(ctx, db, postgres.JobOptions{})
+		if err != nil {
+			return idleResult{}, err
+		}
+		defer s.Close()
+		if err := s.ListenAvailable(ctx, func(string) {}); err != nil {
+			return idleResult{}, err
+		}
+		readers := make([]func() core.QueueStats, len(endpoints))
+		for i, ep := range endpoints {
+			readers[i] = s.EndpointStats(ep)
+		}
+		wg.Go(func() { // core's tick and the autoscaler's
+			t := time.NewTicker(250 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				now := time.Now()
+				_, _ = s.Expire(ctx, now)
+				_, _ = s.Overdue(ctx, now)
+				_, _ = s.Silent(ctx, now.Add(-core.WorkerLostAfter))
+				for _, read := range readers {
+					_ = read()
+				}
+			}
+		})
+		for i := r; i < b.o.pgIdleTakers; i += 3 {
+			ep := endpoints[i%len(endpoints)]
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					_ = s.WaitAvailable(ctx, ep)
+				}
+			})
+		}
+	}
+	time.Sleep(5 * time.Second) // settle: connections made, first refreshes done
+	window := b.o.pgIdleWindow
+	cpu0 := pgCPU(srv)
+	time.Sleep(window)
+	cpu := pgCPU(srv) - cpu0
+	r := idleResult{cpu: cpu, window: window, share: cpu / window.Seconds()}
+	logf("postgres idle: %.3f CPU-s in %v: %.2f%% of a core", cpu, window, 100*r.share)
+	return r, nil
+}
+
+// pgCPU returns the CPU-seconds the PostgreSQL server has used: the postmaster's, its
+// children's that ended (reaped: cutime, cstime) and its live children's.
+func pgCPU(srv *pgtest.Server) float64 {
+	pm := postmaster(srv)
+	total := procCPUAll(pm, true)
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pm))
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pm, t.Name()))
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				total += procCPUAll(pid, false)
+			}
+		}
+	}
+	return total
+}
+
+var postmasters sync.Map // admin URL -> pid
+
+// postmaster returns the pid of srv's postmaster: the parent of a backend.
+func postmaster(srv *pgtest.Server) int {
+	if pid, ok := postmasters.Load(srv.AdminURL); ok {
+		return pid.(int)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, srv.AdminURL)
+	if err != nil {
+		return 0
+	}
+	defer conn.Close(ctx)
+	var backend int
+	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
+		return 0
+	}
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", backend))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(st), "\n") {
+		if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+			pid, _ := strconv.Atoi(strings.TrimSpace(v))
+			postmasters.Store(srv.AdminURL, pid)
+			return pid
+		}
+	}
+	return 0
+}
+
+// procCPUAll reads utime + stime of a process, with its reaped children's (cutime + cstime)
+// when reaped is set, in seconds.
+func procCPUAll(pid int, reaped bool) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	str := string(b)
+	f := strings.Fields(str[strings.LastIndexByte(str, ')')+1:])
+	fields := f[11:13] // utime, stime
+	if reaped {
+		fields = f[11:15] // and cutime, cstime
+	}
+	var ticks uint64
+	for _, v := range fields {
+		n, _ := strconv.ParseUint(v, 10, 64)
+		ticks += n
+	}
+	return float64(ticks) / clockTicks
+}
