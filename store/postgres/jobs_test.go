@@ -230,3 +230,36 @@ func TestJobsRetentionDropsPartitions(t *testing.T) {
 		t.Errorf("second Expire(t0+3m) = %v, %v; want none (each job reported once)", again, err)
 	}
 }
+
+// A queued job wakes one parked taker, not every one: a herd of takers, all but one finding
+// nothing, would cost PostgreSQL a query each per job.
+func TestJobsInsertWakesOneParkedTaker(t *testing.T) {
+	url := pgtest.URL(t)
+	s := openJobsWith(t, url, postgres.JobOptions{PollEvery: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	woke := make(chan int, 3)
+	for i := range 3 {
+		go func() {
+			if s.WaitAvailable(ctx, "ep") == nil {
+				woke <- i
+			}
+		}()
+	}
+	time.Sleep(200 * time.Millisecond) // let them park (nothing is queued: none may return)
+	if len(woke) != 0 {
+		t.Fatalf("%d takers returned with nothing queued", len(woke))
+	}
+	if _, err := s.Insert(ctx, job("ep", time.Now()), nil, true); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-woke:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no parked taker woke on an insert")
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := len(woke); n != 0 {
+		t.Errorf("%d more takers woke on one insert; want only one", n)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,24 +18,28 @@ import (
 // A store wakes its own waiters at once, in process, and tells the other replicas through
 // NOTIFY on the channel gantry_jobs. Notifies are coalesced: one notifier goroutine per store
 // sends what is pending, one NOTIFY at a time, each carrying every endpoint and job that
-// changed since the last (an endpoint appears once however many of its jobs were queued), so a
-// burst of inserts costs a handful of NOTIFYs, not one each. Each store LISTENs on one
-// dedicated connection. A slow poll (PollEvery) looks at the tables for the waiters a lost
-// notify would leave parked: a lost notify costs latency, never a job.
+// changed since the last (an endpoint appears once, with how many of its jobs were queued), so
+// a burst of inserts costs a handful of NOTIFYs, not one each. A queued job wakes one parked
+// taker of its endpoint per replica, not all of them. Each store LISTENs on one dedicated
+// connection. A slow poll (PollEvery) looks at the tables for the waiters a lost notify would
+// leave parked: a lost notify costs latency, never a job.
 //
-// Payload lines: "s <store id>" first (a store ignores its own), then "a <endpoint>" (a job may
-// be available there) or "j <job id>" (the job ended, was removed, or has new stream chunks).
+// Payload lines: "s <store id>" first (a store ignores its own), then "a <endpoint> <n>" (n
+// jobs were queued there) or "j <job id>" (the job ended, was removed, or has new chunks).
 
 const channel = "gantry_jobs"
 
 // maxPayload keeps a NOTIFY below PostgreSQL's 8000-byte limit.
 const maxPayload = 7900
 
-// hub holds the waiters of this store: each key ("a:" endpoint, "j:" job id) has a channel that
-// a wake-up closes.
+// hub holds the waiters of this store. A job's waiters ("j:" id) share a channel that a
+// wake-up closes. An endpoint's parked takers queue, each on its own channel: a job queued
+// wakes one of them, not all (a herd of takers, all but one finding nothing, would cost a
+// query each per job).
 type hub struct {
 	mu      sync.Mutex
 	waiting map[string]*waitKey
+	parked  map[string][]chan struct{} // endpoint -> its parked takers, longest parked first
 
 	listeners atomic.Pointer[[]*availListener]
 	lmu       sync.Mutex // serialises changes to listeners
@@ -50,7 +55,57 @@ type availListener struct {
 	fn  func(endpoint string)
 }
 
-func (h *hub) init() { h.waiting = map[string]*waitKey{} }
+func (h *hub) init() {
+	h.waiting = map[string]*waitKey{}
+	h.parked = map[string][]chan struct{}{}
+}
+
+// park queues a taker of the endpoint; unpark must follow.
+func (h *hub) park(endpoint string) chan struct{} {
+	ch := make(chan struct{})
+	h.mu.Lock()
+	h.parked[endpoint] = append(h.parked[endpoint], ch)
+	h.mu.Unlock()
+	return ch
+}
+
+// unpark removes the taker. A taker that was woken but leaves without taking (its context
+// ended at the same moment) hands its wake-up on to the next.
+func (h *hub) unpark(endpoint string, ch chan struct{}, took bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	q := h.parked[endpoint]
+	for i, c := range q {
+		if c == ch {
+			q = append(q[:i:i], q[i+1:]...)
+			if len(q) == 0 {
+				delete(h.parked, endpoint)
+			} else {
+				h.parked[endpoint] = q
+			}
+			return
+		}
+	}
+	if !took { // woken, and leaving
+		h.wakeParked(endpoint, 1)
+	}
+}
+
+// wakeParked wakes up to n of the endpoint's parked takers (n < 0: all). h.mu is held.
+func (h *hub) wakeParked(endpoint string, n int) {
+	q := h.parked[endpoint]
+	if n < 0 || n > len(q) {
+		n = len(q)
+	}
+	for _, ch := range q[:n] {
+		close(ch)
+	}
+	if n == len(q) {
+		delete(h.parked, endpoint)
+	} else {
+		h.parked[endpoint] = q[n:]
+	}
+}
 
 // enter returns the channel the next wake-up of key closes; leave must follow.
 func (h *hub) enter(key string) chan struct{} {
@@ -93,6 +148,9 @@ func (h *hub) wakeAll() {
 		close(w.ch)
 		delete(h.waiting, k)
 	}
+	for ep := range h.parked {
+		h.wakeParked(ep, -1)
+	}
 }
 
 // keys returns the endpoints and jobs waited on.
@@ -100,18 +158,22 @@ func (h *hub) keys() (endpoints, jobs []string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for k := range h.waiting {
-		if ep, ok := strings.CutPrefix(k, "a:"); ok {
-			endpoints = append(endpoints, ep)
-		} else if id, ok := strings.CutPrefix(k, "j:"); ok {
+		if id, ok := strings.CutPrefix(k, "j:"); ok {
 			jobs = append(jobs, id)
 		}
+	}
+	for ep := range h.parked {
+		endpoints = append(endpoints, ep)
 	}
 	return endpoints, jobs
 }
 
-// available tells the endpoint's waiters and listeners that a job may be available there.
-func (h *hub) available(endpoint string) {
-	h.wake("a:" + endpoint)
+// available tells n of the endpoint's parked takers (n < 0: all), and its listeners, that a
+// job may be available there.
+func (h *hub) available(endpoint string, n int) {
+	h.mu.Lock()
+	h.wakeParked(endpoint, n)
+	h.mu.Unlock()
 	if ls := h.listeners.Load(); ls != nil {
 		for _, l := range *ls {
 			if l.ctx.Err() == nil {
@@ -123,8 +185,8 @@ func (h *hub) available(endpoint string) {
 
 // queued follows a job queued on this store: local wake-ups now, the other replicas' by notify.
 func (s *Jobs) queued(endpoint string) {
-	s.hub.available(endpoint)
-	s.notify.add("a " + endpoint)
+	s.hub.available(endpoint, 1)
+	s.notify.queued(endpoint)
 }
 
 // jobChanged follows a job that ended, was removed or has new chunks.
@@ -133,22 +195,37 @@ func (s *Jobs) jobChanged(id string) {
 	s.notify.add("j " + id)
 }
 
-// notifier sends the pending notifies, coalesced.
+// notifier sends the pending notifies, coalesced: "a <endpoint> <n>" says n jobs were queued
+// there since the last notify (the listener wakes as many parked takers), "j <id>" that a job
+// ended, was removed or has new chunks.
+
 type notifier struct {
 	s       *Jobs
 	mu      sync.Mutex
 	pending map[string]struct{}
+	counts  map[string]int // jobs queued per endpoint since the last notify
 	kick    chan struct{}
 }
 
 func newNotifier(s *Jobs) *notifier {
-	return &notifier{s: s, pending: map[string]struct{}{}, kick: make(chan struct{}, 1)}
+	return &notifier{s: s, pending: map[string]struct{}{}, counts: map[string]int{}, kick: make(chan struct{}, 1)}
 }
 
 func (n *notifier) add(line string) {
 	n.mu.Lock()
 	n.pending[line] = struct{}{}
 	n.mu.Unlock()
+	n.wake()
+}
+
+func (n *notifier) queued(endpoint string) {
+	n.mu.Lock()
+	n.counts[endpoint]++
+	n.mu.Unlock()
+	n.wake()
+}
+
+func (n *notifier) wake() {
 	select {
 	case n.kick <- struct{}{}:
 	default:
@@ -164,11 +241,15 @@ func (n *notifier) run(ctx context.Context) {
 		case <-n.kick:
 		}
 		n.mu.Lock()
-		lines := make([]string, 0, len(n.pending))
+		lines := make([]string, 0, len(n.pending)+len(n.counts))
 		for l := range n.pending {
 			lines = append(lines, l)
 		}
+		for ep, k := range n.counts {
+			lines = append(lines, "a "+ep+" "+strconv.Itoa(k))
+		}
 		clear(n.pending)
+		clear(n.counts)
 		n.mu.Unlock()
 		for _, p := range payloads("s "+n.s.self, lines) {
 			for {
@@ -283,7 +364,15 @@ func (s *Jobs) heard(payload string) {
 	for _, line := range strings.Split(rest, "\n") {
 		switch kind, v, _ := strings.Cut(line, " "); kind {
 		case "a":
-			s.hub.available(v)
+			i := strings.LastIndexByte(v, ' ')
+			if i < 0 {
+				continue
+			}
+			k, err := strconv.Atoi(v[i+1:])
+			if err != nil {
+				continue
+			}
+			s.hub.available(v[:i], k)
 		case "j":
 			s.hub.wake("j:" + v)
 		}
@@ -309,7 +398,7 @@ func (s *Jobs) resync(ctx context.Context) {
 		s.log.Error("reading which endpoints have queued jobs", "err", err)
 	}
 	for _, ep := range eps {
-		s.hub.available(ep)
+		s.hub.available(ep, -1)
 	}
 }
 
@@ -343,9 +432,11 @@ func (s *Jobs) pollOnce(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		s.hub.mu.Lock()
 		for _, ep := range eps {
-			s.hub.wake("a:" + ep)
+			s.hub.wakeParked(ep, -1)
 		}
+		s.hub.mu.Unlock()
 	}
 	if len(jobs) > 0 {
 		rows, err := s.db.Pool.Query(ctx, `SELECT id FROM unnest($1::text[]) id WHERE
@@ -395,22 +486,23 @@ func (s *Jobs) WaitAvailable(ctx context.Context, endpoint string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	key := "a:" + endpoint
-	ch := s.hub.enter(key)
-	defer s.hub.leave(key, ch)
+	ch := s.hub.park(endpoint)
 	var queued bool
 	err := s.db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM gantry_jobs WHERE endpoint = $1 AND status = 'IN_QUEUE')`,
 		endpoint).Scan(&queued)
-	if err != nil {
-		return fmt.Errorf("postgres: looking for queued jobs of %s: %w", endpoint, err)
-	}
-	if queued {
+	if err != nil || queued {
+		s.hub.unpark(endpoint, ch, true) // a wake-up meanwhile is not handed on: this taker looks now
+		if err != nil {
+			return fmt.Errorf("postgres: looking for queued jobs of %s: %w", endpoint, err)
+		}
 		return nil
 	}
 	select {
 	case <-ch:
+		s.hub.unpark(endpoint, ch, true)
 		return nil
 	case <-ctx.Done():
+		s.hub.unpark(endpoint, ch, false)
 		return ctx.Err()
 	}
 }
