@@ -22,6 +22,10 @@ type JobOptions struct {
 	// PollEvery is the slow poll behind LISTEN/NOTIFY: parked waiters look at the tables this
 	// often, so a lost notify costs at most this much latency. 0 = 2 s.
 	PollEvery time.Duration
+	// NotifyEvery is the least time between two NOTIFYs of the store: what changes meanwhile
+	// goes in the next one. It bounds the NOTIFYs a burst costs; a change after a pause is
+	// sent at once. 0 = 5 ms.
+	NotifyEvery time.Duration
 	// StatsEvery bounds the age of the per-endpoint figures the autoscaler reads
 	// (EndpointStats): one grouped query over the live jobs refreshes every endpoint's at once.
 	// 0 = 1 s.
@@ -44,6 +48,7 @@ type Jobs struct {
 	parts partitions
 	beats beats
 	stats statsCache
+	ended endedCounts
 	// pollSeen is each endpoint's newest queued qseq at the poll's last look (nil before the
 	// first: what is queued then is not news). The poll's own; read under stats.mu.
 	pollSeen map[string]int64
@@ -58,6 +63,7 @@ type Jobs struct {
 func OpenJobs(ctx context.Context, db *DB, o JobOptions) (*Jobs, error) {
 	o.PollEvery = cmp.Or(o.PollEvery, 2*time.Second)
 	o.StatsEvery = cmp.Or(o.StatsEvery, time.Second)
+	o.NotifyEvery = cmp.Or(o.NotifyEvery, 5*time.Millisecond)
 	o.PartitionWidth = cmp.Or(o.PartitionWidth, time.Hour)
 	s := &Jobs{db: db, o: o, log: cmp.Or(o.Log, slog.Default()), self: core.NewID(16)}
 	s.hub.init()
@@ -248,7 +254,8 @@ func (s *Jobs) Insert(ctx context.Context, rec core.Job, input []byte, durable b
 // Take moves up to max of the endpoint's queued jobs to worker; see core.JobStore. One
 // statement picks the oldest with FOR UPDATE SKIP LOCKED, so that takers on every replica
 // pass over each other's rows instead of waiting, and records the worker's heartbeat with the
-// take.
+// take: the first take of a worker on this store, and then one a second at most (beatEvery),
+// so that a worker taking jobs back to back does not write its heartbeat row with each.
 func (s *Jobs) Take(ctx context.Context, endpoint, worker string, max int, now time.Time) ([]core.TakenJob, error) {
 	if max <= 0 {
 		return nil, nil
@@ -264,7 +271,7 @@ func (s *Jobs) Take(ctx context.Context, endpoint, worker string, max int, now t
 			FROM picked WHERE j.id = picked.id
 			RETURNING j.*),
 		beat AS (
-			INSERT INTO gantry_job_heartbeats (worker, seen) SELECT $2, $3 WHERE $5 OR EXISTS (SELECT 1 FROM taken)
+			INSERT INTO gantry_job_heartbeats (worker, seen) SELECT $2, $3 WHERE $5
 			ON CONFLICT (worker) DO UPDATE SET seen = greatest(gantry_job_heartbeats.seen, excluded.seen))
 		SELECT `+jobCols+`, input, qseq FROM taken`, endpoint, worker, now, max, beat)
 	if err != nil {
@@ -285,7 +292,7 @@ func (s *Jobs) Take(ctx context.Context, endpoint, worker string, max int, now t
 	if err != nil {
 		return nil, fmt.Errorf("postgres: taking jobs of %s: %w", endpoint, err)
 	}
-	if beat || len(got) > 0 {
+	if beat {
 		s.beats.beaten(worker, now)
 	}
 	slices.SortFunc(got, func(a, b taken) int { return cmp.Compare(a.qseq, b.qseq) })
@@ -453,6 +460,14 @@ func (s *Jobs) writeOnce(ctx context.Context, durable bool, sql string, args []a
 
 // changed follows a stored change: wake-ups for a job that ended or went back to the queue.
 func (s *Jobs) changed(was, j *core.Job) {
+	if was.Status != j.Status {
+		if was.Status.Terminal() {
+			s.ended.add(j.Endpoint, was.Status, -1)
+		}
+		if j.Status.Terminal() {
+			s.ended.add(j.Endpoint, j.Status, 1)
+		}
+	}
 	if j.Status.Terminal() && !was.Status.Terminal() {
 		s.jobChanged(j.ID)
 	}

@@ -206,7 +206,9 @@ func (s *Jobs) Expire(ctx context.Context, now time.Time) ([]core.ExpiredJob, er
 		}
 	}
 	for _, x := range out {
-		if !x.Status.Terminal() {
+		if x.Status.Terminal() {
+			s.ended.add(x.Endpoint, x.Status, -1)
+		} else {
 			s.jobChanged(x.ID)
 		}
 	}

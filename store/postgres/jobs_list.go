@@ -135,9 +135,11 @@ func (s *Jobs) Purge(ctx context.Context, endpoint, owner string, change func(*c
 	return len(changed), nil
 }
 
-// Stats returns the endpoint's figures; see core.JobStore. It reads the endpoint's rows (the
-// live ones and the ended ones kept): /health and tests call it, the autoscaler reads
-// EndpointStats.
+// Stats returns the endpoint's figures; see core.JobStore. The live figures are read from the
+// live table each time (it is small). The counts of ended jobs kept, which /health shows, are
+// counted over the endpoint's ended jobs at most every StatsEvery and kept up to date between
+// by this store's own changes: /health polled often does not count the ended jobs each time.
+// Another replica's changes show within StatsEvery.
 func (s *Jobs) Stats(ctx context.Context, endpoint string) (core.QueueStats, error) {
 	var st core.QueueStats
 	var oldest *time.Time
@@ -145,20 +147,72 @@ func (s *Jobs) Stats(ctx context.Context, endpoint string) (core.QueueStats, err
 			count(*) FILTER (WHERE status = 'IN_QUEUE'),
 			count(*) FILTER (WHERE status = 'IN_QUEUE' AND low),
 			count(*) FILTER (WHERE status = 'IN_PROGRESS'),
-			min(queued_at) FILTER (WHERE status = 'IN_QUEUE' AND NOT low AND $1 <> ''),
-			(SELECT count(*) FILTER (WHERE status = 'COMPLETED') FROM gantry_jobs_ended
-				WHERE ($1 = '' OR endpoint = $1) AND expires_at > `+horizon+`),
-			(SELECT count(*) FILTER (WHERE status IN ('FAILED', 'TIMED_OUT')) FROM gantry_jobs_ended
-				WHERE ($1 = '' OR endpoint = $1) AND expires_at > `+horizon+`)
+			min(queued_at) FILTER (WHERE status = 'IN_QUEUE' AND NOT low AND $1 <> '')
 		FROM gantry_jobs WHERE $1 = '' OR endpoint = $1`, endpoint).
-		Scan(&st.Queued, &st.LowQueued, &st.InProgress, &oldest, &st.Completed, &st.Failed)
+		Scan(&st.Queued, &st.LowQueued, &st.InProgress, &oldest)
 	if err != nil {
 		return core.QueueStats{}, fmt.Errorf("postgres: reading the figures of %q: %w", endpoint, err)
 	}
 	if oldest != nil {
 		st.OldestQueuedAt = *oldest
 	}
+	st.Completed, st.Failed, err = s.ended.counts(ctx, s, endpoint)
+	if err != nil {
+		return core.QueueStats{}, fmt.Errorf("postgres: counting the ended jobs of %q: %w", endpoint, err)
+	}
 	return st, nil
+}
+
+// endedCounts are the endpoints' counts of ended jobs kept (COMPLETED; FAILED and TIMED_OUT),
+// as last counted and changed since by this store.
+type endedCounts struct {
+	mu   sync.Mutex
+	byEp map[string]*endedCount
+}
+
+type endedCount struct {
+	at                time.Time
+	completed, failed int64
+}
+
+func (e *endedCounts) counts(ctx context.Context, s *Jobs, endpoint string) (completed, failed int64, err error) {
+	if endpoint != "" {
+		e.mu.Lock()
+		c := e.byEp[endpoint]
+		if c != nil && time.Since(c.at) < s.o.StatsEvery {
+			completed, failed = c.completed, c.failed
+			e.mu.Unlock()
+			return completed, failed, nil
+		}
+		e.mu.Unlock()
+	}
+	err = s.db.Pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'COMPLETED'),
+			count(*) FILTER (WHERE status IN ('FAILED', 'TIMED_OUT'))
+		FROM gantry_jobs_ended WHERE ($1 = '' OR endpoint = $1) AND expires_at > `+horizon, endpoint).Scan(&completed, &failed)
+	if err != nil || endpoint == "" {
+		return completed, failed, err
+	}
+	e.mu.Lock()
+	if e.byEp == nil {
+		e.byEp = map[string]*endedCount{}
+	}
+	e.byEp[endpoint] = &endedCount{at: time.Now(), completed: completed, failed: failed}
+	e.mu.Unlock()
+	return completed, failed, nil
+}
+
+// add counts n more ended jobs of the endpoint in status st (n < 0: fewer).
+func (e *endedCounts) add(endpoint string, st core.JobStatus, n int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := e.byEp[endpoint]
+	switch {
+	case c == nil:
+	case st == core.Completed:
+		c.completed += n
+	case st == core.Failed || st == core.TimedOut:
+		c.failed += n
+	}
 }
 
 // statsCache holds every endpoint's live figures, read by one grouped query at most every

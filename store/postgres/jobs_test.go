@@ -10,6 +10,7 @@ import (
 
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/internal/pgtest"
+	"github.com/gantryhq/gantry/internal/testkit"
 	"github.com/gantryhq/gantry/store/postgres"
 	"github.com/gantryhq/gantry/store/storetest"
 )
@@ -246,7 +247,7 @@ func TestJobsInsertWakesOneParkedTaker(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(200 * time.Millisecond) // let them park (nothing is queued: none may return)
+	testkit.Eventually(t, "three takers parked", func() bool { return s.Parked("ep") == 3 })
 	if len(woke) != 0 {
 		t.Fatalf("%d takers returned with nothing queued", len(woke))
 	}
@@ -258,8 +259,8 @@ func TestJobsInsertWakesOneParkedTaker(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("no parked taker woke on an insert")
 	}
-	time.Sleep(200 * time.Millisecond)
-	if n := len(woke); n != 0 {
-		t.Errorf("%d more takers woke on one insert; want only one", n)
+	time.Sleep(200 * time.Millisecond) // a wrong wake-up would come at once
+	if n, parked := len(woke), s.Parked("ep"); n != 0 || parked != 2 {
+		t.Errorf("after one insert %d more takers woke and %d stay parked; want 0 and 2", n, parked)
 	}
 }

@@ -9,9 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// beatEvery is how often a take that hands out nothing records the worker's heartbeat: a
-// parked worker polls often, and its heartbeat need not be written each time (a take that
-// hands out jobs always writes it, with the jobs).
+// beatEvery is how often a worker's takes record its heartbeat: the stored heartbeat lags the
+// last take by at most this, far below the time after which a silent worker is lost.
 const beatEvery = time.Second
 
 // beats remembers when this store last wrote each worker's heartbeat.

@@ -17,8 +17,8 @@ import (
 //
 // A store wakes its own waiters at once, in process, and tells the other replicas through
 // NOTIFY on the channel gantry_jobs. Notifies are coalesced: one notifier goroutine per store
-// sends what is pending, one NOTIFY at a time, each carrying every endpoint and job that
-// changed since the last (an endpoint appears once, with how many of its jobs were queued), so
+// sends what is pending, one NOTIFY at a time and at most one each NotifyEvery (5 ms), each
+// carrying every endpoint and job that changed since the last (an endpoint appears once, with how many of its jobs were queued), so
 // a burst of inserts costs a handful of NOTIFYs, not one each. A queued job wakes one parked
 // taker of its endpoint per replica, not all of them. Each store LISTENs on one dedicated
 // connection. A slow poll (PollEvery) looks at the tables for the waiters a lost notify would
@@ -40,6 +40,7 @@ type hub struct {
 	mu      sync.Mutex
 	waiting map[string]*waitKey
 	parked  map[string][]chan struct{} // endpoint -> its parked takers, longest parked first
+	asleep  map[string]int             // endpoint -> parked takers that found nothing queued
 
 	listeners atomic.Pointer[[]*availListener]
 	lmu       sync.Mutex // serialises changes to listeners
@@ -58,6 +59,17 @@ type availListener struct {
 func (h *hub) init() {
 	h.waiting = map[string]*waitKey{}
 	h.parked = map[string][]chan struct{}{}
+	h.asleep = map[string]int{}
+}
+
+// sleep counts a parked taker that found nothing queued and waits (n = 1), or that stopped
+// waiting (n = -1).
+func (h *hub) sleep(endpoint string, n int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.asleep[endpoint] += n; h.asleep[endpoint] == 0 {
+		delete(h.asleep, endpoint)
+	}
 }
 
 // park queues a taker of the endpoint; unpark must follow.
@@ -234,12 +246,23 @@ func (n *notifier) wake() {
 
 // run sends what is pending until ctx ends: while one NOTIFY is in flight, the next gathers.
 func (n *notifier) run(ctx context.Context) {
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-n.kick:
 		}
+		// At most one NOTIFY each NotifyEvery: the first after a pause goes at once, those of
+		// a burst gather (a NOTIFY takes a lock every commit in the database waits on).
+		if wait := time.Until(last.Add(n.s.o.NotifyEvery)); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+		last = time.Now()
 		n.mu.Lock()
 		lines := make([]string, 0, len(n.pending)+len(n.counts))
 		for l := range n.pending {
@@ -497,6 +520,8 @@ func (s *Jobs) WaitAvailable(ctx context.Context, endpoint string) error {
 		}
 		return nil
 	}
+	s.hub.sleep(endpoint, 1)
+	defer s.hub.sleep(endpoint, -1)
 	select {
 	case <-ch:
 		s.hub.unpark(endpoint, ch, true)
