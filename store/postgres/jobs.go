@@ -40,15 +40,16 @@ type JobOptions struct {
 // Jobs is core.JobStore on PostgreSQL, shared by every replica that opens the same database.
 // Open it with OpenJobs; Close it to stop its listener.
 type Jobs struct {
-	db    *DB
-	o     JobOptions
-	log   *slog.Logger
-	self  string // this store's id in notify payloads: its own notifies are not heard twice
-	hub   hub
-	parts partitions
-	beats beats
-	stats statsCache
-	ended endedCounts
+	db      *DB
+	o       JobOptions
+	log     *slog.Logger
+	self    string // this store's id in notify payloads: its own notifies are not heard twice
+	hub     hub
+	parts   partitions
+	beats   beats
+	stats   statsCache
+	ended   endedCounts
+	running runningCache
 	// pollSeen is each endpoint's newest queued qseq at the poll's last look (nil before the
 	// first: what is queued then is not news). The poll's own; read under stats.mu.
 	pollSeen map[string]int64
@@ -279,13 +280,13 @@ func (s *Jobs) Take(ctx context.Context, endpoint, worker string, max int, now t
 	}
 	type taken struct {
 		core.TakenJob
-		qseq int64
+		qseq, rev int64
 	}
 	var got []taken
 	err = scanAll(rows, func(r pgx.Rows) error {
 		var t taken
 		x, err := scanRow(r, &t.Input, &t.qseq)
-		t.Job = x.job
+		t.Job, t.rev = x.job, x.rev
 		got = append(got, t)
 		return err
 	})
@@ -299,6 +300,7 @@ func (s *Jobs) Take(ctx context.Context, endpoint, worker string, max int, now t
 	out := make([]core.TakenJob, len(got))
 	for i := range got {
 		out[i] = got[i].TakenJob
+		s.running.put(got[i].Job.ID, row{job: got[i].Job, rev: got[i].rev})
 	}
 	return out, nil
 }
@@ -346,37 +348,111 @@ func (s *Jobs) Input(ctx context.Context, id string) ([]byte, error) {
 // newer record, or refuses with the status found), so change may run more than once but its
 // result is stored once. No lock is held while change runs.
 func (s *Jobs) Update(ctx context.Context, id string, from core.StatusSet, change func(*core.Job) error, durable bool) (core.Job, error) {
+	x, cached := s.running.get(id)
 	for {
 		if err := ctx.Err(); err != nil {
 			return core.Job{}, err
 		}
-		x, ended, err := s.read(ctx, id)
+		ended := false
+		if !cached || !from.Has(x.job.Status) {
+			cached = false
+			var err error
+			if x, ended, err = s.read(ctx, id); err != nil {
+				return core.Job{}, err
+			}
+		}
+		j, err := apply(x.job, from, change)
+		if err != nil && cached {
+			cached = false // perhaps stale: look at the stored record
+			continue
+		}
 		if err != nil {
 			return core.Job{}, err
 		}
-		was := x.job
-		if !from.Has(was.Status) {
-			return core.Job{}, &core.StateError{ID: id, Status: was.Status}
-		}
-		j := was
-		if err := change(&j); err != nil {
-			return core.Job{}, err
-		}
-		switch {
-		case !knownStatus(j.Status):
-			return core.Job{}, fmt.Errorf("postgres: job %s: unknown status %q", id, j.Status)
-		case j.Status == core.InProgress && was.Status != core.InProgress:
-			return core.Job{}, fmt.Errorf("postgres: job %s: only Take moves a job %s", id, core.InProgress)
-		case j.ID != was.ID || j.Endpoint != was.Endpoint || j.Owner != was.Owner || j.Seq != was.Seq:
-			return core.Job{}, fmt.Errorf("postgres: job %s: a change may not alter its id, endpoint, owner or seq", id)
-		}
-		ok, err := s.write(ctx, &was, ended, &j, x.rev, from, durable)
+		ok, err := s.write(ctx, &x.job, ended, &j, x.rev, from, durable)
 		if err != nil {
 			return core.Job{}, fmt.Errorf("postgres: updating job %s: %w", id, err)
 		}
 		if ok {
-			s.changed(&was, &j)
+			if j.Status == core.InProgress {
+				s.running.put(id, row{job: j, rev: x.rev + 1})
+			} else {
+				s.running.drop(id)
+			}
+			s.changed(&x.job, &j)
 			return j, nil
+		}
+		cached = false
+	}
+}
+
+// apply returns was changed by change, if from allows it and the change is one a store takes.
+func apply(was core.Job, from core.StatusSet, change func(*core.Job) error) (core.Job, error) {
+	if !from.Has(was.Status) {
+		return core.Job{}, &core.StateError{ID: was.ID, Status: was.Status}
+	}
+	j := was
+	if err := change(&j); err != nil {
+		return core.Job{}, err
+	}
+	switch {
+	case !knownStatus(j.Status):
+		return core.Job{}, fmt.Errorf("postgres: job %s: unknown status %q", was.ID, j.Status)
+	case j.Status == core.InProgress && was.Status != core.InProgress:
+		return core.Job{}, fmt.Errorf("postgres: job %s: only Take moves a job %s", was.ID, core.InProgress)
+	case j.ID != was.ID || j.Endpoint != was.Endpoint || j.Owner != was.Owner || j.Seq != was.Seq:
+		return core.Job{}, fmt.Errorf("postgres: job %s: a change may not alter its id, endpoint, owner or seq", was.ID)
+	}
+	return j, nil
+}
+
+// runningCache keeps the records of the running jobs this store handed out or changed last,
+// with their revisions: a worker's post (progress, done) then writes at once, without reading
+// the job first. A stale entry (another replica changed the job) only makes the write miss;
+// Update then reads the job and applies the change again.
+type runningCache struct {
+	mu sync.Mutex
+	m  map[string]cachedRow
+}
+
+type cachedRow struct {
+	row
+	at time.Time
+}
+
+// runningKeep is how long an entry unused may stay: jobs another replica ended are dropped
+// after it.
+const runningKeep = 10 * time.Minute
+
+func (c *runningCache) get(id string) (row, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.m[id]
+	return r.row, ok
+}
+
+func (c *runningCache) put(id string, r row) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]cachedRow{}
+	}
+	c.m[id] = cachedRow{row: r, at: time.Now()}
+}
+
+func (c *runningCache) drop(id string) {
+	c.mu.Lock()
+	delete(c.m, id)
+	c.mu.Unlock()
+}
+
+// prune drops the entries older than runningKeep.
+func (c *runningCache) prune() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, r := range c.m {
+		if time.Since(r.at) > runningKeep {
+			delete(c.m, id)
 		}
 	}
 }

@@ -206,6 +206,7 @@ func (s *Jobs) Expire(ctx context.Context, now time.Time) ([]core.ExpiredJob, er
 		}
 	}
 	for _, x := range out {
+		s.running.drop(x.ID)
 		if x.Status.Terminal() {
 			s.ended.add(x.Endpoint, x.Status, -1)
 		} else {

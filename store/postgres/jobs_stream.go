@@ -47,6 +47,7 @@ func (s *Jobs) AppendChunks(ctx context.Context, id, worker string, chunks []cor
 	if err != nil {
 		return 0, fmt.Errorf("postgres: appending to job %s's stream: %w", id, err)
 	}
+	s.running.drop(id) // its revision moved on
 	s.jobChanged(id)
 	// The statement's snapshot does not see the chunks it adds.
 	return int(*unread) + added, nil

@@ -264,3 +264,36 @@ func TestJobsInsertWakesOneParkedTaker(t *testing.T) {
 		t.Errorf("after one insert %d more takers woke and %d stay parked; want 0 and 2", n, parked)
 	}
 }
+
+// A replica's post to a job it handed out is refused when another replica changed the job
+// meanwhile: what the first remembers of the job does not outvote the database.
+func TestJobsStaleRecordLosesToTheDatabase(t *testing.T) {
+	url := pgtest.URL(t)
+	a, b := openJobs(t, url), openJobs(t, url)
+	ctx := context.Background()
+	now := time.Now()
+	j, err := a.Insert(ctx, job("ep", now), nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := a.Take(ctx, "ep", "w", 1, now); err != nil || len(got) != 1 {
+		t.Fatalf("Take = %v, %v", got, err)
+	}
+	if _, err := b.Update(ctx, j.ID, core.From(core.EvRequeue), func(j *core.Job) error {
+		j.Status, j.WorkerID = core.InQueue, ""
+		return nil
+	}, true); err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.Update(ctx, j.ID, core.From(core.EvDone), func(j *core.Job) error {
+		j.Status, j.Output = core.Completed, []byte(`"late"`)
+		return nil
+	}, true)
+	var se *core.StateError
+	if !errors.As(err, &se) || se.Status != core.InQueue {
+		t.Errorf("a's done after b requeued the job = %v; want a StateError with status IN_QUEUE", err)
+	}
+	if got, err := b.Get(ctx, j.ID); err != nil || got.Status != core.InQueue || got.Output != nil {
+		t.Errorf("job after the refused done = %+v, %v; want IN_QUEUE without output", got, err)
+	}
+}

@@ -437,6 +437,7 @@ func (s *Jobs) poll(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		s.running.prune()
 		if err := s.pollOnce(ctx); err != nil && ctx.Err() == nil {
 			s.log.Error("polling for job wake-ups", "err", err)
 		}
