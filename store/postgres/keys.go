@@ -1,0 +1,124 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gantryhq/gantry/core"
+)
+
+// Keys and users are read on every request, with one indexed lookup each and no cache: a key
+// revoked or narrowed on any replica (or by `gantry keys revoke`) stops working at once on
+// every replica.
+
+// LookupKey returns the key whose secret hashes to hash.
+func (db *DB) LookupKey(ctx context.Context, hash string) (core.Key, error) {
+	var k core.Key
+	var body []byte
+	err := db.Pool.QueryRow(ctx, `SELECT body FROM gantry_keys WHERE hash = $1`, hash).Scan(&body)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return k, core.ErrNotFound
+	}
+	if err != nil {
+		return k, fmt.Errorf("looking up a key: %w", err)
+	}
+	if err := json.Unmarshal(body, &k); err != nil {
+		return k, fmt.Errorf("decoding a key: %w", err)
+	}
+	return k, nil
+}
+
+// PutKey stores a key under its hash, replacing the key of that hash.
+func (db *DB) PutKey(ctx context.Context, k core.Key) error {
+	body, err := json.Marshal(k)
+	if err != nil {
+		return err
+	}
+	_, err = db.Pool.Exec(ctx, `INSERT INTO gantry_keys (hash, id, user_name, created_at, body) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (hash) DO UPDATE SET id = excluded.id, user_name = excluded.user_name,
+			created_at = excluded.created_at, body = excluded.body`,
+		k.Hash, k.ID, k.User, k.CreatedAt, body)
+	if err != nil {
+		return fmt.Errorf("storing key %s: %w", k.ID, err)
+	}
+	return nil
+}
+
+// ListKeys returns the keys of user ("" = every user's), oldest first, then by id.
+func (db *DB) ListKeys(ctx context.Context, user string) ([]core.Key, error) {
+	rows, err := db.Pool.Query(ctx, `SELECT body FROM gantry_keys WHERE $1 = '' OR user_name = $1 ORDER BY created_at, id`, user)
+	if err != nil {
+		return nil, fmt.Errorf("listing keys: %w", err)
+	}
+	keys := []core.Key{}
+	var body []byte
+	_, err = pgx.ForEachRow(rows, []any{&body}, func() error {
+		var k core.Key
+		if err := json.Unmarshal(body, &k); err != nil {
+			return fmt.Errorf("decoding a key: %w", err)
+		}
+		keys = append(keys, k)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing keys: %w", err)
+	}
+	return keys, nil
+}
+
+// DeleteKey removes the key with the given id when it belongs to user ("" = any user), and
+// returns it. Every replica refuses it from the next request on.
+func (db *DB) DeleteKey(ctx context.Context, user, id string) (core.Key, error) {
+	var k core.Key
+	var body []byte
+	err := db.Pool.QueryRow(ctx, `DELETE FROM gantry_keys WHERE hash = (
+			SELECT hash FROM gantry_keys WHERE id = $1 AND ($2 = '' OR user_name = $2) ORDER BY created_at LIMIT 1)
+		RETURNING body`, id, user).Scan(&body)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return k, core.ErrNotFound
+	}
+	if err != nil {
+		return k, fmt.Errorf("deleting key %s: %w", id, err)
+	}
+	if err := json.Unmarshal(body, &k); err != nil {
+		return k, fmt.Errorf("decoding key %s: %w", id, err)
+	}
+	return k, nil
+}
+
+// GetUser reads a user.
+func (db *DB) GetUser(ctx context.Context, name string) (core.User, error) {
+	var u core.User
+	var body []byte
+	err := db.Pool.QueryRow(ctx, `SELECT body FROM gantry_users WHERE name = $1`, name).Scan(&body)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return u, core.ErrNotFound
+	}
+	if err != nil {
+		return u, fmt.Errorf("reading user %s: %w", name, err)
+	}
+	if err := json.Unmarshal(body, &u); err != nil {
+		return u, fmt.Errorf("decoding user %s: %w", name, err)
+	}
+	return u, nil
+}
+
+// PutUser stores a user.
+func (db *DB) PutUser(ctx context.Context, u core.User) error {
+	body, err := json.Marshal(u)
+	if err != nil {
+		return err
+	}
+	_, err = db.Pool.Exec(ctx, `INSERT INTO gantry_users (name, body) VALUES ($1, $2)
+		ON CONFLICT (name) DO UPDATE SET body = excluded.body`, u.Name, body)
+	if err != nil {
+		return fmt.Errorf("storing user %s: %w", u.Name, err)
+	}
+	return nil
+}
+
+var _ core.KeyStore = (*DB)(nil)
