@@ -19,6 +19,9 @@ type Config struct {
 	Listen string `yaml:"listen"`
 	// Data is the state directory (Pebble store, keys, users). Default ./gantry-data.
 	Data string `yaml:"data"`
+	// Store is the PostgreSQL database replicas share (postgres://user:pass@host:5432/db);
+	// "" = the embedded store in Data, for one server. Also --store and GANTRY_STORE.
+	Store string `yaml:"store"`
 	// PublicURL is the base of the request URLs handed out. Default http://<listen address>.
 	PublicURL string `yaml:"publicUrl"`
 	// Quota is the default per-user rate limit, requests per window; 0 = unlimited in that
@@ -155,6 +158,7 @@ const ConfigHelp = `Config file (YAML, --config FILE; unknown keys are rejected;
 
   listen: 127.0.0.1:8080          # address of every API
   data: ./gantry-data             # state directory
+  store: postgres://gantry@db:5432/gantry  # shared PostgreSQL for replicas; omitted = embedded
   publicUrl: http://127.0.0.1:8080 # base of the requestUrls handed out
   quota: {minute: 600, hour: 20000, day: 200000}  # default per-user limits; 0 = unlimited
   pools:                          # replaces the discovered "local" pool when given
@@ -252,6 +256,9 @@ func LoadConfig(path string) (Config, error) {
 func (c *Config) Validate() error {
 	if err := c.validateNumbers(); err != nil {
 		return err
+	}
+	if c.Store != "" && !IsPostgresURL(c.Store) {
+		return fmt.Errorf("store %q: want a PostgreSQL URL (postgres://user:password@host:5432/database), or none for the embedded store", redactURL(c.Store))
 	}
 	a := c.Autoscaler
 	switch {

@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -22,8 +21,6 @@ import (
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/models"
 	"github.com/gantryhq/gantry/scheduler"
-	"github.com/gantryhq/gantry/store/filedir"
-	"github.com/gantryhq/gantry/store/keydir"
 	"github.com/gantryhq/gantry/store/memq"
 	"github.com/gantryhq/gantry/store/pebble"
 )
@@ -66,8 +63,7 @@ type Server struct {
 	tick  time.Duration
 
 	ln       net.Listener
-	store    *pebble.Store
-	keys     *keydir.Dir
+	st       stores
 	files    *core.Files
 	pools    []scheduler.Pool
 	webhooks *scheduler.Webhooks
@@ -136,9 +132,10 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *Server, err error) {
 			s.Close()
 		}
 	}()
-	if err := s.openStores(); err != nil {
+	if err := s.openStores(ctx); err != nil {
 		return nil, err
 	}
+	s.files = &core.Files{Store: s.st.files, Key: s.st.fileKey, TTL: cfg.FileTTL, Clock: s.clock}
 	if err := s.listen(opts.Listener); err != nil {
 		return nil, err
 	}
@@ -146,36 +143,6 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *Server, err error) {
 		return nil, err
 	}
 	return s, nil
-}
-
-// openStores opens the Pebble store, the key directory and the file store in cfg.Data.
-func (s *Server) openStores() error {
-	cfg := &s.cfg
-	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
-		return fmt.Errorf("creating the data directory: %w", err)
-	}
-	st, err := pebble.Open(filepath.Join(cfg.Data, "pebble"))
-	if err != nil {
-		return err
-	}
-	s.store = st
-	s.closers = append(s.closers, func() { st.Close() })
-	keys, err := keydir.Open(cfg.Data)
-	if err != nil {
-		return err
-	}
-	s.keys = keys
-	s.closers = append(s.closers, keys.Close)
-	fileDir, err := filedir.Open(filepath.Join(cfg.Data, "files"))
-	if err != nil {
-		return err
-	}
-	fileKey, err := filedir.LoadKey(filepath.Join(cfg.Data, "files.key"))
-	if err != nil {
-		return fmt.Errorf("loading the file-signing key: %w", err)
-	}
-	s.files = &core.Files{Store: fileDir, Key: fileKey, TTL: cfg.FileTTL, Clock: s.clock}
-	return nil
 }
 
 // listen opens the listener (or takes ln), and sets what depends on its address: the webhook
@@ -230,19 +197,19 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 	}
 
 	// Worker tokens are signed with a key kept in the store: they outlive a restart.
-	tokens, err := core.NewWorkerTokens(ctx, s.store, clock)
+	tokens, err := core.NewWorkerTokens(ctx, s.st.tokens, clock)
 	if err != nil {
 		return err
 	}
 	// The job store: memq's index and queues over Pebble's records. Opening it loads the stored
 	// jobs; Recover applies the restart rules to them.
-	jobStore, err := s.store.Jobs(memq.Options{Clock: clock, Log: log})
+	jobStore, err := s.st.jobs(memq.Options{Clock: clock, Log: log})
 	if err != nil {
 		return fmt.Errorf("loading stored jobs: %w", err)
 	}
 	engine, err := NewEngine(EngineConfig{
 		Jobs: core.JobsConfig{Store: jobStore, Clock: clock, Log: log, Tokens: tokens, Notify: s.webhooks,
-			Meter: models.NewMeter(cfg.catalog, s.files), Usage: s.store},
+			Meter: models.NewMeter(cfg.catalog, s.files), Usage: s.st.usage},
 		Scheduler: scheduler.Config{Pools: s.pools, BaseURL: "http://" + loopback(s.ln.Addr().String()), Clock: clock, Log: log,
 			StableWindow: cfg.Autoscaler.StableWindow, PanicWindow: cfg.Autoscaler.PanicWindow,
 			InitTimeout: time.Duration(cfg.Autoscaler.InitTimeout) * time.Second,
@@ -266,7 +233,7 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 	catalog.Total = sched.Placer().Total
 	catalog.CanRun = sched.Placer().CanRun // an image no listed pool can run is refused (422)
 	mgmt := &core.Management{
-		Endpoints: s.store, Templates: s.store, Clock: clock, Catalog: catalog,
+		Endpoints: s.st.endpoints, Templates: s.st.templates, Clock: clock, Catalog: catalog,
 		OnChange: sched.Set, // new scaling, bounds or GPUs take effect at once
 		OnDelete: func(id string) {
 			jobs.Purge(id) // a deleted endpoint's queue is cancelled, its workers stopped
@@ -279,14 +246,14 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 	modelCatalog := models.CoreCatalog(cfg.catalog)
 	apiCfg := api.Config{
 		Management: mgmt,
-		Auth:       &core.Authenticator{Keys: s.keys, Defaults: quota, Clock: clock},
-		Limiter:    &core.RateLimiter{},
+		Auth:       &core.Authenticator{Keys: s.st.keys, Defaults: quota, Clock: clock},
+		Limiter:    s.st.limits,
 		Jobs:       jobs,
 		Balancer:   sched,
 		Fleet:      sched,
 		LBHold:     time.Duration(cfg.Autoscaler.LBHold) * time.Second,
 		Models:     modelCatalog,
-		Billing:    &core.Billing{Usage: s.store, Models: modelCatalog},
+		Billing:    &core.Billing{Usage: s.st.usage, Models: modelCatalog},
 		Files:      s.files,
 		Clock:      clock,
 		PublicURL:  cfg.PublicURL,
@@ -324,7 +291,7 @@ func (s *Server) Start() {
 	s.started = true
 	jobs, sched := s.engine.Jobs, s.engine.Scheduler
 	s.background.Go(func() { jobs.Run(s.serveCtx, 250*time.Millisecond) })
-	s.background.Go(func() { sched.Run(s.serveCtx, s.store, s.tick, 30*time.Second) })
+	s.background.Go(func() { sched.Run(s.serveCtx, s.st.source, s.tick, 30*time.Second) })
 	s.background.Go(func() { sweepFiles(s.serveCtx, s.files, time.Minute, s.log) })
 	go func() {
 		err := s.http.Serve(api.ProblemListener(s.ln, s.http.MaxHeaderBytes))
@@ -424,11 +391,11 @@ func (s *Server) Scheduler() *scheduler.Scheduler { return s.engine.Scheduler }
 // Engine is the server's job engine and scheduler, wired together.
 func (s *Server) Engine() *Engine { return s.engine }
 
-// Store is the server's Pebble store.
-func (s *Server) Store() *pebble.Store { return s.store }
+// Store is the server's Pebble store; nil when it runs on PostgreSQL alone.
+func (s *Server) Store() *pebble.Store { return s.st.pebble }
 
-// Keys is the server's key directory (API keys and users).
-func (s *Server) Keys() *keydir.Dir { return s.keys }
+// Keys is the server's store of API keys and users.
+func (s *Server) Keys() core.KeyStore { return s.st.keys }
 
 // Pools are the scheduler's pools.
 func (s *Server) Pools() []scheduler.Pool { return s.pools }

@@ -59,8 +59,15 @@ func checkKeyEndpoints(ctx context.Context, data, user string, ids []string, not
 		return nil
 	}
 	defer st.Close()
-	mgmt := &core.Management{Endpoints: st}
+	return checkEndpoints(ctx, &core.Management{Endpoints: st}, user, ids)
+}
+
+// checkEndpoints checks that each id names an endpoint of user, or a ready-made model's.
+func checkEndpoints(ctx context.Context, mgmt *core.Management, user string, ids []string) error {
 	for _, id := range ids {
+		if id == "" {
+			return errors.New("--endpoint: the id is empty")
+		}
 		_, _, err := mgmt.JobEndpoint(ctx, user, id)
 		switch {
 		case core.KindOf(err) == core.KindNotFound:

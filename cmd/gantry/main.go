@@ -27,9 +27,11 @@ const usage = `Gantry: a self-hosted serverless GPU platform.
 Usage:
   gantry serve [flags]          run the platform (gantry serve --help)
   gantry keys create [flags]    issue an API key (gantry keys create --help)
-  gantry keys list [--data DIR] list API keys (ids, users, scopes; never secrets)
-  gantry keys revoke [--data DIR] KEY_ID
-                                revoke a key (the server refuses it within 10 s)
+  gantry keys list [--data DIR | --store URL]
+                                list API keys (ids, users, scopes; never secrets)
+  gantry keys revoke [--data DIR | --store URL] KEY_ID
+                                revoke a key (the server refuses it within 10 s;
+                                with --store, every replica at once)
   gantry worker NAME            run a built-in worker (gantry worker --help)
   gantry version                print the version and the revision built from
 
@@ -86,6 +88,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "", "address to listen on (default 127.0.0.1:8080)")
 	data := fs.String("data", "", "state directory (default ./gantry-data)")
+	store := fs.String("store", "", "PostgreSQL URL of the store replicas share, postgres://user:password@host:5432/db (default $GANTRY_STORE, else the config's store:, else the embedded store in --data)")
 	configPath := fs.String("config", "", "YAML config file (see below)")
 	publicURL := fs.String("public-url", "", "base of the requestUrls handed out (default http://<listen address>)")
 	var qMinute, qHour, qDay quotaFlag
@@ -114,6 +117,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	}
 	cfg.Listen = cmp.Or(*listen, cfg.Listen, server.DefaultListen)
 	cfg.Data = cmp.Or(*data, cfg.Data, server.DefaultData)
+	cfg.Store = cmp.Or(*store, os.Getenv("GANTRY_STORE"), cfg.Store)
 	cfg.PublicURL = cmp.Or(*publicURL, cfg.PublicURL)
 	cfg.ShutdownGrace = grace.or(cfg.ShutdownGrace)
 	cfg.Webhooks.AllowPrivate = cfg.Webhooks.AllowPrivate || *webhookAllowPrivate
@@ -167,6 +171,7 @@ func keysCreate(args []string, stdout, stderr io.Writer) error {
 	data := fs.String("data", "./gantry-data", "state directory of the server the key is for")
 	user := fs.String("user", "", "user the key belongs to (created if needed); required")
 	scope := fs.String("scope", "all", "what the key may do: all, read (reads only) or jobs (job operations only)")
+	store := fs.String("store", "", storeFlagHelp)
 	initData := fs.Bool("init", false, "start a new data directory at --data if it holds no Gantry data yet (without it, such a --data is refused)")
 	var endpoints stringList
 	fs.Var(&endpoints, "endpoint", "with --scope jobs: an endpoint id the key may use (repeatable; none = all); checked to be the user's or a ready-made model's while no gantry serve holds --data, else not checked")
@@ -199,13 +204,13 @@ func keysCreate(args []string, stdout, stderr io.Writer) error {
 	if *expires < 0 {
 		return errors.New("--expires must not be negative")
 	}
-	dir, err := openKeyDir(*data, *initData)
+	ctx := context.Background()
+	dir, err := openKeys(ctx, *data, *store, *initData)
 	if err != nil {
 		return err
 	}
-	defer dir.Close()
-	ctx := context.Background()
-	if err := checkKeyEndpoints(ctx, *data, *user, endpoints, stderr); err != nil {
+	defer dir.close()
+	if err := dir.check(ctx, *user, endpoints, stderr); err != nil {
 		return err
 	}
 	now := time.Now().UTC()
@@ -252,15 +257,17 @@ func keysList(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("gantry keys list", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	data := fs.String("data", "./gantry-data", "state directory of the server")
+	store := fs.String("store", "", storeFlagHelp)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	dir, err := openKeyDir(*data, false)
+	ctx := context.Background()
+	dir, err := openKeys(ctx, *data, *store, false)
 	if err != nil {
 		return err
 	}
-	defer dir.Close()
-	keys, err := dir.ListKeys(context.Background(), "")
+	defer dir.close()
+	keys, err := dir.ListKeys(ctx, "")
 	if err != nil {
 		return err
 	}
@@ -284,22 +291,24 @@ func keysRevoke(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("gantry keys revoke", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	data := fs.String("data", "./gantry-data", "state directory of the server")
+	store := fs.String("store", "", storeFlagHelp)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
 		return errors.New("name one key id (see gantry keys list)")
 	}
-	dir, err := openKeyDir(*data, false)
+	ctx := context.Background()
+	dir, err := openKeys(ctx, *data, *store, false)
 	if err != nil {
 		return err
 	}
-	defer dir.Close()
-	if _, err := dir.DeleteKey(context.Background(), "", fs.Arg(0)); errors.Is(err, core.ErrNotFound) {
+	defer dir.close()
+	if _, err := dir.DeleteKey(ctx, "", fs.Arg(0)); errors.Is(err, core.ErrNotFound) {
 		return fmt.Errorf("no key %q (see gantry keys list)", fs.Arg(0))
 	} else if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "Revoked key %s; a running server refuses it within 10 s.\n", fs.Arg(0))
+	fmt.Fprintf(stdout, "Revoked key %s; %s.\n", fs.Arg(0), dir.revoked)
 	return nil
 }

@@ -1,0 +1,9 @@
+package scaleout_test
+
+import (
+	"testing"
+
+	"github.com/gantryhq/gantry/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -1,0 +1,127 @@
+package scaleout_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/internal/pgtest"
+	"github.com/gantryhq/gantry/server"
+	"github.com/gantryhq/gantry/server/servertest"
+)
+
+// call sends a request with a bearer key and a JSON body ("" = none) and returns the status
+// and body.
+func call(t *testing.T, method, url, key, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+const echoEndpoint = `{"name":"echo","type":"QUEUE","templateId":"gantry-echo","gpu":{"pools":["local"]},"scaling":{"type":"QUEUE_DELAY","queueDelay":4},"workers":{"max":1}}`
+
+// replicas starts n servers on one fresh database, each with its own data directory.
+func replicas(t *testing.T, n int, quota *core.Quota) []*server.Server {
+	t.Helper()
+	url := pgtest.URL(t)
+	out := make([]*server.Server, n)
+	for i := range out {
+		out[i] = servertest.New(t, server.Config{Store: url, Quota: quota}, server.Options{Tick: time.Hour})
+	}
+	return out
+}
+
+// TestReplicasShareState: a key made on one replica authenticates on the others; an endpoint
+// created through one is read, listed and run through another; a key revoked through one is
+// refused by all at once.
+func TestReplicasShareState(t *testing.T) {
+	t.Parallel()
+	rs := replicas(t, 2, nil)
+	a, b := rs[0], rs[1]
+	key := servertest.Key(t, a, "alice", core.ScopeAll)
+
+	code, body := call(t, "POST", a.URL()+"/v2/serverless", key, echoEndpoint)
+	if code != 201 {
+		t.Fatalf("create endpoint on replica A = %d %s; want 201", code, body)
+	}
+	var ep struct{ ID string }
+	if err := json.Unmarshal([]byte(body), &ep); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := call(t, "GET", b.URL()+"/v2/serverless/"+ep.ID, key, ""); code != 200 || !strings.Contains(body, `"id":"`+ep.ID+`"`) {
+		t.Fatalf("GET the endpoint on replica B = %d %s; want 200 with it", code, body)
+	}
+	if code, body := call(t, "GET", b.URL()+"/v2/serverless", key, ""); code != 200 || !strings.Contains(body, ep.ID) {
+		t.Errorf("list endpoints on replica B = %d %s; want 200 listing %s", code, body, ep.ID)
+	}
+	code, body = call(t, "POST", a.URL()+"/v2/"+ep.ID+"/runsync", key, `{"input":{"hello":1}}`)
+	if code != 200 || !strings.Contains(body, `"status":"COMPLETED"`) || !strings.Contains(body, `"output":{"hello":1}`) {
+		t.Fatalf("runsync on replica A = %d %s; want 200 COMPLETED with the input echoed", code, body)
+	}
+
+	// Revoked through A's store (as `gantry keys revoke --store` does), refused by B at once.
+	keys, err := a.Keys().(interface {
+		ListKeys(context.Context, string) ([]core.Key, error)
+	}).ListKeys(context.Background(), "alice")
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("ListKeys(alice) = %v, %v; want one key", keys, err)
+	}
+	if _, err := a.Keys().(interface {
+		DeleteKey(context.Context, string, string) (core.Key, error)
+	}).DeleteKey(context.Background(), "alice", keys[0].ID); err != nil {
+		t.Fatalf("DeleteKey = %v", err)
+	}
+	if code, body := call(t, "GET", b.URL()+"/v2/serverless/"+ep.ID, key, ""); code != 401 {
+		t.Errorf("GET on replica B with the revoked key = %d %s; want 401", code, body)
+	}
+}
+
+// TestRateLimitAcrossReplicas: a user's quota is one quota, however requests spread.
+func TestRateLimitAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	rs := replicas(t, 3, &core.Quota{Minute: 4})
+	// A minute boundary between the requests opens a new window: then try again, as another
+	// user.
+	for attempt := range 3 {
+		key := servertest.Key(t, rs[0], fmt.Sprintf("user%d", attempt), core.ScopeAll)
+		minute := time.Now().Unix() / 60
+		allowed := 0
+		for i := range 9 {
+			code, body := call(t, "GET", rs[i%3].URL()+"/v2/serverless", key, "")
+			switch code {
+			case 200:
+				allowed++
+			case 429:
+			default:
+				t.Fatalf("request %d on replica %d = %d %s; want 200 or 429", i+1, i%3, code, body)
+			}
+		}
+		if time.Now().Unix()/60 != minute {
+			continue
+		}
+		if allowed != 4 {
+			t.Errorf("9 requests over 3 replicas with a quota of 4 a minute: %d allowed; want 4", allowed)
+		}
+		return
+	}
+	t.Fatal("three attempts each crossed a minute boundary")
+}

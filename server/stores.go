@@ -1,0 +1,135 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/store/filedir"
+	"github.com/gantryhq/gantry/store/keydir"
+	"github.com/gantryhq/gantry/store/memq"
+	"github.com/gantryhq/gantry/store/pebble"
+	"github.com/gantryhq/gantry/store/postgres"
+)
+
+// stores are the server's stores, one per port, from the embedded ones in Config.Data or the
+// shared PostgreSQL that Config.Store names.
+type stores struct {
+	endpoints core.EndpointStore
+	templates core.TemplateStore
+	source    scheduler.EndpointSource // every endpoint, for the scheduler's sync
+	keys      core.KeyStore
+	usage     core.UsageStore
+	files     core.FileStore
+	fileKey   []byte // signs file URLs; every replica must share it
+	tokens    core.WorkerTokenStore
+	limits    core.RateLimits
+	// jobs opens the job store.
+	jobs func(memq.Options) (core.JobStore, error)
+
+	pebble *pebble.Store // the embedded store, when one is open
+	pg     *postgres.DB  // the shared store, when Config.Store names one
+}
+
+// IsPostgresURL reports whether store names a PostgreSQL database (postgres:// or
+// postgresql://), as Config.Store may.
+func IsPostgresURL(store string) bool {
+	return strings.HasPrefix(store, "postgres://") || strings.HasPrefix(store, "postgresql://")
+}
+
+// fileKeyName is the name of the file-signing key among PostgreSQL's secrets.
+const fileKeyName = "file-url-key"
+
+// openStores opens the stores cfg names: Pebble, the key directory and the file directory in
+// cfg.Data by default; with cfg.Store, PostgreSQL for everything replicas share.
+func (s *Server) openStores(ctx context.Context) error {
+	cfg := &s.cfg
+	if cfg.Store != "" {
+		return s.openPostgres(ctx)
+	}
+	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
+		return fmt.Errorf("creating the data directory: %w", err)
+	}
+	st, err := pebble.Open(filepath.Join(cfg.Data, "pebble"))
+	if err != nil {
+		return err
+	}
+	s.closers = append(s.closers, func() { st.Close() })
+	keys, err := keydir.Open(cfg.Data)
+	if err != nil {
+		return err
+	}
+	s.closers = append(s.closers, keys.Close)
+	fileDir, err := filedir.Open(filepath.Join(cfg.Data, "files"))
+	if err != nil {
+		return err
+	}
+	fileKey, err := filedir.LoadKey(filepath.Join(cfg.Data, "files.key"))
+	if err != nil {
+		return fmt.Errorf("loading the file-signing key: %w", err)
+	}
+	s.st = stores{
+		endpoints: st, templates: st, source: st, keys: keys, usage: st, files: fileDir, fileKey: fileKey,
+		tokens: st, limits: &core.RateLimiter{}, pebble: st,
+		jobs: func(o memq.Options) (core.JobStore, error) { return st.Jobs(o) },
+	}
+	return nil
+}
+
+// openPostgres opens the shared store. Until the job store on PostgreSQL lands, jobs stay in
+// the embedded store in cfg.Data: such a server is one replica.
+func (s *Server) openPostgres(ctx context.Context) error {
+	cfg := &s.cfg
+	db, err := postgres.Open(ctx, cfg.Store)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	s.closers = append(s.closers, db.Close)
+	tokens, err := db.WorkerTokens(ctx, s.log)
+	if err != nil {
+		return err
+	}
+	s.closers = append(s.closers, tokens.Close)
+	fresh := make([]byte, filedir.KeySize)
+	_, _ = rand.Read(fresh)
+	fileKey, err := db.Secret(ctx, fileKeyName, fresh)
+	if err != nil {
+		return fmt.Errorf("loading the file-signing key: %w", err)
+	}
+	s.st = stores{
+		endpoints: db, templates: db, source: db, keys: db, usage: db, files: db, fileKey: fileKey,
+		tokens: tokens, limits: db.RateLimits(), pg: db,
+	}
+	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
+		return fmt.Errorf("creating the data directory: %w", err)
+	}
+	st, err := pebble.Open(filepath.Join(cfg.Data, "pebble"))
+	if err != nil {
+		return err
+	}
+	s.closers = append(s.closers, func() { st.Close() })
+	s.st.pebble = st
+	s.st.jobs = func(o memq.Options) (core.JobStore, error) { return st.Jobs(o) }
+	return nil
+}
+
+// redactURL hides the password of a URL for messages.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		if i := strings.LastIndex(raw, "@"); i >= 0 {
+			return "…" + raw[i:]
+		}
+		return raw
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
+}
