@@ -30,7 +30,7 @@ func (db *DB) CreateFile(ctx context.Context, name string, r io.Reader, max int6
 		return 0, err
 	}
 	var size int64
-	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, db.q(ctx), func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `INSERT INTO gantry_files (name, size, created_at) VALUES ($1, 0, $2)`, name, created); err != nil {
 			if pe := (*pgconn.PgError)(nil); errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
 				return fmt.Errorf("file %q: %w", name, fs.ErrExist)
@@ -72,7 +72,7 @@ func (db *DB) CreateFile(ctx context.Context, name string, r io.Reader, max int6
 // chunk at a time with ctx.
 func (db *DB) OpenFile(ctx context.Context, name string) (io.ReadSeekCloser, core.FileInfo, error) {
 	var info core.FileInfo
-	err := db.Pool.QueryRow(ctx, `SELECT size, created_at FROM gantry_files WHERE name = $1`, name).Scan(&info.Size, &info.Created)
+	err := db.q(ctx).QueryRow(ctx, `SELECT size, created_at FROM gantry_files WHERE name = $1`, name).Scan(&info.Size, &info.Created)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, info, core.ErrNotFound
 	}
@@ -84,7 +84,7 @@ func (db *DB) OpenFile(ctx context.Context, name string) (io.ReadSeekCloser, cor
 
 // RemoveBefore removes the files created before t, with their chunks.
 func (db *DB) RemoveBefore(ctx context.Context, t time.Time) (int, error) {
-	tag, err := db.Pool.Exec(ctx, `DELETE FROM gantry_files WHERE created_at < $1`, ceilMicro(t))
+	tag, err := db.q(ctx).Exec(ctx, `DELETE FROM gantry_files WHERE created_at < $1`, ceilMicro(t))
 	if err != nil {
 		return 0, fmt.Errorf("removing expired files: %w", err)
 	}

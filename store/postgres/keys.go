@@ -19,7 +19,7 @@ import (
 func (db *DB) LookupKey(ctx context.Context, hash string) (core.Key, error) {
 	var k core.Key
 	var body []byte
-	err := db.Pool.QueryRow(ctx, `SELECT body FROM gantry_keys WHERE hash = $1`, hash).Scan(&body)
+	err := db.q(ctx).QueryRow(ctx, `SELECT body FROM gantry_keys WHERE hash = $1`, hash).Scan(&body)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return k, core.ErrNotFound
 	}
@@ -38,7 +38,7 @@ func (db *DB) PutKey(ctx context.Context, k core.Key) error {
 	if err != nil {
 		return err
 	}
-	_, err = db.Pool.Exec(ctx, `INSERT INTO gantry_keys (hash, id, user_name, created_at, body) VALUES ($1, $2, $3, $4, $5)
+	_, err = db.q(ctx).Exec(ctx, `INSERT INTO gantry_keys (hash, id, user_name, created_at, body) VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (hash) DO UPDATE SET id = excluded.id, user_name = excluded.user_name,
 			created_at = excluded.created_at, body = excluded.body`,
 		k.Hash, k.ID, k.User, k.CreatedAt, body)
@@ -50,7 +50,7 @@ func (db *DB) PutKey(ctx context.Context, k core.Key) error {
 
 // ListKeys returns the keys of user ("" = every user's), oldest first, then by id.
 func (db *DB) ListKeys(ctx context.Context, user string) ([]core.Key, error) {
-	rows, err := db.Pool.Query(ctx, `SELECT body FROM gantry_keys WHERE $1 = '' OR user_name = $1 ORDER BY created_at, id`, user)
+	rows, err := db.q(ctx).Query(ctx, `SELECT body FROM gantry_keys WHERE $1 = '' OR user_name = $1 ORDER BY created_at, id`, user)
 	if err != nil {
 		return nil, fmt.Errorf("listing keys: %w", err)
 	}
@@ -75,7 +75,7 @@ func (db *DB) ListKeys(ctx context.Context, user string) ([]core.Key, error) {
 func (db *DB) DeleteKey(ctx context.Context, user, id string) (core.Key, error) {
 	var k core.Key
 	var body []byte
-	err := db.Pool.QueryRow(ctx, `DELETE FROM gantry_keys WHERE hash = (
+	err := db.q(ctx).QueryRow(ctx, `DELETE FROM gantry_keys WHERE hash = (
 			SELECT hash FROM gantry_keys WHERE id = $1 AND ($2 = '' OR user_name = $2) ORDER BY created_at LIMIT 1)
 		RETURNING body`, id, user).Scan(&body)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -94,7 +94,7 @@ func (db *DB) DeleteKey(ctx context.Context, user, id string) (core.Key, error) 
 func (db *DB) GetUser(ctx context.Context, name string) (core.User, error) {
 	var u core.User
 	var body []byte
-	err := db.Pool.QueryRow(ctx, `SELECT body FROM gantry_users WHERE name = $1`, name).Scan(&body)
+	err := db.q(ctx).QueryRow(ctx, `SELECT body FROM gantry_users WHERE name = $1`, name).Scan(&body)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return u, core.ErrNotFound
 	}
@@ -113,7 +113,7 @@ func (db *DB) PutUser(ctx context.Context, u core.User) error {
 	if err != nil {
 		return err
 	}
-	_, err = db.Pool.Exec(ctx, `INSERT INTO gantry_users (name, body) VALUES ($1, $2)
+	_, err = db.q(ctx).Exec(ctx, `INSERT INTO gantry_users (name, body) VALUES ($1, $2)
 		ON CONFLICT (name) DO UPDATE SET body = excluded.body`, u.Name, body)
 	if err != nil {
 		return fmt.Errorf("storing user %s: %w", u.Name, err)

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -112,5 +113,60 @@ func TestRevocationReachesOtherReplica(t *testing.T) {
 	})
 	if revoked, _ := b.WorkerRevoked(ctx, "ep1-w2"); revoked {
 		t.Error("WorkerRevoked(ep1-w2) = true on the other replica; want false")
+	}
+}
+
+func TestLeases(t *testing.T) {
+	t.Parallel()
+	storetest.RunLeases(t, opener(func(_ *testing.T, db *postgres.DB) core.Leases { return db.Leases() }))
+}
+
+// A deposed leader's store write, made through Fence, is refused and leaves nothing; the
+// current leader's commits; a fenced write that fails rolls back what it wrote.
+func TestFencedStoreWrites(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	db := open(t, url)
+	ls := db.Leases()
+	ctx := context.Background()
+	ep := func(id string) core.Endpoint {
+		return core.Endpoint{ID: id, Owner: "alice", Name: id, CreatedAt: time.Now()}
+	}
+	old, err := ls.Acquire(ctx, "scheduler", "a", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ls.Release(ctx, old); err != nil { // a's term ends; b's begins
+		t.Fatal(err)
+	}
+	cur, err := ls.Acquire(ctx, "scheduler", "b", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = ls.Fence(ctx, old, func(ctx context.Context) error { return db.PutEndpoint(ctx, ep("fromdeposed")) })
+	if !errors.Is(err, core.ErrDeposed) {
+		t.Errorf("deposed a's fenced PutEndpoint = %v; want core.ErrDeposed", err)
+	}
+	if _, err := db.GetEndpoint(ctx, "fromdeposed"); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("GetEndpoint(fromdeposed) = %v; want core.ErrNotFound: the refused write left nothing", err)
+	}
+	if err := ls.Fence(ctx, cur, func(ctx context.Context) error { return db.PutEndpoint(ctx, ep("fromleader")) }); err != nil {
+		t.Fatalf("leader b's fenced PutEndpoint = %v; want nil", err)
+	}
+	if _, err := db.GetEndpoint(ctx, "fromleader"); err != nil {
+		t.Errorf("GetEndpoint(fromleader) = %v; want it committed", err)
+	}
+	boom := errors.New("a later step failed")
+	err = ls.Fence(ctx, cur, func(ctx context.Context) error {
+		if err := db.PutEndpoint(ctx, ep("halfdone")); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Errorf("a failing fenced write = %v; want %v", err, boom)
+	}
+	if _, err := db.GetEndpoint(ctx, "halfdone"); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("GetEndpoint(halfdone) = %v; want core.ErrNotFound: the failed write rolled back", err)
 	}
 }

@@ -68,10 +68,10 @@ func (l *RateLimits) Allow(ctx context.Context, user string, q core.Quota, now t
 	)
 	dest := []any{&allowed, &start[0], &used[0], &start[1], &used[1], &start[2], &used[2]}
 	args := []any{user, starts[0], starts[1], starts[2], quotas[0], quotas[1], quotas[2]}
-	err := l.db.Pool.QueryRow(ctx, rateSQL, args...).Scan(dest...)
+	err := l.db.q(ctx).QueryRow(ctx, rateSQL, args...).Scan(dest...)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && !allowed && !exhausted(starts, quotas, start, used)) {
 		// Refused on a row changed after this statement's snapshot: read it as it is now.
-		err = l.db.Pool.QueryRow(ctx, `SELECT false, m_start, m_used, h_start, h_used, d_start, d_used
+		err = l.db.q(ctx).QueryRow(ctx, `SELECT false, m_start, m_used, h_start, h_used, d_start, d_used
 			FROM gantry_rate_limits WHERE user_name = $1`, user).Scan(dest...)
 	}
 	if err != nil {

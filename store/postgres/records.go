@@ -64,7 +64,7 @@ func putRecord(ctx context.Context, db *DB, t recordTable, id, owner string, cre
 	if err != nil {
 		return err
 	}
-	if _, err := db.Pool.Exec(ctx, t.put, id, owner, created, body); err != nil {
+	if _, err := db.q(ctx).Exec(ctx, t.put, id, owner, created, body); err != nil {
 		return fmt.Errorf("storing %s %s: %w", t.kind, id, err)
 	}
 	return nil
@@ -73,7 +73,7 @@ func putRecord(ctx context.Context, db *DB, t recordTable, id, owner string, cre
 func getRecord[T any](ctx context.Context, db *DB, t recordTable, id string) (T, error) {
 	var v T
 	var body []byte
-	err := db.Pool.QueryRow(ctx, t.get, id).Scan(&body)
+	err := db.q(ctx).QueryRow(ctx, t.get, id).Scan(&body)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return v, core.ErrNotFound
 	}
@@ -96,7 +96,7 @@ func listRecords[T any](ctx context.Context, db *DB, t recordTable, owner, curso
 		}
 	}
 	limit = max(limit, 1)
-	rows, err := db.Pool.Query(ctx, t.list, owner, cursor == "", after, afterID, limit+1)
+	rows, err := db.q(ctx).Query(ctx, t.list, owner, cursor == "", after, afterID, limit+1)
 	if err != nil {
 		return nil, "", fmt.Errorf("listing %ss of %s: %w", t.kind, owner, err)
 	}
@@ -131,7 +131,7 @@ func listRecords[T any](ctx context.Context, db *DB, t recordTable, owner, curso
 }
 
 func deleteRecord(ctx context.Context, db *DB, t recordTable, id string) error {
-	tag, err := db.Pool.Exec(ctx, t.del, id)
+	tag, err := db.q(ctx).Exec(ctx, t.del, id)
 	if err != nil {
 		return fmt.Errorf("deleting %s %s: %w", t.kind, id, err)
 	}
@@ -163,7 +163,7 @@ func (db *DB) DeleteEndpoint(ctx context.Context, id string) error {
 
 // ScanEndpoints calls fn for every endpoint of every owner.
 func (db *DB) ScanEndpoints(ctx context.Context, fn func(core.Endpoint) error) error {
-	rows, err := db.Pool.Query(ctx, `SELECT body FROM gantry_endpoints ORDER BY created_at, id`)
+	rows, err := db.q(ctx).Query(ctx, `SELECT body FROM gantry_endpoints ORDER BY created_at, id`)
 	if err != nil {
 		return fmt.Errorf("reading endpoints: %w", err)
 	}

@@ -31,13 +31,13 @@ func (db *DB) Secret(ctx context.Context, name string, fresh []byte) ([]byte, er
 		return nil, errors.New("a secret needs a name and a value")
 	}
 	var v []byte
-	err := db.Pool.QueryRow(ctx, `WITH ins AS (
+	err := db.q(ctx).QueryRow(ctx, `WITH ins AS (
 			INSERT INTO gantry_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING RETURNING value)
 		SELECT value FROM ins UNION ALL SELECT value FROM gantry_secrets WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM ins)`,
 		name, fresh).Scan(&v)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Another replica's insert committed after this statement's snapshot: read it now.
-		err = db.Pool.QueryRow(ctx, `SELECT value FROM gantry_secrets WHERE name = $1`, name).Scan(&v)
+		err = db.q(ctx).QueryRow(ctx, `SELECT value FROM gantry_secrets WHERE name = $1`, name).Scan(&v)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading secret %s: %w", name, err)
@@ -95,7 +95,7 @@ func (s *WorkerTokenStore) RevokeWorker(ctx context.Context, worker string, unti
 		return errors.New("revoking the tokens of a worker without an id")
 	}
 	var kept time.Time
-	err := pgx.BeginFunc(ctx, s.db.Pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.db.q(ctx), func(tx pgx.Tx) error {
 		err := tx.QueryRow(ctx, `INSERT INTO gantry_revocations (worker, until) VALUES ($1, $2)
 			ON CONFLICT (worker) DO UPDATE SET until = greatest(gantry_revocations.until, excluded.until),
 				seq = nextval('gantry_revocations_seq')
@@ -133,7 +133,7 @@ func (s *WorkerTokenStore) catchUp(ctx context.Context) error {
 	s.mu.RLock()
 	last := s.lastSeq
 	s.mu.RUnlock()
-	rows, err := s.db.Pool.Query(ctx, `SELECT worker, until, seq FROM gantry_revocations WHERE seq > $1 AND until > now() ORDER BY seq`, last)
+	rows, err := s.db.q(ctx).Query(ctx, `SELECT worker, until, seq FROM gantry_revocations WHERE seq > $1 AND until > now() ORDER BY seq`, last)
 	if err != nil {
 		return err
 	}
@@ -163,7 +163,7 @@ func (s *WorkerTokenStore) sweep(ctx context.Context, now time.Time) {
 		}
 	}
 	s.mu.Unlock()
-	if _, err := s.db.Pool.Exec(ctx, `DELETE FROM gantry_revocations WHERE until <= now()`); err != nil && ctx.Err() == nil {
+	if _, err := s.db.q(ctx).Exec(ctx, `DELETE FROM gantry_revocations WHERE until <= now()`); err != nil && ctx.Err() == nil {
 		s.log.Warn("forgetting expired worker-token revocations", "err", err)
 	}
 }

@@ -23,7 +23,7 @@ func (db *DB) AddUsage(ctx context.Context, u core.Usage) (core.Usage, bool, err
 	// concurrent add of the same job waits on the primary key, so the read sees the winner.
 	var kept []byte
 	var added bool
-	err = db.Pool.QueryRow(ctx, `WITH ins AS (
+	err = db.q(ctx).QueryRow(ctx, `WITH ins AS (
 			INSERT INTO gantry_usage (job_id, owner, at, body) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (job_id) DO NOTHING RETURNING body)
 		SELECT body, true FROM ins
@@ -31,7 +31,7 @@ func (db *DB) AddUsage(ctx context.Context, u core.Usage) (core.Usage, bool, err
 		u.JobID, u.Owner, u.At, body).Scan(&kept, &added)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The conflicting row was committed after this statement's snapshot: read it now.
-		err = db.Pool.QueryRow(ctx, `SELECT body, false FROM gantry_usage WHERE job_id = $1`, u.JobID).Scan(&kept, &added)
+		err = db.q(ctx).QueryRow(ctx, `SELECT body, false FROM gantry_usage WHERE job_id = $1`, u.JobID).Scan(&kept, &added)
 	}
 	if err != nil {
 		return core.Usage{}, false, fmt.Errorf("recording the usage of job %s: %w", u.JobID, err)
@@ -51,7 +51,7 @@ func (db *DB) AddUsage(ctx context.Context, u core.Usage) (core.Usage, bool, err
 func (db *DB) ScanUsage(ctx context.Context, owner string, from, to time.Time, fn func(core.Usage) bool) error {
 	// Stored times have microseconds; a bound between two microseconds rounds up, which keeps
 	// [from, to) exact.
-	rows, err := db.Pool.Query(ctx, `SELECT body FROM gantry_usage
+	rows, err := db.q(ctx).Query(ctx, `SELECT body FROM gantry_usage
 		WHERE owner = $1 AND ($2::boolean OR at >= $3) AND ($4::boolean OR at < $5)
 		ORDER BY at, job_id`, owner, from.IsZero(), ceilMicro(from), to.IsZero(), ceilMicro(to))
 	if err != nil {
