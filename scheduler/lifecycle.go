@@ -114,6 +114,9 @@ func (s *Scheduler) startLocked(es *epState, now time.Time, code string) error {
 	if s.closed.Load() || s.holding.Load() {
 		return errors.New("the scheduler is closed or stopping")
 	}
+	if s.following.Load() {
+		return errors.New("another replica leads: it starts the workers")
+	}
 	if w := s.resumable(es); w != nil {
 		w.state, w.startedAt, w.resumed, w.polled = phaseBooting, now, true, false
 		es.recount()

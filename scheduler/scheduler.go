@@ -90,12 +90,13 @@ type Scheduler struct {
 
 	// The job engine's signals about workers (ready, lost), applied by watchWorkers and at the
 	// start of each Tick (signals.go).
-	signals  *core.WorkerSignals
-	sigMu    sync.Mutex          // held while signals taken are applied
-	sigBuf   []core.WorkerSignal // under sigMu
-	watching sync.WaitGroup      // watchWorkers
-	closed   atomic.Bool
-	holding  atomic.Bool // Hold: no worker starts or resumes (shutdown.go)
+	signals   *core.WorkerSignals
+	sigMu     sync.Mutex          // held while signals taken are applied
+	sigBuf    []core.WorkerSignal // under sigMu
+	watching  sync.WaitGroup      // watchWorkers
+	closed    atomic.Bool
+	holding   atomic.Bool // Hold: no worker starts or resumes (shutdown.go)
+	following atomic.Bool // Follow: another replica leads; none start here (leader.go)
 
 	metrics metrics
 }
@@ -277,6 +278,13 @@ func (s *Scheduler) Sync(ctx context.Context, src EndpointSource) error {
 // every worker and waits for them.
 func (s *Scheduler) Run(ctx context.Context, src EndpointSource, interval, resync time.Duration) {
 	s.reap(ctx)
+	s.loop(ctx, src, interval, resync)
+	s.Close()
+}
+
+// loop is Run without the reap at its start and the Close at its end: it ticks and resyncs
+// until ctx ends.
+func (s *Scheduler) loop(ctx context.Context, src EndpointSource, interval, resync time.Duration) {
 	if err := s.Sync(ctx, src); err != nil && ctx.Err() == nil {
 		s.cfg.Log.Error("reading endpoints", "err", err)
 	}
@@ -286,7 +294,6 @@ func (s *Scheduler) Run(ctx context.Context, src EndpointSource, interval, resyn
 	for {
 		select {
 		case <-ctx.Done():
-			s.Close()
 			return
 		case <-t.C:
 		}

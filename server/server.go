@@ -5,6 +5,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -51,6 +52,12 @@ type Options struct {
 	Listener net.Listener
 	// Tick is the autoscaler's tick; 0 = 1 s.
 	Tick time.Duration
+	// LeaseTTL is how long the leader's lease lasts unrenewed, with replicas on PostgreSQL;
+	// 0 = core.DefaultLeaseTTL (10 s). A lost leader is replaced within two of it.
+	LeaseTTL time.Duration
+	// ReplicaID names this replica among those sharing a store; "" = host name, process id
+	// and a random part.
+	ReplicaID string
 }
 
 // Server is a whole Gantry server. New builds it, listening but not yet serving; Start serves;
@@ -77,6 +84,9 @@ type Server struct {
 	stopServing context.CancelFunc
 	background  sync.WaitGroup
 	failed      chan error // the HTTP server's error when it stops on its own
+
+	// elector keeps one replica the leader, on PostgreSQL (nil on the embedded store).
+	elector *core.Elector
 
 	started, shutDown bool
 	// closers release what New opened, in the reverse order of opening.
@@ -123,6 +133,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *Server, err error) {
 	}
 
 	s := &Server{cfg: cfg, log: log, clock: clock, tick: opts.Tick, failed: make(chan error, 1)}
+	s.elector = &core.Elector{Name: "scheduler", Holder: cmp.Or(opts.ReplicaID, replicaID()), TTL: opts.LeaseTTL, Log: log}
 	if s.tick == 0 {
 		s.tick = time.Second
 	}
@@ -220,6 +231,12 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 	}
 	s.engine = engine
 	jobs, sched := engine.Jobs, engine.Scheduler
+	if s.st.leases == nil {
+		s.elector = nil // the only replica: always the leader
+	} else {
+		s.elector.Leases = s.st.leases
+		sched.Follow() // until elected
+	}
 	// The scheduler stops (every worker told to) before the stores close.
 	s.closers = append(s.closers, s.stopWorkers)
 	queued, requeued, err := jobs.Recover()
@@ -270,6 +287,13 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		_ = sched.WriteMetrics(w)
+		leader := 1
+		if s.elector != nil {
+			if _, ok := s.elector.Leading(); !ok {
+				leader = 0
+			}
+		}
+		fmt.Fprintf(w, "# HELP gantry_leader Whether this replica leads: runs the autoscaler, placement and pools (1) or not (0).\n# TYPE gantry_leader gauge\ngantry_leader %d\n", leader)
 	})
 	mux.Handle("/metrics", s.api.NotAllowed(api.HeadAllow)) // the other methods: 405 problem+json
 	s.http = &http.Server{
@@ -291,7 +315,17 @@ func (s *Server) Start() {
 	s.started = true
 	jobs, sched := s.engine.Jobs, s.engine.Scheduler
 	s.background.Go(func() { jobs.Run(s.serveCtx, 250*time.Millisecond) })
-	s.background.Go(func() { sched.Run(s.serveCtx, s.st.source, s.tick, 30*time.Second) })
+	if s.elector == nil {
+		s.background.Go(func() { sched.Run(s.serveCtx, s.st.source, s.tick, 30*time.Second) })
+	} else {
+		// The autoscaler runs for each term this replica leads; when serving stops, the
+		// elector releases the lease (another replica leads at once) and the workers stop.
+		s.elector.Lead = func(ctx context.Context, _ core.Lease) { sched.Lead(ctx, s.st.source, s.tick, 30*time.Second) }
+		s.background.Go(func() {
+			s.elector.Run(s.serveCtx)
+			sched.Close()
+		})
+	}
 	s.background.Go(func() { sweepFiles(s.serveCtx, s.files, time.Minute, s.log) })
 	go func() {
 		err := s.http.Serve(api.ProblemListener(s.ln, s.http.MaxHeaderBytes))
@@ -397,6 +431,16 @@ func (s *Server) Store() *pebble.Store { return s.st.pebble }
 // Keys is the server's store of API keys and users.
 func (s *Server) Keys() core.KeyStore { return s.st.keys }
 
+// Leading reports whether this replica leads (runs the autoscaler and pools). On the embedded
+// store it is the only replica and always leads.
+func (s *Server) Leading() bool {
+	if s.elector == nil {
+		return true
+	}
+	_, ok := s.elector.Leading()
+	return ok
+}
+
 // Pools are the scheduler's pools.
 func (s *Server) Pools() []scheduler.Pool { return s.pools }
 
@@ -410,6 +454,13 @@ func loopback(addr string) string {
 		host = "127.0.0.1"
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// replicaID names this process among the replicas: host, process id and a random part (a
+// restarted process is a new replica).
+func replicaID() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d-%s", cmp.Or(host, "gantry"), os.Getpid(), core.NewID(6))
 }
 
 func firstOf(vals ...string) string {

@@ -30,6 +30,9 @@ type stores struct {
 	fileKey   []byte // signs file URLs; every replica must share it
 	tokens    core.WorkerTokenStore
 	limits    core.RateLimits
+	// leases elects the replica that runs the autoscaler and pools; nil = this server is the
+	// only replica (the embedded store), always the leader.
+	leases core.Leases
 	// jobs opens the job store.
 	jobs func(memq.Options) (core.JobStore, error)
 
@@ -104,7 +107,7 @@ func (s *Server) openPostgres(ctx context.Context) error {
 	}
 	s.st = stores{
 		endpoints: db, templates: db, source: db, keys: db, usage: db, files: db, fileKey: fileKey,
-		tokens: tokens, limits: db.RateLimits(), pg: db,
+		tokens: tokens, limits: db.RateLimits(), leases: db.Leases(), pg: db,
 	}
 	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
 		return fmt.Errorf("creating the data directory: %w", err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/internal/pgtest"
+	"github.com/gantryhq/gantry/internal/testkit"
 	"github.com/gantryhq/gantry/server"
 	"github.com/gantryhq/gantry/server/servertest"
 )
@@ -45,9 +46,31 @@ func replicas(t *testing.T, n int, quota *core.Quota) []*server.Server {
 	url := pgtest.URL(t)
 	out := make([]*server.Server, n)
 	for i := range out {
-		out[i] = servertest.New(t, server.Config{Store: url, Quota: quota}, server.Options{Tick: time.Hour})
+		out[i] = servertest.New(t, server.Config{Store: url, Quota: quota}, server.Options{Tick: time.Hour, LeaseTTL: leaseTTL})
 	}
 	return out
+}
+
+// leaseTTL is the replicas' lease: short, so that a lost leader is replaced soon.
+const leaseTTL = time.Second
+
+// leader waits for one of rs to lead and returns its index; it fails the test if two lead.
+func leader(t *testing.T, rs []*server.Server) int {
+	t.Helper()
+	who := -1
+	testkit.Eventually(t, "a replica to lead", func() bool {
+		who = -1
+		for i, r := range rs {
+			if r.Leading() {
+				if who >= 0 {
+					t.Fatalf("replicas %d and %d lead at once", who, i)
+				}
+				who = i
+			}
+		}
+		return who >= 0
+	})
+	return who
 }
 
 // TestReplicasShareState: a key made on one replica authenticates on the others; an endpoint
@@ -56,7 +79,10 @@ func replicas(t *testing.T, n int, quota *core.Quota) []*server.Server {
 func TestReplicasShareState(t *testing.T) {
 	t.Parallel()
 	rs := replicas(t, 2, nil)
-	a, b := rs[0], rs[1]
+	// The leader runs the workers; until the job store is shared, jobs run where they are
+	// submitted, so A is the leader.
+	l := leader(t, rs)
+	a, b := rs[l], rs[1-l]
 	key := servertest.Key(t, a, "alice", core.ScopeAll)
 
 	code, body := call(t, "POST", a.URL()+"/v2/serverless", key, echoEndpoint)
@@ -124,4 +150,33 @@ func TestRateLimitAcrossReplicas(t *testing.T) {
 		return
 	}
 	t.Fatal("three attempts each crossed a minute boundary")
+}
+
+// TestLeaderHandover: of three replicas exactly one leads, and says so on /metrics; when it
+// stops, another leads within two lease periods, and only one.
+func TestLeaderHandover(t *testing.T) {
+	t.Parallel()
+	rs := replicas(t, 3, nil)
+	first := leader(t, rs)
+	for i, r := range rs {
+		want := "gantry_leader 0"
+		if i == first {
+			want = "gantry_leader 1"
+		}
+		if code, body := call(t, "GET", r.URL()+"/metrics", "", ""); code != 200 || !strings.Contains(body, want) {
+			t.Errorf("replica %d /metrics = %d, want 200 with %q", i, code, want)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := rs[first].Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown of the leader = %v", err)
+	}
+	rs[first].Close()
+	stopped := time.Now()
+	rest := append(append([]*server.Server(nil), rs[:first]...), rs[first+1:]...)
+	leader(t, rest)
+	if took := time.Since(stopped); took > 2*leaseTTL+leaseTTL/2 {
+		t.Errorf("a new leader after %v; want within two lease periods (%v)", took, 2*leaseTTL)
+	}
 }
