@@ -52,8 +52,9 @@ type Management struct {
 	OnChange func(Endpoint)
 
 	// cache holds endpoints read or written through this Management (id -> Endpoint). Every
-	// endpoint change goes through it (the store is this process's alone), so it stays exact;
-	// job operations read their endpoint from it without touching the store.
+	// endpoint change goes through it, or, with replicas sharing the store, is told to it
+	// (Forget), so it stays exact; job operations read their endpoint from it without
+	// touching the store.
 	cache sync.Map
 }
 
@@ -67,6 +68,17 @@ func (m *Management) putEndpoint(ctx context.Context, e Endpoint) error {
 		m.OnChange(e)
 	}
 	return nil
+}
+
+// Forget drops what this Management knows of endpoint id ("" = of every endpoint), so that
+// its next read goes to the store: replicas sharing a store call it for each change another
+// replica made.
+func (m *Management) Forget(id string) {
+	if id == "" {
+		m.cache.Clear()
+		return
+	}
+	m.cache.Delete(id)
 }
 
 // NewID returns a random identifier of n characters from [a-z0-9].

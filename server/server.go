@@ -87,6 +87,7 @@ type Server struct {
 
 	// elector keeps one replica the leader, on PostgreSQL (nil on the embedded store).
 	elector *core.Elector
+	mgmt    *core.Management
 
 	started, shutDown bool
 	// closers release what New opened, in the reverse order of opening.
@@ -239,12 +240,18 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 	}
 	// The scheduler stops (every worker told to) before the stores close.
 	s.closers = append(s.closers, s.stopWorkers)
-	queued, requeued, err := jobs.Recover()
-	if err != nil {
-		return err
-	}
-	if queued+requeued > 0 {
-		log.Info("recovered jobs", "queued", queued, "requeuedFromLostWorkers", requeued)
+	// Recover's restart rule (every running job's worker died with the server) holds only
+	// for a server alone on its store. Replicas share running jobs: a replica starting must
+	// not requeue the jobs other replicas' workers run. Their workers' silence in the store
+	// (core.WorkerLostAfter) is what loses them (Jobs.Run on every replica).
+	if s.st.leases == nil {
+		queued, requeued, err := jobs.Recover()
+		if err != nil {
+			return err
+		}
+		if queued+requeued > 0 {
+			log.Info("recovered jobs", "queued", queued, "requeuedFromLostWorkers", requeued)
+		}
 	}
 	catalog.Available = sched.Placer().Free
 	catalog.Total = sched.Placer().Total
@@ -257,6 +264,7 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 			sched.Remove(id)
 		},
 	}
+	s.mgmt = mgmt
 	if err := syncModelEndpoints(ctx, mgmt, cfg.catalog, cfg.Pools[0].ID, log); err != nil {
 		return err
 	}
@@ -325,6 +333,9 @@ func (s *Server) Start() {
 			s.elector.Run(s.serveCtx)
 			sched.Close()
 		})
+		// Every replica hears of the endpoints the others change: its job operations read
+		// them afresh, and its scheduler (leading or not) knows them.
+		s.background.Go(func() { s.st.pg.FollowEndpoints(s.serveCtx, s.log, s.endpointChanged) })
 	}
 	s.background.Go(func() { sweepFiles(s.serveCtx, s.files, time.Minute, s.log) })
 	go func() {
@@ -334,6 +345,27 @@ func (s *Server) Start() {
 		}
 	}()
 	s.api.SetReady(true)
+}
+
+// endpointChanged applies a change another replica made to endpoint id ("" = to any of them).
+func (s *Server) endpointChanged(ctx context.Context, id string) {
+	s.mgmt.Forget(id)
+	sched := s.engine.Scheduler
+	if id == "" {
+		if err := sched.Sync(ctx, s.st.source); err != nil && ctx.Err() == nil {
+			s.log.Warn("reading endpoints", "err", err)
+		}
+		return
+	}
+	e, err := s.st.endpoints.GetEndpoint(ctx, id)
+	switch {
+	case err == nil:
+		sched.Set(e)
+	case errors.Is(err, core.ErrNotFound):
+		sched.Remove(id)
+	case ctx.Err() == nil:
+		s.log.Warn("reading a changed endpoint", "endpoint", id, "err", err)
+	}
 }
 
 // Failed receives the error that stopped serving, when it stops on its own (not by Shutdown).

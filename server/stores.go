@@ -85,8 +85,8 @@ func (s *Server) openStores(ctx context.Context) error {
 	return nil
 }
 
-// openPostgres opens the shared store. Until the job store on PostgreSQL lands, jobs stay in
-// the embedded store in cfg.Data: such a server is one replica.
+// openPostgres opens the shared store: everything replicas share, jobs included, lives in
+// PostgreSQL; cfg.Data is not used.
 func (s *Server) openPostgres(ctx context.Context) error {
 	cfg := &s.cfg
 	db, err := postgres.Open(ctx, cfg.Store)
@@ -108,17 +108,15 @@ func (s *Server) openPostgres(ctx context.Context) error {
 	s.st = stores{
 		endpoints: db, templates: db, source: db, keys: db, usage: db, files: db, fileKey: fileKey,
 		tokens: tokens, limits: db.RateLimits(), leases: db.Leases(), pg: db,
+		jobs: func(o memq.Options) (core.JobStore, error) {
+			jobs, err := postgres.OpenJobs(ctx, db, postgres.JobOptions{Log: o.Log})
+			if err != nil {
+				return nil, err
+			}
+			s.closers = append(s.closers, jobs.Close) // before the pool closes
+			return jobs, nil
+		},
 	}
-	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
-		return fmt.Errorf("creating the data directory: %w", err)
-	}
-	st, err := pebble.Open(filepath.Join(cfg.Data, "pebble"))
-	if err != nil {
-		return err
-	}
-	s.closers = append(s.closers, func() { st.Close() })
-	s.st.pebble = st
-	s.st.jobs = func(o memq.Options) (core.JobStore, error) { return st.Jobs(o) }
 	return nil
 }
 

@@ -74,15 +74,14 @@ func leader(t *testing.T, rs []*server.Server) int {
 }
 
 // TestReplicasShareState: a key made on one replica authenticates on the others; an endpoint
-// created through one is read, listed and run through another; a key revoked through one is
-// refused by all at once.
+// created through one is read, listed and run through another (jobs too are shared: the
+// leader's workers run the jobs any replica accepts); a key revoked through one is refused by
+// all at once.
 func TestReplicasShareState(t *testing.T) {
 	t.Parallel()
 	rs := replicas(t, 2, nil)
-	// The leader runs the workers; until the job store is shared, jobs run where they are
-	// submitted, so A is the leader.
 	l := leader(t, rs)
-	a, b := rs[l], rs[1-l]
+	a, b := rs[1-l], rs[l] // A follows, B leads
 	key := servertest.Key(t, a, "alice", core.ScopeAll)
 
 	code, body := call(t, "POST", a.URL()+"/v2/serverless", key, echoEndpoint)
@@ -99,10 +98,33 @@ func TestReplicasShareState(t *testing.T) {
 	if code, body := call(t, "GET", b.URL()+"/v2/serverless", key, ""); code != 200 || !strings.Contains(body, ep.ID) {
 		t.Errorf("list endpoints on replica B = %d %s; want 200 listing %s", code, body, ep.ID)
 	}
+	// The job is submitted to the follower, run by a worker the leader started, and the
+	// follower's runsync is woken when it ends; its status reads alike on both.
 	code, body = call(t, "POST", a.URL()+"/v2/"+ep.ID+"/runsync", key, `{"input":{"hello":1}}`)
 	if code != 200 || !strings.Contains(body, `"status":"COMPLETED"`) || !strings.Contains(body, `"output":{"hello":1}`) {
-		t.Fatalf("runsync on replica A = %d %s; want 200 COMPLETED with the input echoed", code, body)
+		t.Fatalf("runsync on follower A = %d %s; want 200 COMPLETED with the input echoed", code, body)
 	}
+	var job struct{ ID string }
+	if err := json.Unmarshal([]byte(body), &job); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []*server.Server{a, b} {
+		if code, body := call(t, "GET", r.URL()+"/v2/"+ep.ID+"/status/"+job.ID, key, ""); code != 200 || !strings.Contains(body, `"status":"COMPLETED"`) {
+			t.Errorf("status of %s on %s = %d %s; want 200 COMPLETED", job.ID, r.URL(), code, body)
+		}
+	}
+	// An async job submitted to the leader is read on the follower.
+	code, body = call(t, "POST", b.URL()+"/v2/"+ep.ID+"/run", key, `{"input":{"n":2}}`)
+	if code != 200 {
+		t.Fatalf("run on leader B = %d %s; want 200", code, body)
+	}
+	if err := json.Unmarshal([]byte(body), &job); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, "the job to complete, seen from the follower", func() bool {
+		_, body := call(t, "GET", a.URL()+"/v2/"+ep.ID+"/status/"+job.ID, key, "")
+		return strings.Contains(body, `"status":"COMPLETED"`)
+	})
 
 	// Revoked through A's store (as `gantry keys revoke --store` does), refused by B at once.
 	keys, err := a.Keys().(interface {

@@ -170,3 +170,48 @@ func TestFencedStoreWrites(t *testing.T) {
 		t.Errorf("GetEndpoint(halfdone) = %v; want core.ErrNotFound: the failed write rolled back", err)
 	}
 }
+
+// Every replica hears of the endpoints another creates, updates and deletes, by id, after a
+// first call that says to read them all.
+func TestFollowEndpoints(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	a, b := open(t, url), open(t, url)
+	ctx, cancel := context.WithCancel(context.Background())
+	heard := make(chan string, 16)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.FollowEndpoints(ctx, nil, func(_ context.Context, id string) { heard <- id })
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	next := func(what string) string {
+		t.Helper()
+		select {
+		case id := <-heard:
+			return id
+		case <-time.After(testkit.WaitTimeout):
+			t.Fatalf("no change heard after %s", what)
+			return ""
+		}
+	}
+	if id := next("following"); id != "" {
+		t.Fatalf("first call = %q; want \"\" (read them all)", id)
+	}
+	e := core.Endpoint{ID: "ep1", Owner: "alice", CreatedAt: time.Now()}
+	if err := a.PutEndpoint(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	if id := next("a put"); id != "ep1" {
+		t.Errorf("after a put heard %q; want ep1", id)
+	}
+	if err := a.DeleteEndpoint(context.Background(), "ep1"); err != nil {
+		t.Fatal(err)
+	}
+	if id := next("a delete"); id != "ep1" {
+		t.Errorf("after a delete heard %q; want ep1", id)
+	}
+	if err := a.DeleteEndpoint(context.Background(), "ep1"); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("deleting again = %v; want core.ErrNotFound", err)
+	}
+}

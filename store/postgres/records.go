@@ -18,12 +18,14 @@ import (
 // JSON. Listings walk the (owner, created_at, id) index.
 type recordTable struct {
 	name, kind string // table, and the record kind for messages
-	put, get   string // statements
-	list, del  string
+	// put and del of a table with a channel announce the id there (NOTIFY), in their
+	// statement, so that every replica hears of the change.
+	put, get  string // statements
+	list, del string
 }
 
-func newRecordTable(name, kind string) recordTable {
-	return recordTable{
+func newRecordTable(name, kind, channel string) recordTable {
+	t := recordTable{
 		name: name, kind: kind,
 		put: `INSERT INTO ` + name + ` (id, owner, created_at, body) VALUES ($1, $2, $3, $4)
 			ON CONFLICT (id) DO UPDATE SET owner = excluded.owner, created_at = excluded.created_at, body = excluded.body`,
@@ -33,11 +35,16 @@ func newRecordTable(name, kind string) recordTable {
 			ORDER BY created_at, id LIMIT $5`,
 		del: `DELETE FROM ` + name + ` WHERE id = $1`,
 	}
+	if channel != "" {
+		t.put = `WITH w AS (` + t.put + ` RETURNING id) SELECT pg_notify('` + channel + `', id) FROM w`
+		t.del = `WITH d AS (` + t.del + ` RETURNING id) SELECT pg_notify('` + channel + `', id) FROM d`
+	}
+	return t
 }
 
 var (
-	endpointTable = newRecordTable("gantry_endpoints", "endpoint")
-	templateTable = newRecordTable("gantry_templates", "template")
+	endpointTable = newRecordTable("gantry_endpoints", "endpoint", endpointsChannel)
+	templateTable = newRecordTable("gantry_templates", "template", "")
 )
 
 // cursorRE is the form of a listing cursor: the last record's creation time (Unix

@@ -168,61 +168,21 @@ func (s *WorkerTokenStore) sweep(ctx context.Context, now time.Time) {
 	}
 }
 
-// follow listens for revocations on a connection of its own, catching up on each
-// notification and every revocationPoll, and reconnects when the connection is lost.
+// follow catches up with the revocations on each notification and every revocationPoll
+// (and forgets expired ones every revocationSweep), until ctx ends.
 func (s *WorkerTokenStore) follow(ctx context.Context) {
 	defer close(s.done)
 	nextSweep := time.Now().Add(revocationSweep)
-	for ctx.Err() == nil {
-		err := s.listen(ctx, &nextSweep)
-		if ctx.Err() != nil {
-			return
-		}
-		s.log.Warn("following worker-token revocations: reconnecting", "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-	}
-}
-
-// listen holds one LISTEN connection until it fails or ctx ends.
-func (s *WorkerTokenStore) listen(ctx context.Context, nextSweep *time.Time) error {
-	conn, err := s.db.Pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		// A connection that listened goes back to no one: close it rather than return it.
-		_ = conn.Conn().Close(context.Background())
-		conn.Release()
-	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+revocationsChannel); err != nil {
-		return err
-	}
-	// What was revoked while no one listened.
-	if err := s.catchUp(ctx); err != nil {
-		return err
-	}
-	for {
-		waitCtx, cancel := context.WithTimeout(ctx, revocationPoll)
-		_, err := conn.Conn().WaitForNotification(waitCtx)
-		cancel()
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			return err
-		}
+	s.db.follow(ctx, revocationsChannel, revocationPoll, s.log, func(ctx context.Context, _ string, _ bool) error {
 		if err := s.catchUp(ctx); err != nil {
 			return err
 		}
-		if now := time.Now(); now.After(*nextSweep) {
+		if now := time.Now(); now.After(nextSweep) {
 			s.sweep(ctx, now)
-			*nextSweep = now.Add(revocationSweep)
+			nextSweep = now.Add(revocationSweep)
 		}
-	}
+		return nil
+	})
 }
 
 var _ core.WorkerTokenStore = (*WorkerTokenStore)(nil)
