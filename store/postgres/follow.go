@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // follow LISTENs on channel with a connection of its own, and calls fn with each
@@ -32,15 +34,12 @@ func (db *DB) follow(ctx context.Context, channel string, poll time.Duration, lo
 
 // listenOnce holds one LISTEN connection until it fails or ctx ends.
 func (db *DB) listenOnce(ctx context.Context, channel string, poll time.Duration, fn func(ctx context.Context, payload string, caught bool) error) error {
-	conn, err := db.Pool.Acquire(ctx)
+	// A connection of its own, outside the pool: it is held for as long as it follows.
+	conn, err := pgx.ConnectConfig(ctx, db.Pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return err
 	}
-	defer func() {
-		// A connection that listened goes back to no one: close it rather than return it.
-		_ = conn.Conn().Close(context.Background())
-		conn.Release()
-	}()
+	defer conn.Close(context.Background())
 	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
 		return err
 	}
@@ -52,7 +51,7 @@ func (db *DB) listenOnce(ctx context.Context, channel string, poll time.Duration
 		if poll > 0 {
 			waitCtx, cancel = context.WithTimeout(ctx, poll)
 		}
-		n, err := conn.Conn().WaitForNotification(waitCtx)
+		n, err := conn.WaitForNotification(waitCtx)
 		cancel()
 		switch {
 		case ctx.Err() != nil:
