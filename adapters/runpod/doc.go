@@ -1,0 +1,5 @@
+// Package runpod is Gantry's cloud GPU pool on RunPod Pods: a scheduler.Pool that rents each
+// worker as a pod through RunPod's public REST API v2. openapi.yaml describes the operations it
+// uses; rpapi/ is the client (and the server interface) that ogen generates from it, and
+// runpodfake/ is a fake RunPod that implements that server for tests.
+package runpod
