@@ -1,0 +1,159 @@
+package runpod
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/gantryhq/gantry/adapters/runpod/rpapi"
+	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/scheduler"
+)
+
+// readCatalog reads the pool's GPU type from RunPod's catalog with pod availability: its name,
+// memory, the list price in the pool's cloud, the most GPUs one pod may have, the stock, and
+// the CUDA versions machines with stock run.
+func (p *Pool) readCatalog(ctx context.Context) error {
+	res, err := p.bg.ListGpuTypes(ctx, rpapi.ListGpuTypesParams{
+		Include: []rpapi.ListGpuTypesIncludeItem{rpapi.ListGpuTypesIncludeItemAVAILABILITY},
+		Product: []rpapi.ListGpuTypesProductItem{rpapi.ListGpuTypesProductItemPOD},
+		Count:   rpapi.NewOptInt(1), Cloud: rpapi.NewOptListGpuTypesCloud(rpapi.ListGpuTypesCloud(p.cfg.Cloud)),
+	})
+	if err != nil {
+		return fmt.Errorf("reading RunPod's GPU catalog: %w", err)
+	}
+	var list rpapi.GpuTypeList
+	switch r := res.(type) {
+	case *rpapi.GpuTypeListHeaders:
+		p.noteHealth(nil)
+		list = r.Response
+	case *rpapi.ProblemStatusCodeWithHeaders:
+		err := apiError("listGpuTypes", r)
+		p.noteHealth(err)
+		return fmt.Errorf("reading RunPod's GPU catalog: %w", err)
+	default:
+		return unexpected("listGpuTypes", res)
+	}
+	var ids []string
+	for _, g := range list.Gpus {
+		ids = append(ids, g.ID)
+		if g.ID != p.desc.GPUType {
+			continue
+		}
+		info := gpuInfo{name: g.Name, memory: g.Memory, price: g.Price.Secure, maxCount: g.MaxCount.Secure,
+			stock: string(g.Availability.Or(rpapi.AvailabilityNONE))}
+		if p.cfg.Cloud == "COMMUNITY" {
+			info.price, info.maxCount = g.Price.Community, g.MaxCount.Community
+		}
+		for _, v := range g.CudaVersions {
+			if v.Available {
+				info.cuda = append(info.cuda, v.Version)
+			}
+		}
+		if info.cuda, err = core.SortCUDAVersions(info.cuda); err != nil {
+			return fmt.Errorf("RunPod's catalog for %s: %w", g.ID, err)
+		}
+		p.mu.Lock()
+		p.gpu, p.catalog = info, p.clock.Now()
+		p.mu.Unlock()
+		return nil
+	}
+	slices.Sort(ids)
+	return fmt.Errorf("gpuType %q is not in RunPod's GPU catalog (it has: %s)", p.desc.GPUType, strings.Join(ids, ", "))
+}
+
+// ThrottledError is a start refused for now, not failed: the cost guard's caps are reached,
+// or RunPod has no machine for the pod. It wraps scheduler.ErrNoCapacity.
+type ThrottledError struct{ Reason string }
+
+func (e *ThrottledError) Error() string { return "throttled: " + e.Reason }
+
+// Unwrap makes a throttled start an ErrNoCapacity.
+func (e *ThrottledError) Unwrap() error { return scheduler.ErrNoCapacity }
+
+// guard checks a start (or a resume) of a pod of gpus GPUs against the cost guard and the
+// catalog's stock, not counting worker self: the pool's pods stay within MaxPods, and its
+// running pods' list prices within MaxSpendPerHour.
+func (p *Pool) guard(self *worker, gpus int, resume bool) error {
+	p.mu.Lock()
+	g, health := p.gpu, p.health
+	p.mu.Unlock()
+	if health != nil {
+		return fmt.Errorf("pool %s is unhealthy: %w", p.desc.ID, health)
+	}
+	if g.stock == "NONE" {
+		return &ThrottledError{Reason: fmt.Sprintf("RunPod has no %s in stock in the %s cloud (catalog read at %s)",
+			p.desc.GPUType, p.cfg.Cloud, p.catalogTime())}
+	}
+	pods, spend := 0, 0.0
+	for _, w := range p.live.All() {
+		if w == self {
+			continue
+		}
+		w.mu.Lock()
+		pods++
+		if w.phase != suspended && w.phase != exited {
+			spend += w.price
+		}
+		w.mu.Unlock()
+	}
+	if max := p.cfg.MaxPods; max > 0 && pods >= max && !resume {
+		return &ThrottledError{Reason: fmt.Sprintf("the pool's cost guard allows %d pods at once (maxPods), and it has %d", max, pods)}
+	}
+	cost := g.price * float64(gpus)
+	if max := p.cfg.MaxSpendPerHour; max > 0 && spend+cost > max+1e-9 {
+		return &ThrottledError{Reason: fmt.Sprintf("the pool's cost guard allows %.2f USD/h (maxSpendPerHour); its running pods cost %.2f and one more %.2f", max, spend, cost)}
+	}
+	return nil
+}
+
+func (p *Pool) catalogTime() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.catalog.UTC().Format("15:04:05Z")
+}
+
+// price is what a pod of gpus GPUs costs per hour at the catalog's list price.
+func (p *Pool) price(gpus int) float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.gpu.price * float64(gpus)
+}
+
+// ours reports whether a listed pod is one of this installation's for this pool, and which
+// worker it runs.
+func (p *Pool) ours(pod *rpapi.Pod) (worker string, ok bool) {
+	env, _ := pod.Env.Get()
+	if env[EnvInstallation] != p.cfg.Installation || env[EnvPool] != p.desc.ID || env[EnvWorker] == "" {
+		return "", false
+	}
+	return env[EnvWorker], true
+}
+
+// reapLeftovers terminates the pods of this installation and pool that no live worker runs:
+// those an earlier run (or an earlier leader) left. Their workers are unknown to this run, so
+// they would hold a rented GPU for nothing.
+func (p *Pool) reapLeftovers(ctx context.Context) error {
+	pods, err := p.listPods(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for i := range pods {
+		pod := &pods[i]
+		id, ok := p.ours(pod)
+		if !ok {
+			continue
+		}
+		if _, live := p.live.Get(id); live {
+			continue
+		}
+		p.log.Warn("terminating a pod no worker of this run knows (left by an earlier run)", "pod", pod.ID, "worker", id, "status", pod.Status)
+		if err := p.deletePod(ctx, p.bg, pod.ID); err != nil && !isNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,51 @@
+package runpod
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gantryhq/gantry/adapters/adaptertest"
+	"github.com/gantryhq/gantry/adapters/runpod/runpodfake"
+	"github.com/gantryhq/gantry/scheduler"
+)
+
+// kitClouds holds the fake each kit subtest's pool rents from, for the harness's Probe.
+var kitClouds sync.Map // *testing.T -> *cloud
+
+// TestPoolContract runs the adapter kit against the fake RunPod, each pod's container a
+// process: FLASHBOOT is the stop and start actions, a crash is a pod that went EXITED (its
+// log names the status), and an unstartable spec names a registry credential the pool has no
+// RunPod id for.
+func TestPoolContract(t *testing.T) {
+	t.Parallel()
+	adaptertest.Run(t, adaptertest.Harness{
+		New: func(t *testing.T) scheduler.Pool {
+			c := newCloud(t, runpodfake.Config{})
+			kitClouds.Store(t, c)
+			t.Cleanup(func() { kitClouds.Delete(t) })
+			return newPool(t, c, Config{})
+		},
+		Spec: func(t *testing.T, b adaptertest.Behaviour) scheduler.WorkerSpec {
+			spec := scheduler.WorkerSpec{Image: testImage, Endpoint: "ep", Env: map[string]string{"KIT": "1"}}
+			switch b {
+			case adaptertest.Serves:
+				spec.Args = "serves"
+			case adaptertest.Crashes:
+				spec.Args = "crashes"
+			case adaptertest.IgnoresStop:
+				spec.Args = "ignores"
+			case adaptertest.Unstartable:
+				spec.Registry = "no-such-credential"
+			}
+			return spec
+		},
+		Probe: func(t *testing.T, spec scheduler.WorkerSpec) (map[string]string, bool) {
+			c, _ := kitClouds.Load(t)
+			return probeEnv(c.(*cloud), spec.ID)
+		},
+		StopGrace: testGrace,
+		Timeout:   30 * time.Second,
+		Workers:   8,
+	})
+}
