@@ -78,11 +78,8 @@ func (e *ThrottledError) Unwrap() error { return scheduler.ErrNoCapacity }
 // running pods' list prices within MaxSpendPerHour.
 func (p *Pool) guard(self *worker, gpus int, resume bool) error {
 	p.mu.Lock()
-	g, health := p.gpu, p.health
+	g := p.gpu
 	p.mu.Unlock()
-	if health != nil {
-		return fmt.Errorf("pool %s is unhealthy: %w", p.desc.ID, health)
-	}
 	if g.stock == "NONE" {
 		return &ThrottledError{Reason: fmt.Sprintf("RunPod has no %s in stock in the %s cloud (catalog read at %s)",
 			p.desc.GPUType, p.cfg.Cloud, p.catalogTime())}

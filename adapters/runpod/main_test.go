@@ -38,6 +38,7 @@ func TestMain(m *testing.M) {
 		os.Exit(testWorker(os.Args[len(os.Args)-1]))
 	}
 	os.Setenv(keyEnv, testKey)
+	os.Setenv("GANTRY_RUNPOD_TEST_WRONG_KEY", "wrong")
 	testkit.VerifyNoLeaks(m)
 }
 

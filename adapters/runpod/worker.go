@@ -98,6 +98,9 @@ func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
 		if isCapacity(err) {
 			return fmt.Errorf("starting worker %s: %w", spec.ID, &ThrottledError{Reason: "RunPod cannot place the pod now: " + err.Error()})
 		}
+		if isAuth(err) {
+			return fmt.Errorf("starting worker %s: pool %s is unhealthy: RunPod refuses the API key in $%s: %w", spec.ID, p.desc.ID, p.cfg.APIKeyEnv, err)
+		}
 		p.kickWatch() // a create that failed halfway may have left a pod: the watch reaps it
 		return fmt.Errorf("starting worker %s: %w", spec.ID, err)
 	}
@@ -149,7 +152,7 @@ func (p *Pool) podRequest(spec scheduler.WorkerSpec, count int) (*rpapi.CreatePo
 		Ports: ports, Disk: rpapi.NewOptInt(p.cfg.Disk),
 		Cloud: rpapi.NewOptCloud(rpapi.Cloud(p.cfg.Cloud)), DataCenterIds: slices.Clone(p.cfg.DataCenters),
 		Gpu: rpapi.NewOptGpuRequest(rpapi.GpuRequest{ID: p.desc.GPUType, Count: rpapi.NewOptInt(count),
-			AllowedCudaVersions: slices.Clone(p.cfg.Pool.CUDAVersions)})}
+			AllowedCudaVersions: p.allowedCUDA()})}
 	if spec.Disk > 0 {
 		req.Disk = rpapi.NewOptInt(spec.Disk)
 	}
@@ -164,6 +167,15 @@ func (p *Pool) podRequest(spec scheduler.WorkerSpec, count int) (*rpapi.CreatePo
 		req.Registry = rpapi.NewOptString(id)
 	}
 	return req, nil
+}
+
+// allowedCUDA is the CUDA versions a pod may run: those the pool's config names (sorted), or
+// none (any) when the pool took its versions from the catalog.
+func (p *Pool) allowedCUDA() []string {
+	if len(p.cfg.Pool.CUDAVersions) == 0 {
+		return nil
+	}
+	return p.Describe().CUDAVersions
 }
 
 // podName is a pod's name: the installation and the worker, for people reading RunPod's
