@@ -76,6 +76,37 @@ type PoolConfig struct {
 	core.Pool `yaml:",inline"`
 	// Docker configures a docker pool (only with adapter: docker); omitted = the defaults.
 	Docker *DockerConfig `yaml:"docker"`
+	// RunPod configures a runpod pool (required with adapter: runpod).
+	RunPod *RunPodConfig `yaml:"runpod"`
+}
+
+// RunPodConfig is how a runpod pool rents pods (see adapters/runpod.Config). The pool's
+// gpuType is RunPod's GPU type id and its count the most GPUs it rents at once.
+type RunPodConfig struct {
+	// APIKeyEnv names the environment variable holding the RunPod API key. Required.
+	APIKeyEnv string `yaml:"apiKeyEnv"`
+	// PublicURL is where workers in RunPod's cloud reach this Gantry (https; a reverse proxy
+	// or tunnel in front of it). Required.
+	PublicURL string `yaml:"publicUrl"`
+	// API is RunPod's REST API; default https://api.runpod.io.
+	API string `yaml:"api"`
+	// Cloud is SECURE (the default) or COMMUNITY.
+	Cloud string `yaml:"cloud"`
+	// DataCenters are the data centers pods may be placed in, by preference; default any.
+	DataCenters []string `yaml:"dataCenters"`
+	// Disk is a pod's container disk in GB when the endpoint gives none; default 20.
+	Disk int `yaml:"disk"`
+	// Registries maps the registry ids endpoints name to RunPod container registry
+	// credential ids.
+	Registries map[string]string `yaml:"registries"`
+	// Installation names this Gantry in its pods, so that a restart finds its own; default
+	// "gantry".
+	Installation string `yaml:"installation"`
+	// MaxPods and MaxSpendPerHour (USD/h at catalog prices) are the cost guard; 0 = no cap.
+	MaxPods         int     `yaml:"maxPods"`
+	MaxSpendPerHour float64 `yaml:"maxSpendPerHour"`
+	// Poll is how often pods are listed while the pool has workers; default 5s.
+	Poll time.Duration `yaml:"poll"`
 }
 
 // DockerConfig is how a docker pool reaches its Docker host and runs workers there (see
@@ -186,6 +217,18 @@ const ConfigHelp = `Config file (YAML, --config FILE; unknown keys are rejected;
         gpusByEnv: false          # true: NVIDIA_VISIBLE_DEVICES (nvidia default runtime), not device requests
         diskQuota: false          # true: endpoint disk limits the container (xfs+pquota, btrfs, zfs)
         init: false               # true: docker-init as PID 1 (workers without a SIGTERM handler)
+    - id: burst                   # rented GPUs: each worker a RunPod pod (see the README)
+      adapter: runpod
+      gpuType: NVIDIA GeForce RTX 4090  # RunPod's GPU type id
+      count: 8                    # the most GPUs rented at once
+      runpod:
+        apiKeyEnv: RUNPOD_API_KEY # the variable holding the key (required)
+        publicUrl: https://gantry.example.com  # where pods reach this Gantry (required, https)
+        cloud: SECURE             # or COMMUNITY
+        dataCenters: [US-TX-3]    # by preference; default any
+        maxPods: 4                # cost guard: pods at once; 0 = no cap
+        maxSpendPerHour: 5.0      # cost guard: USD/h at catalog prices; 0 = no cap
+        registries: {ghcr-me: rp-registry-id}  # endpoint registry id -> RunPod credential id
   registries:                     # credentials an endpoint's registry names (docker pools pull with them)
     - id: ghcr-me
       username: me
@@ -291,7 +334,7 @@ func (c *Config) Validate() error {
 		if p.DisplayName == "" {
 			c.Pools[i].DisplayName = p.GPUType
 		}
-		if p.DataCenter == "" {
+		if p.DataCenter == "" && p.Adapter != "runpod" {
 			c.Pools[i].DataCenter = "LOCAL"
 		}
 	}

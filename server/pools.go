@@ -15,6 +15,7 @@ import (
 
 	"github.com/gantryhq/gantry/adapters/docker"
 	"github.com/gantryhq/gantry/adapters/process"
+	"github.com/gantryhq/gantry/adapters/runpod"
 	"github.com/gantryhq/gantry/scheduler"
 )
 
@@ -62,6 +63,21 @@ var adapters = map[string]adapter{
 			}
 			return docker.DefaultStopGrace
 		},
+	},
+	"runpod": {
+		build: func(ctx context.Context, env poolEnv, p PoolConfig) (scheduler.Pool, error) {
+			r := p.RunPod
+			if r == nil {
+				return nil, fmt.Errorf("adapter runpod needs a runpod section (apiKeyEnv, publicUrl)")
+			}
+			return runpod.New(ctx, runpod.Config{Pool: p.Pool, API: r.API, APIKeyEnv: r.APIKeyEnv, PublicURL: r.PublicURL,
+				Cloud: r.Cloud, DataCenters: r.DataCenters, Disk: r.Disk, Registries: r.Registries, Installation: r.Installation,
+				MaxPods: r.MaxPods, MaxSpendPerHour: r.MaxSpendPerHour, Poll: r.Poll, Log: env.log})
+		},
+		section: func(p PoolConfig) bool { return p.RunPod != nil },
+		// Shutdown terminates the pool's pods (no rented GPU outlives Gantry): RunPod's
+		// terminate answers within seconds, retried on errors.
+		grace: func(PoolConfig) time.Duration { return 30 * time.Second },
 	},
 }
 

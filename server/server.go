@@ -189,8 +189,6 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 			templates[i].CreatedAt = clock.Now().UTC().Truncate(time.Second) // public templates are as old as this server
 		}
 	}
-	catalog := core.NewCatalog(cfg.catalogPools(), cfg.NetworkVolumes, templates)
-
 	s.pools = opts.Pools
 	if s.pools == nil {
 		self := opts.Self
@@ -206,7 +204,11 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 		}
 		s.pools = pools
 		s.closers = append(s.closers, func() { shutdownPools(cfg, pools, log) })
+		for i, p := range pools { // what the adapters learnt (a cloud pool's CUDA versions, memory)
+			cfg.Pools[i].Pool = p.Describe()
+		}
 	}
+	catalog := core.NewCatalog(cfg.catalogPools(), cfg.NetworkVolumes, templates)
 
 	// Worker tokens are signed with a key kept in the store: they outlive a restart.
 	tokens, err := core.NewWorkerTokens(ctx, s.st.tokens, clock)

@@ -1,0 +1,124 @@
+package runpod_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gantryhq/gantry/adapters/runpod"
+	"github.com/gantryhq/gantry/adapters/runpod/runpodfake"
+	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/internal/testkit"
+	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/server"
+	"github.com/gantryhq/gantry/server/servertest"
+)
+
+// TestJobsFlowThroughTheFakeCloud runs a whole Gantry with a runpod pool on the fake RunPod,
+// each pod's container Gantry's echo worker run as a local process with the pod's
+// environment: a job sent to an endpoint scaled to zero makes the pool rent a pod, whose
+// worker reaches Gantry at the pool's public URL with its token, takes the job and posts the
+// output; when Gantry stops, the pod is terminated.
+func TestJobsFlowThroughTheFakeCloud(t *testing.T) {
+	t.Parallel()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := runpodfake.New(runpodfake.Config{Key: runpod.TestKey, Provision: 50 * time.Millisecond, Boot: 50 * time.Millisecond,
+		StopGrace: 5 * time.Second,
+		GPUs:      []runpodfake.GPU{{ID: "NVIDIA L40S", Name: "L40S", MemoryGB: 48, Price: 0.86, MaxCount: 8, CUDA: []string{"12.4", "12.8"}}},
+		Runner: runpodfake.ProcessRunner{
+			Images: map[string][]string{runpod.TestEchoImage: {self, "-test.run=^$", "echo"}},
+			Env:    []string{runpod.WorkerModeEnv + "=run"},
+		}})
+	cloud := httptest.NewServer(fake)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := runpod.New(context.Background(), runpod.Config{
+		Pool: core.Pool{ID: "burst", GPUType: "NVIDIA L40S", GPUs: 2}, API: cloud.URL, APIKeyEnv: runpod.TestKeyEnv,
+		PublicURL: "http://" + ln.Addr().String(), Poll: 50 * time.Millisecond, MaxPods: 2, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		ln.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // after the server's shutdown, which stops its workers
+		ctx, cancel := context.WithTimeout(context.Background(), testkit.WaitTimeout)
+		defer cancel()
+		if err := pool.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+		pool.Close()
+		if pods := fake.Pods(); len(pods) != 0 {
+			t.Errorf("pods left after Gantry stopped: %+v", pods)
+		}
+		cloud.Close()
+		fake.Close()
+	})
+	s := servertest.New(t, server.Config{}, server.Options{Pools: []scheduler.Pool{pool}, Listener: ln})
+	key := servertest.Key(t, s, "alice", core.ScopeAll)
+
+	var ep struct{ ID string }
+	post(t, s.URL()+"/v2/serverless", key, `{"name":"echo","type":"QUEUE","templateId":"gantry-echo","gpu":{"pools":["burst"]},`+
+		`"scaling":{"type":"QUEUE_DELAY","queueDelay":4},"workers":{"max":1}}`, http.StatusCreated, &ep)
+	var job struct {
+		Status string
+		Output map[string]any
+	}
+	post(t, s.URL()+"/v2/"+ep.ID+"/runsync", key, `{"input":{"prompt":"to the cloud and back"}}`, http.StatusOK, &job)
+	if job.Status != "COMPLETED" || job.Output["prompt"] != "to the cloud and back" {
+		t.Fatalf("runsync = %+v; want COMPLETED with the input echoed", job)
+	}
+	pods := fake.Pods()
+	if len(pods) != 1 || pods[0].Image != runpod.TestEchoImage || pods[0].Status != runpodfake.Running || pods[0].GPU != "NVIDIA L40S" {
+		t.Fatalf("pods: %+v; want one RUNNING pod of gantry/echo on an L40S", pods)
+	}
+	env := pods[0].Env
+	if !strings.HasPrefix(env["RUNPOD_WEBHOOK_GET_JOB"], "http://"+ln.Addr().String()+"/v2/"+ep.ID+"/job-take/") || !strings.HasPrefix(env["RUNPOD_AI_API_KEY"], core.WorkerTokenPrefix) {
+		t.Errorf("pod env: %v; want the job-take URL at the public URL and a worker token", env)
+	}
+	// Gantry's catalog shows what the adapter read from RunPod's.
+	req, _ := http.NewRequest("GET", s.URL()+"/v2/catalog/gpus", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := `{"id":"NVIDIA L40S","displayName":"L40S","memoryInGb":48,"pool":"burst","count":2,"dataCenterId":"RUNPOD"}`; !strings.Contains(string(b), want) {
+		t.Errorf("GET /v2/catalog/gpus = %s; want %s", b, want)
+	}
+}
+
+func post(t *testing.T, url, key, body string, want int, into any) {
+	t.Helper()
+	req, err := http.NewRequest("POST", url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		t.Fatalf("POST %s = %d %s; want %d", url, resp.StatusCode, b, want)
+	}
+	if err := json.Unmarshal(b, into); err != nil {
+		t.Fatalf("POST %s: %v in %s", url, err, b)
+	}
+}
