@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gantryhq/gantry/adapters/kit"
 	"github.com/gantryhq/gantry/adapters/runpod/rpapi"
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/scheduler"
@@ -104,7 +105,7 @@ type Pool struct {
 	bg    *rpapi.Client // for the watch loop, on connections of its own (see newClients)
 	clock core.Clock
 	log   *slog.Logger
-	live  *scheduler.Live[*worker]
+	live  *kit.Live[*worker]
 
 	ctx    context.Context // the pool's life: the watch loop and background calls
 	cancel context.CancelFunc
@@ -139,7 +140,7 @@ const apiTimeout = time.Minute
 // not fail New: the pool starts unhealthy, refuses starts with the reason, and recovers when
 // a later call succeeds.
 func New(ctx context.Context, cfg Config) (*Pool, error) {
-	d, errs := scheduler.CheckPool(cfg.Pool, "runpod", nil, 0)
+	d, errs := kit.CheckPool(cfg.Pool, "runpod", nil, 0)
 	if cfg.APIKeyEnv == "" {
 		errs = append(errs, errors.New("apiKeyEnv: name the environment variable that holds the RunPod API key"))
 	}
@@ -178,7 +179,7 @@ func New(ctx context.Context, cfg Config) (*Pool, error) {
 	}
 	pctx, cancel := context.WithCancel(context.Background())
 	p := &Pool{desc: d, cfg: cfg, api: api, bg: bg, clock: cmp.Or[core.Clock](cfg.Clock, core.SystemClock{}),
-		log: cmp.Or(cfg.Log, slog.Default()).With("pool", d.ID), live: scheduler.NewLive[*worker](d.GPUs),
+		log: cmp.Or(cfg.Log, slog.Default()).With("pool", d.ID), live: kit.NewLive[*worker](d.GPUs),
 		ctx: pctx, cancel: cancel, done: make(chan struct{}), kick: make(chan struct{}, 1)}
 	if err := p.readCatalog(ctx); err != nil && !isAuth(err) {
 		cancel()
