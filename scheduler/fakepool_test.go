@@ -26,6 +26,8 @@ type fakePool struct {
 	killed    []string // workers Kill was called for (lost_test.go)
 	slowKill  bool     // Kill records the call only: the worker exits when the test says
 	noSuspend bool
+	refuse    error  // Start refuses every worker with this
+	tries     int    // Start calls, refused ones included
 	panicIn   string // "Start", "Suspend" or "Stop": that call panics (adaptercall_test.go)
 	// http, when set, serves each LOAD_BALANCER worker (a spec with PortEnv): its addresses
 	// are a test server's.
@@ -37,6 +39,11 @@ func (p *fakePool) Describe() core.Pool { return p.info }
 
 func (p *fakePool) Start(_ context.Context, spec WorkerSpec) error {
 	p.mu.Lock()
+	p.tries++
+	if p.refuse != nil {
+		defer p.mu.Unlock()
+		return p.refuse
+	}
 	if p.alive == nil {
 		p.alive, p.suspended = map[string]WorkerSpec{}, map[string]bool{}
 	}
@@ -139,6 +146,13 @@ func (p *fakePool) counts() (alive, suspended, started int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.alive), len(p.suspended), len(p.started)
+}
+
+// startCalls is how many times Start was called.
+func (p *fakePool) startCalls() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.tries
 }
 
 var _ Pool = (*fakePool)(nil)

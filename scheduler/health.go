@@ -16,9 +16,24 @@ type coldStats struct {
 	last, total time.Duration
 }
 
-// backingOff says that workers failed lately and the next start is not due yet.
+// backingOff says that workers failed lately, or a pool refused a start lately, and the next
+// start is not due yet.
 func (s *Scheduler) backingOff(es *epState, now time.Time) bool {
-	return es.failures > 0 && now.Before(es.nextStart)
+	return (es.failures > 0 && now.Before(es.nextStart)) || now.Before(es.refusedUntil)
+}
+
+// RefusedRetry is how long an endpoint waits to ask again after a pool refused to start its
+// worker for now (an error wrapping ErrNoCapacity): long enough not to spend a cloud API's
+// rate limit on creates that fail.
+const RefusedRetry = 10 * time.Second
+
+// refuse records a start that a pool refused for now: not a failure (no crash-loop backoff,
+// no unhealthy worker), but throttled, with the pool's reason, until a start succeeds or
+// no start has been refused for two retry periods.
+func (s *Scheduler) refuse(es *epState, now time.Time, pool string, err error) {
+	es.refusal = fmt.Sprintf("pool %s: %v", pool, err)
+	es.refusedUntil = now.Add(RefusedRetry)
+	s.publish(es)
 }
 
 // fail records a worker that crashed or never became ready, and backs off further starts.
@@ -44,6 +59,9 @@ func (s *Scheduler) publish(es *epState) {
 			es.noRoomMsg, es.noRoomOf = "waiting for capacity: "+es.noRoom.Error(), es.noRoom
 		}
 		c.Reason = es.noRoomMsg
+	case es.refusal != "" && s.cfg.Clock.Now().Before(es.refusedUntil.Add(RefusedRetry)):
+		c.Throttled = max(c.Throttled, 1)
+		c.Reason = "waiting for capacity: " + es.refusal
 	}
 	if es.ep.Type == core.TypeLoadBalancer {
 		es.lbCounts(&c)

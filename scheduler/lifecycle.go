@@ -180,7 +180,11 @@ func (s *Scheduler) startLocked(es *epState, now time.Time, code string) error {
 			var p *AdapterPanic
 			panicked := errors.As(err, &p)
 			es.mu.Lock()
-			s.fail(es, s.cfg.Clock.Now(), fmt.Sprintf("pool %s could not start it: %v", res.PoolID(), err))
+			if errors.Is(err, ErrNoCapacity) && !panicked {
+				s.refuse(es, s.cfg.Clock.Now(), res.PoolID(), err)
+			} else {
+				s.fail(es, s.cfg.Clock.Now(), fmt.Sprintf("pool %s could not start it: %v", res.PoolID(), err))
+			}
 			s.forgetLocked(w)
 			w.stopping = panicked // an exit event, if one comes, is no second failure
 			es.mu.Unlock()
@@ -190,6 +194,9 @@ func (s *Scheduler) startLocked(es *epState, now time.Time, code string) error {
 			}
 			return
 		}
+		es.mu.Lock()
+		es.refusal, es.refusedUntil = "", time.Time{} // a start succeeded: no longer throttled by a refusal
+		es.mu.Unlock()
 		s.cfg.Log.Info("worker started", "endpoint", spec.Endpoint, "worker", id, "pool", res.PoolID(), "gpus", res.GPUs)
 	})
 	return nil

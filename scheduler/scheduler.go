@@ -145,6 +145,12 @@ type epState struct {
 	cold      coldStats
 	lastCond  core.Condition
 	exited    []exitedWorker // the last few workers that exited, oldest first (workerinfo.go)
+
+	// refusal is why a pool last refused a start for now (ErrNoCapacity: a cloud with no
+	// machine, a cost cap): the endpoint shows as throttled, not failing, and asks again
+	// after refusedUntil.
+	refusal      string
+	refusedUntil time.Time
 }
 
 // New returns a scheduler over the pools. It subscribes to the job engine's worker signals and

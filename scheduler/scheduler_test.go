@@ -443,6 +443,35 @@ func TestThrottledWhenNoPoolHasRoom(t *testing.T) {
 	}
 }
 
+// TestThrottledWhenThePoolRefuses: a start the pool refuses for now (ErrNoCapacity: a cloud
+// with no machine, a cost cap) shows as throttled with the pool's reason, not as failing, and
+// is asked again after RefusedRetry.
+func TestThrottledWhenThePoolRefuses(t *testing.T) {
+	t.Parallel()
+	pool := &fakePool{info: core.Pool{ID: "P", GPUs: 2}, refuse: fmt.Errorf("throttled: the cost guard allows 1 pod: %w", ErrNoCapacity)}
+	r := setup(t, pool)
+	ep := r.endpoint(nil)
+	r.submit(ep, 1, false)
+	testkit.Eventually(t, "the refusal published", func() bool { return r.jobs.Health(ep.ID).Throttled == 1 })
+	if h := r.jobs.Health(ep.ID); h.Unhealthy != 0 || !strings.Contains(h.Reason, "waiting for capacity: pool P: throttled: the cost guard allows 1 pod") {
+		t.Errorf("health = %+v; want throttled with the pool's reason, none unhealthy", h)
+	}
+	r.tick(RefusedRetry - time.Second)
+	if n := r.pool.startCalls(); n != 1 {
+		t.Errorf("%d starts before RefusedRetry passed; want 1", n)
+	}
+	pool.mu.Lock()
+	pool.refuse = nil
+	pool.mu.Unlock()
+	r.tick(time.Second)
+	r.running(1)
+	r.poll()
+	r.tick(time.Second)
+	if h := r.jobs.Health(ep.ID); h.Throttled != 0 || h.Reason != "" {
+		t.Errorf("health after a start succeeded = %+v; want no longer throttled", h)
+	}
+}
+
 func TestFlashbootSuspendsAndResumes(t *testing.T) {
 	t.Parallel()
 	r := setup(t)
