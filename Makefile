@@ -33,6 +33,8 @@ fuzz: ## run each fuzz target for an execution count (~10 s each on 2 cores), or
 	$(GO) test ./models -run '^$$' -fuzz '^FuzzReadGIFInfo$$' -fuzztime $(or $(FUZZTIME),150000x)
 	$(GO) test ./models -run '^$$' -fuzz '^FuzzReadWAVInfo$$' -fuzztime $(or $(FUZZTIME),250000x)
 	$(GO) test ./worker/httpecho -run '^$$' -fuzz '^FuzzReadFrame$$' -fuzztime $(or $(FUZZTIME),200000x)
+	$(GO) test ./adapters/runpod -run '^$$' -fuzz '^FuzzResetAfter$$' -fuzztime $(or $(FUZZTIME),100000x)
+	$(GO) test ./adapters/runpod/runpodfake -run '^$$' -fuzz '^FuzzPodStateMachine$$' -fuzztime $(or $(FUZZTIME),2000x)
 
 lint: ## gofmt and go vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v -e '^oas/' -e '^adapters/runpod/rpapi/'))" || (gofmt -l $$(git ls-files '*.go' | grep -v -e '^oas/' -e '^adapters/runpod/rpapi/'); exit 1)

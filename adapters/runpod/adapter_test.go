@@ -3,6 +3,8 @@ package runpod
 import (
 	"context"
 	"errors"
+	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -445,5 +447,36 @@ func TestLeftoversOfAnEarlierRunAreTerminated(t *testing.T) {
 	stranger.Close()
 	if n := len(c.Pods()); n != 0 {
 		t.Errorf("%d pods after Shutdown; want none", n)
+	}
+}
+
+// FuzzResetAfter: any RateLimit header reads without a panic, and a wait is never negative.
+func FuzzResetAfter(f *testing.F) {
+	f.Add(`"minute";r=0;t=12, "hour";r=2800;t=1812`)
+	f.Add(`;;r=0;t=-5,`)
+	f.Fuzz(func(t *testing.T, h string) {
+		if d, _ := resetAfter(h); d < 0 {
+			t.Fatalf("resetAfter(%q) = %v", h, d)
+		}
+	})
+}
+
+func TestLogs(t *testing.T) {
+	t.Parallel()
+	f := setup(t, Config{}, runpodfake.Config{})
+	spec := f.spec()
+	f.start(spec)
+	rc, err := f.pool.Logs(context.Background(), spec.ID, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(rc)
+	rc.Close()
+	if want := "[system] pod assigned to a machine in US-TX-3; pulling gantry-test/worker\n[system] container started\n"; string(b) != want {
+		t.Errorf("Logs(tail 2) = %q; want %q", b, want)
+	}
+	f.stop(spec.ID)
+	if _, err := f.pool.Logs(context.Background(), spec.ID, 0); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Logs of an exited worker = %v; want fs.ErrNotExist (RunPod deletes a pod's log with it)", err)
 	}
 }

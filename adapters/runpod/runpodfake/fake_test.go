@@ -248,3 +248,49 @@ func TestCatalogAvailability(t *testing.T) {
 		t.Errorf("catalog entry %+v; want HIGH, 3 CUDA versions, 0.5 USD/h", g)
 	}
 }
+
+// FuzzPodStateMachine drives one pod through random actions and clock steps: every answer
+// agrees with the actions the pod listed just before (200 or 204 for one of them, 409 for any
+// other), and the pod's status is always one RunPod documents.
+func FuzzPodStateMachine(f *testing.F) {
+	f.Add([]byte{0, 5, 1, 2, 3, 9, 4})
+	f.Add([]byte{9, 9, 1, 0, 0, 2, 9, 3})
+	f.Fuzz(func(t *testing.T, steps []byte) {
+		if len(steps) > 64 {
+			steps = steps[:64]
+		}
+		_, c, clock := setup(t, runpodfake.Config{Provision: 2 * time.Second, Boot: 3 * time.Second}, key)
+		id := create(t, c, gpuPod("fuzz")).(*rpapi.PodHeaders).Response.ID
+		all := []rpapi.PodAction{rpapi.PodActionStart, rpapi.PodActionStop, rpapi.PodActionRestart, rpapi.PodActionTerminate}
+		for _, b := range steps {
+			if b >= 4 {
+				clock.Advance(time.Duration(b) * 100 * time.Millisecond)
+				continue
+			}
+			res, err := c.GetPod(context.Background(), rpapi.GetPodParams{ID: id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pod, ok := res.(*rpapi.PodHeaders)
+			if !ok {
+				return // terminated
+			}
+			st := pod.Response.Status
+			if !slices.Contains([]rpapi.PodStatus{"PROVISIONING", "STARTING", "RUNNING", "EXITED", "ERROR"}, st) {
+				t.Fatalf("status %q", st)
+			}
+			a := all[b]
+			got, err := c.PodAction(context.Background(), &rpapi.PodActionRequest{Action: a}, rpapi.PodActionParams{ID: id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, refused := got.(*rpapi.ProblemStatusCodeWithHeaders)
+			if valid := slices.Contains(pod.Response.Actions, a); valid == refused {
+				t.Fatalf("%s on a %s pod (actions %v) answered %#v", a, st, pod.Response.Actions, got)
+			}
+			if refused && p.StatusCode != http.StatusConflict {
+				t.Fatalf("%s on a %s pod: %d; want 409", a, st, p.StatusCode)
+			}
+		}
+	})
+}
