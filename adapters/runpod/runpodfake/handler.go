@@ -43,8 +43,16 @@ func (f *Fake) decodeError(_ context.Context, w http.ResponseWriter, _ *http.Req
 	writeProblem(w, http.StatusUnprocessableEntity, err.Error())
 }
 
-func notFound(id string) *rpapi.ProblemStatusCodeWithHeaders {
-	return problem(http.StatusNotFound, fmt.Sprintf("pod %q not found", id))
+// lockPod locks the fake and returns pod id moved on to the clock's time, or the 404 for no
+// such pod. The caller unlocks f.mu either way.
+func (f *Fake) lockPod(id string) (*pod, *rpapi.ProblemStatusCodeWithHeaders) {
+	f.mu.Lock()
+	p := f.pods[id]
+	if p == nil {
+		return nil, problem(http.StatusNotFound, fmt.Sprintf("pod %q not found", id))
+	}
+	f.advancePod(p, f.clock.Now())
+	return p, nil
 }
 
 // CreatePod checks the body's cross-field rules (400), places the pod (400 for no capacity)
@@ -143,24 +151,21 @@ func (h handler) ListPods(_ context.Context, _ rpapi.ListPodsParams) (rpapi.List
 // GetPod answers one pod, or 404.
 func (h handler) GetPod(_ context.Context, params rpapi.GetPodParams) (rpapi.GetPodRes, error) {
 	f := h.f
-	f.mu.Lock()
+	p, missing := f.lockPod(params.ID)
 	defer f.mu.Unlock()
-	p := f.pods[params.ID]
-	if p == nil {
-		return notFound(params.ID), nil
+	if missing != nil {
+		return missing, nil
 	}
-	f.advancePod(p, f.clock.Now())
 	return &rpapi.PodHeaders{Response: p.api()}, nil
 }
 
 // DeletePod terminates a pod (its container stopped first), or answers 404.
 func (h handler) DeletePod(ctx context.Context, params rpapi.DeletePodParams) (rpapi.DeletePodRes, error) {
 	f := h.f
-	f.mu.Lock()
+	p, missing := f.lockPod(params.ID)
 	defer f.mu.Unlock()
-	p := f.pods[params.ID]
-	if p == nil {
-		return notFound(params.ID), nil
+	if missing != nil {
+		return missing, nil
 	}
 	if err := f.act(ctx, p, rpapi.PodActionTerminate); err != nil {
 		return problem(http.StatusConflict, err.Error()), nil
@@ -171,11 +176,10 @@ func (h handler) DeletePod(ctx context.Context, params rpapi.DeletePodParams) (r
 // PodAction applies an action valid in the pod's status, or answers 409 (404 for no pod).
 func (h handler) PodAction(ctx context.Context, req *rpapi.PodActionRequest, params rpapi.PodActionParams) (rpapi.PodActionRes, error) {
 	f := h.f
-	f.mu.Lock()
+	p, missing := f.lockPod(params.ID)
 	defer f.mu.Unlock()
-	p := f.pods[params.ID]
-	if p == nil {
-		return notFound(params.ID), nil
+	if missing != nil {
+		return missing, nil
 	}
 	if err := f.act(ctx, p, req.Action); err != nil {
 		if errors.Is(err, errCapacity) {
@@ -192,13 +196,11 @@ func (h handler) PodAction(ctx context.Context, req *rpapi.PodActionRequest, par
 // GetPodLogs answers the last lines of a pod's log as server-sent events.
 func (h handler) GetPodLogs(_ context.Context, params rpapi.GetPodLogsParams) (rpapi.GetPodLogsRes, error) {
 	f := h.f
-	f.mu.Lock()
+	p, missing := f.lockPod(params.ID)
 	defer f.mu.Unlock()
-	p := f.pods[params.ID]
-	if p == nil {
-		return notFound(params.ID), nil
+	if missing != nil {
+		return missing, nil
 	}
-	f.advancePod(p, f.clock.Now())
 	lines := p.log
 	if n := params.Tail.Or(100); len(lines) > n {
 		lines = lines[len(lines)-n:]
