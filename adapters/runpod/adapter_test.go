@@ -213,7 +213,7 @@ func TestCostGuard(t *testing.T) {
 	a, b := f.spec(), f.spec()
 	f.start(a)
 	f.start(b)
-	if err := f.pool.Start(context.Background(), f.spec()); !errors.As(err, &th) || !strings.Contains(err.Error(), "allows 2 pods at once (maxPods)") {
+	if err := f.pool.Start(context.Background(), f.spec()); !errors.As(err, &th) || !strings.Contains(err.Error(), "allows 2 pod(s) at once (maxPods)") {
 		t.Errorf("a third pod with maxPods 2: %v; want throttled by maxPods", err)
 	}
 	f.stop(a.ID)

@@ -97,7 +97,7 @@ func (p *Pool) guard(self *worker, gpus int, resume bool) error {
 		w.mu.Unlock()
 	}
 	if max := p.cfg.MaxPods; max > 0 && pods >= max && !resume {
-		return &ThrottledError{Reason: fmt.Sprintf("the pool's cost guard allows %d pods at once (maxPods), and it has %d", max, pods)}
+		return &ThrottledError{Reason: fmt.Sprintf("the pool's cost guard allows %d pod(s) at once (maxPods), and it has %d", max, pods)}
 	}
 	cost := g.price * float64(gpus)
 	if max := p.cfg.MaxSpendPerHour; max > 0 && spend+cost > max+1e-9 {

@@ -47,7 +47,7 @@ func TestJobsFlowThroughTheFakeCloud(t *testing.T) {
 	}
 	pool, err := runpod.New(context.Background(), runpod.Config{
 		Pool: core.Pool{ID: "burst", GPUType: "NVIDIA L40S", GPUs: 2}, API: cloud.URL, APIKeyEnv: runpod.TestKeyEnv,
-		PublicURL: "http://" + ln.Addr().String(), Poll: 50 * time.Millisecond, MaxPods: 2, Log: slog.New(slog.DiscardHandler)})
+		PublicURL: "http://" + ln.Addr().String(), Poll: 50 * time.Millisecond, MaxPods: 1, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		ln.Close()
 		t.Fatal(err)
@@ -87,18 +87,60 @@ func TestJobsFlowThroughTheFakeCloud(t *testing.T) {
 	if !strings.HasPrefix(env["RUNPOD_WEBHOOK_GET_JOB"], "http://"+ln.Addr().String()+"/v2/"+ep.ID+"/job-take/") || !strings.HasPrefix(env["RUNPOD_AI_API_KEY"], core.WorkerTokenPrefix) {
 		t.Errorf("pod env: %v; want the job-take URL at the public URL and a worker token", env)
 	}
+	// The cost guard allows one pod, which the first endpoint's idle worker holds: a second
+	// endpoint's job waits, throttled, with the guard's reason on its /health.
+	var other struct{ ID string }
+	post(t, s.URL()+"/v2/serverless", key, `{"name":"echo2","type":"QUEUE","templateId":"gantry-echo","gpu":{"pools":["burst"]},`+
+		`"scaling":{"type":"QUEUE_DELAY","queueDelay":4},"workers":{"max":1}}`, http.StatusCreated, &other)
+	var queued struct{ ID, Status string }
+	post(t, s.URL()+"/v2/"+other.ID+"/run", key, `{"input":{"n":2}}`, http.StatusOK, &queued)
+	var health struct {
+		Workers struct{ Throttled, Unhealthy int }
+		Reason  string
+	}
+	testkit.Eventually(t, "the second endpoint throttled by the cost guard", func() bool {
+		get(t, s.URL()+"/v2/"+other.ID+"/health", key, &health)
+		return health.Workers.Throttled == 1
+	})
+	if health.Workers.Unhealthy != 0 || !strings.Contains(health.Reason, "waiting for capacity: pool burst: ") ||
+		!strings.Contains(health.Reason, "cost guard allows 1 pod(s) at once (maxPods)") {
+		t.Errorf("/health of the second endpoint = %+v; want throttled by maxPods, none unhealthy", health)
+	}
+	if n := len(fake.Pods()); n != 1 {
+		t.Errorf("%d pods; want 1, the cost guard's cap", n)
+	}
+
 	// Gantry's catalog shows what the adapter read from RunPod's.
-	req, _ := http.NewRequest("GET", s.URL()+"/v2/catalog/gpus", nil)
+	b := get(t, s.URL()+"/v2/catalog/gpus", key, nil)
+	if want := `{"id":"NVIDIA L40S","displayName":"L40S","memoryInGb":48,"pool":"burst","count":2,"dataCenterId":"RUNPOD"}`; !strings.Contains(string(b), want) {
+		t.Errorf("GET /v2/catalog/gpus = %s; want %s", b, want)
+	}
+}
+
+// get answers a GET's body, decoded into into when it is not nil; it fails the test unless
+// the answer is 200.
+func get(t *testing.T, url, key string, into any) []byte {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	req.Header.Set("Authorization", "Bearer "+key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if want := `{"id":"NVIDIA L40S","displayName":"L40S","memoryInGb":48,"pool":"burst","count":2,"dataCenterId":"RUNPOD"}`; !strings.Contains(string(b), want) {
-		t.Errorf("GET /v2/catalog/gpus = %s; want %s", b, want)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s = %d %s; want 200", url, resp.StatusCode, b)
 	}
+	if into != nil {
+		if err := json.Unmarshal(b, into); err != nil {
+			t.Fatalf("GET %s: %v in %s", url, err, b)
+		}
+	}
+	return b
 }
 
 func post(t *testing.T, url, key, body string, want int, into any) {
