@@ -480,3 +480,46 @@ func TestLogs(t *testing.T) {
 		t.Errorf("Logs of an exited worker = %v; want fs.ErrNotExist (RunPod deletes a pod's log with it)", err)
 	}
 }
+
+// cutOff answers the first create with a pod created but the connection cut: the client sees
+// an error, RunPod has the pod.
+type cutOff struct {
+	http.Handler
+	once sync.Once
+}
+
+func (c *cutOff) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == "POST" && r.URL.Path == "/v2/pods" {
+		cut := false
+		c.once.Do(func() { cut = true })
+		if cut {
+			c.Handler.ServeHTTP(httptest.NewRecorder(), r)
+			panic(http.ErrAbortHandler)
+		}
+	}
+	c.Handler.ServeHTTP(w, r)
+}
+
+func TestACreateCutOffLeavesNoPod(t *testing.T) {
+	t.Parallel()
+	fake := runpodfake.New(runpodfake.Config{Key: testKey, GPUs: []runpodfake.GPU{gpu4090}, Runner: idle{}})
+	srv := httptest.NewServer(&cutOff{Handler: fake})
+	defer srv.Close()
+	p, err := New(context.Background(), Config{Pool: core.Pool{ID: "cut", GPUType: gpu4090.ID, GPUs: 1}, API: srv.URL, APIKeyEnv: keyEnv,
+		PublicURL: "https://g.example", Poll: 25 * time.Millisecond, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	rec := &adaptertest.Recorder{}
+	if err := p.Start(context.Background(), scheduler.WorkerSpec{ID: "w1", Image: testImage, Report: rec.Report}); err == nil {
+		t.Fatal("Start with the create cut off = nil; want an error")
+	}
+	// RunPod made the pod; the pool terminates it, unasked.
+	testkit.Eventually(t, "the pod left by the cut-off create terminated", func() bool {
+		return fake.Requests("DELETE /v2/pods/{id}") == 1 && len(fake.Pods()) == 0
+	})
+	if evs := rec.Events("w1"); len(evs) != 0 {
+		t.Errorf("events of the refused worker: %s; want none", adaptertest.FormatEvents(evs))
+	}
+}

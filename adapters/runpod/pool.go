@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gantryhq/gantry/adapters/kit"
@@ -111,6 +112,9 @@ type Pool struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the watch loop has returned
 	kick   chan struct{} // wakes the watch loop for a poll now
+	// recheck asks the watch loop for a list even with no workers: a create failed in a way
+	// that may have left a pod behind.
+	recheck atomic.Bool
 
 	admitMu sync.Mutex // makes the cost guard's check and a worker's registration one step
 

@@ -101,7 +101,8 @@ func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
 		if isAuth(err) {
 			return fmt.Errorf("starting worker %s: pool %s is unhealthy: RunPod refuses the API key in $%s: %w", spec.ID, p.desc.ID, p.cfg.APIKeyEnv, err)
 		}
-		p.kickWatch() // a create that failed halfway may have left a pod: the watch reaps it
+		p.recheck.Store(true) // a create that failed halfway may have left a pod: the watch reaps it
+		p.kickWatch()
 		return fmt.Errorf("starting worker %s: %w", spec.ID, err)
 	}
 	w.mu.Lock()
@@ -441,13 +442,14 @@ func (p *Pool) watch() {
 			cancel()
 		}
 		next := p.cfg.CatalogEvery
-		if len(p.live.All()) > 0 {
+		if len(p.live.All()) > 0 || p.recheck.Swap(false) {
 			ctx, cancel := context.WithTimeout(p.ctx, apiTimeout)
 			asked := time.Now()
 			pods, err := p.listPods(ctx)
 			cancel()
 			switch {
 			case err != nil && p.ctx.Err() == nil:
+				p.recheck.Store(true)
 				failures++
 				next = min(p.cfg.Poll<<min(failures, 10), time.Minute)
 				p.log.Warn("listing pods; backing off", "inARow", failures, "next", next, "err", err)
