@@ -403,7 +403,7 @@ func TestPodsEndingByThemselves(t *testing.T) {
 	f.rec.Wait(t, bad.ID, scheduler.WorkerRunning, 0) // reported first, as every worker's first event
 }
 
-func TestLeftoversOfAnEarlierRunAreTerminated(t *testing.T) {
+func TestLeftoversOfAnEarlierRunAreListedAndStopped(t *testing.T) {
 	t.Parallel()
 	c := newCloud(t, runpodfake.Config{Runner: idle{}})
 	rec := &adaptertest.Recorder{}
@@ -415,7 +415,7 @@ func TestLeftoversOfAnEarlierRunAreTerminated(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"old-1", "old-2"} {
-		if err := first.Start(context.Background(), scheduler.WorkerSpec{ID: id, Image: testImage, Report: rec.Report}); err != nil {
+		if err := first.Start(context.Background(), scheduler.WorkerSpec{ID: id, Endpoint: "ep1", Image: testImage, Report: rec.Report}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -429,17 +429,29 @@ func TestLeftoversOfAnEarlierRunAreTerminated(t *testing.T) {
 	if err := stranger.Start(context.Background(), scheduler.WorkerSpec{ID: "theirs", Image: testImage, Report: rec.Report}); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(c.Pods()); n != 3 {
-		t.Fatalf("%d pods; want 3", n)
-	}
 	second, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer second.Close()
-	pods := c.Pods()
-	if len(pods) != 1 || pods[0].Env[EnvWorker] != "theirs" {
-		t.Errorf("pods after a restart: %+v; want only the other installation's", pods)
+	ws, err := second.Workers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(ws, func(a, b scheduler.LiveWorker) int { return strings.Compare(a.ID, b.ID) })
+	if len(ws) != 2 || ws[0].ID != "old-1" || ws[1].ID != "old-2" || ws[0].Known || ws[0].Endpoint != "ep1" || ws[0].Started.IsZero() {
+		t.Fatalf("Workers() after a restart = %+v; want old-1 and old-2 of ep1, not known (the other installation's pod is not listed)", ws)
+	}
+	for _, w := range ws { // as the scheduler reaps them
+		if err := second.Stop(context.Background(), w.ID); err != nil {
+			t.Errorf("Stop(%s) of a worker left by an earlier run = %v", w.ID, err)
+		}
+	}
+	if pods := c.Pods(); len(pods) != 1 || pods[0].Env[EnvWorker] != "theirs" {
+		t.Errorf("pods after the leftovers were stopped: %+v; want only the other installation's", pods)
+	}
+	if ws, _ := stranger.Workers(context.Background()); len(ws) != 1 || !ws[0].Known {
+		t.Errorf("Workers() of the pool that started it = %+v; want it, known", ws)
 	}
 	if err := stranger.Shutdown(context.Background()); err != nil {
 		t.Error(err)

@@ -129,27 +129,42 @@ func (p *Pool) ours(pod *rpapi.Pod) (worker string, ok bool) {
 	return env[EnvWorker], true
 }
 
-// reapLeftovers terminates the pods of this installation and pool that no live worker runs:
-// those an earlier run (or an earlier leader) left. Their workers are unknown to this run, so
-// they would hold a rented GPU for nothing.
-func (p *Pool) reapLeftovers(ctx context.Context) error {
+// Workers lists the pods of this installation and pool as workers: those Start accepted
+// (Known) and those an earlier run, or another replica, left. The scheduler stops the ones
+// it did not start (Stop terminates a pod it finds this way).
+func (p *Pool) Workers(ctx context.Context) ([]scheduler.LiveWorker, error) {
 	pods, err := p.listPods(ctx)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("runpod pool %s: listing its pods: %w", p.desc.ID, err)
 	}
-	var errs []error
+	var out []scheduler.LiveWorker
 	for i := range pods {
 		pod := &pods[i]
 		id, ok := p.ours(pod)
 		if !ok {
 			continue
 		}
-		if _, live := p.live.Get(id); live {
-			continue
-		}
-		p.log.Warn("terminating a pod no worker of this run knows (left by an earlier run)", "pod", pod.ID, "worker", id, "status", pod.Status)
-		if err := p.deletePod(ctx, p.bg, pod.ID); err != nil && !isNotFound(err) {
-			errs = append(errs, err)
+		_, known := p.live.Get(id)
+		env, _ := pod.Env.Get()
+		out = append(out, scheduler.LiveWorker{ID: id, Endpoint: env[EnvEndpoint], Started: pod.CreatedAt, Known: known})
+	}
+	return out, nil
+}
+
+// terminateFound terminates the pods of worker id that this pool did not start (found by
+// their GANTRY_* variables).
+func (p *Pool) terminateFound(ctx context.Context, id string) error {
+	pods, err := p.listPods(ctx)
+	if err != nil {
+		return fmt.Errorf("stopping worker %s: listing pods: %w", id, err)
+	}
+	var errs []error
+	for i := range pods {
+		if w, ok := p.ours(&pods[i]); ok && w == id {
+			p.log.Warn("terminating a pod this run did not start", "pod", pods[i].ID, "worker", id, "status", pods[i].Status)
+			if err := p.deletePod(ctx, p.api, pods[i].ID); err != nil && !isNotFound(err) {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return errors.Join(errs...)

@@ -39,6 +39,7 @@ const (
 	EnvInstallation = "GANTRY_INSTALLATION"
 	EnvPool         = "GANTRY_POOL"
 	EnvWorker       = "GANTRY_WORKER"
+	EnvEndpoint     = "GANTRY_ENDPOINT"
 )
 
 // Config configures a Pool. New validates it once.
@@ -138,9 +139,9 @@ type gpuInfo struct {
 const apiTimeout = time.Minute
 
 // New returns a pool renting pods through the RunPod API, or what is wrong with cfg. It reads
-// the GPU catalog for the pool's type (its capacity, memory, CUDA versions and price) and
-// deals with the pods an earlier run of this installation left for the pool: it terminates
-// them (their workers are unknown to this run). A RunPod that refuses the key (401, 403) does
+// the GPU catalog for the pool's type (its capacity, memory, CUDA versions and price). The
+// pods an earlier run of this installation left for the pool are listed by Workers, for the
+// scheduler to stop (it does when it starts running). A RunPod that refuses the key (401, 403) does
 // not fail New: the pool starts unhealthy, refuses starts with the reason, and recovers when
 // a later call succeeds.
 func New(ctx context.Context, cfg Config) (*Pool, error) {
@@ -190,10 +191,6 @@ func New(ctx context.Context, cfg Config) (*Pool, error) {
 		return nil, fmt.Errorf("runpod pool %q: %w", d.ID, err)
 	}
 	p.completeDescription()
-	if err := p.reapLeftovers(ctx); err != nil && !isAuth(err) {
-		cancel()
-		return nil, fmt.Errorf("runpod pool %q: the pods an earlier run left: %w", d.ID, err)
-	}
 	go p.watch()
 	return p, nil
 }
@@ -333,6 +330,7 @@ func (k apiKey) BearerAuth(context.Context, rpapi.OperationName) (rpapi.BearerAu
 }
 
 var (
-	_ scheduler.Pool      = (*Pool)(nil)
-	_ scheduler.LogSource = (*Pool)(nil)
+	_ scheduler.Pool         = (*Pool)(nil)
+	_ scheduler.LogSource    = (*Pool)(nil)
+	_ scheduler.WorkerLister = (*Pool)(nil)
 )

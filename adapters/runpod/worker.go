@@ -70,7 +70,7 @@ func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
 	if spec.ID == "" || spec.Report == nil || spec.Image == "" {
 		return fmt.Errorf("starting worker %q: the spec needs an ID, an Image and a Report", spec.ID)
 	}
-	count := max(len(spec.GPUs), 1)
+	count := max(len(spec.GPUs), spec.GPUCount, 1)
 	if max := p.Describe().GPUsPerWorkerMax(); count > max {
 		return fmt.Errorf("starting worker %s: %d GPUs asked; a pod of %s has at most %d: %w", spec.ID, count, p.desc.GPUType, max, scheduler.ErrNoCapacity)
 	}
@@ -135,7 +135,7 @@ func (p *Pool) podRequest(spec scheduler.WorkerSpec, count int) (*rpapi.CreatePo
 			env[k] = p.public(v)
 		}
 	}
-	env[EnvInstallation], env[EnvPool], env[EnvWorker] = p.cfg.Installation, p.desc.ID, spec.ID
+	env[EnvInstallation], env[EnvPool], env[EnvWorker], env[EnvEndpoint] = p.cfg.Installation, p.desc.ID, spec.ID, spec.Endpoint
 	var ports []string
 	for _, k := range slices.Sorted(maps.Keys(spec.PortEnv)) {
 		port := spec.PortEnv[k]
@@ -204,11 +204,15 @@ func (p *Pool) public(u string) string {
 }
 
 // Stop terminates the worker's pod in the background; WorkerExited (stopped) follows once
-// RunPod has terminated it. A worker being created is terminated once its create returns.
-func (p *Pool) Stop(_ context.Context, id string) error {
+// RunPod has terminated it. A worker being created is terminated once its create returns. A
+// worker this pool did not start (Workers found its pod, left by an earlier run) has its pod
+// terminated before Stop returns, with no event.
+func (p *Pool) Stop(ctx context.Context, id string) error {
 	w, ok := p.live.Get(id)
 	if !ok {
-		return nil
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), apiTimeout)
+		defer cancel()
+		return p.terminateFound(cctx, id)
 	}
 	w.mu.Lock()
 	if w.stopping || w.phase == exited {
