@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/internal/testkit"
 )
 
 // fakeBalancer hands every request to one backend, or fails as told.
@@ -129,51 +130,6 @@ func TestLoadBalancerNoWorker(t *testing.T) {
 	}
 }
 
-// rawConn is a caller's keep-alive connection to the proxy, written and read by hand.
-type rawConn struct {
-	t    *testing.T
-	conn net.Conn
-	br   *bufio.Reader
-	host string
-}
-
-func dialRaw(t *testing.T, base string) *rawConn {
-	t.Helper()
-	u, _ := url.Parse(base)
-	conn, err := net.Dial("tcp", u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	return &rawConn{t: t, conn: conn, br: bufio.NewReader(conn), host: u.Host}
-}
-
-func (c *rawConn) send(s string) {
-	c.t.Helper()
-	if _, err := io.WriteString(c.conn, s); err != nil {
-		c.t.Fatal(err)
-	}
-}
-
-// get is a GET request for path with the key and extra header lines ("Name: value\r\n").
-func (c *rawConn) get(path, key, extra string) string {
-	return "GET " + path + " HTTP/1.1\r\nHost: " + c.host + "\r\nAuthorization: Bearer " + key + "\r\n" + extra + "\r\n"
-}
-
-func (c *rawConn) read(method string) (*http.Response, string) {
-	c.t.Helper()
-	resp, err := http.ReadResponse(c.br, &http.Request{Method: method})
-	if err != nil {
-		c.t.Fatalf("reading an answer: %v", err)
-	}
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		c.t.Fatalf("reading an answer's body: %v", err)
-	}
-	return resp, string(b)
-}
-
 // Refusals inside the proxy's connection loop are the same problem+json answers as
 // elsewhere, with the rate-limit headers, and leave the connection usable.
 func TestLoadBalancerConnectionLoopRefusals(t *testing.T) {
@@ -184,7 +140,7 @@ func TestLoadBalancerConnectionLoopRefusals(t *testing.T) {
 	e := setup(t, setupOpts{quota: core.Quota{Minute: 10000}, balancer: &fakeBalancer{base: u}})
 	path := "/lb/" + e.create(minimalLB)
 	key := e.alice
-	c := dialRaw(t, e.srv.URL)
+	c := testkit.DialRaw(t, e.srv.URL)
 	for _, tc := range []struct {
 		path, key string
 		status    int
@@ -194,8 +150,8 @@ func TestLoadBalancerConnectionLoopRefusals(t *testing.T) {
 		{"/lb/unknownendpoint/x", key, 404},
 		{path + "/x", key, 200},
 	} {
-		c.send(c.get(tc.path, tc.key, ""))
-		resp, b := c.read("GET")
+		c.Send(c.Get(tc.path, tc.key, ""))
+		resp, b := c.Read("GET")
 		if resp.StatusCode != tc.status {
 			t.Fatalf("GET %s with key %q = %d %q; want %d", tc.path, tc.key, resp.StatusCode, b, tc.status)
 		}
@@ -206,12 +162,12 @@ func TestLoadBalancerConnectionLoopRefusals(t *testing.T) {
 			t.Errorf("GET %s: no RateLimit header", tc.path)
 		}
 	}
-	c.send("HEAD " + path + "/x HTTP/1.1\r\nHost: " + c.host + "\r\nAuthorization: nope\r\n\r\n")
-	if resp, b := c.read("HEAD"); resp.StatusCode != 401 || b != "" {
+	c.Send("HEAD " + path + "/x HTTP/1.1\r\nHost: " + c.Host + "\r\nAuthorization: nope\r\n\r\n")
+	if resp, b := c.Read("HEAD"); resp.StatusCode != 401 || b != "" {
 		t.Fatalf("HEAD refused = %d %q; want 401 and no body", resp.StatusCode, b)
 	}
-	c.send(c.get(path+"/x", key, ""))
-	if resp, b := c.read("GET"); resp.StatusCode != 200 || b != "ok" {
+	c.Send(c.Get(path+"/x", key, ""))
+	if resp, b := c.Read("GET"); resp.StatusCode != 200 || b != "ok" {
 		t.Fatalf("after a refused HEAD = %d %q", resp.StatusCode, b)
 	}
 }

@@ -1,62 +1,15 @@
 package lbproxy_test
 
 import (
-	"bufio"
 	"context"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
-	"time"
+
+	"github.com/gantryhq/gantry/internal/testkit"
 )
-
-// rawConn is a caller's keep-alive connection to the proxy, written and read by hand.
-type rawConn struct {
-	t    *testing.T
-	conn net.Conn
-	br   *bufio.Reader
-	host string
-}
-
-func dialRaw(t *testing.T, base string) *rawConn {
-	t.Helper()
-	u, _ := url.Parse(base)
-	conn, err := net.Dial("tcp", u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	conn.SetDeadline(time.Now().Add(10 * time.Second))
-	return &rawConn{t: t, conn: conn, br: bufio.NewReader(conn), host: u.Host}
-}
-
-func (c *rawConn) send(s string) {
-	c.t.Helper()
-	if _, err := io.WriteString(c.conn, s); err != nil {
-		c.t.Fatal(err)
-	}
-}
-
-// get is a GET request for path with the key and extra header lines ("Name: value\r\n").
-func (c *rawConn) get(path, key, extra string) string {
-	return "GET " + path + " HTTP/1.1\r\nHost: " + c.host + "\r\nAuthorization: Bearer " + key + "\r\n" + extra + "\r\n"
-}
-
-func (c *rawConn) read(method string) (*http.Response, string) {
-	c.t.Helper()
-	resp, err := http.ReadResponse(c.br, &http.Request{Method: method})
-	if err != nil {
-		c.t.Fatalf("reading an answer: %v", err)
-	}
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		c.t.Fatalf("reading an answer's body: %v", err)
-	}
-	return resp, string(b)
-}
 
 // One caller connection carries pipelined requests, requests the loop hands back to net/http
 // (a chunked upload, an upgrade-less request with a head too large for its buffer, a request
@@ -79,51 +32,51 @@ func TestConnectionLoop(t *testing.T) {
 	})
 	path := strings.TrimPrefix(base, "http://")
 	path = path[strings.Index(path, "/"):]
-	c := dialRaw(t, base)
-	c.send(c.get(path+"/a?x=1", key, "") + c.get(path, key, "Connection: X-Secret\r\nX-Secret: hop\r\nX-Keep: k\r\n") +
-		"POST " + path + "/b HTTP/1.1\r\nHost: " + c.host + "\r\nAuthorization: " + key + "\r\nContent-Length: 3\r\n\r\nabc")
+	c := testkit.DialRaw(t, base)
+	c.Send(c.Get(path+"/a?x=1", key, "") + c.Get(path, key, "Connection: X-Secret\r\nX-Secret: hop\r\nX-Keep: k\r\n") +
+		"POST " + path + "/b HTTP/1.1\r\nHost: " + c.Host + "\r\nAuthorization: " + key + "\r\nContent-Length: 3\r\n\r\nabc")
 	for _, want := range []string{"GET /a?x=1  ", "GET /  k", "POST /b abc "} {
-		if resp, b := c.read("GET"); resp.StatusCode != 200 || b != want {
+		if resp, b := c.Read("GET"); resp.StatusCode != 200 || b != want {
 			t.Fatalf("pipelined answer = %d %q; want 200 %q", resp.StatusCode, b, want)
 		}
 	}
 	// Handed back: a head whose lines end in a bare LF (net/http accepts those), a chunked
 	// upload, a head larger than the loop's buffer, a QUEUE-side call.
-	c.send("GET " + path + "/lf HTTP/1.1\nHost: " + c.host + "\nAuthorization: Bearer " + key + "\n\n")
-	if resp, b := c.read("GET"); resp.StatusCode != 200 || b != "GET /lf  " {
+	c.Send("GET " + path + "/lf HTTP/1.1\nHost: " + c.Host + "\nAuthorization: Bearer " + key + "\n\n")
+	if resp, b := c.Read("GET"); resp.StatusCode != 200 || b != "GET /lf  " {
 		t.Fatalf("bare-LF head = %d %q", resp.StatusCode, b)
 	}
-	c.send("POST " + path + "/chunked HTTP/1.1\r\nHost: " + c.host + "\r\nAuthorization: " + key +
+	c.Send("POST " + path + "/chunked HTTP/1.1\r\nHost: " + c.Host + "\r\nAuthorization: " + key +
 		"\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n")
-	if resp, b := c.read("POST"); resp.StatusCode != 200 || b != "POST /chunked abc " {
+	if resp, b := c.Read("POST"); resp.StatusCode != 200 || b != "POST /chunked abc " {
 		t.Fatalf("chunked upload = %d %q", resp.StatusCode, b)
 	}
-	c.send(c.get(path+"/big", key, "X-Keep: "+strings.Repeat("k", 6000)+"\r\n"))
-	if resp, b := c.read("GET"); resp.StatusCode != 200 || b != "GET /big  "+strings.Repeat("k", 6000) {
+	c.Send(c.Get(path+"/big", key, "X-Keep: "+strings.Repeat("k", 6000)+"\r\n"))
+	if resp, b := c.Read("GET"); resp.StatusCode != 200 || b != "GET /big  "+strings.Repeat("k", 6000) {
 		t.Fatalf("large head = %d %q", resp.StatusCode, b[:min(len(b), 40)])
 	}
-	c.send(c.get("/v2/serverless/nope", key, ""))
-	if resp, _ := c.read("GET"); resp.StatusCode != 404 || resp.Header.Get("Content-Type") != "application/problem+json" {
+	c.Send(c.Get("/v2/serverless/nope", key, ""))
+	if resp, _ := c.Read("GET"); resp.StatusCode != 404 || resp.Header.Get("Content-Type") != "application/problem+json" {
 		t.Fatalf("another route on the same connection = %d", resp.StatusCode)
 	}
 	// And the loop again, which closes the connection when asked to.
-	c.send(c.get(path+"/again", key, "Connection: close\r\n"))
-	if resp, b := c.read("GET"); resp.StatusCode != 200 || b != "GET /again  " || !resp.Close {
+	c.Send(c.Get(path+"/again", key, "Connection: close\r\n"))
+	if resp, b := c.Read("GET"); resp.StatusCode != 200 || b != "GET /again  " || !resp.Close {
 		t.Fatalf("after the hand-back = %d %q (close %v); want 200 and Connection: close", resp.StatusCode, b, resp.Close)
 	}
-	if n, err := c.br.Read(make([]byte, 1)); err != io.EOF {
+	if n, err := c.Br.Read(make([]byte, 1)); err != io.EOF {
 		t.Errorf("after Connection: close the proxy read %d, %v; want EOF", n, err)
 	}
 	// A protocol switch after loop requests is handed back and passes through.
-	u := dialRaw(t, base)
-	u.send(u.get(path+"/x", key, ""))
-	u.read("GET")
-	u.send(u.get(path+"/ws", key, "Connection: Upgrade\r\nUpgrade: x-echo\r\n"))
-	if resp, err := http.ReadResponse(u.br, nil); err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+	u := testkit.DialRaw(t, base)
+	u.Send(u.Get(path+"/x", key, ""))
+	u.Read("GET")
+	u.Send(u.Get(path+"/ws", key, "Connection: Upgrade\r\nUpgrade: x-echo\r\n"))
+	if resp, err := http.ReadResponse(u.Br, nil); err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
 		t.Fatalf("upgrade after a loop request = %v, %v; want 101", resp, err)
 	}
-	u.send("hello\n")
-	if line, err := u.br.ReadString('\n'); err != nil || line != "HELLO\n" {
+	u.Send("hello\n")
+	if line, err := u.Br.ReadString('\n'); err != nil || line != "HELLO\n" {
 		t.Fatalf("through the switched connection: %q, %v; want the worker's echo", line, err)
 	}
 	if n := conns.Load(); n > 2 {
@@ -138,7 +91,7 @@ func TestConnectionLoopRefusals(t *testing.T) {
 	base, key, _, _, adm := lbBackendWith(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }, nil)
 	path := strings.TrimPrefix(base, "http://")
 	path = path[strings.Index(path, "/"):]
-	c := dialRaw(t, base)
+	c := testkit.DialRaw(t, base)
 	for _, tc := range []struct {
 		method, path, key string
 		status            int
@@ -150,8 +103,8 @@ func TestConnectionLoopRefusals(t *testing.T) {
 		{"HEAD", "/lb/other/x", key, 404, ""},
 		{"GET", path + "/x", key, 200, "ok"},
 	} {
-		c.send(tc.method + " " + tc.path + " HTTP/1.1\r\nHost: " + c.host + "\r\nAuthorization: " + tc.key + "\r\n\r\n")
-		resp, b := c.read(tc.method)
+		c.Send(tc.method + " " + tc.path + " HTTP/1.1\r\nHost: " + c.Host + "\r\nAuthorization: " + tc.key + "\r\n\r\n")
+		resp, b := c.Read(tc.method)
 		if resp.StatusCode != tc.status || b != tc.body {
 			t.Fatalf("%s %s with key %q = %d %q; want %d %q", tc.method, tc.path, tc.key, resp.StatusCode, b, tc.status, tc.body)
 		}
@@ -185,24 +138,24 @@ func TestConnectionLoopShutdown(t *testing.T) {
 	}, serving)
 	path := strings.TrimPrefix(base, "http://")
 	path = path[strings.Index(path, "/"):]
-	idle, busy, waiting := dialRaw(t, base), dialRaw(t, base), dialRaw(t, base)
-	for _, c := range []*rawConn{idle, busy, waiting} {
-		c.send(c.get(path+"/x", key, ""))
-		c.read("GET")
+	idle, busy, waiting := testkit.DialRaw(t, base), testkit.DialRaw(t, base), testkit.DialRaw(t, base)
+	for _, c := range []*testkit.RawConn{idle, busy, waiting} {
+		c.Send(c.Get(path+"/x", key, ""))
+		c.Read("GET")
 	}
-	busy.send(busy.get(path+"/slow", key, ""))
+	busy.Send(busy.Get(path+"/slow", key, ""))
 	<-started
 	adm.noWorker <- struct{}{}
-	waiting.send(waiting.get(path+"/x", key, ""))
+	waiting.Send(waiting.Get(path+"/x", key, ""))
 	<-adm.waiting
 
 	stopServing()
-	if resp, _ := waiting.read("GET"); resp.StatusCode != http.StatusServiceUnavailable || !resp.Close {
+	if resp, _ := waiting.Read("GET"); resp.StatusCode != http.StatusServiceUnavailable || !resp.Close {
 		t.Errorf("the request waiting for a worker when serving stopped = %d (close %v); want 503 and Connection: close", resp.StatusCode, resp.Close)
 	}
 	done := make(chan error, 1)
 	go func() { done <- p.Shutdown(context.Background()) }()
-	if _, err := idle.br.ReadByte(); err != io.EOF {
+	if _, err := idle.Br.ReadByte(); err != io.EOF {
 		t.Errorf("the idle connection after Shutdown: %v; want EOF", err)
 	}
 	select { // the idle connection is closed, so Shutdown has begun: it must still wait
@@ -211,7 +164,7 @@ func TestConnectionLoopShutdown(t *testing.T) {
 	default:
 	}
 	free()
-	if resp, b := busy.read("GET"); resp.StatusCode != 200 || b != "ok" || !resp.Close {
+	if resp, b := busy.Read("GET"); resp.StatusCode != 200 || b != "ok" || !resp.Close {
 		t.Errorf("the busy connection's answer = %d %q (close %v); want 200 ok and Connection: close", resp.StatusCode, b, resp.Close)
 	}
 	if err := <-done; err != nil {
