@@ -1,7 +1,6 @@
 package conformance
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -18,6 +17,8 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	tcexec "github.com/testcontainers/testcontainers-go/exec"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/gantryhq/gantry/server/servertest"
 )
 
 // gantry is the Gantry under test: its base URL and a full-access key of user alice.
@@ -213,25 +214,6 @@ type response struct {
 // do sends a request to Gantry; auth is the Authorization header as sent ("" = none).
 func do(t *testing.T, method, path, auth, body string) response {
 	t.Helper()
-	var rd io.Reader
-	if body != "" {
-		rd = bytes.NewBufferString(body)
-	}
-	req, err := http.NewRequest(method, gantry.base+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return response{status: resp.StatusCode, header: resp.Header, body: b}
+	status, header, b := servertest.Do(t, method, gantry.base+path, auth, body)
+	return response{status: status, header: header, body: b}
 }

@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -16,28 +15,6 @@ import (
 	"github.com/gantryhq/gantry/server/servertest"
 )
 
-// call sends a request with a bearer key ("" = none) and a JSON body ("" = none).
-func call(t *testing.T, method, url, key, body string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
 const echoEndpoint = `{"name":"echo","type":"QUEUE","templateId":"gantry-echo","gpu":{"pools":["local"]},"scaling":{"type":"QUEUE_DELAY","queueDelay":4},"workers":{"max":1}}`
 
 // TestServerServesJobsAndKeepsState builds the whole server from a config: the API, /metrics
@@ -49,10 +26,10 @@ func TestServerServesJobsAndKeepsState(t *testing.T) {
 	data := t.TempDir()
 	s := servertest.New(t, server.Config{Data: data}, server.Options{Tick: time.Hour})
 	key := servertest.Key(t, s, "alice", core.ScopeAll)
-	if code, body := call(t, "GET", s.URL()+"/healthz", "", ""); code != 200 {
+	if code, body := servertest.Call(t, "GET", s.URL()+"/healthz", "", ""); code != 200 {
 		t.Fatalf("/healthz = %d %s; want 200", code, body)
 	}
-	code, body := call(t, "POST", s.URL()+"/v2/serverless", key, echoEndpoint)
+	code, body := servertest.Call(t, "POST", s.URL()+"/v2/serverless", key, echoEndpoint)
 	if code != 201 {
 		t.Fatalf("create endpoint = %d %s; want 201", code, body)
 	}
@@ -60,14 +37,14 @@ func TestServerServesJobsAndKeepsState(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &ep); err != nil {
 		t.Fatal(err)
 	}
-	code, body = call(t, "POST", s.URL()+"/v2/"+ep.ID+"/runsync", key, `{"input":{"hello":1}}`)
+	code, body = servertest.Call(t, "POST", s.URL()+"/v2/"+ep.ID+"/runsync", key, `{"input":{"hello":1}}`)
 	if code != 200 || !strings.Contains(body, `"status":"COMPLETED"`) || !strings.Contains(body, `"output":{"hello":1}`) {
 		t.Fatalf("runsync = %d %s; want 200 COMPLETED with the input echoed", code, body)
 	}
-	if code, body := call(t, "GET", s.URL()+"/metrics", "", ""); code != 200 || !strings.Contains(body, `gantry_queue_jobs{endpoint="`+ep.ID+`"`) {
+	if code, body := servertest.Call(t, "GET", s.URL()+"/metrics", "", ""); code != 200 || !strings.Contains(body, `gantry_queue_jobs{endpoint="`+ep.ID+`"`) {
 		t.Errorf("/metrics = %d %s; want 200 with the endpoint's queue", code, body)
 	}
-	if code, _ := call(t, "DELETE", s.URL()+"/metrics", "", ""); code != 405 {
+	if code, _ := servertest.Call(t, "DELETE", s.URL()+"/metrics", "", ""); code != 405 {
 		t.Errorf("DELETE /metrics = %d; want 405", code)
 	}
 	if err := s.Shutdown(context.Background()); err != nil {
@@ -80,7 +57,7 @@ func TestServerServesJobsAndKeepsState(t *testing.T) {
 	s.Close()
 
 	again := servertest.New(t, server.Config{Data: data}, server.Options{})
-	if code, body := call(t, "GET", again.URL()+"/v2/serverless/"+ep.ID, key, ""); code != 200 || !strings.Contains(body, `"id":"`+ep.ID+`"`) {
+	if code, body := servertest.Call(t, "GET", again.URL()+"/v2/serverless/"+ep.ID, key, ""); code != 200 || !strings.Contains(body, `"id":"`+ep.ID+`"`) {
 		t.Errorf("the endpoint after a restart = %d %s; want 200 with it", code, body)
 	}
 }
@@ -106,7 +83,7 @@ func TestNewRefusesAndReleases(t *testing.T) {
 		t.Fatalf("New on an address in use succeeded; want an error")
 	}
 	s := servertest.New(t, server.Config{Data: data}, server.Options{Pools: pools})
-	if code, body := call(t, "GET", s.URL()+"/healthz", "", ""); code != 200 {
+	if code, body := servertest.Call(t, "GET", s.URL()+"/healthz", "", ""); code != 200 {
 		t.Errorf("/healthz of a server on the data directory a failed New opened = %d %s; want 200", code, body)
 	}
 }

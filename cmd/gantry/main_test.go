@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gantryhq/gantry/server/servertest"
 )
 
 // buildGantry compiles the binary once per test run.
@@ -58,31 +59,16 @@ func (s *started) stop(t *testing.T) {
 	}
 }
 
-// send makes one request. auth is the Authorization header as sent ("" = none); a non-empty
-// body goes as JSON.
+// send makes one request; see servertest.Do.
 func send(t *testing.T, method, url, auth, body string) (int, http.Header, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, b
+	return servertest.Do(t, method, url, auth, body)
 }
 
-// call sends a management request with a bearer key.
+// call sends a management request with a bearer key; see servertest.Call.
 func call(t *testing.T, method, url, key, body string) (int, string) {
 	t.Helper()
-	code, _, b := send(t, method, url, "Bearer "+key, body)
-	return code, string(b)
+	return servertest.Call(t, method, url, key, body)
 }
 
 // TestServeEndToEnd runs the binary as a user would: serve, issue a key while it runs, create an
