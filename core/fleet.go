@@ -142,32 +142,32 @@ type Load struct {
 }
 
 // LoadCounter reads one endpoint's Load without looking the endpoint's counters up each time.
-type LoadCounter struct {
-	stats func() QueueStats
-	c     *endpointCounts
-}
+type LoadCounter struct{ c *counters }
 
 // LoadCounter returns the endpoint's counter.
-func (js *Jobs) LoadCounter(endpoint string) LoadCounter {
-	l := LoadCounter{c: js.countsOf(endpoint)}
-	if es, ok := js.store.(EndpointStats); ok {
-		l.stats = es.EndpointStats(endpoint)
-	} else {
-		l.stats = func() QueueStats { return js.stats(endpoint) }
-	}
-	return l
-}
+func (js *Jobs) LoadCounter(endpoint string) LoadCounter { return LoadCounter{js.countersOf(endpoint)} }
 
-// Load returns the counts: the store's figures for the endpoint and a few atomic loads.
+// Load returns the counts. With a CountingStore they are a few atomic loads from one struct,
+// and the oldest queued job is looked for only when one may scale the endpoint up.
 func (l LoadCounter) Load() Load {
-	st := l.stats()
-	return Load{Queued: st.Queued - st.LowQueued, LowQueued: st.LowQueued, InProgress: st.InProgress,
-		Submitted: l.c.submitted.Load(), ExecMs: l.c.execMs.Load(), ExecCount: l.c.execCount.Load(),
-		OldestQueuedAt: st.OldestQueuedAt}
+	c := l.c.c
+	ld := Load{Submitted: c.Submitted.Load(), ExecMs: c.ExecMs.Load(), ExecCount: c.ExecCount.Load()}
+	if l.c.stats != nil {
+		st := l.c.stats()
+		ld.Queued, ld.LowQueued, ld.InProgress, ld.OldestQueuedAt = st.Queued-st.LowQueued, st.LowQueued, st.InProgress, st.OldestQueuedAt
+		return ld
+	}
+	queued := c.Queued.Load()
+	ld.LowQueued, ld.InProgress = c.LowQueued.Load(), c.InProgress.Load()
+	ld.Queued = queued - ld.LowQueued
+	if ld.Queued > 0 {
+		ld.OldestQueuedAt = l.c.oldest()
+	}
+	return ld
 }
 
 // SetCondition is Jobs.SetCondition without the lookup.
-func (l LoadCounter) SetCondition(c Condition) { l.c.cond.Store(&c) }
+func (l LoadCounter) SetCondition(c Condition) { l.c.c.cond.Store(&c) }
 
 // Load returns the endpoint's counts.
 func (js *Jobs) Load(endpoint string) Load { return js.LoadCounter(endpoint).Load() }

@@ -39,7 +39,7 @@ type Jobs struct {
 	draining bool
 	signals  WorkerSignals // to the scheduler: workers ready and lost (workersignals.go)
 
-	counts sync.Map // endpoint -> *endpointCounts
+	counts sync.Map // endpoint -> *counters
 
 	webhookBacklog webhookBacklog // webhooks the notifier had no room for (jobs_webhook.go)
 }
@@ -114,7 +114,7 @@ func (js *Jobs) Submit(ep *Endpoint, s Submission) (Job, error) {
 	if err != nil {
 		return Job{}, Internal("storing the job", err)
 	}
-	js.countsOf(ep.ID).submitted.Add(1)
+	js.countsOf(ep.ID).Submitted.Add(1)
 	return stored, nil
 }
 
@@ -238,8 +238,8 @@ func (js *Jobs) ending(j *Job, to JobStatus, now time.Time) {
 func (js *Jobs) ended(j *Job, from JobStatus, ev Event) {
 	if from == InProgress && !j.StartedAt.IsZero() {
 		c := js.countsOf(j.Endpoint)
-		c.execMs.Add(j.EndedAt.Sub(j.StartedAt).Milliseconds())
-		c.execCount.Add(1)
+		c.ExecMs.Add(j.EndedAt.Sub(j.StartedAt).Milliseconds())
+		c.ExecCount.Add(1)
 	}
 	if j.WorkerID != "" && from == InProgress {
 		js.release(j.WorkerID, j.ID, ev == EvCancel || ev == EvTimeout)
@@ -321,8 +321,8 @@ func (js *Jobs) Retry(ref JobRef) (Job, error) {
 		return Job{}, err
 	}
 	c := js.countsOf(ref.Endpoint)
-	c.retried.Add(1)
-	c.submitted.Add(1)
+	c.Retried.Add(1)
+	c.Submitted.Add(1)
 	return js.view(j), nil
 }
 

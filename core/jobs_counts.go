@@ -2,28 +2,37 @@ package core
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 )
 
 // This file is the per-endpoint counters the engine keeps itself (the job states are counted
 // by the store: JobStore.Stats) and the /health view built from both.
 
-// endpointCounts are an endpoint's counters of what this engine did.
-type endpointCounts struct {
-	submitted         atomic.Int64 // jobs ever submitted or requeued
-	execMs, execCount atomic.Int64 // execution time of ended jobs
-	retried           atomic.Int64
-	cond              atomic.Pointer[Condition]
+// counters is an endpoint's Counters and how to read the rest of its figures.
+type counters struct {
+	c      *Counters
+	oldest func() time.Time  // a CountingStore's; nil when stats reads the figures
+	stats  func() QueueStats // a store that keeps no Counters
 }
 
-func (js *Jobs) countsOf(endpoint string) *endpointCounts {
+// countersOf returns the endpoint's counters: a CountingStore's own, or ones the engine keeps
+// beside a store's Stats.
+func (js *Jobs) countersOf(endpoint string) *counters {
 	if c, ok := js.counts.Load(endpoint); ok {
-		return c.(*endpointCounts)
+		return c.(*counters)
 	}
-	c, _ := js.counts.LoadOrStore(endpoint, &endpointCounts{})
-	return c.(*endpointCounts)
+	c := &counters{}
+	if cs, ok := js.store.(CountingStore); ok {
+		c.c, c.oldest = cs.Counters(endpoint)
+	} else {
+		c.c, c.stats = new(Counters), func() QueueStats { return js.stats(endpoint) }
+	}
+	v, _ := js.counts.LoadOrStore(endpoint, c)
+	return v.(*counters)
 }
+
+// countsOf returns the endpoint's Counters.
+func (js *Jobs) countsOf(endpoint string) *Counters { return js.countersOf(endpoint).c }
 
 // stats returns the store's figures for the endpoint; zero, logged, when it cannot answer.
 func (js *Jobs) stats(endpoint string) QueueStats {
@@ -53,7 +62,7 @@ type Health struct {
 func (js *Jobs) Health(endpoint string) Health {
 	st := js.stats(endpoint)
 	h := Health{InQueue: st.Queued, InProgress: st.InProgress, Completed: st.Completed, Failed: st.Failed,
-		Retried: js.countsOf(endpoint).retried.Load()}
+		Retried: js.countsOf(endpoint).Retried.Load()}
 	cond := js.condition(endpoint)
 	h.Throttled, h.Suspended, h.Unhealthy, h.Reason = cond.Throttled, cond.Suspended, cond.Unhealthy, cond.Reason
 	h.Idle, h.Running, h.Initializing = cond.Idle, cond.Running, cond.Initializing

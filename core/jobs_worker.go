@@ -500,7 +500,7 @@ func (js *Jobs) lostJob(worker, id string) (requeued bool) {
 		js.ended(&j, InProgress, ev)
 		return false
 	}
-	js.countsOf(j.Endpoint).submitted.Add(1)
+	js.countsOf(j.Endpoint).Submitted.Add(1)
 	return true
 }
 

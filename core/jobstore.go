@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -105,11 +106,31 @@ type JobStore interface {
 	ListenAvailable(ctx context.Context, fn func(endpoint string)) error
 }
 
-// EndpointStats is what a JobStore may offer beside Stats: a reader of one endpoint's figures
-// that looks nothing up, for the autoscaler, which reads every endpoint's on every tick. An
-// in-process store offers it; a shared one need not (its figures come from Stats).
-type EndpointStats interface {
-	EndpointStats(endpoint string) func() QueueStats
+// CountingStore is what an in-process JobStore may offer beside Stats: it keeps its state
+// counts in the endpoint's Counters, which the engine shares for its own counts, so that the
+// autoscaler reads every endpoint's figures on every tick from one struct and looks nothing
+// up. oldest returns when the endpoint's oldest queued job that may scale it up was queued
+// (zero when none; see QueueStats.OldestQueuedAt). A shared store need not offer it: its
+// figures come from Stats.
+type CountingStore interface {
+	Counters(endpoint string) (c *Counters, oldest func() time.Time)
+}
+
+// Counters are one endpoint's job counts in one place: a CountingStore counts its live jobs
+// by state, the engine counts what it did. The fields the autoscaler reads on every tick come
+// first, in one cache line.
+type Counters struct {
+	// Kept by the store: live jobs by state (Queued includes LowQueued).
+	Queued, LowQueued, InProgress atomic.Int64
+	// Kept by the engine: jobs that ever entered IN_QUEUE (submits, retries, requeues), and
+	// the execution time of the jobs that left IN_PROGRESS.
+	Submitted, ExecMs, ExecCount atomic.Int64
+	cond                         atomic.Pointer[Condition] // the scheduler's, for /health
+	_                            [8]byte
+	// Kept by the store: ended jobs kept for their retention (Failed counts TIMED_OUT).
+	Completed, Failed atomic.Int64
+	Retried           atomic.Int64 // kept by the engine
+	_                 [40]byte     // a whole second cache line: a Counters allocated alone is 128-byte aligned
 }
 
 // TakenJob is a job Take moved IN_PROGRESS, with its input.

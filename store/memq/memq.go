@@ -509,5 +509,5 @@ var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c
 
 var (
 	_ core.JobStore      = (*Store)(nil)
-	_ core.EndpointStats = (*Store)(nil)
+	_ core.CountingStore = (*Store)(nil)
 )

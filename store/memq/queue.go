@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gantryhq/gantry/core"
@@ -26,7 +25,7 @@ type endpoint struct {
 	n       int // keys held
 	waiters []chan struct{}
 
-	queued, lowQueued, inProgress, completed, failed atomic.Int64
+	c *core.Counters // the job states counted, shared with the engine (core.CountingStore)
 }
 
 // queued is a key in a queue and when it was queued (Unix nanoseconds).
@@ -48,7 +47,7 @@ func (s *Store) endpoint(name string) *endpoint {
 	if id, ok := s.epIDs[name]; ok {
 		return s.eps[id]
 	}
-	ep := &endpoint{id: uint32(len(s.eps)), name: name}
+	ep := &endpoint{id: uint32(len(s.eps)), name: name, c: new(core.Counters)}
 	s.eps = append(s.eps, ep)
 	s.epIDs[name] = ep.id
 	return ep
@@ -79,16 +78,16 @@ func (ep *endpoint) count(from, to state, low bool) {
 func (ep *endpoint) add(s state, d int64, low bool) {
 	switch s {
 	case stQueued:
-		ep.queued.Add(d)
+		ep.c.Queued.Add(d)
 		if low {
-			ep.lowQueued.Add(d)
+			ep.c.LowQueued.Add(d)
 		}
 	case stRunning:
-		ep.inProgress.Add(d)
+		ep.c.InProgress.Add(d)
 	case stCompleted:
-		ep.completed.Add(d)
+		ep.c.Completed.Add(d)
 	case stFailed, stTimedOut:
-		ep.failed.Add(d)
+		ep.c.Failed.Add(d)
 	}
 }
 
@@ -316,19 +315,26 @@ func (s *Store) Stats(ctx context.Context, endpoint string) (core.QueueStats, er
 	return s.statsOf(ep), nil
 }
 
-// EndpointStats returns a reader of the endpoint's figures; see core.EndpointStats.
-func (s *Store) EndpointStats(endpoint string) func() core.QueueStats {
+// Counters returns the endpoint's counters and its oldest queued job's reader; see
+// core.CountingStore.
+func (s *Store) Counters(endpoint string) (*core.Counters, func() time.Time) {
 	ep := s.endpoint(endpoint)
-	return func() core.QueueStats { return s.statsOf(ep) }
+	return ep.c, func() time.Time { return s.oldestQueued(ep) }
 }
 
 // statsOf returns the endpoint's figures.
 func (s *Store) statsOf(ep *endpoint) core.QueueStats {
 	var st core.QueueStats
 	ep.addTo(&st)
-	if st.Queued == st.LowQueued {
-		return st // no queued job scales the endpoint up: no head to read
+	if st.Queued > st.LowQueued { // else no queued job scales the endpoint up: no head to read
+		st.OldestQueuedAt = s.oldestQueued(ep)
 	}
+	return st
+}
+
+// oldestQueued returns when the oldest queued job that may scale the endpoint up was queued;
+// zero when none is within headScan keys of the head.
+func (s *Store) oldestQueued(ep *endpoint) time.Time {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	// Keys of jobs that left the queue are dropped from the head here, up to headScan a read.
@@ -340,15 +346,14 @@ func (s *Store) statsOf(ep *endpoint) core.QueueStats {
 	for bi, from := 0, ep.head; bi < len(ep.blocks) && seen < headScan; bi, from = bi+1, 0 {
 		for _, q := range ep.blocks[bi][from:] {
 			if s.look(q.key) == keyQueued {
-				st.OldestQueuedAt = time.Unix(0, q.at)
-				return st
+				return time.Unix(0, q.at)
 			}
 			if seen++; seen == headScan {
 				break
 			}
 		}
 	}
-	return st
+	return time.Time{}
 }
 
 const (
@@ -376,11 +381,11 @@ func (s *Store) look(k core.JobKey) int {
 }
 
 func (ep *endpoint) addTo(st *core.QueueStats) {
-	st.Queued += ep.queued.Load()
-	st.LowQueued += ep.lowQueued.Load()
-	st.InProgress += ep.inProgress.Load()
-	st.Completed += ep.completed.Load()
-	st.Failed += ep.failed.Load()
+	st.Queued += ep.c.Queued.Load()
+	st.LowQueued += ep.c.LowQueued.Load()
+	st.InProgress += ep.c.InProgress.Load()
+	st.Completed += ep.c.Completed.Load()
+	st.Failed += ep.c.Failed.Load()
 }
 
 // listener is a ListenAvailable call.
