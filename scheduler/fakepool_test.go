@@ -29,6 +29,10 @@ type fakePool struct {
 	refuse    error  // Start refuses every worker with this
 	tries     int    // Start calls, refused ones included
 	panicIn   string // "Start", "Suspend" or "Stop": that call panics (adaptercall_test.go)
+	// startGate, when set, holds each Start until it is closed; each Start sends its worker's
+	// id on startIn first (a slow adapter: a container pulling its image).
+	startGate chan struct{}
+	startIn   chan string
 	// http, when set, serves each LOAD_BALANCER worker (a spec with PortEnv): its addresses
 	// are a test server's.
 	http func(id string) http.Handler
@@ -38,6 +42,10 @@ type fakePool struct {
 func (p *fakePool) Describe() core.Pool { return p.info }
 
 func (p *fakePool) Start(_ context.Context, spec WorkerSpec) error {
+	if p.startGate != nil {
+		p.startIn <- spec.ID
+		<-p.startGate
+	}
 	p.mu.Lock()
 	p.tries++
 	if p.refuse != nil {

@@ -24,6 +24,7 @@ type workerRec struct {
 	polled    bool      // it polled at least once since it started
 	resumed   bool      // the current cold start is a resume
 	stopping  bool      // Stop was called: its exit is expected
+	starting  bool      // its pool's Start has not returned yet: a stop waits for it (stopCall)
 	killed    bool      // killed as lost (lost.go)
 	failed    bool      // its stop counts as a crash (init timeout)
 	pinned    bool      // suspended by a PRIORITY_FLASHBOOT endpoint: reclaimed last
@@ -147,7 +148,7 @@ func (s *Scheduler) startLocked(es *epState, now time.Time, code string) error {
 	}
 	ep := &es.ep
 	id := ep.ID + "-" + core.NewID(8)
-	w := &workerRec{id: id, es: es, res: res, gen: es.gen, state: phaseBooting, startedAt: now}
+	w := &workerRec{id: id, es: es, res: res, gen: es.gen, state: phaseBooting, startedAt: now, starting: true}
 	spec := WorkerSpec{ID: id, Endpoint: ep.ID, Image: ep.Image, Args: ep.Args, Ports: ep.Ports, Disk: ep.Disk,
 		GPUs: res.GPUs, GPUCount: res.Count, Report: func(ev WorkerEvent) { s.event(w, ev) }}
 	if ep.Registry != nil {
@@ -175,6 +176,13 @@ func (s *Scheduler) startLocked(es *epState, now time.Time, code string) error {
 			spec.Env = s.env(&epc, res, id, token)
 		}
 		err := s.adapterCall(res.PoolID(), "Start", id, func() error { return res.Pool().Start(ctx, spec) })
+		es.mu.Lock()
+		w.starting = false
+		stopped := err == nil && w.state == phaseStopping
+		es.mu.Unlock()
+		if stopped { // stopped while its pool was starting it: the stop is due now (stopCall)
+			s.stopCall(ctx, w)
+		}
 		if err != nil {
 			s.cfg.Log.Error("starting a worker", "endpoint", spec.Endpoint, "pool", res.PoolID(), "image", spec.Image, "err", err)
 			var p *AdapterPanic
@@ -307,12 +315,24 @@ func (s *Scheduler) stopLocked(w *workerRec, why string) {
 	w.state, w.stopping = phaseStopping, true
 	w.es.recount()
 	s.cfg.Log.Info("stopping a worker", "endpoint", w.es.ep.ID, "worker", w.id, "reason", why)
+	if !w.starting {
+		s.call(func(ctx context.Context) { s.stopCall(ctx, w) })
+	}
+}
+
+// stopCall asks the worker's pool to stop it (Kill, when it was killed and the pool can). A
+// worker whose Start is still running gets it once Start returns, from the goroutine that
+// called Start: to a pool, a Stop for a worker it has not started yet stops nothing, and the
+// worker would then run, holding its reservation, with no one left to stop it.
+func (s *Scheduler) stopCall(ctx context.Context, w *workerRec) {
 	pool, poolID := w.res.Pool(), w.res.PoolID()
-	s.call(func(ctx context.Context) {
-		if err := s.adapterCall(poolID, "Stop", w.id, func() error { return pool.Stop(ctx, w.id) }); err != nil {
-			s.cfg.Log.Error("stopping a worker", "worker", w.id, "err", err)
-		}
-	})
+	stop, call := pool.Stop, "Stop"
+	if k, ok := pool.(Killer); ok && w.killed {
+		stop, call = k.Kill, "Kill"
+	}
+	if err := s.adapterCall(poolID, call, w.id, func() error { return stop(ctx, w.id) }); err != nil {
+		s.cfg.Log.Error("stopping a worker", "worker", w.id, "call", call, "err", err)
+	}
 }
 
 // forgetLocked drops a worker that is gone and gives its capacity back.

@@ -46,14 +46,7 @@ func (s *Scheduler) killLocked(w *workerRec, why string) {
 	w.es.recount()
 	s.publish(w.es)
 	s.cfg.Log.Warn("killing a worker", "endpoint", w.es.ep.ID, "worker", w.id, "reason", why)
-	pool, poolID := w.res.Pool(), w.res.PoolID()
-	s.call(func(ctx context.Context) {
-		stop, call := pool.Stop, "Stop"
-		if k, ok := pool.(Killer); ok {
-			stop, call = k.Kill, "Kill"
-		}
-		if err := s.adapterCall(poolID, call, w.id, func() error { return stop(ctx, w.id) }); err != nil {
-			s.cfg.Log.Error("killing a worker", "worker", w.id, "err", err)
-		}
-	})
+	if !w.starting {
+		s.call(func(ctx context.Context) { s.stopCall(ctx, w) })
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/gantryhq/gantry/core"
@@ -423,6 +424,42 @@ func TestInitTimeout(t *testing.T) {
 	if h := r.jobs.Health(ep.ID); h.Unhealthy != 1 || !strings.Contains(h.Reason, "did not poll") {
 		t.Errorf("health = %+v; want unhealthy, reason the init timeout", h)
 	}
+}
+
+// A worker stopped while its pool is still starting it (here: timed out before a slow Start
+// returned) is stopped once Start returns. A Stop sent earlier reached a pool that did not
+// know the worker yet, so the worker ran on, holding its capacity, with no one to stop it:
+// the scheduler simulation's endpoint that waited for capacity until its drain limit. The
+// bubble (synctest) lets the test wait until every call the tick made has run before Start
+// returns, which is the order that lost the worker.
+func TestStopDuringStartStopsTheWorker(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		pool := &fakePool{info: core.Pool{ID: "P", GPUType: "CPU", GPUs: 16, CPU: true},
+			startGate: make(chan struct{}), startIn: make(chan string, 1)}
+		r := setup(t, pool)
+		ep := r.endpoint(nil)
+		if _, err := r.jobs.Submit(ep, core.Submission{Input: []byte(`{}`)}); err != nil { // Demand starts a worker
+			t.Fatal(err)
+		}
+		id := <-pool.startIn
+		r.s.Tick(r.clock.Advance(2 * time.Minute)) // past the init timeout: the tick stops it
+		if es := r.s.state(ep.ID); es.active.Load() != 0 {
+			t.Fatalf("%d workers active after the init timeout; want 0", es.active.Load())
+		}
+		synctest.Wait()       // what the tick started has run
+		close(pool.startGate) // now Start returns
+		r.settle()
+		if alive, _, _ := pool.counts(); alive != 0 {
+			t.Errorf("%d workers alive after their stop; want 0", alive)
+		}
+		if free := r.s.Placer().Free("P"); free != 16 {
+			t.Errorf("%d of 16 slots free after the worker's stop; want all", free)
+		}
+		if _, ok := r.s.byID.Load(id); ok {
+			t.Errorf("worker %s is still known to the scheduler after its exit", id)
+		}
+	})
 }
 
 func TestThrottledWhenNoPoolHasRoom(t *testing.T) {
