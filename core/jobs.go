@@ -297,7 +297,20 @@ func (js *Jobs) Wait(ctx context.Context, ref JobRef, wait time.Duration) (Job, 
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	_ = js.store.WaitEnded(ctx, ref.ID) // its end, the wait, or the caller's context
 	cancel()
-	return js.Get(ref, 0)
+	j, err := js.Get(ref, 0)
+	if err == nil && isSync(j.ID) && !j.Status.Terminal() {
+		js.keepInput(j.ID) // a runsync job outlives its wait: its input is stored now
+	}
+	return j, err
+}
+
+// keepInput stores a runsync job's input that the store kept in memory (InputKeeper).
+func (js *Jobs) keepInput(id string) {
+	if k, ok := js.store.(InputKeeper); ok {
+		if err := k.KeepInput(context.Background(), id); err != nil {
+			js.log.Error("storing a runsync job's input", "job", id, "err", err)
+		}
+	}
 }
 
 // Cancel cancels a queued or running job; a running job's worker is told to stop.

@@ -701,3 +701,29 @@ func TestJobKey(t *testing.T) {
 		}
 	}
 }
+
+// A runsync job whose wait ends before the job does outlives the wait: its input, kept in
+// memory while the runsync waited, is stored then, and the job runs after a restart. One whose
+// runsync never answered (the process ended first) is gone after the restart: its caller got
+// no id, and its input was never stored.
+func TestRunSyncJobOutlivesItsWait(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	runsync := func(s *core.Submission) { s.Sync = true }
+	waited, unanswered := r.submit(`{"a":1}`, runsync), r.submit(`{"b":2}`, runsync)
+	j, err := r.jobs.Wait(context.Background(), core.JobRef{Endpoint: r.ep.ID, ID: waited.ID}, time.Millisecond)
+	if err != nil || j.Status != core.InQueue {
+		t.Fatalf("Wait = %v, %v; want IN_QUEUE after the wait", j.Status, err)
+	}
+	r.store.Close()
+	r.open()
+	if _, _, err := r.jobs.Recover(); err != nil {
+		t.Fatal(err)
+	}
+	if !r.gone(unanswered.ID) {
+		t.Errorf("the runsync job that never answered is still there after a restart")
+	}
+	if got := r.take("w"); got.ID != waited.ID || string(got.Input) != `{"a":1}` {
+		t.Errorf("took %s with input %s; want %s with its input", got.ID, got.Input, waited.ID)
+	}
+}

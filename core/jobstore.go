@@ -25,7 +25,8 @@ type JobStore interface {
 	// Insert stores a new IN_QUEUE job with its input, queues it behind the endpoint's other
 	// jobs, and returns the record stored: Seq set, which orders jobs by insertion. With
 	// durable the job is on disk before Insert returns (an acknowledged /run survives kill -9);
-	// without (runsync, whose client waits on the connection) a crash may lose it. The store
+	// without (runsync, whose client waits on the connection) a crash may lose it, and a
+	// store that is an InputKeeper may keep a runsync job's input in memory only. The store
 	// may keep input: the caller must not change it afterwards.
 	Insert(ctx context.Context, rec Job, input []byte, durable bool) (Job, error)
 
@@ -114,6 +115,19 @@ type JobStore interface {
 // figures come from Stats.
 type CountingStore interface {
 	Counters(endpoint string) (c *Counters, oldest func() time.Time)
+}
+
+// InputKeeper is what a JobStore may offer for runsync jobs (Job.Sync) inserted without
+// durable: it keeps such a job's input in memory only while its runsync waits, so that a large
+// body is held once, not again in the store's write buffers. The input is stored when the job
+// ends FAILED or TIMED_OUT (a retry runs it again) or with a webhook (which carries it), and
+// by KeepInput. A crash before either loses the job, which its caller never got an answer for;
+// the store deletes it when it opens again.
+type InputKeeper interface {
+	// KeepInput stores, and syncs, the job's input if the store holds it in memory only: the
+	// runsync's wait ended before the job did, so the job must outlive it. Nothing is done
+	// for a job whose input is stored already, or that ended or is gone.
+	KeepInput(ctx context.Context, id string) error
 }
 
 // Counters are one endpoint's job counts in one place: a CountingStore counts its live jobs

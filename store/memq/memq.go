@@ -123,6 +123,9 @@ type extra struct {
 	rec   *core.Job
 	input []byte // a hot copy's input
 	hot   int64  // bytes this hot copy counts against HotBytes; 0 = not a hot copy
+	// mem is the input of a runsync job kept in memory only (see Insert), until KeepInput or
+	// the job's end; nil once stored or dropped.
+	mem []byte
 
 	chunks     []core.StreamChunk // unread stream chunks
 	chunkBytes int
@@ -131,7 +134,7 @@ type extra struct {
 }
 
 func (x *extra) empty() bool {
-	return x.rec == nil && x.chunks == nil && (x.ended == nil || x.ended == closed) && x.changed == nil
+	return x.rec == nil && x.mem == nil && x.chunks == nil && (x.ended == nil || x.ended == closed) && x.changed == nil
 }
 
 // state is a job's status in the index.
@@ -192,6 +195,7 @@ func (s *Store) load(now time.Time) error {
 	}
 	var all []found
 	var expired []string
+	var syncs []int // unfinished runsync jobs, by index in all
 	err := s.rec.ScanJobs(func(rec *core.Job) {
 		s.seq.Store(max(s.seq.Load(), rec.Seq))
 		key, ok := core.ParseJobKey(rec.ID)
@@ -200,10 +204,26 @@ func (s *Store) load(now time.Time) error {
 			return
 		}
 		all = append(all, found{key, rec})
+		if rec.Sync && !rec.Status.Terminal() {
+			syncs = append(syncs, len(all)-1)
+		}
 	})
 	if err != nil {
 		return fmt.Errorf("reading stored jobs: %w", err)
 	}
+	// An unfinished runsync job whose input was never stored (it lived in memory while its
+	// runsync waited, and the process ended first) cannot run: its caller got no answer and
+	// no id, and the input is gone. It is deleted.
+	for _, i := range syncs {
+		if _, err := s.rec.Input(all[i].rec.ID); errors.Is(err, core.ErrNotFound) {
+			s.log.Warn("deleting an unfinished runsync job whose input was kept in memory only", "job", all[i].rec.ID)
+			expired = append(expired, all[i].rec.ID)
+			all[i].rec = nil
+		} else if err != nil {
+			return fmt.Errorf("reading job %s's input: %w", all[i].rec.ID, err)
+		}
+	}
+	all = slices.DeleteFunc(all, func(f found) bool { return f.rec == nil })
 	slices.SortFunc(all, func(a, b found) int { return cmp.Compare(a.rec.Seq, b.rec.Seq) })
 	for _, f := range all {
 		rec := f.rec
@@ -328,7 +348,15 @@ func (s *Store) Insert(ctx context.Context, rec core.Job, input []byte, durable 
 	rec.Seq = s.seq.Add(1)
 	h := new(core.Job)
 	*h = rec
-	if err := s.rec.PutJob(h, input, durable); err != nil {
+	// A runsync job's input stays in memory while its runsync waits: the request's own buffer,
+	// not a second copy in the records' write batch and memtable. KeepInput stores it when
+	// the job must outlive the wait; its end stores it when a retry or webhook may read it.
+	memOnly := !durable && rec.Sync
+	stored := input
+	if memOnly {
+		stored = nil
+	}
+	if err := s.rec.PutJob(h, stored, durable); err != nil {
 		return core.Job{}, err
 	}
 	ep := s.endpoint(rec.Endpoint)
@@ -336,10 +364,13 @@ func (s *Store) Insert(ctx context.Context, rec core.Job, input []byte, durable 
 		return core.Job{}, fmt.Errorf("memq: job %s: seq %d or endpoint %d past what the index holds", rec.ID, rec.Seq, ep.id)
 	}
 	e := newEntry(rec.Seq, rec.ExpiresAt.UnixNano(), ep.id, stQueued, rec.Policy.LowPriority)
-	if size := int64(len(input) + hotRecordOverhead); s.hotMax > 0 && s.hotBytes.Add(size) <= s.hotMax {
-		e.x = &extra{rec: h, input: input, hot: size}
+	if size := int64(len(stored) + hotRecordOverhead); s.hotMax > 0 && s.hotBytes.Add(size) <= s.hotMax {
+		e.x = &extra{rec: h, input: stored, hot: size}
 	} else if s.hotMax > 0 {
 		s.hotBytes.Add(-size)
+	}
+	if memOnly {
+		e.extra().mem = input
 	}
 	sh := s.shard(key)
 	sh.mu.Lock()
@@ -385,8 +416,11 @@ func (s *Store) Input(ctx context.Context, id string) ([]byte, error) {
 		sh.mu.Unlock()
 		return nil, core.ErrNotFound
 	}
-	if e.x != nil && e.x.hot > 0 {
+	if e.x != nil && (e.x.hot > 0 || e.x.mem != nil) {
 		in := e.x.input
+		if e.x.mem != nil {
+			in = e.x.mem
+		}
 		sh.mu.Unlock()
 		return in, nil
 	}
@@ -421,6 +455,32 @@ func (s *Store) Update(ctx context.Context, id string, from core.StatusSet, chan
 	return out, nil
 }
 
+// KeepInput stores a runsync job's input that Insert kept in memory, and syncs it: the job
+// must outlive its runsync's wait. See core.InputKeeper.
+func (s *Store) KeepInput(ctx context.Context, id string) error {
+	key, ok := core.ParseJobKey(id)
+	if !ok {
+		return core.ErrNotFound
+	}
+	sh, e, ok := s.lock(key)
+	if !ok || e.x == nil || e.x.mem == nil {
+		sh.mu.Unlock()
+		return nil // gone, stored already, or ended
+	}
+	rec, err := s.record(key, &e)
+	if err == nil {
+		err = s.rec.PutJob(rec, e.x.mem, false)
+	}
+	if err == nil {
+		e.x.mem = nil
+	}
+	sh.put(key, e)
+	if err != nil {
+		return err
+	}
+	return s.rec.SyncJobs()
+}
+
 // update applies change to a locked entry. It reports whether the job went back to the queue:
 // the caller enqueues it once the shard is unlocked.
 func (s *Store) update(key core.JobKey, e *entry, from core.StatusSet, change func(*core.Job) error) (core.Job, bool, error) {
@@ -448,7 +508,11 @@ func (s *Store) update(key core.JobKey, e *entry, from core.StatusSet, change fu
 	case rec.ID != was.ID || rec.Endpoint != was.Endpoint || rec.Owner != was.Owner || rec.Seq != was.Seq:
 		err = fmt.Errorf("memq: job %s: a change may not alter its id, endpoint, owner or seq", was.ID)
 	default:
-		err = s.rec.PutJob(rec, nil, false) // the caller syncs once unlocked
+		var input []byte // a runsync job's input kept in memory, stored at its end when it may be read later
+		if e.x != nil && e.x.mem != nil && to.terminal() && (to == stFailed || to == stTimedOut || rec.Webhook != "") {
+			input = e.x.mem // a retry runs it again; a webhook carries it
+		}
+		err = s.rec.PutJob(rec, input, false) // the caller syncs once unlocked
 	}
 	if err != nil {
 		*rec = was
@@ -483,6 +547,9 @@ func (s *Store) update(key core.JobKey, e *entry, from core.StatusSet, change fu
 		}
 	}
 	if to.terminal() && !st.terminal() {
+		if e.x != nil {
+			e.x.mem = nil // stored above, or needed by no one
+		}
 		s.wake(e)
 	}
 	return *rec, requeued, nil
@@ -510,4 +577,5 @@ var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c
 var (
 	_ core.JobStore      = (*Store)(nil)
 	_ core.CountingStore = (*Store)(nil)
+	_ core.InputKeeper   = (*Store)(nil)
 )

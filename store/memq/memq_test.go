@@ -150,3 +150,91 @@ func TestQueueKeepsOrderAcrossBlocks(t *testing.T) {
 		t.Errorf("jobs taken out of order")
 	}
 }
+
+// A runsync job's input stays in memory while its runsync waits: the records hold the record
+// but not the input, takes (a first one and one after a requeue) hand it out, and KeepInput
+// stores it. At the end it is stored only for a job that may be retried (FAILED, TIMED_OUT) or
+// has a webhook. A restart deletes an unfinished runsync job whose input was never stored,
+// and keeps one whose input was.
+func TestRunSyncInputKeptInMemory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t0 := time.Date(2026, time.March, 1, 12, 0, 0, 0, time.UTC)
+	recs := memq.NewRecords()
+	s, err := memq.Open(recs, memq.Options{Clock: fixed(t0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	insert := func(webhook string) string {
+		t.Helper()
+		j := core.Job{ID: core.NewJobKey(true).String(), Endpoint: "ep", Status: core.InQueue, Sync: true,
+			Webhook: webhook, QueuedAt: t0, ExpiresAt: t0.Add(time.Hour)}
+		if _, err := s.Insert(ctx, j, []byte(`{"big":1}`), false); err != nil {
+			t.Fatal(err)
+		}
+		return j.ID
+	}
+	stored := func(id string) bool {
+		_, err := recs.Input(id)
+		return err == nil
+	}
+	end := func(id string, to core.JobStatus) {
+		t.Helper()
+		if _, err := s.Update(ctx, id, core.Statuses(core.InProgress), func(j *core.Job) error { j.Status = to; return nil }, false); err != nil {
+			t.Fatalf("ending %s as %s: %v", id, to, err)
+		}
+	}
+	takeInput := func(id string) {
+		t.Helper()
+		got, err := s.Take(ctx, "ep", "w", 1, t0)
+		if err != nil || len(got) != 1 || got[0].Job.ID != id || string(got[0].Input) != `{"big":1}` {
+			t.Fatalf("Take = %+v, %v; want job %s with its input", got, err, id)
+		}
+	}
+
+	completed, failed, hooked, kept, lost := insert(""), insert(""), insert("http://127.0.0.1:1/h"), insert(""), insert("")
+	for _, id := range []string{completed, failed, hooked, kept, lost} {
+		if stored(id) {
+			t.Fatalf("job %s's input stored at insert; want it in memory only", id)
+		}
+		if in, err := s.Input(ctx, id); err != nil || string(in) != `{"big":1}` {
+			t.Fatalf("Input(%s) = %s, %v; want the input", id, in, err)
+		}
+	}
+	takeInput(completed)
+	// Back to the queue (its worker was lost) and taken again: the input is still there.
+	if _, err := s.Update(ctx, completed, core.Statuses(core.InProgress), func(j *core.Job) error { j.Status = core.InQueue; return nil }, false); err != nil {
+		t.Fatal(err)
+	}
+	takeInput(failed)
+	takeInput(hooked)
+	takeInput(kept)
+	takeInput(lost)
+	takeInput(completed)
+	end(completed, core.Completed)
+	end(failed, core.Failed)
+	end(hooked, core.Completed)
+	if stored(completed) {
+		t.Errorf("a COMPLETED runsync job's input was stored; want it dropped")
+	}
+	if !stored(failed) || !stored(hooked) {
+		t.Errorf("input stored: FAILED %v, with a webhook %v; want both (a retry or the webhook reads it)", stored(failed), stored(hooked))
+	}
+	if err := s.KeepInput(ctx, kept); err != nil || !stored(kept) {
+		t.Fatalf("KeepInput = %v, stored %v; want the input stored", err, stored(kept))
+	}
+
+	s, err = memq.Open(recs, memq.Options{Clock: fixed(t0)}) // a restart
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, lost); err == nil {
+		t.Errorf("the unfinished runsync job whose input was in memory only is still there after a restart")
+	}
+	if j, err := s.Get(ctx, kept); err != nil || j.Status != core.InProgress {
+		t.Errorf("Get(kept) = %v, %v; want the job, IN_PROGRESS, after a restart", j.Status, err)
+	}
+	if in, err := s.Input(ctx, failed); err != nil || string(in) != `{"big":1}` {
+		t.Errorf("Input(failed) after a restart = %s, %v; want the input", in, err)
+	}
+}

@@ -220,9 +220,15 @@ func (s *Store) take(ep *endpoint, k core.JobKey, worker string, now time.Time) 
 		return core.TakenJob{}, false, nil
 	}
 	var input []byte
+	if e.x != nil {
+		input = e.x.mem // a runsync job's, kept in memory (and there until it ends, for a requeue)
+	}
 	rec := (*core.Job)(nil)
 	if e.x != nil && e.x.hot > 0 {
-		rec, input = e.x.rec, e.x.input
+		rec = e.x.rec
+		if input == nil {
+			input = e.x.input
+		}
 		s.hotBytes.Add(-e.x.hot)
 		e.x.input, e.x.hot = nil, 0
 	} else {
