@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -62,11 +63,21 @@ func warmSimEngine(tb testing.TB) *simEngine {
 
 // BenchmarkTick is one autoscaler tick over the world at rest: every endpoint's workers.min
 // workers idle and parked, nothing queued.
+//
+// With -cpu 1 the tick runs on the benchmark's own goroutine, locked to its thread, and
+// cpu-ns/op is that thread's CPU time per tick: on a machine shared with other work it moves
+// far less than ns/op, which counts the time the tick waited for a CPU.
 func BenchmarkTick(b *testing.B) {
 	e := warmSimEngine(b)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	b.ReportAllocs()
+	c0 := threadCPU()
 	for b.Loop() {
 		e.tick()
+	}
+	if runtime.GOMAXPROCS(0) == 1 {
+		b.ReportMetric(float64(threadCPU()-c0)/float64(b.N), "cpu-ns/op")
 	}
 	b.ReportMetric(float64(len(e.spec.eps)), "endpoints")
 }
