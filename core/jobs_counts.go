@@ -12,7 +12,7 @@ import (
 type counters struct {
 	c      *Counters
 	oldest func() time.Time  // a CountingStore's; nil when stats reads the figures
-	stats  func() QueueStats // a store that keeps no Counters
+	stats  func() QueueStats // a store that keeps no Counters: its EndpointStats, or Stats
 }
 
 // countersOf returns the endpoint's counters: a CountingStore's own, or ones the engine keeps
@@ -22,9 +22,12 @@ func (js *Jobs) countersOf(endpoint string) *counters {
 		return c.(*counters)
 	}
 	c := &counters{}
-	if cs, ok := js.store.(CountingStore); ok {
-		c.c, c.oldest = cs.Counters(endpoint)
-	} else {
+	switch st := js.store.(type) {
+	case CountingStore:
+		c.c, c.oldest = st.Counters(endpoint)
+	case EndpointStats:
+		c.c, c.stats = new(Counters), st.EndpointStats(endpoint)
+	default:
 		c.c, c.stats = new(Counters), func() QueueStats { return js.stats(endpoint) }
 	}
 	v, _ := js.counts.LoadOrStore(endpoint, c)

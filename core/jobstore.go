@@ -117,6 +117,14 @@ type CountingStore interface {
 	Counters(endpoint string) (c *Counters, oldest func() time.Time)
 }
 
+// EndpointStats is what a shared JobStore may offer beside Stats: a reader of one endpoint's
+// figures that looks nothing up each time (the PostgreSQL store refreshes every endpoint's
+// figures at once, at most so old), for the autoscaler, which reads every endpoint's on every
+// tick. An in-process store offers CountingStore instead.
+type EndpointStats interface {
+	EndpointStats(endpoint string) func() QueueStats
+}
+
 // InputKeeper is what a JobStore may offer for runsync jobs (Job.Sync) inserted without
 // durable: it keeps such a job's input in memory only while its runsync waits, so that a large
 // body is held once, not again in the store's write buffers. The input is stored when the job
