@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,16 +13,6 @@ import (
 	"strings"
 	"time"
 )
-
-// exitCode is the process's exit status for run's error: 0 when help was asked for
-// (-h, --help), 2 otherwise.
-func exitCode(err error) int {
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-		return 0
-	}
-	return 2
-}
 
 // quotaFlag is a requests-per-window flag that knows whether it was given: unset keeps the
 // configured (or default) quota, and a negative number is refused.

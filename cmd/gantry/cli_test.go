@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"os"
 	"os/exec"
 	"runtime"
 	"runtime/debug"
@@ -10,11 +11,12 @@ import (
 )
 
 // TestCLIHelpVersionAndFlags runs the binary: --help prints usage and exits 0 for every
-// command, no default prints as -1, `gantry version` prints the version, and a negative
-// quota flag is refused naming it.
+// command, no default prints as -1, `gantry version` prints the version, and a usage error
+// (a negative quota flag, a missing argument) exits 1 naming what is wrong.
 func TestCLIHelpVersionAndFlags(t *testing.T) {
 	t.Parallel()
 	bin := buildGantry(t)
+	home := t.TempDir()
 	for _, tc := range []struct {
 		args     []string
 		wantCode int
@@ -22,19 +24,26 @@ func TestCLIHelpVersionAndFlags(t *testing.T) {
 	}{
 		{[]string{"serve", "--help"}, 0, "Usage: gantry serve"},
 		{[]string{"serve", "-h"}, 0, "-quota-minute number"},
-		{[]string{"keys", "create", "--help"}, 0, "Usage: gantry keys create"},
+		{[]string{"keys", "create", "--help"}, 0, "Usage: gantry key create"},
+		{[]string{"keys", "create", "--data", "x", "--help"}, 0, "Usage: gantry keys create"},
 		{[]string{"keys", "list", "--help"}, 0, "-data"},
 		{[]string{"keys", "revoke", "-h"}, 0, "-data"},
 		{[]string{"worker", "--help"}, 0, "Usage: gantry worker"},
 		{[]string{"--help"}, 0, "gantry version"},
 		{[]string{"version"}, 0, "gantry "},
 		{[]string{"version"}, 0, runtime.Version()},
-		{[]string{"serve", "--quota-minute", "-1", "--config", "/nonexistent/gantry.yaml"}, 2, `invalid value "-1" for flag -quota-minute: negative`},
-		{[]string{"serve", "--quota-day", "many", "--config", "/nonexistent/gantry.yaml"}, 2, `invalid value "many" for flag -quota-day: not a whole number`},
-		{[]string{"keys", "create", "--data", "/nonexistent/data", "--user", "a", "--quota-hour", "-5"}, 2, `invalid value "-5" for flag -quota-hour: negative`},
-		{[]string{"nonsense"}, 2, `unknown command "nonsense"`},
+		{[]string{"serve", "--quota-minute", "-1", "--config", "/nonexistent/gantry.yaml"}, 1, `invalid value "-1" for flag -quota-minute: negative`},
+		{[]string{"serve", "--quota-day", "many", "--config", "/nonexistent/gantry.yaml"}, 1, `invalid value "many" for flag -quota-day: not a whole number`},
+		{[]string{"keys", "create", "--data", "/nonexistent/data", "--user", "a", "--quota-hour", "-5"}, 1, `invalid value "-5" for flag -quota-hour: negative`},
+		{[]string{"nonsense"}, 1, `unknown command "nonsense"`},
+		{[]string{"job", "status"}, 1, "want ENDPOINT JOB_ID"},
+		{[]string{"endpoint", "list"}, 1, "not logged in"},
+		{[]string{"run", "--help"}, 0, "Usage: gantry run ENDPOINT"},
+		{[]string{"worker", "logs", "--help"}, 0, "-f	follow"},
 	} {
-		out, err := exec.Command(bin, tc.args...).CombinedOutput()
+		cmd := exec.Command(bin, tc.args...)
+		cmd.Env = append(os.Environ(), "HOME="+home, "GANTRY_URL=", "GANTRY_KEY=", "GANTRY_CONFIG=", "XDG_CONFIG_HOME=") // no saved login
+		out, err := cmd.CombinedOutput()
 		code := 0
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {

@@ -1,5 +1,7 @@
 // Command gantry is Gantry's one binary: `gantry serve` runs the platform (with the ready-made
-// models), `gantry keys create` issues API keys, `gantry worker NAME` runs a built-in worker.
+// models), the client commands (`gantry login`, `endpoint`, `run`, `job`, `key`, ...) drive a
+// server over the client generated from openapi.yaml, and `gantry worker NAME` runs a
+// built-in worker.
 package main
 
 import (
@@ -25,21 +27,34 @@ import (
 const usage = `Gantry: a self-hosted serverless GPU platform.
 
 Usage:
-  gantry serve [flags]          run the platform (gantry serve --help)
-  gantry keys create [flags]    issue an API key (gantry keys create --help)
-  gantry keys list [--data DIR | --store URL]
-                                list API keys (ids, users, scopes; never secrets)
-  gantry keys revoke [--data DIR | --store URL] KEY_ID
-                                revoke a key (the server refuses it within 10 s;
-                                with --store, every replica at once)
-  gantry worker NAME            run a built-in worker (gantry worker --help)
-  gantry version                print the version and the revision built from
+  gantry serve [flags]                  run the platform (gantry serve --help)
+  gantry login --url URL --key KEY      check a key and save it as a profile
+  gantry endpoint create|list|get|update|delete
+  gantry template create|list|get|update|delete
+  gantry run ENDPOINT --input JSON      run a job, show its progress and stream, print its output
+  gantry job status|cancel|retry|stream|list ENDPOINT [JOB_ID]
+  gantry worker list ENDPOINT           an endpoint's workers
+  gantry worker logs ENDPOINT WORKER [-f]
+  gantry key create|list|revoke         API keys over the API; with --data DIR (or
+                                        --store URL), offline (gantry keys ... is the same)
+  gantry usage                          your usage of ready-made models
+  gantry model list                     the ready-made models
+  gantry worker NAME                    run a built-in worker (gantry worker --help)
+  gantry completion bash|zsh|fish       a shell completion script
+  gantry version                        print the version and the revision built from
 
-Every command takes --help (exit status 0); an error exits with status 2.
+Client commands take --profile NAME and -o table|json|yaml; GANTRY_URL and GANTRY_KEY
+override the saved profile. Every command takes --help (exit status 0).
+Exit status: 0 ok, 1 a usage error, 2 a failed call (or a job that ended FAILED, TIMED_OUT
+or CANCELLED under gantry run), 3 the server unreachable.
 `
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	a := &app{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin, getenv: os.Getenv, isTTY: isTerminal(os.Stderr)}
+	err := a.run(ctx, os.Args[1:])
+	stop()
+	if err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "gantry:", err)
 		}
@@ -47,30 +62,50 @@ func main() {
 	}
 }
 
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// run runs the command line with the process's environment (tests of the server commands use
+// it; the client commands' tests build an app of their own).
 func run(args []string, stdout, stderr io.Writer) error {
+	a := &app{stdout: stdout, stderr: stderr, stdin: os.Stdin, getenv: os.Getenv}
+	return a.run(context.Background(), args)
+}
+
+func (a *app) run(ctx context.Context, args []string) error {
+	stdout, stderr := a.stdout, a.stderr
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return errors.New("no command given")
+		return &usageError{errNoCommand}
 	}
 	switch args[0] {
 	case "serve":
 		return serve(args[1:], stdout, stderr)
-	case "keys":
-		if len(args) < 2 {
-			fmt.Fprint(stderr, usage)
-			return errors.New(`"keys" takes a subcommand: create, list or revoke`)
-		}
-		switch args[1] {
-		case "create":
-			return keysCreate(args[2:], stdout, stderr)
-		case "list":
-			return keysList(args[2:], stdout, stderr)
-		case "revoke":
-			return keysRevoke(args[2:], stdout, stderr)
-		}
-		fmt.Fprint(stderr, usage)
-		return fmt.Errorf("unknown keys subcommand %q (create, list or revoke)", args[1])
+	case "login":
+		return a.loginCmd(ctx, args[1:])
+	case "endpoint", "endpoints":
+		return a.endpointCmd(ctx, args[1:])
+	case "template", "templates":
+		return a.templateCmd(ctx, args[1:])
+	case "run":
+		return a.runCmd(ctx, args[1:])
+	case "job", "jobs":
+		return a.jobCmd(ctx, args[1:])
+	case "key", "keys":
+		return a.keyCmd(ctx, args[1:])
+	case "usage":
+		return a.usageCmd(ctx, args[1:])
+	case "model", "models":
+		return a.modelCmd(ctx, args[1:])
+	case "completion":
+		return a.completionCmd(args[1:])
 	case "worker":
+		if len(args) > 1 && (args[1] == "list" || args[1] == "logs") {
+			return a.workerCmd(ctx, args[1:])
+		}
 		return runWorker(args[1:], stderr)
 	case "version", "--version":
 		printVersion(stdout)
@@ -80,7 +115,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	fmt.Fprint(stderr, usage)
-	return fmt.Errorf("unknown command %q", args[0])
+	return usagef("unknown command %q", args[0])
 }
 
 func serve(args []string, stdout, stderr io.Writer) error {
@@ -106,10 +141,10 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "\n%s", server.ConfigHelp)
 	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		return flagError(err)
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("serve takes no arguments, got %q", fs.Args())
+		return usagef("serve takes no arguments, got %q", fs.Args())
 	}
 	cfg, err := server.LoadConfig(*configPath)
 	if err != nil {
@@ -185,11 +220,11 @@ func keysCreate(args []string, stdout, stderr io.Writer) error {
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		return flagError(err)
 	}
 	if *user == "" {
 		fs.Usage()
-		return errors.New("--user is required")
+		return usagef("--user is required")
 	}
 	if !keydir.NameRE.MatchString(*user) {
 		return fmt.Errorf("--user %q: use letters, digits, '.', '_' or '-' (at most 64)", *user)
@@ -259,7 +294,7 @@ func keysList(args []string, stdout, stderr io.Writer) error {
 	data := fs.String("data", "./gantry-data", "state directory of the server")
 	store := fs.String("store", "", storeFlagHelp)
 	if err := fs.Parse(args); err != nil {
-		return err
+		return flagError(err)
 	}
 	ctx := context.Background()
 	dir, err := openKeys(ctx, *data, *store, false)
@@ -293,10 +328,10 @@ func keysRevoke(args []string, stdout, stderr io.Writer) error {
 	data := fs.String("data", "./gantry-data", "state directory of the server")
 	store := fs.String("store", "", storeFlagHelp)
 	if err := fs.Parse(args); err != nil {
-		return err
+		return flagError(err)
 	}
 	if fs.NArg() != 1 {
-		return errors.New("name one key id (see gantry keys list)")
+		return usagef("name one key id (see gantry keys list)")
 	}
 	ctx := context.Background()
 	dir, err := openKeys(ctx, *data, *store, false)
@@ -311,4 +346,12 @@ func keysRevoke(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "Revoked key %s; %s.\n", fs.Arg(0), dir.revoked)
 	return nil
+}
+
+// flagError makes a flag package error a usage error (help stays help).
+func flagError(err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return &usageError{err}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -56,7 +55,7 @@ func runWorker(args []string, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "Usage: gantry worker NAME\n\nRuns a built-in worker; Gantry's process pool starts these for images gantry/NAME.\nIt reads RUNPOD_WEBHOOK_GET_JOB, RUNPOD_WEBHOOK_POST_OUTPUT, RUNPOD_WEBHOOK_POST_STREAM,\nRUNPOD_WEBHOOK_PING, RUNPOD_AI_API_KEY, RUNPOD_POD_ID and RUNPOD_PING_INTERVAL.\n\nBuilt-in workers: %v\n", builtinWorkerNames())
 	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		return flagError(err)
 	}
 	args = fs.Args()
 	if len(args) == 0 && os.Getenv("GANTRY_WORKER") != "" {
@@ -64,7 +63,7 @@ func runWorker(args []string, stderr io.Writer) error {
 	}
 	if len(args) != 1 {
 		fs.Usage()
-		return errors.New("name one built-in worker")
+		return usagef("name one built-in worker")
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	if serve, ok := builtinServers[args[0]]; ok {
@@ -74,7 +73,7 @@ func runWorker(args []string, stderr io.Writer) error {
 	}
 	h, ok := builtinWorkers[args[0]]
 	if !ok {
-		return fmt.Errorf("no built-in worker %q (built-in: %v)", args[0], builtinWorkerNames())
+		return usagef("no built-in worker %q (built-in: %v)", args[0], builtinWorkerNames())
 	}
 	cfg, err := worker.ConfigFromEnv()
 	if err != nil {
