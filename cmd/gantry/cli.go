@@ -110,7 +110,7 @@ func shellQuote(s string) string {
 // startupHint is the line `gantry serve` prints on how to get an API key.
 func startupHint(data string) string {
 	exe, _ := os.Executable()
-	return fmt.Sprintf("Get an API key:  %s keys create --data %s --user alice", invokedAs(os.Args[0], exe), shellQuote(data))
+	return fmt.Sprintf("Get an API key:  %s key create --data %s --user alice   (then gantry login --url <the address above> --key KEY)", invokedAs(os.Args[0], exe), shellQuote(data))
 }
 
 // optDuration is a duration flag that may be left unset (nil).

@@ -202,7 +202,7 @@ type common struct {
 func (a *app) commonFlags(fs *flag.FlagSet) *common {
 	c := &common{}
 	fs.StringVar(&c.profile, "profile", "", "the saved login to use (default: $GANTRY_PROFILE, else the one gantry login saved last)")
-	fs.StringVar(&c.output, "o", "table", "output: table, json (the API's JSON) or yaml")
+	fs.StringVar(&c.output, "o", "table", "output: table, json (the API's JSON), yaml, or id (the id alone, for scripts)")
 	fs.StringVar(&c.output, "output", "table", "the same as -o")
 	return c
 }

@@ -156,6 +156,9 @@ func TestCLIEndpointsAndTemplates(t *testing.T) {
 			t.Errorf("endpoint list -o %s = %s; want the API's fields", format, out)
 		}
 	}
+	if out := r.ok("endpoint", "list", "-o", "id"); out != ep1.ID+"\n"+ep2.ID+"\n" {
+		t.Errorf("endpoint list -o id = %q; want the two ids, a line each", out)
+	}
 	r.okJSON(&ep2, "endpoint", "update", ep2.ID, "--queue-delay", "10", "--workers-min", "1")
 	if ep2.Scaling.Type != "QUEUE_DELAY" || ep2.Scaling.QueueDelay != 10 || ep2.Workers.Min != 1 || ep2.Name != "counted" {
 		t.Errorf("updated %+v; want QUEUE_DELAY 10 s, at least 1 worker, the name kept", ep2)
@@ -463,5 +466,44 @@ func TestCLIModelsUsageVersionCompletion(t *testing.T) {
 	}
 	if res := r.run("completion", "tcsh"); res.code != exitUsage {
 		t.Errorf("completion tcsh: %v; want exit 1", res)
+	}
+}
+
+// TestCLIWorkerLogsFollow runs real worker processes (the process pool running this binary's
+// gantry/echo): `worker logs -f` prints the log as it grows and returns when the worker exits.
+func TestCLIWorkerLogsFollow(t *testing.T) {
+	t.Parallel()
+	bin := buildGantry(t)
+	r := newRig(t, server.Options{Self: bin, Builtins: builtinWorkerNames()})
+	var ep struct{ ID string }
+	r.okJSON(&ep, "endpoint", "create", "--name", "echo", "--image", "gantry/echo", "--pool", "local", "--idle-timeout", "3")
+	if out := r.ok("run", ep.ID, "--input", `{"echo": "warm"}`); out != "\"warm\"\n" {
+		t.Fatalf("run = %q", out)
+	}
+	var ws struct {
+		Items []struct{ ID, Status string }
+	}
+	r.okJSON(&ws, "worker", "list", ep.ID)
+	if len(ws.Items) != 1 {
+		t.Fatalf("worker list = %+v; want the one worker", ws)
+	}
+	w := ws.Items[0].ID
+	if out := r.ok("worker", "list", ep.ID); !strings.HasPrefix(out, "ID ") || !strings.Contains(out, w) || !strings.Contains(out, "local") {
+		t.Errorf("worker list =\n%s", out)
+	}
+	start := time.Now()
+	res := r.run("worker", "logs", ep.ID, w, "-f") // the worker exits once idle for 3 s
+	if res.code != 0 || !strings.Contains(res.out, "msg=") {
+		t.Fatalf("worker logs -f: %v; want the worker's log lines and exit 0", res)
+	}
+	r.okJSON(&ws, "worker", "list", ep.ID)
+	if len(ws.Items) != 1 || ws.Items[0].Status != "EXITED" {
+		t.Errorf("after worker logs -f returned (%v), the workers are %+v; want the one EXITED", time.Since(start), ws)
+	}
+	if out := r.ok("worker", "logs", ep.ID, w, "--tail", "1"); strings.Count(out, "\n") != 1 {
+		t.Errorf("worker logs --tail 1 = %q; want one line", out)
+	}
+	if res := r.run("worker", "logs", ep.ID, "nope"); res.code != exitFailed || !strings.Contains(res.err, "404") {
+		t.Errorf("worker logs of no such worker: %v; want exit 2 and the 404", res)
 	}
 }

@@ -21,17 +21,17 @@ type printer struct {
 
 func (a *app) printer(format string) (*printer, error) {
 	switch format {
-	case "table", "json", "yaml":
+	case "table", "json", "yaml", "id":
 		return &printer{w: a.stdout, format: format}, nil
 	}
-	return nil, usagef("-o %q: want table, json or yaml", format)
+	return nil, usagef("-o %q: want table, json, yaml or id", format)
 }
 
 // emit writes v (a generated type, which encodes as the API's JSON) as JSON or YAML, or calls
 // table with a tab writer for the table.
 func (p *printer) emit(v json.Marshaler, rows func(t *table)) error {
 	switch p.format {
-	case "json", "yaml":
+	case "json", "yaml", "id":
 		b, err := v.MarshalJSON()
 		if err != nil {
 			return err
@@ -43,8 +43,30 @@ func (p *printer) emit(v json.Marshaler, rows func(t *table)) error {
 	return t.tw.Flush()
 }
 
-// raw writes a JSON document in the printer's format (indented JSON, or YAML).
+// raw writes a JSON document in the printer's format: indented JSON, YAML, or its id (of
+// each item of a list) alone on a line, for scripts.
 func (p *printer) raw(b []byte) error {
+	if p.format == "id" {
+		var doc struct {
+			ID    string `json:"id"`
+			Items []struct {
+				ID string `json:"id"`
+			} `json:"items"`
+		}
+		if err := json.Unmarshal(b, &doc); err != nil {
+			return err
+		}
+		if doc.ID != "" {
+			_, err := fmt.Fprintln(p.w, doc.ID)
+			return err
+		}
+		for _, it := range doc.Items {
+			if _, err := fmt.Fprintln(p.w, it.ID); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if p.format == "yaml" {
 		var n yaml.Node
 		if err := yaml.Unmarshal(b, &n); err != nil { // JSON is YAML: the order of keys stays

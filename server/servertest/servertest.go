@@ -18,7 +18,8 @@ import (
 // New builds and starts a server from cfg and opts for the test, and stops it when the test
 // ends. What they leave unset, it sets for a test: the data directory a temporary one, the
 // listener a port of the kernel's on 127.0.0.1, the log discarded, and the pools one
-// LocalPool of 64 slots.
+// LocalPool of 64 slots, unless opts.Self names a gantry binary: then the pools are those
+// the config makes (process pools running Self's built-in workers, whose logs they keep).
 func New(tb testing.TB, cfg server.Config, opts server.Options) *server.Server {
 	tb.Helper()
 	s := Build(tb, cfg, opts)
@@ -42,7 +43,7 @@ func Build(tb testing.TB, cfg server.Config, opts server.Options) *server.Server
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	if opts.Pools == nil {
+	if opts.Pools == nil && opts.Self == "" {
 		opts.Pools = []scheduler.Pool{LocalPool(64)}
 	}
 	s, err := server.New(context.Background(), cfg, opts)
