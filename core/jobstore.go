@@ -53,7 +53,8 @@ type JobStore interface {
 	Input(ctx context.Context, id string) ([]byte, error)
 
 	// List returns jobs newest first (by Seq) that match the filter, up to its Limit, and the
-	// cursor of the next page ("" = no more).
+	// cursor of the next page ("" = no more). A cursor it did not hand out is an error that
+	// wraps ErrBadCursor (the job list answers it 422, not 500).
 	List(ctx context.Context, f JobFilter) ([]Job, string, error)
 
 	// Purge applies change to every queued job of the endpoint that owner submitted ("" = any
