@@ -283,9 +283,10 @@ func TestCLIRunStreamingJob(t *testing.T) {
 	if res.code != 0 || res.out != "\"a\"\n\"b\"\n\"c\"\n[\n  \"a\",\n  \"b\",\n  \"c\"\n]\n" {
 		t.Errorf("run of a streaming job: %v; want the parts a line each, then the output", res)
 	}
-	if !regexp.MustCompile(`(?m)^\S+  IN_PROGRESS  queue \S+  elapsed \S+  worker \S+$`).MatchString(res.err) ||
+	if !regexp.MustCompile(`^\S+  IN_QUEUE  queue 0s  elapsed `).MatchString(res.err) ||
+		!regexp.MustCompile(`(?m)^\S+  IN_PROGRESS  queue \S+  elapsed \S+  worker \S+$`).MatchString(res.err) ||
 		!regexp.MustCompile(`(?m)^\S+  COMPLETED  queue `).MatchString(res.err) {
-		t.Errorf("run's progress lines:\n%s\nwant IN_PROGRESS with its worker, then COMPLETED", res.err)
+		t.Errorf("run's progress lines:\n%s\nwant IN_QUEUE at once, IN_PROGRESS with its worker, then COMPLETED", res.err)
 	}
 
 	input := filepath.Join(t.TempDir(), "in.json")

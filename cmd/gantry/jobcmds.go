@@ -87,6 +87,7 @@ func (a *app) runCmd(ctx context.Context, args []string) error {
 	ep := pos[0]
 	start := time.Now()
 	var id string
+	first := &oas.Job{Status: oas.JobStatusINQUEUE}
 	if *sync {
 		j, err := answer[oas.JobHeaders](cn.api.RunSyncJob(ctx, req, oas.RunSyncJobParams{EndpointId: ep, Wait: oas.NewOptInt64(wait.Milliseconds())})).get(cn, "running the job")
 		if err != nil {
@@ -95,7 +96,7 @@ func (a *app) runCmd(ctx context.Context, args []string) error {
 		if ended(j.Response.Status) {
 			return a.finish(cn, &j.Response)
 		}
-		id = j.Response.ID
+		id, first = j.Response.ID, &j.Response
 	} else {
 		ack, err := answer[oas.JobAckHeaders](cn.api.RunJob(ctx, req, oas.RunJobParams{EndpointId: ep})).get(cn, "submitting the job")
 		if err != nil {
@@ -110,7 +111,8 @@ func (a *app) runCmd(ctx context.Context, args []string) error {
 			return cn.out.emit(&ack.Response, nil)
 		}
 	}
-	return a.follow(ctx, cn, ep, id, start)
+	first.ID = id
+	return a.follow(ctx, cn, ep, id, start, first)
 }
 
 // readInput returns the job input from --input or -f, checked to be a JSON object.
@@ -155,9 +157,10 @@ func firstLine(s string, n int) string {
 // follow waits for the job: it reads the stream (which holds each call up to 2 s while the
 // job runs), prints the parts and a progress line, and ends with the job's output once the
 // stream has ended and handed out every part.
-func (a *app) follow(ctx context.Context, cn *conn, ep, id string, start time.Time) error {
+func (a *app) follow(ctx context.Context, cn *conn, ep, id string, start time.Time, first *oas.Job) error {
 	prog := &progress{a: a, id: id, start: start}
 	defer prog.done()
+	prog.show(first) // at once: the first stream call may hold 2 s
 	for {
 		s, err := answer[oas.StreamResponseHeaders](cn.api.GetJobStream(ctx, oas.GetJobStreamParams{EndpointId: ep, JobId: id})).get(cn, "reading the job's stream")
 		if err != nil {
