@@ -8,8 +8,6 @@ import (
 	"github.com/gantryhq/gantry/internal/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
-
 // TestKeysStore: the keys commands work on the PostgreSQL store that --store names (the one
 // every replica reads), without a data directory; --endpoint ids are checked there; a bad URL
 // is refused naming the flag's form.

@@ -2,28 +2,59 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gantryhq/gantry/internal/pgtest"
 	"github.com/gantryhq/gantry/server/servertest"
 )
 
-// buildGantry compiles the binary once per test run.
+// built is the gantry binary the tests run, compiled once for the whole test binary: some
+// twenty tests run it, and a build takes tens of seconds on a busy machine.
+var built struct {
+	once sync.Once
+	bin  string
+	err  error
+}
+
+// buildGantry returns the binary, compiling it on first use; TestMain removes it.
 func buildGantry(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "gantry")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	built.once.Do(func() {
+		dir, err := os.MkdirTemp("", "gantry-test-bin-")
+		if err != nil {
+			built.err = err
+			return
+		}
+		built.bin = filepath.Join(dir, "gantry")
+		if out, err := exec.Command("go", "build", "-o", built.bin, ".").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return bin
+	return built.bin
+}
+
+// TestMain stops the PostgreSQL server the tests shared (pgtest), if one started, and removes
+// the binary.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pgtest.Stop()
+	if built.bin != "" {
+		os.RemoveAll(filepath.Dir(built.bin))
+	}
+	os.Exit(code)
 }
 
 // started is a running `gantry serve`.
