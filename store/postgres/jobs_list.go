@@ -24,7 +24,7 @@ func (s *Jobs) List(ctx context.Context, f core.JobFilter) ([]core.Job, string, 
 	if f.Cursor != "" {
 		n, err := strconv.ParseInt(f.Cursor, 10, 64)
 		if err != nil || n <= 0 {
-			return nil, "", fmt.Errorf("postgres: bad cursor %q", f.Cursor)
+			return nil, "", fmt.Errorf("postgres: cursor %q: %w", f.Cursor, core.ErrBadCursor)
 		}
 		conds = append(conds, "seq < "+arg(n))
 	}

@@ -679,6 +679,9 @@ func jobsList(t *testing.T, s core.JobStore) {
 	if none, _, err := s.List(ctx, core.JobFilter{Endpoint: "nowhere"}); err != nil || len(none) != 0 {
 		t.Errorf("List(unknown endpoint) = %v, %v; want none", idsOf(none), err)
 	}
+	if _, _, err := s.List(ctx, core.JobFilter{Endpoint: "ep", Cursor: "not-a-cursor"}); !errors.Is(err, core.ErrBadCursor) {
+		t.Errorf("List(bad cursor) error = %v; want one wrapping core.ErrBadCursor", err)
+	}
 }
 
 func jobsPurge(t *testing.T, s core.JobStore) {
