@@ -27,9 +27,10 @@ var layers = map[string][]string{
 	"scheduler": {"adapters", "store", "api"},
 	"adapters":  {"store", "api"},
 	"store":     {"api", "scheduler", "adapters"},
-	"lbproxy":   {"api", "store", "scheduler", "adapters"}, // an HTTP proxy; admission is api's
-	"worker":    nil,                                       // parsed, no arrows yet
-	"models":    {"api", "store", "scheduler", "adapters"}, // core and worker only
+	"lbproxy":   {"api", "store", "scheduler", "adapters"},            // an HTTP proxy; admission is api's
+	"worker":    nil,                                                  // parsed, no arrows yet
+	"models":    {"api", "store", "scheduler", "adapters"},            // core and worker only
+	"telemetry": {"api", "store", "scheduler", "adapters", "lbproxy"}, // observes core's ports
 	// The test kit is imported by tests of every layer, so it imports none of them.
 	"internal/testkit": {""},
 	"server":           {"cmd"}, // the composition root: everything but the commands

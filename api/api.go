@@ -17,6 +17,8 @@ import (
 
 	"github.com/go-faster/jx"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/gantryhq/gantry/core"
@@ -69,6 +71,18 @@ type Config struct {
 	// gets 503 with Retry-After before its body is read. 0 = DefaultBodyBudget (256 MiB);
 	// negative = no bound.
 	BodyBudget int64
+	// TracerProvider, when set, traces every operation through the generated server's hooks
+	// (a span per request, joining the trace of a W3C traceparent header), and JobSpans hears
+	// of each job submitted, so that its take and end join the submit's trace. nil = no
+	// traces: the generated server gets no-op providers, and a well-formed /run takes
+	// runfast.go's path, which has no hooks.
+	TracerProvider trace.TracerProvider
+	JobSpans       JobSpans
+}
+
+// JobSpans hears of the jobs submitted, with the context of the submit request's span.
+type JobSpans interface {
+	Submitted(ctx context.Context, id string)
 }
 
 // API is Gantry's HTTP front: /healthz plus every operation of openapi.yaml.
@@ -79,6 +93,7 @@ type API struct {
 	lb    *lbproxy.Proxy // serves /lb/, asking lbAdmission (lb.go)
 	ready atomic.Bool
 
+	requests *requests    // requests by operation and status (requests.go)
 	draining atomic.Bool  // a graceful stop: only the workers' requests are served (drain.go)
 	inflight atomic.Int64 // request-body bytes held against cfg.BodyBudget (body.go)
 }
@@ -96,15 +111,21 @@ func New(cfg Config) (*API, error) {
 	}
 	cfg.BodyReadTimeout = cmp.Or(cfg.BodyReadTimeout, DefaultBodyReadTimeout)
 	cfg.BodyBudget = cmp.Or(cfg.BodyBudget, DefaultBodyBudget)
-	a := &API{cfg: cfg}
+	a := &API{cfg: cfg, requests: newRequests()}
 	h := &handler{cfg: &a.cfg}
 	a.h = h
 	a.lb = lbproxy.New(lbAdmission{a})
 	// No-op telemetry: nothing reads the generated server's spans or metrics, and the global
 	// providers it would use by default still build a span and attribute sets per request.
+	// The generated server's own metrics are not read (requests.go counts requests), so its
+	// meter stays a no-op even with traces on.
+	tp := cfg.TracerProvider
+	if tp == nil {
+		tp = tracenoop.NewTracerProvider()
+	}
 	srv, err := oas.NewServer(h, h, h, oas.WithErrorHandler(a.renderError), oas.WithNotFound(a.notFound),
 		oas.WithMethodNotAllowed(a.methodNotAllowed),
-		oas.WithTracerProvider(tracenoop.NewTracerProvider()), oas.WithMeterProvider(metricnoop.NewMeterProvider()))
+		oas.WithTracerProvider(tp), oas.WithMeterProvider(metricnoop.NewMeterProvider()))
 	if err != nil {
 		return nil, err
 	}
@@ -131,25 +152,41 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 		return
 	}
-	if a.draining.Load() && a.refuseDraining(w, r) {
+	if strings.HasPrefix(r.URL.Path, LBPrefix) && !a.draining.Load() {
+		a.serveLB(w, r) // the workers' answers, relayed (lbproxy): not counted
 		return
+	}
+	rec := &statusRecorder{ResponseWriter: w}
+	op := a.serveAPI(rec, r)
+	a.requests.count(op, rec.status())
+}
+
+// serveAPI serves a request of the API (not /healthz, not /lb/) and returns the operation that
+// answered it ("" when none did).
+func (a *API) serveAPI(w http.ResponseWriter, r *http.Request) (op string) {
+	if a.draining.Load() && a.refuseDraining(w, r) {
+		return ""
 	}
 	if strings.HasPrefix(r.URL.Path, LBPrefix) {
 		a.serveLB(w, r)
-		return
+		return ""
 	}
-	ctx := context.WithValue(context.WithValue(r.Context(), writerKey{}, w), requestKey{}, r)
+	ctx := r.Context()
+	if a.cfg.TracerProvider != nil { // the caller's trace, if it names one
+		ctx = traceContext.Extract(ctx, propagation.HeaderCarrier(r.Header))
+	}
+	ctx = context.WithValue(context.WithValue(ctx, writerKey{}, w), requestKey{}, r)
 	route, ok := a.oas.FindPath(r.Method, r.URL)
+	op = route.OperationID()
 	if ok {
 		var err error
 		if ctx, err = a.preauthenticate(ctx, r, route); err != nil {
 			closeUnread(w, r)
 			a.writeProblem(w, r, toCoreError(err))
-			return
+			return op
 		}
 	}
 	if ok && r.Body != nil && r.Body != http.NoBody && r.Method != http.MethodGet {
-		op := route.OperationID()
 		body, held, err := a.readBody(w, r, bodyCap(op))
 		defer a.release(held)
 		var tooLarge *http.MaxBytesError
@@ -162,29 +199,30 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				a.refuseResult(r, route.Args(), tooLarge.Limit)
 			}
 			a.writeProblem(w, r, core.Errorf(core.KindTooLarge, "the body is larger than this operation's limit of %s", byteSize(tooLarge.Limit)))
-			return
+			return op
 		case err != nil:
 			a.writeProblem(w, r, a.readError(w, err))
-			return
+			return op
 		}
 		if isWorkerOp(op) && op != "workerJobFile" { // job-file's body is the file
 			r.Header.Set("Content-Type", "application/json")
 		}
 		if len(bytes.TrimSpace(body)) > 0 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") && !jx.Valid(body) {
 			a.writeProblem(w, r, core.Errorf(core.KindMalformed, "the body is not valid JSON"))
-			return
+			return op
 		}
 		if e := checkBodyText(op, r.Header.Get("Content-Type"), body); e != nil {
 			a.writeProblem(w, r, e)
-			return
+			return op
 		}
 		body, ctx = liftInput(ctx, op, body)
 		r.Body = &readBuffer{b: body}
-		if op == "runJob" && a.serveRun(w, r, ctx, route, body) { // runfast.go
-			return
+		if op == "runJob" && a.cfg.TracerProvider == nil && a.serveRun(w, r, ctx, route, body) { // runfast.go
+			return op
 		}
 	}
-	a.oas.ServeHTTP(w, innerRequest(headAsGet(r), ctx, route.OperationID()))
+	a.oas.ServeHTTP(w, innerRequest(headAsGet(r), ctx, op))
+	return op
 }
 
 // refuseResult fails a job whose result was too large to read, so it does not vanish: the
@@ -212,6 +250,9 @@ func bodyCap(op string) int64 {
 }
 
 func isWorkerOp(op string) bool { return strings.HasPrefix(op, "worker") }
+
+// traceContext reads W3C traceparent headers.
+var traceContext propagation.TraceContext
 
 // writerKey carries the http.ResponseWriter to the security handler, which sets the rate-limit
 // headers before ogen writes the response.

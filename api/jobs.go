@@ -95,7 +95,11 @@ func (h *handler) submit(ctx context.Context, req *oas.JobRequest, endpointID st
 	if p, ok := req.Policy.Get(); ok {
 		s.Policy = core.JobPolicy{ExecutionTimeoutMs: p.ExecutionTimeout.Or(0), LowPriority: p.LowPriority.Or(false), TTLMs: p.TTL.Or(0)}
 	}
-	return h.cfg.Jobs.Submit(ep, s)
+	j, err := h.cfg.Jobs.Submit(ep, s)
+	if err == nil && h.cfg.JobSpans != nil {
+		h.cfg.JobSpans.Submitted(ctx, j.ID)
+	}
+	return j, err
 }
 
 // RunJob implements run (spec 4.3).

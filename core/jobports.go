@@ -22,3 +22,14 @@ type JobRecords interface {
 type Notifier interface {
 	Notify(url string, body []byte, done func()) bool
 }
+
+// JobObserver hears of jobs handed to workers and of jobs ending, for metrics and traces. The
+// engine calls it after the store holds the change, on the worker's request path: it must not
+// block. The job passed is the stored record; the observer must not keep or change it.
+type JobObserver interface {
+	// JobTaken: a worker took the job; its delay is StartedAt - QueuedAt.
+	JobTaken(j *Job)
+	// JobEnded: the job reached a terminal status from status from (IN_QUEUE for a job
+	// cancelled or expired in the queue); its execution time is EndedAt - StartedAt when it ran.
+	JobEnded(j *Job, from JobStatus)
+}

@@ -38,6 +38,7 @@ type Jobs struct {
 	// draining (under wmu): the server is stopping; Take hands out nothing (jobs_drain.go).
 	draining bool
 	signals  WorkerSignals // to the scheduler: workers ready and lost (workersignals.go)
+	observe  JobObserver   // nil = none
 
 	counts sync.Map // endpoint -> *counters
 
@@ -58,6 +59,8 @@ type JobsConfig struct {
 	// Tokens issues and checks worker tokens. nil = a key of this process's own, with
 	// revocations in its memory: tokens die with the process (tests and one-process rigs).
 	Tokens *WorkerTokens
+	// Observer hears of jobs taken and ended (metrics, traces); nil = none.
+	Observer JobObserver
 }
 
 // NewJobs returns an engine over the store; call Recover once to apply the restart rules to
@@ -67,7 +70,7 @@ func NewJobs(c JobsConfig) *Jobs {
 		panic("core: JobsConfig needs both Meter and Usage, or neither")
 	}
 	j := &Jobs{store: c.Store, notify: c.Notify, meter: c.Meter, usage: c.Usage, clock: c.Clock, log: c.Log,
-		workers: map[string]*workerState{}, tokens: c.Tokens, signals: WorkerSignals{ready: make(chan struct{}, 1)}}
+		workers: map[string]*workerState{}, tokens: c.Tokens, observe: c.Observer, signals: WorkerSignals{ready: make(chan struct{}, 1)}}
 	if j.tokens == nil {
 		j.tokens = newMemoryWorkerTokens(c.Clock)
 	}
@@ -236,6 +239,9 @@ func (js *Jobs) ending(j *Job, to JobStatus, now time.Time) {
 // longer holds it (and is told to stop a job cancelled or timed out under it), and the webhook
 // goes out.
 func (js *Jobs) ended(j *Job, from JobStatus, ev Event) {
+	if js.observe != nil {
+		js.observe.JobEnded(j, from)
+	}
 	if from == InProgress && !j.StartedAt.IsZero() {
 		c := js.countsOf(j.Endpoint)
 		c.ExecMs.Add(j.EndedAt.Sub(j.StartedAt).Milliseconds())

@@ -211,6 +211,11 @@ func (js *Jobs) taken(worker string, got []TakenJob) []Taken {
 		w.publishActivity()
 	}
 	js.wmu.Unlock()
+	if js.observe != nil {
+		for i := range got {
+			js.observe.JobTaken(&got[i].Job)
+		}
+	}
 	return out
 }
 

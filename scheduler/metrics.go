@@ -1,41 +1,27 @@
 package scheduler
 
 import (
-	"bufio"
-	"cmp"
-	"fmt"
-	"io"
-	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
-// coldBuckets are the upper bounds of the cold-start histogram, in seconds.
-var coldBuckets = []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}
+// ColdStartBuckets are the upper bounds of the cold-start histogram, in seconds.
+var ColdStartBuckets = []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}
 
-// metrics holds the scheduler's counters; gauges are read from the endpoints when written.
+// metrics holds the scheduler's counters; the gauges are read from the endpoints at each
+// scrape (Collect), so that the tick pays nothing for them.
 type metrics struct {
 	// decisions counts scaling decisions: decisionKey -> *atomic.Int64. A sync.Map, so that
 	// the tick counts without a lock (after an endpoint's first decision of a kind).
 	decisions sync.Map
-	mu        sync.Mutex // guards cold
-	cold      map[coldKey]*histogram
+	coldOnce  sync.Once
+	cold      *prometheus.HistogramVec // endpoint, mode
 }
 
 type decisionKey struct{ endpoint, direction, reason string }
-
-type coldKey struct {
-	endpoint string
-	resumed  bool
-}
-
-type histogram struct {
-	counts []int64 // per bucket, then +Inf
-	sum    float64
-	n      int64
-}
 
 // decision counts one scaling decision: direction "up" or "down", reason a short code.
 func (m *metrics) decision(endpoint, direction, reason string) {
@@ -47,115 +33,120 @@ func (m *metrics) decision(endpoint, direction, reason string) {
 	v.(*atomic.Int64).Add(1)
 }
 
-func (m *metrics) coldStart(endpoint string, resumed bool, d time.Duration) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cold == nil {
-		m.cold = map[coldKey]*histogram{}
-	}
-	h := m.cold[coldKey{endpoint, resumed}]
-	if h == nil {
-		h = &histogram{counts: make([]int64, len(coldBuckets)+1)}
-		m.cold[coldKey{endpoint, resumed}] = h
-	}
-	sec := d.Seconds()
-	i, _ := slices.BinarySearch(coldBuckets, sec)
-	h.counts[i]++
-	h.sum += sec
-	h.n++
+func (m *metrics) coldVec() *prometheus.HistogramVec {
+	m.coldOnce.Do(func() {
+		m.cold = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "gantry_cold_start_seconds",
+			Help:    "Time from the decision to start (mode=start) or resume (mode=resume) a worker to its first poll.",
+			Buckets: ColdStartBuckets,
+		}, []string{"endpoint", "mode"})
+	})
+	return m.cold
 }
 
-// WriteMetrics writes the scheduler's metrics in the Prometheus text format: per endpoint
-// queue depth, jobs in progress, workers by phase, scaling decisions with their reason, cold
-// starts; per pool capacity and free GPUs.
-func (s *Scheduler) WriteMetrics(w io.Writer) error {
-	b := bufio.NewWriter(w)
-	type epRow struct {
-		id                                                string
-		queued, low, running                              int64
-		booting, ready, suspended, unhealthy, throttledWs int
+func (m *metrics) coldStart(endpoint string, resumed bool, d time.Duration) {
+	mode := "start"
+	if resumed {
+		mode = "resume"
 	}
-	var rows []epRow
+	m.coldVec().WithLabelValues(endpoint, mode).Observe(d.Seconds())
+}
+
+// The descriptions of the metrics Collect reads from the endpoints and pools.
+var (
+	queueDesc = prometheus.NewDesc("gantry_queue_jobs",
+		"Jobs waiting in an endpoint's queue (priority: normal or low).", []string{"endpoint", "priority"}, nil)
+	inProgressDesc = prometheus.NewDesc("gantry_jobs_in_progress",
+		"Jobs running on an endpoint's workers.", []string{"endpoint"}, nil)
+	workersDesc = prometheus.NewDesc("gantry_workers",
+		"An endpoint's workers by state: booting, ready, suspended, unhealthy, and throttled (wanted, but no pool had room).",
+		[]string{"endpoint", "state"}, nil)
+	decisionsDesc = prometheus.NewDesc("gantry_scaling_decisions_total",
+		"Workers started or resumed (direction=up) and retired (direction=down), by reason.",
+		[]string{"endpoint", "direction", "reason"}, nil)
+	poolDesc = prometheus.NewDesc("gantry_pool_gpus",
+		"A pool's GPUs (or CPU slots) by state: total and free.", []string{"pool", "state"}, nil)
+)
+
+// Collector returns the scheduler's metrics as a Prometheus collector: per endpoint queue
+// depth, jobs in progress, workers by state, scaling decisions with their reason and cold
+// starts; per pool total and free GPUs.
+func (s *Scheduler) Collector() prometheus.Collector { return (*collector)(s) }
+
+// collector is the Scheduler seen as a prometheus.Collector.
+type collector Scheduler
+
+// Describe sends the descriptions of every metric Collect sends.
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{queueDesc, inProgressDesc, workersDesc, decisionsDesc, poolDesc} {
+		ch <- d
+	}
+	c.metrics.coldVec().Describe(ch)
+}
+
+// Collect reads the endpoints' and pools' figures and sends them with the counters.
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	s := (*Scheduler)(c)
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
 	s.eps.Range(func(_, v any) bool {
 		es := v.(*epState)
 		es.mu.Lock()
-		r := epRow{id: es.ep.ID, booting: es.count(phaseBooting), ready: es.count(phaseReady),
-			suspended: es.parked, unhealthy: es.lastCond.Unhealthy, throttledWs: es.throttled}
-		es.mu.Unlock()
-		l := es.load.Load()
-		r.queued, r.low, r.running = l.Queued, l.LowQueued, l.InProgress
-		rows = append(rows, r)
-		return true
-	})
-	slices.SortFunc(rows, func(a, b epRow) int { return cmp.Compare(a.id, b.id) })
-
-	help := func(name, typ, text string) { fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s %s\n", name, text, name, typ) }
-	help("gantry_queue_jobs", "gauge", "Jobs waiting in an endpoint's queue (priority: normal or low).")
-	for _, r := range rows {
-		fmt.Fprintf(b, "gantry_queue_jobs{endpoint=%q,priority=\"normal\"} %d\n", r.id, r.queued)
-		fmt.Fprintf(b, "gantry_queue_jobs{endpoint=%q,priority=\"low\"} %d\n", r.id, r.low)
-	}
-	help("gantry_jobs_in_progress", "gauge", "Jobs running on an endpoint's workers.")
-	for _, r := range rows {
-		fmt.Fprintf(b, "gantry_jobs_in_progress{endpoint=%q} %d\n", r.id, r.running)
-	}
-	help("gantry_workers", "gauge", "An endpoint's workers by state.")
-	for _, r := range rows {
-		for _, st := range []struct {
+		id := es.ep.ID
+		states := [...]struct {
 			name string
 			n    int
-		}{{"booting", r.booting}, {"ready", r.ready}, {"suspended", r.suspended}, {"unhealthy", r.unhealthy}, {"throttled", r.throttledWs}} {
-			fmt.Fprintf(b, "gantry_workers{endpoint=%q,state=%q} %d\n", r.id, st.name, st.n)
+		}{{"booting", es.count(phaseBooting)}, {"ready", es.count(phaseReady)}, {"suspended", es.parked},
+			{"unhealthy", es.lastCond.Unhealthy}, {"throttled", es.throttled}}
+		es.mu.Unlock()
+		l := es.load.Load()
+		gauge(queueDesc, float64(l.Queued), id, "normal")
+		gauge(queueDesc, float64(l.LowQueued), id, "low")
+		gauge(inProgressDesc, float64(l.InProgress), id)
+		for _, st := range states {
+			gauge(workersDesc, float64(st.n), id, st.name)
 		}
-	}
-
-	type decisionCount struct {
-		decisionKey
-		n int64
-	}
-	var decisions []decisionCount
-	s.metrics.decisions.Range(func(k, v any) bool {
-		decisions = append(decisions, decisionCount{k.(decisionKey), v.(*atomic.Int64).Load()})
 		return true
 	})
-	slices.SortFunc(decisions, func(a, b decisionCount) int {
-		return cmp.Or(cmp.Compare(a.endpoint, b.endpoint), cmp.Compare(a.direction, b.direction), cmp.Compare(a.reason, b.reason))
+	s.metrics.decisions.Range(func(k, v any) bool {
+		d := k.(decisionKey)
+		ch <- prometheus.MustNewConstMetric(decisionsDesc, prometheus.CounterValue,
+			float64(v.(*atomic.Int64).Load()), d.endpoint, d.direction, d.reason)
+		return true
 	})
-	help("gantry_scaling_decisions_total", "counter", "Workers started or resumed (up) and retired (down), by reason.")
-	for _, d := range decisions {
-		fmt.Fprintf(b, "gantry_scaling_decisions_total{endpoint=%q,direction=%q,reason=%q} %d\n", d.endpoint, d.direction, d.reason, d.n)
-	}
-	s.metrics.mu.Lock()
-	colds := make([]coldKey, 0, len(s.metrics.cold))
-	for k := range s.metrics.cold {
-		colds = append(colds, k)
-	}
-	slices.SortFunc(colds, func(a, b coldKey) int {
-		return cmp.Or(cmp.Compare(a.endpoint, b.endpoint), cmp.Compare(strconv.FormatBool(a.resumed), strconv.FormatBool(b.resumed)))
-	})
-	help("gantry_cold_start_seconds", "histogram", "Time from the decision to start (mode=start) or resume (mode=resume) a worker to its first poll.")
-	for _, k := range colds {
-		h := s.metrics.cold[k]
-		mode := "start"
-		if k.resumed {
-			mode = "resume"
-		}
-		labels := fmt.Sprintf("endpoint=%q,mode=%q", k.endpoint, mode)
-		var cum int64
-		for i, ub := range coldBuckets {
-			cum += h.counts[i]
-			fmt.Fprintf(b, "gantry_cold_start_seconds_bucket{%s,le=%q} %d\n", labels, strconv.FormatFloat(ub, 'g', -1, 64), cum)
-		}
-		fmt.Fprintf(b, "gantry_cold_start_seconds_bucket{%s,le=\"+Inf\"} %d\n", labels, h.n)
-		fmt.Fprintf(b, "gantry_cold_start_seconds_sum{%s} %s\n", labels, strconv.FormatFloat(h.sum, 'g', -1, 64))
-		fmt.Fprintf(b, "gantry_cold_start_seconds_count{%s} %d\n", labels, h.n)
-	}
-	s.metrics.mu.Unlock()
-
-	help("gantry_pool_gpus", "gauge", "A pool's GPUs (or CPU slots): total and free.")
+	s.metrics.coldVec().Collect(ch)
 	for _, sl := range s.placer.order {
-		fmt.Fprintf(b, "gantry_pool_gpus{pool=%q,state=\"total\"} %d\n", sl.info.ID, sl.info.GPUs)
-		fmt.Fprintf(b, "gantry_pool_gpus{pool=%q,state=\"free\"} %d\n", sl.info.ID, sl.free.Load())
+		gauge(poolDesc, float64(sl.info.GPUs), sl.info.ID, "total")
+		gauge(poolDesc, float64(sl.free.Load()), sl.info.ID, "free")
 	}
-	return b.Flush()
+}
+
+// webhookOutcomes counts webhook deliveries by outcome; the zero value is ready to use.
+type webhookOutcomes struct {
+	delivered, gaveUp, notSent, deferred atomic.Int64
+}
+
+var webhookDesc = prometheus.NewDesc("gantry_webhook_deliveries_total",
+	"Webhook deliveries by outcome: delivered (a 2xx answer), gave_up (every attempt failed), "+
+		"not_sent (an address the policy refuses, or a bad URL), deferred (the queue was full; the job engine offers it again).",
+	[]string{"outcome"}, nil)
+
+// Collector returns the deliveries' counts by outcome as a Prometheus collector.
+func (w *Webhooks) Collector() prometheus.Collector { return (*webhookCollector)(w) }
+
+type webhookCollector Webhooks
+
+// Describe sends the deliveries' description.
+func (c *webhookCollector) Describe(ch chan<- *prometheus.Desc) { ch <- webhookDesc }
+
+// Collect sends the deliveries' counts.
+func (c *webhookCollector) Collect(ch chan<- prometheus.Metric) {
+	o := &c.outcomes
+	for _, v := range [...]struct {
+		name string
+		n    int64
+	}{{"delivered", o.delivered.Load()}, {"gave_up", o.gaveUp.Load()}, {"not_sent", o.notSent.Load()}, {"deferred", o.deferred.Load()}} {
+		ch <- prometheus.MustNewConstMetric(webhookDesc, prometheus.CounterValue, float64(v.n), v.name)
+	}
 }

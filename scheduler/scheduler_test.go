@@ -12,6 +12,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
+
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/internal/testkit"
 	"github.com/gantryhq/gantry/store/memq"
@@ -608,22 +612,29 @@ func TestWorkerEnvAndGPUs(t *testing.T) {
 
 func TestMetrics(t *testing.T) {
 	t.Parallel()
-	r := setup(t)
-	ep := r.endpoint(nil)
+	// A pool id that %q escapes as Go does ("\t"), where Prometheus keeps a tab as it is.
+	r := setup(t, &fakePool{info: core.Pool{ID: "P\té", GPUType: "CPU", GPUs: 16, CPU: true}})
+	ep := r.endpoint(func(e *core.Endpoint) { e.GPU.Pools = []string{"P\té"} })
 	r.submit(ep, 1, false)
 	r.poll()
-	var b strings.Builder
-	if err := r.s.WriteMetrics(&b); err != nil {
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(r.s.Collector())
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Errorf("GatherAndLint = %v, %v; want no problems", problems, err)
+	}
+	b, err := testutil.CollectAndFormat(r.s.Collector(), expfmt.TypeTextPlain,
+		"gantry_scaling_decisions_total", "gantry_cold_start_seconds", "gantry_workers", "gantry_pool_gpus")
+	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		fmt.Sprintf(`gantry_scaling_decisions_total{endpoint=%q,direction="up",reason="scale_from_zero"} 1`, ep.ID),
+		fmt.Sprintf(`gantry_scaling_decisions_total{direction="up",endpoint=%q,reason="scale_from_zero"} 1`, ep.ID),
 		fmt.Sprintf(`gantry_cold_start_seconds_count{endpoint=%q,mode="start"} 1`, ep.ID),
 		fmt.Sprintf(`gantry_workers{endpoint=%q,state="ready"} 1`, ep.ID),
-		`gantry_pool_gpus{pool="P",state="free"} 15`,
+		"gantry_pool_gpus{pool=\"P\té\",state=\"free\"} 15", // the tab as it is
 	} {
-		if !strings.Contains(b.String(), want) {
-			t.Errorf("metrics lack %s:\n%s", want, b.String())
+		if !strings.Contains(string(b), want) {
+			t.Errorf("metrics lack %s:\n%s", want, b)
 		}
 	}
 }

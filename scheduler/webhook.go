@@ -54,6 +54,8 @@ type Webhooks struct {
 	closed sync.Once
 
 	waiting func() // tests: called when a delivery starts waiting to retry
+
+	outcomes webhookOutcomes // deliveries by outcome (metrics.go)
 }
 
 // WebhookAttempts is how many times a webhook is tried.
@@ -143,6 +145,7 @@ func (w *Webhooks) Notify(url string, body []byte, done func()) bool {
 	case w.queue <- delivery{url: url, body: body, done: done}:
 		return true
 	default:
+		w.outcomes.deferred.Add(1)
 		return false
 	}
 }
@@ -184,16 +187,19 @@ func (w *Webhooks) deliver(ctx context.Context, url string, body []byte) (finish
 		err := w.attempt(ctx, url, body)
 		switch {
 		case err == nil:
+			w.outcomes.delivered.Add(1)
 			return true
 		case ctx.Err() != nil:
 			return false
 		}
 		if notSent := (*errNotSent)(nil); errors.As(err, &notSent) {
 			w.Log.Warn("webhook not sent", "url", logURL(url), "err", notSent)
+			w.outcomes.notSent.Add(1)
 			return true
 		}
 		if attempt == WebhookAttempts {
 			w.Log.Warn("webhook gave up", "url", logURL(url), "attempts", attempt, "err", redactErr(err, url))
+			w.outcomes.gaveUp.Add(1)
 			return true
 		}
 		if w.waiting != nil {

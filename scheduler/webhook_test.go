@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/gantryhq/gantry/core"
 )
 
@@ -63,6 +66,28 @@ func TestWebhookRetriesUntil2xx(t *testing.T) {
 		t.Fatal("webhook not delivered")
 	}
 	wait(t, done, "done after the delivery") // the engine may now clear the job's delivery mark
+	wantOutcomes(t, w, map[string]float64{"delivered": 1, "gave_up": 0})
+}
+
+// wantOutcomes checks the deliveries' counts by outcome, as /metrics shows them.
+func wantOutcomes(t *testing.T, w *Webhooks, want map[string]float64) {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 8)
+	w.Collector().Collect(ch)
+	close(ch)
+	got := map[string]float64{}
+	for m := range ch {
+		var pb dto.Metric
+		if err := m.Write(&pb); err != nil {
+			t.Fatal(err)
+		}
+		got[pb.GetLabel()[0].GetValue()] = pb.GetCounter().GetValue()
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("deliveries %s = %v; want %v (all: %v)", k, got[k], v, got)
+		}
+	}
 }
 
 func TestWebhookGivesUp(t *testing.T) {
@@ -85,6 +110,7 @@ func TestWebhookGivesUp(t *testing.T) {
 	if l := log.String(); !strings.Contains(l, "webhook gave up") || !strings.Contains(l, srv.URL+"/hook") || strings.Contains(l, "s3cret") {
 		t.Errorf("log:\n%s\nwant \"webhook gave up\" with the URL, without its query", l)
 	}
+	wantOutcomes(t, w, map[string]float64{"delivered": 0, "gave_up": 1})
 }
 
 // syncBuffer is a log destination tests read while deliveries write.

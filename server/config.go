@@ -10,6 +10,7 @@ import (
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/models"
 	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/telemetry"
 )
 
 // Config is what `gantry serve` runs with: flags override the config file, which overrides the
@@ -57,6 +58,8 @@ type Config struct {
 	Webhooks WebhooksConfig `yaml:"webhooks"`
 	// Limits bounds request bodies (limits.go); omitted fields keep their defaults.
 	Limits LimitsConfig `yaml:"limits"`
+	// Telemetry exports OpenTelemetry traces over OTLP/HTTP; omitted = no traces.
+	Telemetry telemetry.TraceConfig `yaml:"telemetry"`
 
 	// catalog is the model catalog Models makes of the built-in one (set by Validate).
 	catalog []models.Spec
@@ -258,6 +261,10 @@ const ConfigHelp = `Config file (YAML, --config FILE; unknown keys are rejected;
   limits:                         # request bodies (flags --body-budget-mb, --body-timeout)
     bodyBudgetMB: 256             # MiB of bodies all requests hold at once; past it 503 (at least 64)
     bodyTimeout: 60s              # how long one body may take to arrive; past it 408
+  telemetry:                      # OpenTelemetry traces (off when otlpEndpoint is omitted)
+    otlpEndpoint: http://127.0.0.1:4318  # an OTLP/HTTP receiver; spans go to its /v1/traces
+    serviceName: gantry
+    sampleRatio: 1                # share of new traces kept (0 < r <= 1)
   models:                         # changes to the ready-made models (GET /v2/models)
     - id: gantry-image            # a built-in model: override the fields given
       price: "0.003"              # USD per unit (megapixel), exact to a millionth
@@ -369,6 +376,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("shutdownGrace %v must not be negative", *c.ShutdownGrace)
 	}
 	if err := c.Webhooks.validate(); err != nil {
+		return err
+	}
+	if err := c.Telemetry.Validate(); err != nil {
 		return err
 	}
 	if c.FileTTL < 0 {

@@ -17,6 +17,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/gantryhq/gantry/adapters/process"
 	"github.com/gantryhq/gantry/api"
 	"github.com/gantryhq/gantry/core"
@@ -24,6 +29,7 @@ import (
 	"github.com/gantryhq/gantry/scheduler"
 	"github.com/gantryhq/gantry/store/memq"
 	"github.com/gantryhq/gantry/store/pebble"
+	"github.com/gantryhq/gantry/telemetry"
 )
 
 // DefaultListen and DefaultData are where a server listens and keeps its state when the
@@ -77,6 +83,7 @@ type Server struct {
 	engine   *Engine
 	api      *api.API
 	http     *http.Server
+	metrics  *prometheus.Registry // what /metrics serves
 
 	// serveCtx is the base context of every request and background loop: long polls and
 	// waits end when serving stops, so that a shutdown does not wait 30 s for them.
@@ -221,9 +228,13 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 	if err != nil {
 		return fmt.Errorf("loading stored jobs: %w", err)
 	}
+	observer, tracer, err := s.telemetry()
+	if err != nil {
+		return err
+	}
 	engine, err := NewEngine(EngineConfig{
 		Jobs: core.JobsConfig{Store: jobStore, Clock: clock, Log: log, Tokens: tokens, Notify: s.webhooks,
-			Meter: models.NewMeter(cfg.catalog, s.files), Usage: s.st.usage},
+			Meter: models.NewMeter(cfg.catalog, s.files), Usage: s.st.usage, Observer: observer},
 		Scheduler: scheduler.Config{Pools: s.pools, BaseURL: "http://" + loopback(s.ln.Addr().String()), Clock: clock, Log: log,
 			StableWindow: cfg.Autoscaler.StableWindow, PanicWindow: cfg.Autoscaler.PanicWindow,
 			InitTimeout: time.Duration(cfg.Autoscaler.InitTimeout) * time.Second,
@@ -287,24 +298,34 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 		Log:        log,
 		Webhooks:   cfg.Webhooks.policy(),
 	}
+	if observer.Spans != nil {
+		apiCfg.TracerProvider, apiCfg.JobSpans = tracer, observer.Spans
+	}
 	cfg.Limits.apiLimits(&apiCfg)
 	if s.api, err = api.New(apiCfg); err != nil {
 		return err
 	}
 
+	s.metrics.MustRegister(sched.Collector(), s.webhooks.Collector(), s.api.Collector(), observer,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gantry_leader",
+			Help: "Whether this replica leads: runs the autoscaler, placement and pools (1) or not (0)."}, func() float64 {
+			if s.elector != nil {
+				if _, ok := s.elector.Leading(); !ok {
+					return 0
+				}
+			}
+			return 1
+		}))
+	for _, p := range s.pools {
+		if c, ok := p.(interface{ Collector() prometheus.Collector }); ok { // a pool that can tell its workers' GPU use
+			s.metrics.MustRegister(c.Collector())
+		}
+	}
+
 	mux := http.NewServeMux()
 	mux.Handle("/", s.api)
-	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		_ = sched.WriteMetrics(w)
-		leader := 1
-		if s.elector != nil {
-			if _, ok := s.elector.Leading(); !ok {
-				leader = 0
-			}
-		}
-		fmt.Fprintf(w, "# HELP gantry_leader Whether this replica leads: runs the autoscaler, placement and pools (1) or not (0).\n# TYPE gantry_leader gauge\ngantry_leader %d\n", leader)
-	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics, promhttp.HandlerOpts{
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError), ErrorHandling: promhttp.ContinueOnError}))
 	mux.Handle("/metrics", s.api.NotAllowed(api.HeadAllow)) // the other methods: 405 problem+json
 	s.http = &http.Server{
 		BaseContext:       func(net.Listener) context.Context { return s.serveCtx },
@@ -315,6 +336,35 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 	}
 	return nil
 }
+
+// telemetry builds the metrics registry, with the process's and Go runtime's own metrics, and
+// the job engine's observer; with traces configured, the tracer provider that exports them
+// (shut down, flushing the last spans, when the server closes).
+func (s *Server) telemetry() (*telemetry.Jobs, *sdktrace.TracerProvider, error) {
+	s.metrics = prometheus.NewRegistry()
+	s.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	observer := telemetry.NewJobs()
+	if !s.cfg.Telemetry.Enabled() {
+		return observer, nil, nil
+	}
+	tp, err := telemetry.NewTracerProvider(s.cfg.Telemetry)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.closers = append(s.closers, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tp.Shutdown(ctx); err != nil {
+			s.log.Warn("flushing the last traces", "err", err)
+		}
+	})
+	observer.Spans = telemetry.NewJobSpans(tp)
+	s.log.Info("exporting traces", "otlpEndpoint", s.cfg.Telemetry.OTLPEndpoint)
+	return observer, tp, nil
+}
+
+// Metrics is the registry /metrics serves.
+func (s *Server) Metrics() *prometheus.Registry { return s.metrics }
 
 // Start runs the background loops (job deadlines every 250 ms, the autoscaler every tick, the
 // expired-files sweep every minute), serves HTTP and turns /healthz ready.

@@ -74,7 +74,7 @@ func TestScaleToZeroAndFlashboot(t *testing.T) {
 	}
 	code, metrics := call(t, "GET", s.base+"/metrics", "", "")
 	for _, want := range []string{`gantry_cold_start_seconds_count{endpoint="` + ep + `",mode="resume"} 1`,
-		`gantry_scaling_decisions_total{endpoint="` + ep + `",direction="down",reason="idle"} 1`} {
+		`gantry_scaling_decisions_total{direction="down",endpoint="` + ep + `",reason="idle"} 1`} {
 		if code != 200 || !strings.Contains(metrics, want) {
 			t.Errorf("/metrics = %d, lacking %s:\n%s", code, want, metrics)
 		}
