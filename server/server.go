@@ -316,9 +316,12 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 			}
 			return 1
 		}))
+	gpus := &process.GPUSampler{} // one nvidia-smi run per interval for every process pool
 	for _, p := range s.pools {
-		if c, ok := p.(interface{ Collector() prometheus.Collector }); ok { // a pool that can tell its workers' GPU use
-			s.metrics.MustRegister(c.Collector())
+		if pp, ok := p.(*process.Pool); ok {
+			if c := pp.Collector(gpus); c != nil { // its workers' GPU use
+				s.metrics.MustRegister(c)
+			}
 		}
 	}
 
