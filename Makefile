@@ -3,7 +3,7 @@ GO        ?= go
 BIN       ?= bin/gantry
 FUZZTIME  ?=
 
-.PHONY: help run build test fuzz lint generate check-generated bench conformance images
+.PHONY: help run build test fuzz lint generate check-generated bench conformance console images
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -53,6 +53,9 @@ bench: ## Gantry vs a bare net/http handler, the /run tail with 0, 100k and 1M j
 
 conformance: ## the black-box suite alone (needs a Docker engine and npm; see README)
 	GANTRY_REQUIRE_DOCKER=1 $(GO) test -count=1 -v ./conformance
+
+console: ## the web console's browser test alone (Debian's chromium, npm; screenshots in console/e2e/artifacts)
+	GANTRY_REQUIRE_CHROMIUM=1 $(GO) test -count=1 -v -run TestConsoleInChromium ./console
 
 images: ## build the gantry image and the built-in worker images (gantry/echo, gantry/http-echo, ...) into the local Docker engine
 	mkdir -p bin/image

@@ -31,6 +31,7 @@ var layers = map[string][]string{
 	"worker":    nil,                                                  // parsed, no arrows yet
 	"models":    {"api", "store", "scheduler", "adapters"},            // core and worker only
 	"telemetry": {"api", "store", "scheduler", "adapters", "lbproxy"}, // observes core's ports
+	"console":   {""},                                                 // static files and a client of the API
 	// The test kit is imported by tests of every layer, so it imports none of them.
 	"internal/testkit": {""},
 	"server":           {"cmd"}, // the composition root: everything but the commands

@@ -24,6 +24,7 @@ import (
 
 	"github.com/gantryhq/gantry/adapters/process"
 	"github.com/gantryhq/gantry/api"
+	"github.com/gantryhq/gantry/console"
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/models"
 	"github.com/gantryhq/gantry/scheduler"
@@ -332,7 +333,7 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 	mux.Handle("/metrics", s.api.NotAllowed(api.HeadAllow)) // the other methods: 405 problem+json
 	s.http = &http.Server{
 		BaseContext:       func(net.Listener) context.Context { return s.serveCtx },
-		Handler:           s.api.CleanPaths(mux),
+		Handler:           s.api.CleanPaths(console.Handler(mux)), // the web console at /
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
@@ -497,7 +498,7 @@ func (s *Server) URL() string { return "http://" + s.Addr() }
 // Config is the config the server runs with, defaults and discovered pools filled in.
 func (s *Server) Config() Config { return s.cfg }
 
-// Handler is the server's whole HTTP handler (the API and /metrics).
+// Handler is the server's whole HTTP handler (the API, /metrics and the console).
 func (s *Server) Handler() http.Handler { return s.http.Handler }
 
 // API is the server's API.

@@ -1,0 +1,163 @@
+// console.mjs drives the Gantry web console in Debian's Chromium through playwright-core (no
+// browser download). It reads BASE (the server), KEY (an `all` key), OUT (the screenshot
+// directory) and CHROMIUM (the browser, default /usr/bin/chromium). Each step prints one JSON
+// line: {"step", "ok"} or {"step", "error"} or {"step", "waiting"} (a step whose API the server
+// does not have yet); a step that fails saves failure-<step>.png. Every request must go to
+// BASE: anything else is a failure (the console works offline).
+import {chromium} from "playwright-core";
+import {mkdirSync} from "node:fs";
+
+const BASE = process.env.BASE, KEY = process.env.KEY, OUT = process.env.OUT || "artifacts";
+mkdirSync(OUT, {recursive: true});
+const LONG = 60000;
+
+const browser = await chromium.launch({executablePath: process.env.CHROMIUM || "/usr/bin/chromium", headless: true,
+  args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]});
+const context = await browser.newContext({viewport: {width: 1280, height: 900}});
+const page = await context.newPage();
+page.setDefaultTimeout(LONG);
+page.on("dialog", (d) => d.accept());
+
+const problems = [];
+const origin = new URL(BASE).origin;
+await context.route("**/*", (route) => {
+  const u = route.request().url();
+  if (!u.startsWith(origin + "/") && !u.startsWith("data:")) {
+    problems.push("a request left the server: " + u);
+    return route.abort();
+  }
+  if (u.includes(KEY)) problems.push("the key is in a URL: " + u);
+  return route.continue();
+});
+page.on("console", (m) => { if (m.type() === "error" && !m.text().startsWith("Failed to load resource")) problems.push("console error: " + m.text()); });
+page.on("pageerror", (e) => problems.push("page error: " + e.message));
+
+let failed = false;
+const state = {};
+async function step(name, fn) {
+  if (failed) return console.log(JSON.stringify({step: name, error: "not run: an earlier step failed"}));
+  try {
+    const r = await fn();
+    if (r && r.waiting) return console.log(JSON.stringify({step: name, waiting: r.waiting}));
+    if (problems.length) throw new Error(problems.join("; "));
+    await page.screenshot({path: `${OUT}/${name}.png`, fullPage: true});
+    console.log(JSON.stringify({step: name, ok: true}));
+  } catch (e) {
+    failed = true;
+    await page.screenshot({path: `${OUT}/failure-${name}.png`, fullPage: true}).catch(() => {});
+    console.log(JSON.stringify({step: name, error: String(e && e.stack || e)}));
+  }
+}
+
+await step("csp", async () => {
+  const resp = await page.goto(BASE + "/");
+  const csp = resp.headers()["content-security-policy"] || "";
+  if (!csp.includes("script-src 'self'") || csp.includes("unsafe-inline")) throw new Error("CSP is " + JSON.stringify(csp));
+  if (await page.locator("script:not([src])").count()) throw new Error("the page has an inline script");
+});
+
+await step("signin", async () => {
+  await page.fill("#key", "gk_not-a-key");
+  await page.click("#signin button[type=submit]");
+  await page.waitForSelector("#signin .error");
+  await page.fill("#key", KEY);
+  await page.click("#signin button[type=submit]");
+  await page.waitForSelector("#create-endpoint");
+  const stored = await page.evaluate(() => [sessionStorage.getItem("gantry.key"), JSON.stringify(localStorage), document.cookie]);
+  if (stored[0] !== KEY || stored[1] !== "{}" || stored[2] !== "") throw new Error("the key is not kept in sessionStorage only: " + JSON.stringify(stored));
+  if (page.url().includes(KEY)) throw new Error("the key is in the URL");
+});
+
+await step("create-endpoint", async () => {
+  await page.fill("#create-name", "console-echo");
+  await page.selectOption("#create-template", "gantry-echo");
+  await page.fill("#create-max", "1");
+  await page.click("#create-endpoint button[type=submit]");
+  await page.waitForURL(/#\/endpoints\/[^/]+\/playground$/);
+  state.ep = decodeURIComponent(page.url().split("#/endpoints/")[1].split("/")[0]);
+});
+
+await step("endpoint-list", async () => {
+  await page.goto(BASE + "/#/endpoints");
+  await page.waitForSelector(`#endpoints tr[data-id="${state.ep}"] .health .badge`);
+});
+
+await step("playground", async () => {
+  await page.goto(BASE + `/#/endpoints/${state.ep}/playground`);
+  await page.fill("#pg-input", JSON.stringify({stream: ["part-one", "part-two"], sleep_ms: 800}));
+  await page.click("#pg-send");
+  await page.waitForSelector("#pg-status .badge:text('COMPLETED')", {timeout: 90000});
+  const stream = await page.textContent("#pg-stream");
+  const output = await page.textContent("#pg-output");
+  if (!stream.includes("part-one") || !stream.includes("part-two")) throw new Error("stream parts shown: " + JSON.stringify(stream));
+  if (!output.includes("part-two")) throw new Error("output shown: " + JSON.stringify(output));
+  state.job = await page.textContent("#pg-status a.mono");
+});
+
+await step("jobs-list", async () => {
+  await page.click("a[data-tab=jobs]");
+  await page.waitForSelector("#jobs table, #jobs .notice, #jobs .error");
+  if (await page.locator("#jobs .notice").count()) return {waiting: "the server has no GET /v2/{endpoint}/jobs (issue 20)"};
+  await page.selectOption("#jobs-status", "COMPLETED");
+  await page.waitForSelector(`#jobs tr[data-id="${state.job}"]`);
+  await page.click(`#jobs tr[data-id="${state.job}"]`);
+  await page.waitForSelector("#job-output");
+  if (!(await page.textContent("#job-output")).includes("part-one")) throw new Error("the job's output is not shown");
+});
+
+await step("job-detail", async () => {
+  await page.goto(BASE + `/#/endpoints/${state.ep}/jobs/${state.job}`);
+  await page.waitForSelector("#job-detail .badge:text('COMPLETED')");
+  await page.click("#job-retry"); // only a failed job can be retried: the refusal is shown
+  await page.waitForSelector(".error[role=alert]");
+});
+
+await step("workers", async () => {
+  await page.click("a[data-tab=workers]");
+  await page.waitForSelector("#workers tr[data-id]");
+  await page.waitForFunction(() => (document.querySelector("#log-lines") || {}).textContent?.includes("polling for jobs"), null, {timeout: 30000});
+});
+
+await step("metrics", async () => {
+  await page.click("a[data-tab=metrics]");
+  // real data: the execution-time percentiles of the jobs run above, and worker states over
+  // several samples (a line)
+  await page.waitForFunction(() => {
+    const charts = [...document.querySelectorAll("#charts .chart")];
+    const exec = charts.find((c) => c.dataset.title.startsWith("Execution time"));
+    const workers = charts.find((c) => c.dataset.title.startsWith("Workers by state"));
+    return exec && +exec.dataset.points > 0 && exec.querySelector("circle") && workers && workers.querySelector("polyline");
+  }, null, {timeout: 45000});
+});
+
+await step("usage", async () => {
+  await page.goto(BASE + "/#/usage");
+  await page.waitForSelector("#models tbody tr");
+});
+
+await step("keys", async () => {
+  await page.goto(BASE + "/#/keys");
+  await page.waitForSelector("#keys table, #keys .notice, #keys .error");
+  if (await page.locator("#keys .notice").count()) return {waiting: "the server has no /v2/keys (issue 20)"};
+  await page.fill("#key-name", "from-console");
+  await page.click("#create-key button[type=submit]");
+  await page.waitForSelector("#new-key input");
+  state.newKey = await page.inputValue("#new-key input");
+  state.newKeyId = await page.textContent("#new-key .mono");
+  await page.waitForSelector(`#keys tr[data-id="${state.newKeyId}"]`);
+  // revoke the key this session signed in with (every key but the new one): signed out
+  const others = await page.$$eval("#keys tr[data-id]", (rows, keep) => rows.map((r) => r.dataset.id).filter((id) => id !== keep), state.newKeyId);
+  if (!others.length) throw new Error("the signed-in key is not listed");
+  for (const id of others) {
+    if (!(await page.locator(`button[data-revoke="${id}"]`).count())) break;
+    await page.click(`button[data-revoke="${id}"]`);
+  }
+  await page.waitForSelector("#signin .notice");
+  if (await page.evaluate(() => sessionStorage.getItem("gantry.key"))) throw new Error("the revoked key is still stored");
+  await page.fill("#key", state.newKey);
+  await page.click("#signin button[type=submit]");
+  await page.waitForSelector("#create-endpoint");
+});
+
+await browser.close();
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,452 @@
+// app.js: the Gantry console. Pages are chosen by the URL's hash (#/endpoints, #/keys, ...);
+// each view builds its DOM with h() from what the API answers. Views that follow something
+// live (a job, a worker's log, the charts) register a stopper that runs when the page changes.
+
+import {h, replace, errorBox, badge, statusKind, ms, json} from "./dom.js";
+import * as api from "./api.js";
+import * as metrics from "./metrics.js";
+import {lineChart} from "./charts.js";
+
+const main = document.getElementById("main");
+const nav = document.getElementById("nav");
+let stoppers = [];
+function onLeave(fn) { stoppers.push(fn); }
+function every(msec, fn) { const t = setInterval(fn, msec); onLeave(() => clearInterval(t)); }
+
+// submitted remembers the inputs of jobs sent from the playground in this tab: the API hands a
+// job's input back to its webhook only.
+const submitted = new Map();
+
+api.onUnauthorized(() => signOut("Your key was refused (revoked or expired): sign in again."));
+
+function signOut(message) {
+  api.clearKey();
+  metrics.stop();
+  location.hash = "#/signin";
+  render(message);
+}
+
+document.getElementById("signout").addEventListener("click", () => signOut("Signed out."));
+window.addEventListener("hashchange", () => render());
+render();
+
+function route() {
+  const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
+  return parts.length ? parts : ["endpoints"];
+}
+
+async function render(message) {
+  for (const s of stoppers) s();
+  stoppers = [];
+  const parts = route();
+  if (!api.key() || parts[0] === "signin") {
+    nav.hidden = true;
+    return replace(main, signInView(message));
+  }
+  nav.hidden = false;
+  metrics.start();
+  for (const a of nav.querySelectorAll("a")) a.classList.toggle("active", a.dataset.nav === parts[0]);
+  const view = {endpoints: parts.length > 1 ? endpointView : endpointsView, keys: keysView, usage: usageView}[parts[0]];
+  replace(main, h("p", {class: "muted"}, "Loading…"));
+  try {
+    replace(main, message ? h("div", {class: "notice"}, message) : null, await (view || notFoundView)(parts));
+  } catch (e) {
+    if (e.status !== 401) replace(main, errorBox(e));
+  }
+}
+
+function notFoundView() { return h("p", {}, "No such page. ", h("a", {href: "#/endpoints"}, "Endpoints")); }
+
+// --- sign in ---------------------------------------------------------------------------
+
+function signInView(message) {
+  const input = h("input", {type: "password", id: "key", name: "key", autocomplete: "off", required: true, placeholder: "your API key"});
+  const out = h("div");
+  const form = h("form", {class: "card signin", id: "signin", onsubmit: async (ev) => {
+    ev.preventDefault();
+    const k = input.value.trim();
+    try {
+      await api.get("/v2/serverless?limit=1", {key: k}); // any management call checks the key
+      api.setKey(k);
+      input.value = "";
+      location.hash = "#/endpoints";
+      if (route()[0] === "endpoints") render();
+    } catch (e) {
+      replace(out, errorBox(e.status === 401 ? new Error("That key was refused.") : e));
+    }
+  }},
+  h("h1", {}, "Sign in"),
+  message ? h("div", {class: "notice"}, message) : null,
+  h("p", {class: "muted"}, "Your key stays in this tab's session storage and is sent only to this server, in the Authorization header."),
+  h("p", {}, input), h("button", {type: "submit"}, "Sign in"), out);
+  setTimeout(() => input.focus());
+  return form;
+}
+
+// --- endpoints ---------------------------------------------------------------------------
+
+async function endpointsView() {
+  const list = await api.get("/v2/serverless?limit=100");
+  const rows = h("tbody");
+  const table = h("table", {id: "endpoints"}, h("thead", {}, h("tr", {}, ["Name", "Id", "Image", "Workers", "Jobs", "Health"].map((t) => h("th", {}, t)))), rows);
+  for (const ep of list.items) {
+    const health = h("td", {class: "health"}, h("span", {class: "muted"}, "…"));
+    const jobs = h("td", {}, "…");
+    rows.appendChild(h("tr", {class: "clickable", dataset: {id: ep.id}, onclick: () => { location.hash = "#/endpoints/" + api.enc(ep.id) + "/playground"; }},
+      h("td", {}, h("a", {href: "#/endpoints/" + api.enc(ep.id) + "/playground"}, ep.name)), h("td", {class: "mono"}, ep.id),
+      h("td", {class: "mono"}, ep.image || ""), h("td", {}, `${ep.workers.min}–${ep.workers.max}`), jobs, health));
+    fillHealth(ep.id, health, jobs);
+  }
+  return h("div", {},
+    h("div", {class: "row"}, h("h1", {}, "Endpoints"), h("span", {class: "muted"}, list.items.length + " endpoint(s)")),
+    list.items.length ? table : h("p", {class: "muted"}, "No endpoints yet: create one below."),
+    await createForm());
+}
+
+// healthBadges are an endpoint's workers by state, and what is wrong, as badges.
+function healthBadges(hl) {
+  const w = hl.workers || {};
+  const out = [];
+  const add = (n, label, kind) => { if (n) out.push(badge(`${n} ${label}`, kind)); };
+  add(w.running, "running", "ok"); add(w.idle, "idle", "ok"); add(w.initializing, "initializing", "info");
+  add(w.suspended, "suspended", "idle"); add(w.throttled, "throttled", "warn"); add(w.unhealthy, "unhealthy", "bad");
+  if (!out.length) out.push(badge("scaled to zero", "idle"));
+  if (hl.reason) out.push(h("div", {class: "error"}, hl.reason));
+  return out;
+}
+
+async function fillHealth(id, cell, jobsCell) {
+  try {
+    const hl = await api.get("/v2/" + api.enc(id) + "/health");
+    replace(cell, healthBadges(hl));
+    replace(jobsCell, `${hl.jobs.inQueue} queued · ${hl.jobs.inProgress} running · ${hl.jobs.completed} done · ${hl.jobs.failed} failed`);
+  } catch (e) {
+    replace(cell, badge("health unavailable", "warn"));
+  }
+}
+
+async function createForm() {
+  const [templates, gpus] = await Promise.all([api.get("/v2/catalog/templates").catch(() => []), api.get("/v2/catalog/gpus").catch(() => [])]);
+  const out = h("div");
+  const f = {
+    name: h("input", {id: "create-name", name: "name", required: true, maxlength: 191, placeholder: "my-endpoint"}),
+    template: h("select", {id: "create-template", name: "template"}, h("option", {value: ""}, "(none: give an image)"),
+      (templates || []).filter((t) => t.isServerless).map((t) => h("option", {value: t.id}, `${t.name} (${t.id})`))),
+    image: h("input", {id: "create-image", name: "image", placeholder: "registry/image:tag (unless a template is chosen)"}),
+    type: h("select", {id: "create-type", name: "type"}, h("option", {value: "QUEUE"}, "QUEUE"), h("option", {value: "LOAD_BALANCER"}, "LOAD_BALANCER")),
+    pool: h("select", {id: "create-pool", name: "pool"}, (gpus || []).map((g) => h("option", {value: g.pool}, `${g.pool}: ${g.displayName} (${g.count})`))),
+    min: h("input", {id: "create-min", type: "number", min: 0, value: 0}),
+    max: h("input", {id: "create-max", type: "number", min: 0, value: 1}),
+    queueDelay: h("input", {id: "create-delay", type: "number", min: 1, value: 4}),
+  };
+  return h("form", {class: "card grid", id: "create-endpoint", onsubmit: async (ev) => {
+    ev.preventDefault();
+    const body = {name: f.name.value.trim(), type: f.type.value, gpu: {pools: [f.pool.value]},
+      scaling: {type: "QUEUE_DELAY", queueDelay: +f.queueDelay.value},
+      workers: {min: +f.min.value, max: +f.max.value}};
+    if (f.template.value) body.templateId = f.template.value;
+    if (f.image.value.trim()) body.image = f.image.value.trim();
+    try {
+      const ep = await api.post("/v2/serverless", body);
+      location.hash = "#/endpoints/" + api.enc(ep.id) + "/playground";
+    } catch (e) { replace(out, errorBox(e)); }
+  }},
+  h("h2", {class: "full"}, "Create an endpoint"),
+  h("label", {for: "create-name"}, "Name"), f.name,
+  h("label", {for: "create-template"}, "Template"), f.template,
+  h("label", {for: "create-image"}, "Image"), f.image,
+  h("label", {for: "create-type"}, "Type"), f.type,
+  h("label", {for: "create-pool"}, "Pool"), f.pool,
+  h("label", {for: "create-min"}, "Workers min"), f.min,
+  h("label", {for: "create-max"}, "Workers max"), f.max,
+  h("label", {for: "create-delay"}, "Queue delay (s)"), f.queueDelay,
+  h("div", {class: "full"}, h("button", {type: "submit"}, "Create")), h("div", {class: "full"}, out));
+}
+
+// --- one endpoint ----------------------------------------------------------------------------
+
+const TABS = ["settings", "playground", "jobs", "workers", "metrics"];
+
+async function endpointView(parts) {
+  const id = parts[1];
+  const tab = TABS.includes(parts[2]) ? parts[2] : "playground";
+  const ep = await api.get("/v2/serverless/" + api.enc(id));
+  const base = "#/endpoints/" + api.enc(id) + "/";
+  const body = await {settings: settingsTab, playground: playgroundTab, jobs: jobsTab, workers: workersTab, metrics: metricsTab}[tab](ep, parts.slice(3));
+  return h("div", {},
+    h("div", {class: "row"}, h("h1", {}, ep.name), h("span", {class: "mono muted"}, ep.id), h("span", {class: "muted"}, ep.type || "QUEUE")),
+    h("div", {class: "tabs"}, TABS.map((t) => h("a", {href: base + t, class: t === tab ? "active" : null, dataset: {tab: t}}, t[0].toUpperCase() + t.slice(1)))),
+    body);
+}
+
+function settingsTab(ep) {
+  const out = h("div");
+  const f = {
+    name: h("input", {id: "set-name", value: ep.name}),
+    image: h("input", {id: "set-image", value: ep.image || ""}),
+    min: h("input", {id: "set-min", type: "number", min: 0, value: ep.workers.min}),
+    max: h("input", {id: "set-max", type: "number", min: 0, value: ep.workers.max}),
+    idle: h("input", {id: "set-idle", type: "number", min: 1, value: ep.workers.idleTimeout || ""}),
+    scaling: h("select", {id: "set-scaling"}, ["QUEUE_DELAY", "REQUEST_COUNT"].map((s) => h("option", {value: s, selected: ep.scaling.type === s}, s))),
+    value: h("input", {id: "set-scaling-value", type: "number", min: 1, value: ep.scaling.queueDelay || ep.scaling.requestCount || 4}),
+    timeout: h("input", {id: "set-timeout", type: "number", min: 1, value: ep.timeout}),
+    flashboot: h("select", {id: "set-flashboot"}, ["OFF", "ON"].map((s) => h("option", {value: s, selected: String(ep.flashboot).toUpperCase().includes(s)}, s))),
+    env: h("textarea", {id: "set-env"}, json(ep.env || {})),
+  };
+  return h("form", {class: "card grid", id: "settings", onsubmit: async (ev) => {
+    ev.preventDefault();
+    let env;
+    try { env = JSON.parse(f.env.value || "{}"); } catch (e) { return replace(out, errorBox(new Error("env: not a JSON object: " + e.message))); }
+    const scaling = f.scaling.value === "QUEUE_DELAY" ? {type: "QUEUE_DELAY", queueDelay: +f.value.value} : {type: "REQUEST_COUNT", requestCount: +f.value.value};
+    const body = {name: f.name.value.trim(), workers: {min: +f.min.value, max: +f.max.value}, scaling, timeout: +f.timeout.value, env};
+    if (f.idle.value) body.workers.idleTimeout = +f.idle.value;
+    if (f.image.value.trim() && f.image.value.trim() !== ep.image) body.image = f.image.value.trim();
+    try {
+      await api.patch("/v2/serverless/" + api.enc(ep.id), body);
+      replace(out, h("div", {class: "notice"}, "Saved."));
+    } catch (e) { replace(out, errorBox(e)); }
+  }},
+  h("label", {for: "set-name"}, "Name"), f.name,
+  h("label", {for: "set-image"}, "Image"), f.image,
+  h("label", {for: "set-min"}, "Workers min"), f.min,
+  h("label", {for: "set-max"}, "Workers max"), f.max,
+  h("label", {for: "set-idle"}, "Idle timeout (s)"), f.idle,
+  h("label", {for: "set-scaling"}, "Scaling"), f.scaling,
+  h("label", {for: "set-scaling-value"}, "Queue delay (s) / requests per worker"), f.value,
+  h("label", {for: "set-timeout"}, "Execution timeout (ms)"), f.timeout,
+  h("label", {for: "set-env"}, "Environment (JSON)"), f.env,
+  h("div", {class: "full row"}, h("button", {type: "submit"}, "Save"),
+    h("button", {type: "button", class: "danger", onclick: async () => {
+      if (!confirm(`Delete endpoint ${ep.name}? Its queued jobs are cancelled.`)) return;
+      try { await api.del("/v2/serverless/" + api.enc(ep.id)); location.hash = "#/endpoints"; } catch (e) { replace(out, errorBox(e)); }
+    }}, "Delete endpoint")),
+  h("div", {class: "full"}, out));
+}
+
+function playgroundTab(ep) {
+  const input = h("textarea", {id: "pg-input"}, '{\n  "prompt": "hello"\n}');
+  const status = h("div", {id: "pg-status"});
+  const stream = h("pre", {id: "pg-stream", hidden: true});
+  const output = h("pre", {id: "pg-output", hidden: true});
+  const out = h("div");
+  let polling = false;
+  onLeave(() => { polling = false; });
+  const send = async (ev) => {
+    ev.preventDefault();
+    let parsed;
+    try { parsed = JSON.parse(input.value); } catch (e) { return replace(out, errorBox(new Error("input: not JSON: " + e.message))); }
+    replace(out); replace(stream); stream.hidden = true; output.hidden = true;
+    try {
+      const ack = await api.post("/v2/" + api.enc(ep.id) + "/run", {input: parsed});
+      submitted.set(ack.id, parsed);
+      showStatus(ack);
+      polling = true;
+      follow(ack.id);
+    } catch (e) { replace(out, errorBox(e)); }
+  };
+  const showStatus = (j) => replace(status, h("div", {class: "row"}, "Job ", h("a", {class: "mono", href: "#/endpoints/" + api.enc(ep.id) + "/jobs/" + api.enc(j.id)}, j.id), " ",
+    badge(j.status, statusKind(j.status)), j.delayTime !== undefined ? h("span", {class: "muted"}, `delay ${ms(j.delayTime)} · execution ${ms(j.executionTime)}`) : null,
+    j.workerId ? h("span", {class: "muted mono"}, "worker " + j.workerId) : null));
+  const follow = async (id) => {
+    const p = "/v2/" + api.enc(ep.id);
+    while (polling) {
+      try {
+        const s = await api.get(p + "/stream/" + api.enc(id));
+        for (const c of s.stream || []) { stream.hidden = false; stream.appendChild(document.createTextNode(JSON.stringify(c.output) + "\n")); }
+        const j = await api.get(p + "/status-sync/" + api.enc(id) + "?wait=2000");
+        showStatus(j);
+        if (["COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"].includes(j.status)) {
+          const rest = await api.get(p + "/stream/" + api.enc(id)).catch(() => ({stream: []}));
+          for (const c of rest.stream || []) { stream.hidden = false; stream.appendChild(document.createTextNode(JSON.stringify(c.output) + "\n")); }
+          output.hidden = false;
+          replace(output, j.error ? "error: " + j.error + "\n" + json(j.output) : json(j.output));
+          polling = false;
+        }
+      } catch (e) { replace(out, errorBox(e)); polling = false; }
+    }
+  };
+  return h("form", {class: "card", id: "playground", onsubmit: send},
+    h("label", {for: "pg-input"}, "Input (the job's ", h("code", {}, "input"), " object)"), input,
+    h("p", {}, h("button", {type: "submit", id: "pg-send"}, "Send")),
+    status, h("h2", {}, "Stream"), stream, h("h2", {}, "Output"), output, out);
+}
+
+const STATUSES = ["", "IN_QUEUE", "IN_PROGRESS", "COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"];
+
+async function jobsTab(ep, rest) {
+  if (rest[0]) return jobDetail(ep, rest[0]);
+  const wrap = h("div", {id: "jobs"});
+  const filter = h("select", {id: "jobs-status"}, STATUSES.map((s) => h("option", {value: s}, s || "any status")));
+  const load = async (cursor) => {
+    const q = new URLSearchParams({limit: "50"});
+    if (filter.value) q.set("status", filter.value);
+    if (cursor) q.set("cursor", cursor);
+    try {
+      const list = await api.get("/v2/" + api.enc(ep.id) + "/jobs?" + q);
+      const rows = (list.items || []).map((j) => h("tr", {class: "clickable", dataset: {id: j.id}, onclick: () => { location.hash = "#/endpoints/" + api.enc(ep.id) + "/jobs/" + api.enc(j.id); }},
+        h("td", {class: "mono"}, j.id), h("td", {}, badge(j.status, statusKind(j.status))), h("td", {}, j.createdAt ? new Date(j.createdAt).toLocaleString() : ""),
+        h("td", {}, ms(j.delayTime)), h("td", {}, ms(j.executionTime)), h("td", {}, j.retries || 0), h("td", {class: "mono"}, j.workerId || "")));
+      replace(wrap, rows.length ? h("table", {}, h("thead", {}, h("tr", {}, ["Job", "Status", "Created", "Delay", "Execution", "Retries", "Worker"].map((t) => h("th", {}, t)))), h("tbody", {}, rows))
+        : h("p", {class: "muted"}, "No jobs" + (filter.value ? " with status " + filter.value : "") + "."),
+        list.nextCursor ? h("button", {class: "secondary", onclick: () => load(list.nextCursor)}, "Older jobs") : null);
+    } catch (e) {
+      replace(wrap, e.status === 404 ? h("div", {class: "notice"}, "This server has no job list (GET /v2/{endpoint}/jobs). Open a job by its id:", jobIdForm(ep)) : errorBox(e));
+    }
+  };
+  filter.addEventListener("change", () => load());
+  await load();
+  return h("div", {}, h("div", {class: "row"}, h("label", {for: "jobs-status"}, "Status"), h("span", {}, filter), jobIdForm(ep)), wrap);
+}
+
+function jobIdForm(ep) {
+  const id = h("input", {placeholder: "job id", id: "job-id"});
+  return h("form", {class: "row", onsubmit: (ev) => { ev.preventDefault(); if (id.value.trim()) location.hash = "#/endpoints/" + api.enc(ep.id) + "/jobs/" + api.enc(id.value.trim()); }},
+    id, h("button", {type: "submit", class: "secondary"}, "Open"));
+}
+
+async function jobDetail(ep, jobId) {
+  const p = "/v2/" + api.enc(ep.id);
+  const box = h("div", {id: "job-detail"});
+  const out = h("div");
+  const streamed = h("pre", {id: "job-stream"});
+  const show = (j) => replace(box, h("dl", {class: "kv card"},
+    h("dt", {}, "Job"), h("dd", {class: "mono"}, j.id),
+    h("dt", {}, "Status"), h("dd", {}, badge(j.status, statusKind(j.status)), j.reason ? h("span", {class: "muted"}, j.reason) : null),
+    h("dt", {}, "Delay"), h("dd", {}, ms(j.delayTime)), h("dt", {}, "Execution"), h("dd", {}, ms(j.executionTime)),
+    h("dt", {}, "Retries"), h("dd", {}, j.retries || 0), h("dt", {}, "Worker"), h("dd", {class: "mono"}, j.workerId || "–"),
+    h("dt", {}, "Input"), h("dd", {}, submitted.has(j.id) ? h("pre", {}, json(submitted.get(j.id))) : h("span", {class: "muted"}, "not returned by the API (sent from another client)")),
+    h("dt", {}, "Output"), h("dd", {}, j.output !== undefined ? h("pre", {id: "job-output"}, json(j.output)) : h("span", {class: "muted"}, "–")),
+    h("dt", {}, "Error"), h("dd", {}, j.error ? h("pre", {}, j.error) : h("span", {class: "muted"}, "–")),
+    h("dt", {}, "Stream"), h("dd", {}, streamed)));
+  const refresh = async () => {
+    const j = await api.get(p + "/status/" + api.enc(jobId));
+    const s = await api.get(p + "/stream/" + api.enc(jobId)).catch(() => ({stream: []}));
+    for (const c of s.stream || []) streamed.appendChild(document.createTextNode(JSON.stringify(c.output) + "\n"));
+    show(j);
+    return j;
+  };
+  const act = (what) => async () => {
+    try { show(await api.post(p + "/" + what + "/" + api.enc(jobId))); replace(out, h("div", {class: "notice"}, what === "cancel" ? "Cancelled." : "Queued again.")); } catch (e) { replace(out, errorBox(e)); }
+  };
+  await refresh();
+  every(2000, () => refresh().catch(() => {}));
+  return h("div", {}, h("p", {}, h("a", {href: "#/endpoints/" + api.enc(ep.id) + "/jobs"}, "← all jobs")), box,
+    h("div", {class: "row"}, h("button", {class: "danger", id: "job-cancel", onclick: act("cancel")}, "Cancel"), h("button", {class: "secondary", id: "job-retry", onclick: act("retry")}, "Retry")), out);
+}
+
+async function workersTab(ep, rest) {
+  const p = "/v2/serverless/" + api.enc(ep.id) + "/workers";
+  const table = h("div", {id: "workers"});
+  const logBox = h("div", {id: "worker-log"});
+  let selected = rest[0] || null;
+  const load = async () => {
+    const list = await api.get(p);
+    if (!selected && list.items.length) selected = list.items[0].id;
+    replace(table, list.items.length ? h("table", {}, h("thead", {}, h("tr", {}, ["Worker", "Status", "Pool", "GPUs", "Jobs", "Started", "Cold start"].map((t) => h("th", {}, t)))),
+      h("tbody", {}, list.items.map((w) => h("tr", {class: "clickable" + (w.id === selected ? " selected" : ""), dataset: {id: w.id}, onclick: () => { selected = w.id; loadLog(); }},
+        h("td", {class: "mono"}, w.id), h("td", {}, badge(w.status, statusKind(w.status)), w.error ? h("span", {class: "muted"}, w.error) : null), h("td", {}, w.pool),
+        h("td", {}, (w.gpus || []).join(",")), h("td", {}, w.jobs || 0), h("td", {}, new Date(w.startedAt).toLocaleTimeString()), h("td", {}, ms(w.coldStartMs))))))
+      : h("p", {class: "muted"}, "No workers: the endpoint is scaled to zero. Send a job to start one."));
+  };
+  const pre = h("pre", {class: "log", id: "log-lines"});
+  const loadLog = async () => {
+    if (!selected) return replace(logBox);
+    try {
+      const text = await api.get(p + "/" + api.enc(selected) + "/logs?tail=500");
+      const atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+      replace(pre, text || "(no output yet)");
+      if (atEnd) pre.scrollTop = pre.scrollHeight;
+      replace(logBox, h("h2", {}, "Log of ", h("span", {class: "mono"}, selected), " ", h("span", {class: "muted"}, "(followed live)")), pre);
+    } catch (e) { replace(logBox, h("h2", {}, "Log of " + selected), errorBox(e)); }
+  };
+  await load();
+  await loadLog();
+  every(2000, () => { load().catch(() => {}); loadLog(); });
+  return h("div", {}, table, logBox);
+}
+
+function metricsTab(ep) {
+  const wrap = h("div", {class: "charts", id: "charts"});
+  const want = {endpoint: ep.id};
+  const draw = () => {
+    const cold = metrics.gauge("gantry_cold_start_seconds_count", want, "mode");
+    const coldMean = {};
+    for (const mode of Object.keys(cold)) {
+      const sums = metrics.gauge("gantry_cold_start_seconds_sum", {endpoint: ep.id, mode}, "mode")[mode] || [];
+      coldMean[mode + " mean"] = sums.map(([t, s], i) => [t, cold[mode][i] && cold[mode][i][1] ? s / cold[mode][i][1] : 0]);
+    }
+    replace(wrap,
+      lineChart("Jobs ended per minute, by status", metrics.rate("gantry_jobs_ended_total", want, "status")),
+      lineChart("Jobs queued and running", {...prefix("queued ", metrics.gauge("gantry_queue_jobs", want, "priority")), ...prefix("", {running: (metrics.gauge("gantry_jobs_in_progress", want, "endpoint")[ep.id] || [])})}),
+      lineChart("Delay time (queue), p50 / p90 / p99 over 5 min", metrics.quantiles("gantry_job_delay_seconds", want), "s"),
+      lineChart("Execution time, p50 / p90 / p99 over 5 min", metrics.quantiles("gantry_job_execution_seconds", want), "s"),
+      lineChart("Cold starts (count, by mode)", cold),
+      lineChart("Cold start mean duration, by mode", coldMean, "s"),
+      lineChart("Workers by state", metrics.gauge("gantry_workers", want, "state")));
+  };
+  draw();
+  onLeave(metrics.onSample(draw));
+  return h("div", {}, h("p", {class: "muted"}, `Read from /metrics every ${metrics.EVERY_MS / 1000} s while the console is open (${metrics.count()} samples so far).`), wrap);
+}
+
+function prefix(p, o) {
+  const out = {};
+  for (const [k, v] of Object.entries(o)) out[p + k] = v;
+  return out;
+}
+
+// --- keys and usage ---------------------------------------------------------------------------
+
+async function keysView() {
+  const out = h("div");
+  const wrap = h("div", {id: "keys"});
+  const load = async () => {
+    try {
+      const list = await api.get("/v2/keys");
+      const items = list.items || list;
+      replace(wrap, h("table", {}, h("thead", {}, h("tr", {}, ["Id", "Name", "Scope", "Created", "Expires", ""].map((t) => h("th", {}, t)))),
+        h("tbody", {}, items.map((k) => h("tr", {dataset: {id: k.id}},
+          h("td", {class: "mono"}, k.id), h("td", {}, k.name || ""), h("td", {}, k.scope || ""),
+          h("td", {}, k.createdAt ? new Date(k.createdAt).toLocaleString() : ""), h("td", {}, k.expiresAt ? new Date(k.expiresAt).toLocaleString() : "never"),
+          h("td", {}, h("button", {class: "danger", dataset: {revoke: k.id}, onclick: async () => {
+            if (!confirm(`Revoke key ${k.id}? Anything using it stops working.`)) return;
+            try { await api.del("/v2/keys/" + api.enc(k.id)); await load(); replace(out, h("div", {class: "notice"}, "Revoked.")); }
+            catch (e) { if (e.status !== 401) replace(out, errorBox(e)); }
+          }}, "Revoke")))))));
+    } catch (e) { replace(wrap, e.status === 404 ? h("div", {class: "notice"}, "This server does not manage keys over the API yet (GET /v2/keys): use `gantry keys` on the server.") : errorBox(e)); }
+  };
+  const name = h("input", {id: "key-name", placeholder: "name (optional)"});
+  const scope = h("select", {id: "key-scope"}, ["all", "read", "write"].map((s) => h("option", {value: s}, s)));
+  const form = h("form", {class: "card row", id: "create-key", onsubmit: async (ev) => {
+    ev.preventDefault();
+    try {
+      const body = {scope: scope.value};
+      if (name.value.trim()) body.name = name.value.trim();
+      const k = await api.post("/v2/keys", body);
+      const secret = k.key || k.secret || k.token;
+      replace(out, h("div", {class: "secret", id: "new-key"}, "Key ", h("span", {class: "mono"}, k.id), " created. Its secret is shown once; copy it now: ",
+        h("input", {readonly: true, value: secret, class: "mono", onfocus: (e) => e.target.select()})));
+      await load();
+    } catch (e) { replace(out, errorBox(e)); }
+  }}, h("strong", {}, "New key"), name, scope, h("button", {type: "submit"}, "Create"));
+  await load();
+  return h("div", {}, h("h1", {}, "API keys"), form, out, wrap);
+}
+
+async function usageView() {
+  const [models, usage] = await Promise.all([api.get("/v2/models"), api.get("/v2/billing/usage?limit=100").catch((e) => ({error: e}))]);
+  return h("div", {},
+    h("h1", {}, "Usage"),
+    h("h2", {}, "Ready-made models and their prices"),
+    h("table", {id: "models"}, h("thead", {}, h("tr", {}, ["Model", "Type", "Unit", "Price (USD per unit)"].map((t) => h("th", {}, t)))),
+      h("tbody", {}, (models.items || []).map((m) => h("tr", {}, h("td", {}, h("div", {}, m.name), h("div", {class: "mono muted"}, m.id)), h("td", {}, m.type),
+        h("td", {}, m.unit.id, h("div", {class: "muted"}, m.unit.description)), h("td", {class: "mono"}, m.price.perUnit))))),
+    h("h2", {}, "Your usage"),
+    usage.error ? errorBox(usage.error) : h("div", {id: "usage"},
+      h("p", {}, "Total: ", h("strong", {class: "mono"}, usage.cost + " " + usage.currency), " over " + (usage.items || []).length + " job(s) shown."),
+      (usage.totals || []).length ? h("table", {}, h("thead", {}, h("tr", {}, ["Model", "Jobs", "Cost"].map((t) => h("th", {}, t)))),
+        h("tbody", {}, usage.totals.map((t) => h("tr", {}, h("td", {}, t.model), h("td", {}, t.jobs ?? t.count ?? ""), h("td", {class: "mono"}, t.cost))))) : null,
+      (usage.items || []).length ? h("table", {}, h("thead", {}, h("tr", {}, ["Completed", "Job", "Model", "Quantity", "Cost"].map((t) => h("th", {}, t)))),
+        h("tbody", {}, usage.items.map((r) => h("tr", {}, h("td", {}, new Date(r.completedAt).toLocaleString()), h("td", {class: "mono"}, r.jobId), h("td", {}, r.model),
+          h("td", {}, `${r.quantity} ${r.measure}`), h("td", {class: "mono"}, r.cost))))) : h("p", {class: "muted"}, "No model jobs completed yet.")));
+}
