@@ -10,6 +10,8 @@ import {lineChart} from "./charts.js";
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");
 let stoppers = [];
+let flash = "";     // a message for the next page rendered (render takes it)
+let generation = 0; // of render calls: a slow view finishing after a newer render is dropped
 function onLeave(fn) { stoppers.push(fn); }
 function every(msec, fn) { const t = setInterval(fn, msec); onLeave(() => clearInterval(t)); }
 
@@ -20,24 +22,29 @@ const submitted = new Map();
 api.onUnauthorized(() => signOut("Your key was refused (revoked or expired): sign in again."));
 
 function signOut(message) {
+  if (!api.key()) return; // signed out already (several calls refused at once)
   api.clearKey();
   metrics.stop();
-  location.hash = "#/signin";
-  render(message);
+  flash = message;
+  if (location.hash === "#/signin") render();
+  else location.hash = "#/signin"; // hashchange renders
 }
 
 document.getElementById("signout").addEventListener("click", () => signOut("Signed out."));
 window.addEventListener("hashchange", () => render());
-render();
+queueMicrotask(render); // once the whole module has run (the views' constants below are set)
 
 function route() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
   return parts.length ? parts : ["endpoints"];
 }
 
-async function render(message) {
+async function render() {
   for (const s of stoppers) s();
   stoppers = [];
+  const gen = ++generation;
+  const message = flash;
+  flash = "";
   const parts = route();
   if (!api.key() || parts[0] === "signin") {
     nav.hidden = true;
@@ -49,9 +56,10 @@ async function render(message) {
   const view = {endpoints: parts.length > 1 ? endpointView : endpointsView, keys: keysView, usage: usageView}[parts[0]];
   replace(main, h("p", {class: "muted"}, "Loading…"));
   try {
-    replace(main, message ? h("div", {class: "notice"}, message) : null, await (view || notFoundView)(parts));
+    const page = await (view || notFoundView)(parts);
+    if (gen === generation) replace(main, message ? h("div", {class: "notice"}, message) : null, page);
   } catch (e) {
-    if (e.status !== 401) replace(main, errorBox(e));
+    if (e.status !== 401 && gen === generation) replace(main, errorBox(e));
   }
 }
 
@@ -69,8 +77,8 @@ function signInView(message) {
       await api.get("/v2/serverless?limit=1", {key: k}); // any management call checks the key
       api.setKey(k);
       input.value = "";
-      location.hash = "#/endpoints";
-      if (route()[0] === "endpoints") render();
+      if (location.hash === "#/endpoints") render();
+      else location.hash = "#/endpoints"; // hashchange renders
     } catch (e) {
       replace(out, errorBox(e.status === 401 ? new Error("That key was refused.") : e));
     }
@@ -290,7 +298,7 @@ async function jobsTab(ep, rest) {
         : h("p", {class: "muted"}, "No jobs" + (filter.value ? " with status " + filter.value : "") + "."),
         list.nextCursor ? h("button", {class: "secondary", onclick: () => load(list.nextCursor)}, "Older jobs") : null);
     } catch (e) {
-      replace(wrap, e.status === 404 ? h("div", {class: "notice"}, "This server has no job list (GET /v2/{endpoint}/jobs). Open a job by its id:", jobIdForm(ep)) : errorBox(e));
+      if (e.status !== 401) replace(wrap, errorBox(e));
     }
   };
   filter.addEventListener("change", () => load());
@@ -403,34 +411,32 @@ async function keysView() {
   const load = async () => {
     try {
       const list = await api.get("/v2/keys");
-      const items = list.items || list;
-      replace(wrap, h("table", {}, h("thead", {}, h("tr", {}, ["Id", "Name", "Scope", "Created", "Expires", ""].map((t) => h("th", {}, t)))),
-        h("tbody", {}, items.map((k) => h("tr", {dataset: {id: k.id}},
-          h("td", {class: "mono"}, k.id), h("td", {}, k.name || ""), h("td", {}, k.scope || ""),
-          h("td", {}, k.createdAt ? new Date(k.createdAt).toLocaleString() : ""), h("td", {}, k.expiresAt ? new Date(k.expiresAt).toLocaleString() : "never"),
+      replace(wrap, h("table", {}, h("thead", {}, h("tr", {}, ["Id", "User", "Scope", "Endpoints", "Created", "Expires", ""].map((t) => h("th", {}, t)))),
+        h("tbody", {}, (list.items || []).map((k) => h("tr", {dataset: {id: k.id}},
+          h("td", {class: "mono"}, k.id), h("td", {}, k.user), h("td", {}, k.scope), h("td", {class: "mono"}, (k.endpoints || []).join(", ") || "all"),
+          h("td", {}, new Date(k.createdAt).toLocaleString()), h("td", {}, k.expiresAt ? new Date(k.expiresAt).toLocaleString() : "never"),
           h("td", {}, h("button", {class: "danger", dataset: {revoke: k.id}, onclick: async () => {
             if (!confirm(`Revoke key ${k.id}? Anything using it stops working.`)) return;
             try { await api.del("/v2/keys/" + api.enc(k.id)); await load(); replace(out, h("div", {class: "notice"}, "Revoked.")); }
             catch (e) { if (e.status !== 401) replace(out, errorBox(e)); }
           }}, "Revoke")))))));
-    } catch (e) { replace(wrap, e.status === 404 ? h("div", {class: "notice"}, "This server does not manage keys over the API yet (GET /v2/keys): use `gantry keys` on the server.") : errorBox(e)); }
+    } catch (e) { if (e.status !== 401) replace(wrap, errorBox(e)); }
   };
-  const name = h("input", {id: "key-name", placeholder: "name (optional)"});
-  const scope = h("select", {id: "key-scope"}, ["all", "read", "write"].map((s) => h("option", {value: s}, s)));
+  const scope = h("select", {id: "key-scope"}, [["all", "all: everything you may do"], ["read", "read: reads only"], ["jobs", "jobs: job operations only"]].map(([v, t]) => h("option", {value: v}, t)));
+  const days = h("input", {id: "key-days", type: "number", min: 1, placeholder: "never"});
   const form = h("form", {class: "card row", id: "create-key", onsubmit: async (ev) => {
     ev.preventDefault();
     try {
       const body = {scope: scope.value};
-      if (name.value.trim()) body.name = name.value.trim();
+      if (days.value) body.expiresIn = Math.round(+days.value * 86400);
       const k = await api.post("/v2/keys", body);
-      const secret = k.key || k.secret || k.token;
-      replace(out, h("div", {class: "secret", id: "new-key"}, "Key ", h("span", {class: "mono"}, k.id), " created. Its secret is shown once; copy it now: ",
-        h("input", {readonly: true, value: secret, class: "mono", onfocus: (e) => e.target.select()})));
+      replace(out, h("div", {class: "secret", id: "new-key", dataset: {id: k.id}}, "Key ", h("span", {class: "mono"}, k.id), " created. Its secret is shown this once; copy it now: ",
+        h("input", {readonly: true, value: k.secret, class: "mono", onfocus: (e) => e.target.select()})));
       await load();
     } catch (e) { replace(out, errorBox(e)); }
-  }}, h("strong", {}, "New key"), name, scope, h("button", {type: "submit"}, "Create"));
+  }}, h("strong", {}, "New key"), h("label", {for: "key-scope"}, "Scope"), scope, h("label", {for: "key-days"}, "Expires in (days)"), days, h("button", {type: "submit"}, "Create"));
   await load();
-  return h("div", {}, h("h1", {}, "API keys"), form, out, wrap);
+  return h("div", {}, h("h1", {}, "API keys"), h("p", {class: "muted"}, "The keys of your user. Revoking the key you signed in with signs you out."), form, out, wrap);
 }
 
 async function usageView() {
