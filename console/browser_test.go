@@ -41,6 +41,9 @@ func artifacts(t *testing.T) string {
 		dir = filepath.Join(a, "console")
 	}
 	dir, _ = filepath.Abs(dir)
+	if err := os.RemoveAll(dir); err != nil { // no screenshot of an earlier run stays
+		t.Fatal(err)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}

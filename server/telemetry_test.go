@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -143,6 +145,26 @@ func TestMetricsExposition(t *testing.T) {
 	for _, name := range []string{"go_goroutines", "process_resident_memory_bytes", "gantry_pool_gpus", "gantry_queue_jobs"} {
 		if _, ok := families[name]; !ok {
 			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+
+	// The Grafana dashboard queries only metrics the server exposes (the GPU ones need a GPU).
+	dash, err := os.ReadFile("../telemetry/grafana/gantry.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct{ Panels []struct{ Targets []struct{ Expr string } } }
+	if err := json.Unmarshal(dash, &d); err != nil || len(d.Panels) == 0 {
+		t.Fatalf("the dashboard: %v (%d panels)", err, len(d.Panels))
+	}
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			for _, name := range regexp.MustCompile(`gantry_[a-z_]+`).FindAllString(tg.Expr, -1) {
+				base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_sum"), "_count")
+				if _, ok := families[base]; !ok && !strings.HasPrefix(name, "gantry_worker_gpu_") {
+					t.Errorf("the dashboard queries %s, which /metrics does not have", name)
+				}
+			}
 		}
 	}
 }
