@@ -153,7 +153,9 @@ func TestMetricsExposition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var d struct{ Panels []struct{ Targets []struct{ Expr string } } }
+	var d struct {
+		Panels []struct{ Targets []struct{ Expr string } }
+	}
 	if err := json.Unmarshal(dash, &d); err != nil || len(d.Panels) == 0 {
 		t.Fatalf("the dashboard: %v (%d panels)", err, len(d.Panels))
 	}
