@@ -63,6 +63,24 @@ func Discover(ctx context.Context) Inventory {
 // ParseGPUs reads `nvidia-smi --query-gpu=index,name,memory.total,uuid --format=csv,noheader,nounits`.
 func ParseGPUs(csv string) ([]GPU, error) {
 	var gpus []GPU
+	err := csvRows(csv, 4, func(line string, f []string) error {
+		idx, err1 := strconv.Atoi(f[0])
+		mem, err2 := strconv.Atoi(f[2])
+		if err1 != nil || err2 != nil {
+			return fmt.Errorf("nvidia-smi line %q: index or memory is not a number", line)
+		}
+		gpus = append(gpus, GPU{Index: idx, Name: f[1], MemoryMB: mem, UUID: f[3]})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return gpus, nil
+}
+
+// csvRows calls row with each non-blank line of nvidia-smi's CSV output (noheader) and its n
+// fields, trimmed; a line with another number of fields is an error.
+func csvRows(csv string, n int, row func(line string, fields []string) error) error {
 	sc := bufio.NewScanner(strings.NewReader(csv))
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
@@ -70,17 +88,17 @@ func ParseGPUs(csv string) ([]GPU, error) {
 			continue
 		}
 		f := strings.Split(line, ",")
-		if len(f) != 4 {
-			return nil, fmt.Errorf("nvidia-smi line %q: want 4 fields, got %d", line, len(f))
+		if len(f) != n {
+			return fmt.Errorf("nvidia-smi line %q: want %d fields, got %d", line, n, len(f))
 		}
-		idx, err1 := strconv.Atoi(strings.TrimSpace(f[0]))
-		mem, err2 := strconv.Atoi(strings.TrimSpace(f[2]))
-		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("nvidia-smi line %q: index or memory is not a number", line)
+		for i := range f {
+			f[i] = strings.TrimSpace(f[i])
 		}
-		gpus = append(gpus, GPU{Index: idx, Name: strings.TrimSpace(f[1]), MemoryMB: mem, UUID: strings.TrimSpace(f[3])})
+		if err := row(line, f); err != nil {
+			return err
+		}
 	}
-	return gpus, sc.Err()
+	return sc.Err()
 }
 
 var cudaBannerRE = regexp.MustCompile(`CUDA Version:\s*(\d+)\.(\d+)`)

@@ -1,12 +1,10 @@
 package process
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -34,35 +32,27 @@ var UsageArgs = []string{"--query-gpu=index,uuid,utilization.gpu,memory.used,mem
 // --format=csv,noheader,nounits`. A field nvidia-smi cannot tell ("[N/A]", "[Not Supported]")
 // is read as 0.
 func ParseUsage(csv string) ([]GPUUsage, error) {
+	num := func(s string) float64 {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return 0
+		}
+		return v
+	}
 	var out []GPUUsage
-	sc := bufio.NewScanner(strings.NewReader(csv))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" {
-			continue
-		}
-		f := strings.Split(line, ",")
-		if len(f) != 5 {
-			return nil, fmt.Errorf("nvidia-smi line %q: want 5 fields, got %d", line, len(f))
-		}
-		for i := range f {
-			f[i] = strings.TrimSpace(f[i])
-		}
+	err := csvRows(csv, 5, func(line string, f []string) error {
 		idx, err := strconv.Atoi(f[0])
 		if err != nil {
-			return nil, fmt.Errorf("nvidia-smi line %q: index %q is not a number", line, f[0])
-		}
-		num := func(s string) float64 {
-			v, err := strconv.ParseFloat(s, 64)
-			if err != nil {
-				return 0
-			}
-			return v
+			return fmt.Errorf("nvidia-smi line %q: index %q is not a number", line, f[0])
 		}
 		out = append(out, GPUUsage{Index: idx, UUID: f[1], Utilization: num(f[2]) / 100,
 			MemoryUsedMB: int(num(f[3])), MemoryTotalMB: int(num(f[4]))})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
 // GPUSampler runs nvidia-smi at most once per Every and keeps the last sample: scrapes of
