@@ -25,7 +25,7 @@ func TestConsoleAtRoot(t *testing.T) {
 		t.Errorf("GET / = %d %v; want 200 text/html with the console's CSP", resp.StatusCode, resp.Header)
 	}
 	for _, c := range []struct{ method, path string }{{"POST", "/"}, {"GET", "/console/nope.js"}} {
-		code, body := call(t, c.method, s.URL()+c.path, "", "")
+		code, body := servertest.Call(t, c.method, s.URL()+c.path, "", "")
 		if code < 400 || !strings.Contains(body, `"status"`) {
 			t.Errorf("%s %s = %d %s; want a problem+json refusal", c.method, c.path, code, body)
 		}

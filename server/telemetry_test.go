@@ -32,7 +32,7 @@ import (
 // endpoint's id and the /run job's id.
 func echoJobs(t *testing.T, s *server.Server, key string, hdr http.Header) (ep, runID string) {
 	t.Helper()
-	code, body := call(t, "POST", s.URL()+"/v2/serverless", key, echoEndpoint)
+	code, body := servertest.Call(t, "POST", s.URL()+"/v2/serverless", key, echoEndpoint)
 	if code != 201 {
 		t.Fatalf("create endpoint = %d %s; want 201", code, body)
 	}
@@ -56,10 +56,10 @@ func echoJobs(t *testing.T, s *server.Server, key string, hdr http.Header) (ep, 
 	if resp.StatusCode != 200 || json.Unmarshal(b, &ack) != nil {
 		t.Fatalf("run = %d %s; want 200 with an id", resp.StatusCode, b)
 	}
-	if code, body := call(t, "GET", s.URL()+"/v2/"+e.ID+"/status-sync/"+ack.ID+"?wait=60000", key, ""); code != 200 || !strings.Contains(body, `"COMPLETED"`) {
+	if code, body := servertest.Call(t, "GET", s.URL()+"/v2/"+e.ID+"/status-sync/"+ack.ID+"?wait=60000", key, ""); code != 200 || !strings.Contains(body, `"COMPLETED"`) {
 		t.Fatalf("status-sync = %d %s; want 200 COMPLETED", code, body)
 	}
-	if code, body := call(t, "POST", s.URL()+"/v2/"+e.ID+"/runsync", key, `{"input":{"n":2}}`); code != 200 || !strings.Contains(body, `"COMPLETED"`) {
+	if code, body := servertest.Call(t, "POST", s.URL()+"/v2/"+e.ID+"/runsync", key, `{"input":{"n":2}}`); code != 200 || !strings.Contains(body, `"COMPLETED"`) {
 		t.Fatalf("runsync = %d %s; want 200 COMPLETED", code, body)
 	}
 	return e.ID, ack.ID
@@ -73,7 +73,7 @@ func TestMetricsExposition(t *testing.T) {
 	s := servertest.New(t, server.Config{}, server.Options{Tick: time.Hour})
 	key := servertest.Key(t, s, "alice", core.ScopeAll)
 	ep, _ := echoJobs(t, s, key, nil)
-	if code, _ := call(t, "POST", s.URL()+"/v2/"+ep+"/run", "wrong-key", `{"input":{}}`); code != 401 {
+	if code, _ := servertest.Call(t, "POST", s.URL()+"/v2/"+ep+"/run", "wrong-key", `{"input":{}}`); code != 401 {
 		t.Errorf("run with a wrong key = %d; want 401", code)
 	}
 
