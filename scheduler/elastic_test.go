@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gantryhq/gantry/core"
 )
@@ -100,5 +102,32 @@ func TestRunReapsWorkersItDidNotStart(t *testing.T) {
 	defer lp.mu.Unlock()
 	if !slices.Equal(lp.stopped, []string{"left-behind"}) {
 		t.Errorf("stopped %v; want only the worker the pool found, [left-behind]", lp.stopped)
+	}
+}
+
+func TestWaitingWorkerIsThrottledNotFailing(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	ep := r.endpoint(nil)
+	r.submit(ep, 1, false)
+	r.running(1)
+	r.pool.mu.Lock()
+	spec := r.pool.started[0]
+	r.pool.mu.Unlock()
+	const why = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu"
+	spec.Report(WorkerEvent{Worker: spec.ID, State: WorkerWaiting, Err: errors.New(why)})
+	r.tick(2 * time.Minute) // past the init timeout: a waiting worker is not stopped for it
+	r.running(1)
+	if h := r.jobs.Health(ep.ID); h.Throttled != 1 || h.Unhealthy != 0 || !strings.Contains(h.Reason, why) {
+		t.Errorf("health of a waiting worker = %+v; want throttled with the pool's reason, not unhealthy", h)
+	}
+	spec.Report(WorkerEvent{Worker: spec.ID, State: WorkerRunning})
+	r.tick(30 * time.Second)
+	if h := r.jobs.Health(ep.ID); h.Throttled != 0 || h.Unhealthy != 0 {
+		t.Errorf("health once it runs = %+v; want neither throttled nor unhealthy", h)
+	}
+	r.tick(31 * time.Second) // the init timeout now counts from its start
+	if h := r.jobs.Health(ep.ID); h.Unhealthy != 1 {
+		t.Errorf("health a minute after its start without a poll = %+v; want unhealthy", h)
 	}
 }

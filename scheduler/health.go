@@ -47,7 +47,13 @@ func (s *Scheduler) fail(es *epState, now time.Time, why string) {
 
 // publish hands the endpoint's condition to the job engine for /health and job status.
 func (s *Scheduler) publish(es *epState) {
-	c := core.Condition{Throttled: es.throttled, Suspended: es.parked,
+	waiting, why := 0, ""
+	for _, w := range es.workers {
+		if w.waiting != "" {
+			waiting, why = waiting+1, w.waiting
+		}
+	}
+	c := core.Condition{Throttled: es.throttled + waiting, Suspended: es.parked,
 		ColdStarts: es.cold.n, ColdStartLast: es.cold.last, ColdStartTotal: es.cold.total}
 	switch {
 	case es.failures > 0:
@@ -62,6 +68,8 @@ func (s *Scheduler) publish(es *epState) {
 	case es.refusal != "" && s.cfg.Clock.Now().Before(es.refusedUntil.Add(RefusedRetry)):
 		c.Throttled = max(c.Throttled, 1)
 		c.Reason = "waiting for capacity: " + es.refusal
+	case waiting > 0:
+		c.Reason = "waiting for capacity: " + why
 	}
 	if es.ep.Type == core.TypeLoadBalancer {
 		es.lbCounts(&c)

@@ -32,6 +32,7 @@ type workerRec struct {
 	lb        *backend            // a LOAD_BALANCER worker's HTTP side; nil for queue workers
 	act       core.WorkerActivity // a queue worker's activity, read without the job engine's lock
 	coldStart time.Duration       // how long its last start or resume took
+	waiting   string              // why its pool cannot run it yet (WorkerWaiting); "" = not waiting
 }
 
 type workerPhase int
@@ -360,11 +361,30 @@ func (s *Scheduler) event(w *workerRec, ev WorkerEvent) {
 	if ev.State == WorkerRunning && w.lb != nil {
 		s.lbRunning(w, ev.Addrs)
 	}
+	es := w.es
+	if ev.State == WorkerWaiting || ev.State == WorkerRunning {
+		es.mu.Lock()
+		was := w.waiting
+		w.waiting = ""
+		if ev.State == WorkerWaiting {
+			w.waiting = "the pool cannot run it yet"
+			if ev.Err != nil {
+				w.waiting = ev.Err.Error()
+			}
+		} else if was != "" {
+			w.startedAt = s.cfg.Clock.Now() // the init timeout counts from its real start
+		}
+		if was != w.waiting {
+			s.publish(es)
+		}
+		es.mu.Unlock()
+		return
+	}
 	if ev.State != WorkerExited {
 		return
 	}
-	es := w.es
 	es.mu.Lock()
+	w.waiting = ""
 	if !w.stopping && !w.polled {
 		why := "it exited before taking a job"
 		if ev.Err != nil {

@@ -113,6 +113,11 @@ const (
 	WorkerSuspended                        // suspended by Suspend
 	WorkerResumed                          // running again after Resume
 	WorkerExited                           // gone, for good: the last event of a worker
+	// WorkerWaiting says the pool accepted the worker but cannot run it yet for want of room
+	// (a pod its cluster's scheduler finds no node for, while an autoscaler may add one); Err
+	// says why, in the pool's words. The worker counts as throttled, not as failing to start,
+	// until WorkerRunning (its start) or WorkerExited.
+	WorkerWaiting
 )
 
 func (s WorkerState) String() string {
@@ -125,6 +130,8 @@ func (s WorkerState) String() string {
 		return "resumed"
 	case WorkerExited:
 		return "exited"
+	case WorkerWaiting:
+		return "waiting"
 	}
 	return "unknown"
 }

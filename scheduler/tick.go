@@ -128,7 +128,7 @@ func (s *Scheduler) tick(es *epState, now time.Time, sc *scratch) bool {
 				ready++
 				continue
 			}
-			if now.Sub(w.startedAt) > s.cfg.InitTimeout {
+			if w.waiting == "" && now.Sub(w.startedAt) > s.cfg.InitTimeout { // a waiting worker is throttled, not failing
 				what := "poll for a job"
 				if w.lb != nil {
 					what = "pass its health check"
