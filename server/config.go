@@ -81,6 +81,9 @@ type PoolConfig struct {
 	Docker *DockerConfig `yaml:"docker"`
 	// RunPod configures a runpod pool (required with adapter: runpod).
 	RunPod *RunPodConfig `yaml:"runpod"`
+	// Kubernetes configures a kubernetes pool (only with adapter: kubernetes); omitted = the
+	// defaults (in-cluster credentials, namespace default).
+	Kubernetes *KubernetesConfig `yaml:"kubernetes"`
 }
 
 // RunPodConfig is how a runpod pool rents pods (see adapters/runpod.Config). The pool's
@@ -110,6 +113,51 @@ type RunPodConfig struct {
 	MaxSpendPerHour float64 `yaml:"maxSpendPerHour"`
 	// Poll is how often pods are listed while the pool has workers; default 5s.
 	Poll time.Duration `yaml:"poll"`
+}
+
+// KubernetesConfig is how a kubernetes pool reaches its cluster and shapes its worker pods
+// (see adapters/kubernetes.Config for each default).
+type KubernetesConfig struct {
+	// Kubeconfig is the kubeconfig file to use, with Context in it ("" = its current one);
+	// "" = the in-cluster service account.
+	Kubeconfig string `yaml:"kubeconfig"`
+	Context    string `yaml:"context"`
+	// Namespace the worker pods run in; default "default".
+	Namespace string `yaml:"namespace"`
+	// Installation names this Gantry in the pods' gantry.io/installation label; default gantry.
+	Installation string `yaml:"installation"`
+	// NodeSelector picks the pool's nodes; default nvidia.com/gpu.product: the GPU type with
+	// dashes for spaces.
+	NodeSelector map[string]string `yaml:"nodeSelector"`
+	// Tolerations are added to the pods (nvidia.com/gpu is always tolerated).
+	Tolerations       []KubernetesToleration `yaml:"tolerations"`
+	RuntimeClassName  string                 `yaml:"runtimeClassName"`
+	PriorityClassName string                 `yaml:"priorityClassName"`
+	// ServiceAccount runs the pods as this account, with its token mounted; default none.
+	ServiceAccount string            `yaml:"serviceAccount"`
+	Labels         map[string]string `yaml:"labels"`
+	Annotations    map[string]string `yaml:"annotations"`
+	// CPU and Memory are a CPU pool's requests per slot; default "1" and "2Gi".
+	CPU    string `yaml:"cpu"`
+	Memory string `yaml:"memory"`
+	// ShmGB sizes /dev/shm in GB; default 8.
+	ShmGB int `yaml:"shmGb"`
+	// StopGrace is the pods' termination grace period; default 10s.
+	StopGrace time.Duration `yaml:"stopGrace"`
+	// UnschedulableAfter is how long a pod may stay unschedulable before its worker counts
+	// as throttled with the cluster scheduler's message; default 30s.
+	UnschedulableAfter time.Duration `yaml:"unschedulableAfter"`
+	// QPS and Burst bound the pool's requests to the API server; default 20 and 40.
+	QPS   float32 `yaml:"qps"`
+	Burst int     `yaml:"burst"`
+}
+
+// KubernetesToleration is a pod toleration.
+type KubernetesToleration struct {
+	Key      string `yaml:"key"`
+	Operator string `yaml:"operator"` // Equal or Exists; default Equal
+	Value    string `yaml:"value"`
+	Effect   string `yaml:"effect"` // NoSchedule, PreferNoSchedule, NoExecute; "" = all
 }
 
 // DockerConfig is how a docker pool reaches its Docker host and runs workers there (see

@@ -1,0 +1,618 @@
+// Package kubernetes runs Gantry's workers as Pods in a Kubernetes cluster: one bare Pod per
+// worker (restartPolicy Never, no Deployment or Job), so that scaling down deletes exactly the
+// idle worker and no controller is needed. The pool's capacity is the cluster's: the
+// allocatable nvidia.com/gpu of the nodes that match the pool's selector, minus what other
+// pods request there, kept current by watches. Worker events come from a label-filtered pod
+// informer.
+//
+// FLASHBOOT: a pod cannot be paused, so Suspend and Resume answer scheduler.ErrUnsupported
+// and a retired worker's pod is deleted. Keeping retired pods running but unrouted would
+// bring them back faster, but would hold their GPUs the whole time; Gantry does not pay that
+// cost silently.
+//
+// Gantry must reach pod IPs (it runs in the cluster, or routes to the pod network): load-
+// balancing workers are reached at the pod IP and the port they asked for.
+package kubernetes
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/gantryhq/gantry/adapters/kit"
+	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/scheduler"
+)
+
+// Labels every worker pod carries. The installation label keeps two Gantry installations
+// sharing a namespace apart; the informers select on installation and pool.
+const (
+	LabelInstallation = "gantry.io/installation"
+	LabelPool         = "gantry.io/pool"
+	LabelEndpoint     = "gantry.io/endpoint"
+	LabelWorker       = "gantry.io/worker"
+)
+
+// GPUResource is the extended resource GPU workers request (NVIDIA's device plugin).
+const GPUResource corev1.ResourceName = "nvidia.com/gpu"
+
+// GPUProductLabel is the node label (NVIDIA GPU Feature Discovery) that names a node's GPU
+// type, e.g. NVIDIA-H100-80GB-HBM3.
+const GPUProductLabel = "nvidia.com/gpu.product"
+
+// Defaults of Config.
+const (
+	DefaultNamespace          = "default"
+	DefaultInstallation       = "gantry"
+	DefaultStopGrace          = 10 * time.Second
+	DefaultUnschedulableAfter = 30 * time.Second
+	DefaultShmGB              = 8
+	DefaultQPS                = 20
+	DefaultBurst              = 40
+)
+
+// Credential is a registry login for pulling a private image.
+type Credential struct {
+	Username, Password string
+	Server             string // the registry's host, e.g. ghcr.io
+}
+
+// Config configures a Pool. New validates it once.
+type Config struct {
+	// Pool describes the pool for the catalog; its count is the capacity until the node
+	// watch has synced, and PerWorker should be a node's GPU count.
+	Pool core.Pool
+	// Client reaches the cluster (required). Set its rest.Config's QPS and Burst deliberately
+	// (DefaultQPS, DefaultBurst): the pool watches, so it needs few requests per worker.
+	Client kubernetes.Interface
+	// Namespace the worker pods run in; default DefaultNamespace.
+	Namespace string
+	// Installation names this Gantry installation in the pods' labels; default
+	// DefaultInstallation.
+	Installation string
+	// NodeSelector selects the pool's nodes. Default on GPU pools: GPUProductLabel = the
+	// pool's GPU type with spaces as dashes ("NVIDIA H100 80GB HBM3" -> NVIDIA-H100-80GB-HBM3).
+	NodeSelector map[string]string
+	// Tolerations are added to the pods; a toleration of the nvidia.com/gpu taint is always
+	// there (the ExtendedResourceToleration admission plugin is not enabled everywhere).
+	Tolerations []corev1.Toleration
+	// RuntimeClassName, PriorityClassName and ServiceAccount are set on the pods when given.
+	// With ServiceAccount set its token is mounted; otherwise automountServiceAccountToken is
+	// false (workers do not talk to the cluster).
+	RuntimeClassName, PriorityClassName, ServiceAccount string
+	// Labels and Annotations are added to every pod (the gantry.io labels win).
+	Labels, Annotations map[string]string
+	// CPU and Memory are the requests of a CPU pool's workers per slot ("1", "2Gi"); default
+	// 1 CPU and 2Gi per slot.
+	CPU, Memory string
+	// ShmGB sizes /dev/shm (a memory-backed emptyDir), in GB; default DefaultShmGB.
+	ShmGB int
+	// StopGrace is the pods' termination grace period; default DefaultStopGrace.
+	StopGrace time.Duration
+	// UnschedulableAfter is how long a pod may stay Pending and unschedulable before the
+	// worker is reported waiting (throttled, with the cluster scheduler's message); default
+	// DefaultUnschedulableAfter.
+	UnschedulableAfter time.Duration
+	// Credentials resolves an endpoint's registry id to a login, for the imagePullSecret the
+	// pool manages (one Secret per registry id); nil = no private registries.
+	Credentials func(ctx context.Context, id string) (Credential, error)
+	// Log receives the pool's own errors; default slog.Default().
+	Log *slog.Logger
+}
+
+// Pool is a scheduler.Pool of worker pods. It is an Elastic pool (the cluster assigns the
+// devices and its capacity changes), a WorkerLister and a LogSource.
+type Pool struct {
+	cfg      Config
+	desc     core.Pool
+	selector labels.Selector // the pool's nodes
+	mine     labels.Selector // the pool's pods
+
+	factory  informers.SharedInformerFactory // the pool's pods
+	cluster  informers.SharedInformerFactory // nodes, and pods that are not finished
+	pods     cache.SharedIndexInformer
+	nodes    cache.SharedIndexInformer
+	allPods  cache.SharedIndexInformer
+	capacity atomic.Int64
+	stop     context.CancelFunc
+
+	mu      sync.Mutex
+	workers map[string]*worker
+}
+
+// worker is one worker pod and what was reported of it.
+type worker struct {
+	id, endpoint string
+	ports        []int // the ports it asked for (spec.PortEnv)
+	events       *kit.Reporter
+	created      time.Time
+
+	// guarded by Pool.mu
+	running  bool // WorkerRunning was reported
+	waiting  bool // WorkerWaiting was reported (and no WorkerRunning since)
+	stopping bool // Stop was called
+	exited   bool // WorkerExited was reported
+	exitErr  error
+}
+
+// New validates cfg, starts the pool's watches and waits for their caches.
+func New(ctx context.Context, cfg Config) (*Pool, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("kubernetes pool: Config.Client is required")
+	}
+	cfg.Namespace = cmp.Or(cfg.Namespace, DefaultNamespace)
+	cfg.Installation = cmp.Or(cfg.Installation, DefaultInstallation)
+	cfg.StopGrace = cmp.Or(cfg.StopGrace, DefaultStopGrace)
+	cfg.UnschedulableAfter = cmp.Or(cfg.UnschedulableAfter, DefaultUnschedulableAfter)
+	cfg.ShmGB = cmp.Or(cfg.ShmGB, DefaultShmGB)
+	cfg.CPU, cfg.Memory = cmp.Or(cfg.CPU, "1"), cmp.Or(cfg.Memory, "2Gi")
+	cfg.Log = cmp.Or(cfg.Log, slog.Default())
+	d, errs := kit.CheckPool(cfg.Pool, "kubernetes", nil, cfg.StopGrace)
+	if cfg.NodeSelector == nil && !d.CPU {
+		cfg.NodeSelector = map[string]string{GPUProductLabel: ProductLabelValue(d.GPUType)}
+	}
+	sel, err := labels.ValidatedSelectorFromSet(cfg.NodeSelector)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("nodeSelector: %w", err))
+	}
+	if _, _, err := resources(d, 1, cfg); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("kubernetes pool %q: %w", d.ID, err)
+	}
+	p := &Pool{cfg: cfg, desc: d, selector: sel, workers: map[string]*worker{},
+		mine: labels.SelectorFromSet(labels.Set{LabelInstallation: cfg.Installation, LabelPool: d.ID})}
+	p.capacity.Store(int64(d.GPUs))
+	p.factory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithNamespace(cfg.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = p.mine.String() }))
+	p.pods = p.factory.Core().V1().Pods().Informer()
+	p.cluster = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0)
+	p.nodes = p.cluster.Core().V1().Nodes().Informer()
+	p.allPods = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = "status.phase!=Succeeded,status.phase!=Failed"
+		})).Core().V1().Pods().Informer()
+	recount := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { p.recount() },
+		UpdateFunc: func(any, any) { p.recount() },
+		DeleteFunc: func(any) { p.recount() },
+	}
+	for _, inf := range []cache.SharedIndexInformer{p.nodes, p.allPods} {
+		if _, err := inf.AddEventHandler(recount); err != nil {
+			return nil, fmt.Errorf("kubernetes pool %q: %w", d.ID, err)
+		}
+	}
+	if _, err := p.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { p.observe(o) },
+		UpdateFunc: func(_, o any) { p.observe(o) },
+		DeleteFunc: func(o any) { p.deleted(o) },
+	}); err != nil {
+		return nil, fmt.Errorf("kubernetes pool %q: %w", d.ID, err)
+	}
+	run, stop := context.WithCancel(context.Background())
+	p.stop = stop
+	go p.pods.Run(run.Done())
+	go p.nodes.Run(run.Done())
+	go p.allPods.Run(run.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), p.pods.HasSynced, p.nodes.HasSynced, p.allPods.HasSynced) {
+		stop()
+		return nil, fmt.Errorf("kubernetes pool %q: the watches did not sync: %w", d.ID, cmp.Or(ctx.Err(), errors.New("stopped")))
+	}
+	p.recount()
+	go p.watchPending(run)
+	return p, nil
+}
+
+// ProductLabelValue is the nvidia.com/gpu.product value of a GPU type as GPU Feature
+// Discovery writes it: spaces become dashes.
+func ProductLabelValue(gpuType string) string {
+	b := []byte(gpuType)
+	for i, c := range b {
+		if c == ' ' {
+			b[i] = '-'
+		}
+	}
+	return string(b)
+}
+
+// Close stops the pool's watches; its pods keep running (Shutdown deletes them).
+func (p *Pool) Close() { p.stop() }
+
+// Describe returns the pool's description, with its capacity now.
+func (p *Pool) Describe() core.Pool {
+	d := p.desc
+	d.CUDAVersions = append([]string(nil), d.CUDAVersions...)
+	return d
+}
+
+// Capacity returns the GPUs (or CPU slots) the pool's workers may hold in all: the
+// allocatable resource of the ready, schedulable nodes that match the selector, minus what
+// pods that are not this pool's request there (implements scheduler.Elastic).
+func (p *Pool) Capacity() int { return int(p.capacity.Load()) }
+
+// recount computes Capacity from the watches' caches.
+func (p *Pool) recount() {
+	res := GPUResource
+	if p.desc.CPU {
+		res = corev1.ResourceCPU
+	}
+	perSlot := int64(1)
+	if p.desc.CPU {
+		cpu, _, _ := resources(p.desc, 1, p.cfg)
+		q := cpu[corev1.ResourceCPU]
+		perSlot = max(q.MilliValue(), 1)
+	}
+	free := map[string]int64{}
+	for _, o := range p.nodes.GetStore().List() {
+		n := o.(*corev1.Node)
+		if n.Spec.Unschedulable || !nodeReady(n) || !p.selector.Matches(labels.Set(n.Labels)) {
+			continue
+		}
+		q := n.Status.Allocatable[res]
+		free[n.Name] = q.MilliValue()
+	}
+	for _, o := range p.allPods.GetStore().List() {
+		pod := o.(*corev1.Pod)
+		if _, ok := free[pod.Spec.NodeName]; !ok || p.mine.Matches(labels.Set(pod.Labels)) {
+			continue
+		}
+		for _, c := range pod.Spec.Containers {
+			q := c.Resources.Requests[res]
+			free[pod.Spec.NodeName] -= q.MilliValue()
+		}
+	}
+	var total int64
+	for _, f := range free {
+		if p.desc.CPU {
+			total += max(f, 0) / perSlot
+		} else {
+			total += max(f, 0) / 1000
+		}
+	}
+	p.capacity.Store(total)
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// Start creates the worker's pod and returns; the pod informer reports it running once it is
+// Running and Ready.
+func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
+	if spec.ID == "" || spec.Report == nil {
+		return fmt.Errorf("starting worker %q: the spec needs an ID and a Report", spec.ID)
+	}
+	pod, err := p.podSpec(ctx, spec)
+	if err != nil {
+		return fmt.Errorf("starting worker %s: %w", spec.ID, err)
+	}
+	w := &worker{id: spec.ID, endpoint: spec.Endpoint, events: kit.NewReporter(spec.Report), created: time.Now()}
+	for _, port := range spec.PortEnv {
+		w.ports = append(w.ports, port)
+	}
+	p.mu.Lock()
+	if _, dup := p.workers[spec.ID]; dup {
+		p.mu.Unlock()
+		return fmt.Errorf("starting worker %s: the pool already runs a worker with this id", spec.ID)
+	}
+	p.workers[spec.ID] = w
+	p.mu.Unlock()
+	if _, err := p.cfg.Client.CoreV1().Pods(p.cfg.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		p.mu.Lock()
+		delete(p.workers, spec.ID)
+		p.mu.Unlock()
+		return fmt.Errorf("starting worker %s: creating its pod: %w", spec.ID, err)
+	}
+	if o, ok, _ := p.pods.GetStore().GetByKey(p.cfg.Namespace + "/" + PodName(spec.ID)); ok {
+		p.observe(o) // the informer saw it before the worker was registered
+	}
+	return nil
+}
+
+// PodName is the name of a worker's pod.
+func PodName(worker string) string { return "gantry-" + worker }
+
+// Stop deletes the worker's pod with the pool's grace period; the informer reports the exit.
+func (p *Pool) Stop(ctx context.Context, id string) error {
+	p.mu.Lock()
+	w := p.workers[id]
+	if w != nil {
+		w.stopping = true
+	}
+	p.mu.Unlock()
+	grace := int64(p.cfg.StopGrace / time.Second)
+	err := p.cfg.Client.CoreV1().Pods(p.cfg.Namespace).Delete(ctx, PodName(id), metav1.DeleteOptions{GracePeriodSeconds: &grace})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("stopping worker %s: %w", id, err)
+	}
+	if apierrors.IsNotFound(err) && w != nil {
+		p.exit(w, nil) // the pod was gone before the informer said so
+	}
+	return nil
+}
+
+// Suspend answers scheduler.ErrUnsupported: a pod cannot be paused (see the package doc).
+func (p *Pool) Suspend(context.Context, string) error { return scheduler.ErrUnsupported }
+
+// Resume answers scheduler.ErrUnsupported.
+func (p *Pool) Resume(context.Context, string) error { return scheduler.ErrUnsupported }
+
+// Workers lists the pool's worker pods: those Start created (Known) and those it found with
+// its labels, left by an earlier run or another replica (implements scheduler.WorkerLister).
+func (p *Pool) Workers(context.Context) ([]scheduler.LiveWorker, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []scheduler.LiveWorker
+	for _, o := range p.pods.GetStore().List() {
+		pod := o.(*corev1.Pod)
+		id := pod.Labels[LabelWorker]
+		if id == "" || pod.DeletionTimestamp != nil {
+			continue
+		}
+		w := p.workers[id]
+		if w != nil && w.exited {
+			continue
+		}
+		out = append(out, scheduler.LiveWorker{ID: id, Endpoint: pod.Labels[LabelEndpoint],
+			Started: pod.CreationTimestamp.Time, Known: w != nil})
+	}
+	return out, nil
+}
+
+// Logs returns the last tail lines of the worker's container output, from pods/log
+// (implements scheduler.LogSource).
+func (p *Pool) Logs(ctx context.Context, id string, tail int) (io.ReadCloser, error) {
+	lines := int64(tail)
+	opts := &corev1.PodLogOptions{Container: "worker"}
+	if tail > 0 {
+		opts.TailLines = &lines
+	}
+	rc, err := p.cfg.Client.CoreV1().Pods(p.cfg.Namespace).GetLogs(PodName(id), opts).Stream(ctx)
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("logs of worker %s: its pod is gone: %w", id, fs.ErrNotExist)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("logs of worker %s: %w", id, err)
+	}
+	return rc, nil
+}
+
+// Shutdown deletes the pods of the pool's workers and waits until each reported its exit or
+// ctx ends.
+func (p *Pool) Shutdown(ctx context.Context) error {
+	p.mu.Lock()
+	var ids []string
+	for id, w := range p.workers {
+		if !w.exited {
+			ids = append(ids, id)
+		}
+	}
+	p.mu.Unlock()
+	var errs []error
+	for _, id := range ids {
+		errs = append(errs, p.Stop(ctx, id))
+	}
+	for {
+		p.mu.Lock()
+		left := 0
+		for _, w := range p.workers {
+			if !w.exited {
+				left++
+			}
+		}
+		p.mu.Unlock()
+		if left == 0 {
+			return errors.Join(errs...)
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(append(errs, fmt.Errorf("%d worker pods still exiting: %w", left, ctx.Err()))...)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// observe maps a pod's status to the worker's events.
+func (p *Pool) observe(o any) {
+	pod, ok := o.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	p.mu.Lock()
+	w := p.workers[pod.Labels[LabelWorker]]
+	if w == nil || w.exited {
+		p.mu.Unlock()
+		return
+	}
+	st := State(pod, time.Now(), p.cfg.UnschedulableAfter)
+	switch {
+	case st.Gone:
+		p.mu.Unlock()
+		p.exit(w, st.Err)
+		if pod.DeletionTimestamp == nil { // a bare pod stays until deleted
+			grace := int64(0)
+			if err := p.cfg.Client.CoreV1().Pods(p.cfg.Namespace).Delete(context.Background(), pod.Name,
+				metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil && !apierrors.IsNotFound(err) {
+				p.cfg.Log.Error("deleting an exited worker's pod", "pod", pod.Name, "err", err)
+			}
+		}
+		return
+	case st.Running && !w.running:
+		w.running, w.waiting = true, false
+		addrs := map[int]string{}
+		for _, port := range w.ports {
+			addrs[port] = net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(port))
+		}
+		w.events.Queue(scheduler.WorkerEvent{Worker: w.id, State: scheduler.WorkerRunning, At: time.Now(), Addrs: addrs})
+	case st.Waiting != "" && !w.waiting && !w.running:
+		w.waiting = true
+		w.events.Queue(scheduler.WorkerEvent{Worker: w.id, State: scheduler.WorkerWaiting, At: time.Now(), Err: errors.New(st.Waiting)})
+	}
+	p.mu.Unlock()
+	w.events.Flush()
+}
+
+// deleted reports the exit of a worker whose pod is gone.
+func (p *Pool) deleted(o any) {
+	if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		o = t.Obj
+	}
+	pod, ok := o.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	p.mu.Lock()
+	w := p.workers[pod.Labels[LabelWorker]]
+	p.mu.Unlock()
+	if w == nil {
+		return
+	}
+	var err error
+	if st := State(pod, time.Now(), p.cfg.UnschedulableAfter); st.Gone {
+		err = st.Err
+	} else {
+		p.mu.Lock()
+		stopping := w.stopping
+		p.mu.Unlock()
+		if !stopping {
+			err = &ExitError{Reason: "Deleted", Message: "the pod was deleted by someone other than Gantry"}
+		}
+	}
+	p.exit(w, err)
+}
+
+// exit reports WorkerExited once and forgets the worker.
+func (p *Pool) exit(w *worker, err error) {
+	p.mu.Lock()
+	if w.exited {
+		p.mu.Unlock()
+		return
+	}
+	w.exited = true
+	if w.stopping { // the contract: a worker stopped by Stop exits without an error
+		err = nil
+	}
+	w.exitErr = err
+	delete(p.workers, w.id)
+	w.events.Queue(scheduler.WorkerEvent{Worker: w.id, State: scheduler.WorkerExited, At: time.Now(), Err: err, Stopped: w.stopping})
+	p.mu.Unlock()
+	w.events.Flush()
+}
+
+// watchPending re-reads pending pods every second, so that a pod that stays unschedulable
+// past the bound is reported waiting even when nothing about it changes.
+func (p *Pool) watchPending(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, o := range p.pods.GetStore().List() {
+			if pod := o.(*corev1.Pod); pod.Status.Phase == corev1.PodPending {
+				p.observe(pod)
+			}
+		}
+	}
+}
+
+// ExitError is the error of a WorkerExited event: why the pod ended, in the cluster's words
+// (Reason is OOMKilled, Error, Evicted, ErrImagePull, ImagePullBackOff, InvalidImageName,
+// CrashLoopBackOff, NodeLost, Deleted, ...).
+type ExitError struct {
+	Reason   string
+	Message  string
+	ExitCode int32 // the container's exit status, when it ran
+}
+
+func (e *ExitError) Error() string {
+	s := "pod " + e.Reason
+	if e.ExitCode != 0 {
+		s += " (exit status " + strconv.Itoa(int(e.ExitCode)) + ")"
+	}
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	return s
+}
+
+// PodState is what a pod's status means for its worker.
+type PodState struct {
+	Running bool   // Running and Ready: the worker started
+	Waiting string // Pending and unschedulable past the bound: the cluster scheduler's message
+	Gone    bool   // the worker is gone
+	Err     error  // why, when it did not exit with status 0
+}
+
+// State maps a pod's status to its worker's state at now; a pod unschedulable for longer than
+// after is waiting.
+func State(pod *corev1.Pod, now time.Time, after time.Duration) PodState {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil {
+			switch w.Reason {
+			case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CrashLoopBackOff", "CreateContainerConfigError", "CreateContainerError":
+				return PodState{Gone: true, Err: &ExitError{Reason: w.Reason, Message: w.Message}}
+			}
+		}
+	}
+	switch pod.Status.Phase {
+	case corev1.PodFailed, corev1.PodSucceeded:
+		e := &ExitError{Reason: cmp.Or(pod.Status.Reason, string(pod.Status.Phase)), Message: pod.Status.Message}
+		for _, cs := range pod.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil {
+				e.Reason, e.ExitCode = cmp.Or(t.Reason, e.Reason), t.ExitCode
+				e.Message = cmp.Or(t.Message, e.Message)
+			}
+		}
+		if pod.Status.Phase == corev1.PodSucceeded {
+			return PodState{Gone: true}
+		}
+		return PodState{Gone: true, Err: e}
+	case corev1.PodRunning:
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				return PodState{Running: true}
+			}
+		}
+	case corev1.PodPending:
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable &&
+				now.Sub(pod.CreationTimestamp.Time) >= after {
+				return PodState{Waiting: cmp.Or(c.Message, "the cluster has no node for the pod")}
+			}
+		}
+	}
+	return PodState{}
+}
+
+// Interface guards.
+var (
+	_ scheduler.Elastic      = (*Pool)(nil)
+	_ scheduler.WorkerLister = (*Pool)(nil)
+	_ scheduler.LogSource    = (*Pool)(nil)
+)
