@@ -58,7 +58,7 @@ registries:
 
 	for yaml, want := range map[string]string{
 		"pools: [{id: p, gpuType: CPU, count: 1, docker: {}}]":                               "a docker section needs adapter: docker",
-		"pools: [{id: p, adapter: k8s, gpuType: CPU, count: 1}]":                             `unknown adapter "k8s" (available: docker, process, runpod)`,
+		"pools: [{id: p, adapter: k8s, gpuType: CPU, count: 1}]":                             `unknown adapter "k8s" (available: docker, kubernetes, process, runpod)`,
 		"pools: [{id: p, gpuType: X, count: 1, runpod: {apiKeyEnv: K}}]":                     "a runpod section needs adapter: runpod",
 		"pools: [{id: p, adapter: docker, gpuType: CPU, count: 1, docker: {hots: x}}]":       "pools[0].docker.hots: unknown key",
 		"registries: [{id: r, username: u}]":                                                 "give password or passwordEnv",
