@@ -40,8 +40,10 @@ type JobStore interface {
 	// Update applies change to the job if its status is in from, and stores the result (on
 	// disk before Update returns with durable). Otherwise it returns a *StateError holding the
 	// status found, and nothing changes: this is how a late post can never overwrite a
-	// terminal state. change runs under the job's lock and must not call the store; an error
-	// from it aborts the update and is returned as is. A change to IN_QUEUE queues the job
+	// terminal state. change must only change the job it is given: it must not call the store
+	// or have other effects, because a store may run it more than once (the PostgreSQL store
+	// retries it when a concurrent write won; the in-process store runs it once, under the
+	// job's lock). An error from it aborts the update and is returned as is. A change to IN_QUEUE queues the job
 	// again, at the back; a change to IN_PROGRESS is refused (that is Take's), as is a change
 	// of ID, Endpoint, Owner or Seq. ErrNotFound when there is no such job.
 	Update(ctx context.Context, id string, from StatusSet, change func(*Job) error, durable bool) (Job, error)
