@@ -63,23 +63,16 @@ func (a *app) endpointCmd(ctx context.Context, args []string) error {
 		}
 		return cn.out.endpoints(&e.Response)
 	case "list":
-		var all []oas.Endpoint
-		cursor := ""
-		for {
+		all, err := listAll(limit, func(cursor string) ([]oas.Endpoint, oas.OptString, error) {
 			page, err := answer[oas.EndpointListHeaders](cn.api.ListEndpoints(ctx, oas.ListEndpointsParams{
 				Limit: oas.NewOptInt(100), Cursor: optString(cursor)})).get(cn, "listing endpoints")
 			if err != nil {
-				return err
+				return nil, oas.OptString{}, err
 			}
-			all = append(all, page.Response.Items...)
-			next, more := page.Response.NextCursor.Get()
-			if !more || (limit > 0 && len(all) >= limit) {
-				break
-			}
-			cursor = next
-		}
-		if limit > 0 && len(all) > limit {
-			all = all[:limit]
+			return page.Response.Items, page.Response.NextCursor, nil
+		})
+		if err != nil {
+			return err
 		}
 		return cn.out.endpoints(&oas.EndpointList{Items: all}, all...)
 	case "get":
@@ -224,20 +217,16 @@ func (a *app) templateCmd(ctx context.Context, args []string) error {
 		}
 		return cn.out.templates(&t.Response)
 	case "list":
-		var all []oas.Template
-		cursor := ""
-		for {
+		all, err := listAll(0, func(cursor string) ([]oas.Template, oas.OptString, error) {
 			page, err := answer[oas.TemplateListHeaders](cn.api.ListTemplates(ctx, oas.ListTemplatesParams{
 				Limit: oas.NewOptInt(100), Cursor: optString(cursor)})).get(cn, "listing templates")
 			if err != nil {
-				return err
+				return nil, oas.OptString{}, err
 			}
-			all = append(all, page.Response.Items...)
-			next, more := page.Response.NextCursor.Get()
-			if !more {
-				break
-			}
-			cursor = next
+			return page.Response.Items, page.Response.NextCursor, nil
+		})
+		if err != nil {
+			return err
 		}
 		return cn.out.templates(&oas.TemplateList{Items: all}, all...)
 	case "get":
@@ -319,4 +308,27 @@ func optString(s string) oas.OptString {
 		return oas.OptString{}
 	}
 	return oas.NewOptString(s)
+}
+
+// listAll follows a list's cursor from the first page, stopping once it has limit items
+// (0: all of them), and returns at most limit.
+func listAll[T any](limit int, page func(cursor string) ([]T, oas.OptString, error)) ([]T, error) {
+	var all []T
+	cursor := ""
+	for {
+		items, next, err := page(cursor)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, items...)
+		c, more := next.Get()
+		if !more || (limit > 0 && len(all) >= limit) {
+			break
+		}
+		cursor = c
+	}
+	if limit > 0 && len(all) > limit {
+		all = all[:limit]
+	}
+	return all, nil
 }
