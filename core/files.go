@@ -176,3 +176,19 @@ func (fs *Files) OpenJobFile(jobID, nameOrURL string) (io.ReadSeekCloser, FileIn
 func (fs *Files) Sweep(ctx context.Context) (int, error) {
 	return fs.Store.RemoveBefore(ctx, fs.Clock.Now().Add(-fs.ttl()))
 }
+
+// ContextReader reads from r until ctx is done, then answers ctx's error: a FileStore's copy
+// from a slow client stops when the request is abandoned.
+func ContextReader(ctx context.Context, r io.Reader) io.Reader { return ctxReader{ctx, r} }
+
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}

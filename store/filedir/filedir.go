@@ -53,7 +53,7 @@ func (d *Dir) CreateFile(ctx context.Context, name string, r io.Reader, max int6
 		return 0, err
 	}
 	defer os.Remove(tmp.Name())
-	n, err := io.Copy(tmp, io.LimitReader(ctxReader{ctx, r}, max+1))
+	n, err := io.Copy(tmp, io.LimitReader(core.ContextReader(ctx, r), max+1))
 	if err == nil && n > max {
 		err = core.Errorf(core.KindTooLarge, "the file is larger than the limit of %d MB", max>>20)
 	}
@@ -76,20 +76,6 @@ func (d *Dir) CreateFile(ctx context.Context, name string, r io.Reader, max int6
 		return 0, err
 	}
 	return n, nil
-}
-
-// ctxReader reads from r until ctx is done, then answers ctx's error: a copy from a slow
-// client stops when the request is abandoned.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
 
 // OpenFile opens a file; core.ErrNotFound when there is none.

@@ -24,7 +24,7 @@ func (s *Store) CreateFile(ctx context.Context, name string, r io.Reader, max in
 		return 0, err
 	}
 	var buf bytes.Buffer
-	n, err := buf.ReadFrom(io.LimitReader(ctxReader{ctx, r}, max+1))
+	n, err := buf.ReadFrom(io.LimitReader(core.ContextReader(ctx, r), max+1))
 	switch {
 	case err != nil:
 		return 0, err
@@ -73,19 +73,6 @@ func (s *Store) RemoveBefore(ctx context.Context, t time.Time) (int, error) {
 		}
 	}
 	return n, nil
-}
-
-// ctxReader reads from r until ctx is done, then answers ctx's error.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
 
 type nopCloser struct{ *bytes.Reader }

@@ -39,7 +39,7 @@ func (db *DB) CreateFile(ctx context.Context, name string, r io.Reader, max int6
 		}
 		buf := make([]byte, fileChunk)
 		for seq := 0; ; seq++ {
-			n, err := io.ReadFull(ctxReader{ctx, r}, buf)
+			n, err := io.ReadFull(core.ContextReader(ctx, r), buf)
 			size += int64(n)
 			if size > max {
 				return core.Errorf(core.KindTooLarge, "the file is larger than the limit of %d MB", max>>20)
@@ -140,18 +140,5 @@ func (f *fileReader) Seek(offset int64, whence int) (int64, error) {
 }
 
 func (f *fileReader) Close() error { return nil }
-
-// ctxReader reads from r until ctx is done, then answers ctx's error.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
-}
 
 var _ core.FileStore = (*DB)(nil)
