@@ -154,6 +154,9 @@ func (h *handler) ListCatalogGpus(ctx context.Context, params oas.ListCatalogGpu
 		if p.MemoryGB > 0 {
 			g.MemoryInGb = oas.NewOptInt(p.MemoryGB)
 		}
+		if why := cat.PoolUnhealthy(p.ID); why != "" {
+			g.Unhealthy = oas.NewOptString(why)
+		}
 		if withAvail {
 			g.CudaVersions = slices.Clone(p.CUDAVersions)
 			if g.CudaVersions == nil {

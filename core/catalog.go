@@ -52,6 +52,9 @@ type Catalog struct {
 	// Total returns a pool's capacity now, for pools whose capacity changes (a cluster's
 	// allocatable GPUs); nil = the count each pool was declared with.
 	Total func(poolID string) int
+	// Unhealthy returns why a pool cannot start workers now ("" when it can), for pools that
+	// can tell (a cloud API refusing the pool's key); nil = every pool is healthy.
+	Unhealthy func(poolID string) string
 	// CanRun reports whether a pool can run an image, and when it cannot, why and how to fix
 	// it; nil = every pool may run every image (see ImageRunner).
 	CanRun ImageRunner
@@ -118,6 +121,14 @@ func (c *Catalog) PublicTemplate(id string) (Template, bool) {
 		return Template{}, false
 	}
 	return c.templates[i], true
+}
+
+// PoolUnhealthy returns why the pool cannot start workers now; "" when it can.
+func (c *Catalog) PoolUnhealthy(id string) string {
+	if c.Unhealthy == nil {
+		return ""
+	}
+	return c.Unhealthy(id)
 }
 
 // AvailableGPUs returns the GPUs (or slots) of the pool not reserved now.

@@ -2781,9 +2781,15 @@ func (s *GpuType) encodeFields(e *jx.Encoder) {
 			s.MaxGpuCount.Encode(e)
 		}
 	}
+	{
+		if s.Unhealthy.Set {
+			e.FieldStart("unhealthy")
+			s.Unhealthy.Encode(e)
+		}
+	}
 }
 
-var jsonFieldsNameOfGpuType = [9]string{
+var jsonFieldsNameOfGpuType = [10]string{
 	0: "id",
 	1: "displayName",
 	2: "memoryInGb",
@@ -2793,6 +2799,7 @@ var jsonFieldsNameOfGpuType = [9]string{
 	6: "cudaVersions",
 	7: "available",
 	8: "maxGpuCount",
+	9: "unhealthy",
 }
 
 // Decode decodes GpuType from json.
@@ -2912,6 +2919,16 @@ func (s *GpuType) Decode(d *jx.Decoder) error {
 				return nil
 			}(); err != nil {
 				return errors.Wrap(err, "decode field \"maxGpuCount\"")
+			}
+		case "unhealthy":
+			if err := func() error {
+				s.Unhealthy.Reset()
+				if err := s.Unhealthy.Decode(d); err != nil {
+					return err
+				}
+				return nil
+			}(); err != nil {
+				return errors.Wrap(err, "decode field \"unhealthy\"")
 			}
 		default:
 			return d.Skip()

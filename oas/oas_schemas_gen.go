@@ -1579,6 +1579,9 @@ type GpuType struct {
 	Available OptInt `json:"available"`
 	// With `include=AVAILABILITY`. The largest `gpu.count` that fits.
 	MaxGpuCount OptInt `json:"maxGpuCount"`
+	// Present only while the pool cannot start workers, saying why in the pool's words (a cloud GPU pool
+	// whose API refuses its key: 401 or 403). It clears once the pool can start workers again.
+	Unhealthy OptString `json:"unhealthy"`
 }
 
 // GetID returns the value of ID.
@@ -1626,6 +1629,11 @@ func (s *GpuType) GetMaxGpuCount() OptInt {
 	return s.MaxGpuCount
 }
 
+// GetUnhealthy returns the value of Unhealthy.
+func (s *GpuType) GetUnhealthy() OptString {
+	return s.Unhealthy
+}
+
 // SetID sets the value of ID.
 func (s *GpuType) SetID(val string) {
 	s.ID = val
@@ -1669,6 +1677,11 @@ func (s *GpuType) SetAvailable(val OptInt) {
 // SetMaxGpuCount sets the value of MaxGpuCount.
 func (s *GpuType) SetMaxGpuCount(val OptInt) {
 	s.MaxGpuCount = val
+}
+
+// SetUnhealthy sets the value of Unhealthy.
+func (s *GpuType) SetUnhealthy(val OptString) {
+	s.Unhealthy = val
 }
 
 // Ref: #/components/schemas/Health

@@ -103,6 +103,19 @@ func (p *Placer) Total(id string) int {
 	return 0
 }
 
+// Unhealthy returns why the pool cannot start workers now, for pools that say so
+// (HealthReporter); "" when it can, or the pool does not tell, or is unknown.
+func (p *Placer) Unhealthy(id string) string {
+	if s, ok := p.slots[id]; ok {
+		if h, ok := s.pool.(HealthReporter); ok {
+			if err := h.Health(); err != nil {
+				return err.Error()
+			}
+		}
+	}
+	return ""
+}
+
 // Reservation is capacity held for one worker until Release.
 type Reservation struct {
 	s        *slot

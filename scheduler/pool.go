@@ -50,6 +50,14 @@ type Elastic interface {
 	Capacity() int
 }
 
+// HealthReporter is implemented by pools that can be unable to start any worker for a while
+// for a reason of their own (a cloud API that refuses the pool's key): Health says why, in the
+// pool's words, or nil while the pool can start workers. The catalog shows the reason. It must
+// answer from memory, without blocking.
+type HealthReporter interface {
+	Health() error
+}
+
 // WorkerLister is implemented by pools whose workers may outlive the server or be found
 // without it (containers, pods): Workers lists the live ones, those Start accepted and those
 // an earlier run of Gantry left, so that the scheduler can reap the workers it does not know.

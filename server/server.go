@@ -269,7 +269,8 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 	}
 	catalog.Available = sched.Placer().Free
 	catalog.Total = sched.Placer().Total
-	catalog.CanRun = sched.Placer().CanRun // an image no listed pool can run is refused (422)
+	catalog.Unhealthy = sched.Placer().Unhealthy // a pool whose cloud refuses its key says why
+	catalog.CanRun = sched.Placer().CanRun       // an image no listed pool can run is refused (422)
 	mgmt := &core.Management{
 		Endpoints: s.st.endpoints, Templates: s.st.templates, Clock: clock, Catalog: catalog,
 		OnChange: sched.Set, // new scaling, bounds or GPUs take effect at once

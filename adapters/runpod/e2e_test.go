@@ -1,6 +1,7 @@
 package runpod_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -29,44 +30,8 @@ import (
 // output; when Gantry stops, the pod is terminated.
 func TestJobsFlowThroughTheFakeCloud(t *testing.T) {
 	t.Parallel()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fake := runpodfake.New(runpodfake.Config{Key: runpod.TestKey, Provision: 50 * time.Millisecond, Boot: 50 * time.Millisecond,
-		StopGrace: 5 * time.Second,
-		GPUs:      []runpodfake.GPU{{ID: "NVIDIA L40S", Name: "L40S", MemoryGB: 48, Price: 0.86, MaxCount: 8, CUDA: []string{"12.4", "12.8"}}},
-		Runner: runpodfake.ProcessRunner{
-			Images: map[string][]string{runpod.TestEchoImage: {self, "-test.run=^$", "echo"}},
-			Env:    []string{runpod.WorkerModeEnv + "=run"},
-		}})
-	cloud := httptest.NewServer(fake)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool, err := runpod.New(context.Background(), runpod.Config{
-		Pool: core.Pool{ID: "burst", GPUType: "NVIDIA L40S", GPUs: 2}, API: cloud.URL, APIKeyEnv: runpod.TestKeyEnv,
-		PublicURL: "http://" + ln.Addr().String(), Poll: 50 * time.Millisecond, MaxPods: 1, Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		ln.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { // after the server's shutdown, which stops its workers
-		ctx, cancel := context.WithTimeout(context.Background(), testkit.WaitTimeout)
-		defer cancel()
-		if err := pool.Shutdown(ctx); err != nil {
-			t.Error(err)
-		}
-		pool.Close()
-		if pods := fake.Pods(); len(pods) != 0 {
-			t.Errorf("pods left after Gantry stopped: %+v", pods)
-		}
-		cloud.Close()
-		fake.Close()
-	})
-	s := servertest.New(t, server.Config{}, server.Options{Pools: []scheduler.Pool{pool}, Listener: ln})
-	key := servertest.Key(t, s, "alice", core.ScopeAll)
+	g := newGantry(t, runpod.Config{Pool: core.Pool{ID: "burst", GPUType: "NVIDIA L40S", GPUs: 2}, MaxPods: 1})
+	fake, s, key, ln := g.fake, g.server, g.key, g.ln
 
 	var ep struct{ ID string }
 	post(t, s.URL()+"/v2/serverless", key, `{"name":"echo","type":"QUEUE","templateId":"gantry-echo","gpu":{"pools":["burst"]},`+
@@ -92,6 +57,22 @@ func TestJobsFlowThroughTheFakeCloud(t *testing.T) {
 	var other struct{ ID string }
 	post(t, s.URL()+"/v2/serverless", key, `{"name":"echo2","type":"QUEUE","templateId":"gantry-echo","gpu":{"pools":["burst"]},`+
 		`"scaling":{"type":"QUEUE_DELAY","queueDelay":4},"workers":{"max":1}}`, http.StatusCreated, &other)
+	// The pod's token is its worker's alone: refused on another endpoint's routes and on
+	// another worker's (core's worker-token tests check that it expires; every pool's workers
+	// get the same tokens).
+	tok, worker := env["RUNPOD_AI_API_KEY"], env[runpod.EnvWorker]
+	for _, c := range []struct {
+		path string
+		want int
+	}{
+		{"/v2/" + ep.ID + "/ping/" + worker, http.StatusOK},
+		{"/v2/" + other.ID + "/ping/" + worker, http.StatusForbidden},
+		{"/v2/" + ep.ID + "/ping/" + ep.ID + "-another", http.StatusForbidden},
+	} {
+		if got := status(t, s.URL()+c.path+"?gpu=L40S", tok); got != c.want {
+			t.Errorf("GET %s with the pod's worker token = %d; want %d", c.path, got, c.want)
+		}
+	}
 	var queued struct{ ID, Status string }
 	post(t, s.URL()+"/v2/"+other.ID+"/run", key, `{"input":{"n":2}}`, http.StatusOK, &queued)
 	var health struct {
@@ -115,6 +96,88 @@ func TestJobsFlowThroughTheFakeCloud(t *testing.T) {
 	if want := `{"id":"NVIDIA L40S","displayName":"L40S","memoryInGb":48,"pool":"burst","count":2,"dataCenterId":"RUNPOD"}`; !strings.Contains(string(b), want) {
 		t.Errorf("GET /v2/catalog/gpus = %s; want %s", b, want)
 	}
+}
+
+// TestCatalogSaysWhyAPoolIsUnhealthy checks that Gantry's GPU catalog names the reason while
+// RunPod refuses the pool's key (403: a key without the permission), and drops it once
+// RunPod accepts the key again, the entry then as it was.
+func TestCatalogSaysWhyAPoolIsUnhealthy(t *testing.T) {
+	t.Parallel()
+	g := newGantry(t, runpod.Config{Pool: core.Pool{ID: "burst", GPUType: "NVIDIA L40S", GPUs: 2}, CatalogEvery: 100 * time.Millisecond})
+	url := g.server.URL() + "/v2/catalog/gpus?include=AVAILABILITY"
+	healthy := string(get(t, url, g.key, nil))
+	if strings.Contains(healthy, "unhealthy") {
+		t.Fatalf("GET /v2/catalog/gpus of a healthy pool = %s; want no unhealthy field", healthy)
+	}
+	g.fake.Forbid(true)
+	var gpus []struct{ Pool, Unhealthy string }
+	testkit.Eventually(t, "the catalog saying the pool is unhealthy", func() bool {
+		get(t, url, g.key, &gpus)
+		return len(gpus) == 1 && gpus[0].Unhealthy != ""
+	})
+	if why := gpus[0].Unhealthy; !strings.Contains(why, "RunPod refuses the API key in $"+runpod.TestKeyEnv) || !strings.Contains(why, "403") {
+		t.Errorf("catalog entry's unhealthy = %q; want it to name the key's variable and the 403", why)
+	}
+	g.fake.Forbid(false)
+	testkit.Eventually(t, "the catalog entry as it was once RunPod accepts the key", func() bool {
+		return string(get(t, url, g.key, nil)) == healthy
+	})
+}
+
+// gantry is a whole Gantry whose one pool rents from a fake RunPod, each pod's container
+// Gantry's echo worker run as a local process with the pod's environment.
+type gantry struct {
+	fake   *runpodfake.Fake
+	pool   *runpod.Pool
+	server *server.Server
+	key    string       // an API key of every scope
+	ln     net.Listener // the server's: the pool's public URL
+}
+
+// newGantry starts a Gantry with a runpod pool of cfg (its API, key, public URL and log filled
+// in) on a fake RunPod offering L40S GPUs. When the test ends, Gantry stops, and no pod may be
+// left.
+func newGantry(t *testing.T, cfg runpod.Config) *gantry {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := runpodfake.New(runpodfake.Config{Key: runpod.TestKey, Provision: 50 * time.Millisecond, Boot: 50 * time.Millisecond,
+		StopGrace: 5 * time.Second,
+		GPUs:      []runpodfake.GPU{{ID: "NVIDIA L40S", Name: "L40S", MemoryGB: 48, Price: 0.86, MaxCount: 8, CUDA: []string{"12.4", "12.8"}}},
+		Runner: runpodfake.ProcessRunner{
+			Images: map[string][]string{runpod.TestEchoImage: {self, "-test.run=^$", "echo"}},
+			Env:    []string{runpod.WorkerModeEnv + "=run"},
+		}})
+	cloud := httptest.NewServer(fake)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.API, cfg.APIKeyEnv, cfg.PublicURL = cloud.URL, runpod.TestKeyEnv, "http://"+ln.Addr().String()
+	cfg.Poll = cmp.Or(cfg.Poll, 50*time.Millisecond)
+	cfg.Log = slog.New(slog.DiscardHandler)
+	pool, err := runpod.New(context.Background(), cfg)
+	if err != nil {
+		ln.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // after the server's shutdown, which stops its workers
+		ctx, cancel := context.WithTimeout(context.Background(), testkit.WaitTimeout)
+		defer cancel()
+		if err := pool.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+		pool.Close()
+		if pods := fake.Pods(); len(pods) != 0 {
+			t.Errorf("pods left after Gantry stopped: %+v", pods)
+		}
+		cloud.Close()
+		fake.Close()
+	})
+	s := servertest.New(t, server.Config{}, server.Options{Pools: []scheduler.Pool{pool}, Listener: ln})
+	return &gantry{fake: fake, pool: pool, server: s, key: servertest.Key(t, s, "alice", core.ScopeAll), ln: ln}
 }
 
 // get answers a GET's body, decoded into into when it is not nil; it fails the test unless
@@ -141,6 +204,22 @@ func get(t *testing.T, url, key string, into any) []byte {
 		}
 	}
 	return b
+}
+
+// status answers the status of a GET with a bearer token.
+func status(t *testing.T, url, token string) int {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 func post(t *testing.T, url, key, body string, want int, into any) {
