@@ -163,7 +163,7 @@ func (h *handler) ListCatalogGpus(ctx context.Context, params oas.ListCatalogGpu
 				g.CudaVersions = []string{}
 			}
 			g.Available = oas.NewOptInt(cat.AvailableGPUs(p))
-			g.MaxGpuCount = oas.NewOptInt(p.GPUsPerWorkerMax())
+			g.MaxGpuCount = oas.NewOptInt(cat.GPUsPerWorkerMax(p.ID))
 		}
 		out = append(out, g)
 	}

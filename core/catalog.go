@@ -123,6 +123,19 @@ func (c *Catalog) PublicTemplate(id string) (Template, bool) {
 	return c.templates[i], true
 }
 
+// GPUsPerWorkerMax returns the largest gpu.count a worker placed on pool id may ask for: by
+// the pool's description or by its capacity now, whichever allows more. A pool whose capacity
+// changes (a cluster, a cloud's stock) takes workers of its size even while it has no room
+// for one. 0 for an unknown pool.
+func (c *Catalog) GPUsPerWorkerMax(id string) int {
+	i := slices.IndexFunc(c.pools, func(p Pool) bool { return p.ID == id })
+	if i < 0 {
+		return 0
+	}
+	live, _ := c.Pool(id)
+	return max(c.pools[i].GPUsPerWorkerMax(), live.GPUsPerWorkerMax())
+}
+
 // PoolUnhealthy returns why the pool cannot start workers now; "" when it can.
 func (c *Catalog) PoolUnhealthy(id string) string {
 	if c.Unhealthy == nil {

@@ -26,3 +26,25 @@ func TestSortCUDAVersions(t *testing.T) {
 		}
 	}
 }
+
+// TestGPUsPerWorkerMaxIgnoresCapacityNow checks that a pool whose capacity changes (Total) still
+// takes workers of its size while it has no room: the per-worker limit comes from its
+// description.
+func TestGPUsPerWorkerMaxIgnoresCapacityNow(t *testing.T) {
+	t.Parallel()
+	cat := core.NewCatalog([]core.Pool{{ID: "elastic", GPUs: 8, PerWorker: 4}, {ID: "fixed", GPUs: 2}, {ID: "grown", GPUs: 1, PerWorker: 8}}, nil, nil)
+	cat.Total = func(id string) int {
+		if id == "grown" {
+			return 16 // a cluster with more GPUs than declared
+		}
+		return 0
+	}
+	for id, want := range map[string]int{"elastic": 4, "fixed": 2, "grown": 8, "unknown": 0} {
+		if got := cat.GPUsPerWorkerMax(id); got != want {
+			t.Errorf("GPUsPerWorkerMax(%s) with no capacity now = %d; want %d", id, got, want)
+		}
+	}
+	if p, _ := cat.Pool("elastic"); p.GPUs != 0 {
+		t.Errorf("Pool(elastic).GPUs = %d; want the capacity now, 0", p.GPUs)
+	}
+}

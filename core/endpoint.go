@@ -195,7 +195,7 @@ func checkRules(e *Endpoint, idleTimeoutGiven bool, cat *Catalog) []FieldError {
 	if len(pools) > 0 {
 		largest := 0
 		for _, p := range pools {
-			largest = max(largest, p.GPUsPerWorkerMax())
+			largest = max(largest, cat.GPUsPerWorkerMax(p.ID))
 		}
 		if e.GPU.Count > largest {
 			add("$.gpu.count", "%d GPUs per worker is more than any listed pool can give one worker (at most %d)", e.GPU.Count, largest)
