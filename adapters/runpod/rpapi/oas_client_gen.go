@@ -616,6 +616,32 @@ func (c *Client) sendListGpuTypes(ctx context.Context, params ListGpuTypesParams
 			return res, errors.Wrap(err, "encode query")
 		}
 	}
+	{
+		// Encode "cudaVersions" parameter.
+		cfg := uri.QueryParameterEncodingConfig{
+			Name:    "cudaVersions",
+			Style:   uri.QueryStyleForm,
+			Explode: false,
+		}
+
+		if err := q.EncodeParam(cfg, func(e uri.Encoder) error {
+			if params.CudaVersions != nil {
+				return e.EncodeArray(func(e uri.Encoder) error {
+					for i, item := range params.CudaVersions {
+						if err := func() error {
+							return e.EncodeValue(conv.StringToString(item))
+						}(); err != nil {
+							return errors.Wrapf(err, "[%d]", i)
+						}
+					}
+					return nil
+				})
+			}
+			return nil
+		}); err != nil {
+			return res, errors.Wrap(err, "encode query")
+		}
+	}
 	u.RawQuery = q.Values().Encode()
 
 	r, err := ht.NewRequest(ctx, "GET", u)

@@ -650,6 +650,10 @@ func (s *Server) handleListGpuTypesRequest(args [0]string, argsEscaped bool, w h
 					Name: "cloud",
 					In:   "query",
 				}: params.Cloud,
+				{
+					Name: "cudaVersions",
+					In:   "query",
+				}: params.CudaVersions,
 			},
 			Raw: r,
 		}

@@ -424,6 +424,9 @@ type ListGpuTypesParams struct {
 	Product []ListGpuTypesProductItem `json:",omitempty"`
 	Count   OptInt                    `json:",omitempty,omitzero"`
 	Cloud   OptListGpuTypesCloud      `json:",omitempty,omitzero"`
+	// With include=AVAILABILITY: scope availability (and the cudaVersions listed) to machines running one
+	// of these CUDA versions, matched exactly.
+	CudaVersions []string `json:",omitempty"`
 }
 
 func unpackListGpuTypesParams(packed middleware.Parameters) (params ListGpuTypesParams) {
@@ -461,6 +464,15 @@ func unpackListGpuTypesParams(packed middleware.Parameters) (params ListGpuTypes
 		}
 		if v, ok := packed[key]; ok {
 			params.Cloud = v.(OptListGpuTypesCloud)
+		}
+	}
+	{
+		key := middleware.ParameterKey{
+			Name: "cudaVersions",
+			In:   "query",
+		}
+		if v, ok := packed[key]; ok {
+			params.CudaVersions = v.([]string)
 		}
 	}
 	return params
@@ -734,6 +746,84 @@ func decodeListGpuTypesParams(args [0]string, argsEscaped bool, r *http.Request)
 	}(); err != nil {
 		return params, &ogenerrors.DecodeParamError{
 			Name: "cloud",
+			In:   "query",
+			Err:  err,
+		}
+	}
+	// Decode query: cudaVersions.
+	if err := func() error {
+		cfg := uri.QueryParameterDecodingConfig{
+			Name:    "cudaVersions",
+			Style:   uri.QueryStyleForm,
+			Explode: false,
+		}
+
+		if err := q.HasParam(cfg); err == nil {
+			if err := q.DecodeParam(cfg, func(d uri.Decoder) error {
+				params.CudaVersions = nil
+				return d.DecodeArray(func(d uri.Decoder) error {
+					var paramsDotCudaVersionsVal string
+					if err := func() error {
+						val, err := d.DecodeValue()
+						if err != nil {
+							return err
+						}
+
+						c, err := conv.ToString(val)
+						if err != nil {
+							return err
+						}
+
+						paramsDotCudaVersionsVal = c
+						return nil
+					}(); err != nil {
+						return err
+					}
+					params.CudaVersions = append(params.CudaVersions, paramsDotCudaVersionsVal)
+					return nil
+				})
+			}); err != nil {
+				return err
+			}
+			if err := func() error {
+				var failures []validate.FieldError
+				for i, elem := range params.CudaVersions {
+					if err := func() error {
+						if err := (validate.String{
+							MinLength:     0,
+							MinLengthSet:  false,
+							MaxLength:     0,
+							MaxLengthSet:  false,
+							Email:         false,
+							Hostname:      false,
+							Regex:         regexMap["^\\d+\\.\\d+$"],
+							MinNumeric:    0,
+							MinNumericSet: false,
+							MaxNumeric:    0,
+							MaxNumericSet: false,
+						}).Validate(string(elem)); err != nil {
+							return errors.Wrap(err, "string")
+						}
+						return nil
+					}(); err != nil {
+						failures = append(failures, validate.FieldError{
+							Name:  fmt.Sprintf("[%d]", i),
+							Error: err,
+						})
+					}
+				}
+				if len(failures) > 0 {
+					return &validate.Error{Fields: failures}
+				}
+				return nil
+			}(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}(); err != nil {
+		return params, &ogenerrors.DecodeParamError{
+			Name: "cudaVersions",
 			In:   "query",
 			Err:  err,
 		}

@@ -3,7 +3,8 @@
 // documents, on an injected clock. It keeps pods in memory, answers the GPU catalog from its
 // configuration, checks the API key (401) and its permission (403), rate-limits (429 with
 // Retry-After, RateLimit and RateLimit-Policy on every answer), and lets a test inject capacity
-// errors, pods that fail to start and throttling. A Runner, when set, runs each pod's container
+// errors, pods that fail to start and throttling, and change a GPU type's stock (in all its
+// data centers or in one) while it runs. A Runner, when set, runs each pod's container
 // (ProcessRunner: as a local process with the pod's environment).
 //
 // A pod is PROVISIONING for Config.Provision after it is created, then STARTING for
@@ -37,9 +38,35 @@ type GPU struct {
 	CUDA     []string // versions its machines run
 	// DataCenters offer it; "" = {"US-TX-3"}.
 	DataCenters []string
-	// Availability is its stock: "NONE", "LOW", "MEDIUM" or "HIGH"; "" = "HIGH". While it is
-	// NONE, creating a pod of it fails for capacity.
+	// Availability is its stock in each of its data centers: "NONE", "LOW", "MEDIUM" or
+	// "HIGH"; "" = "HIGH". A pod is placed in a data center (of those the create allows) whose
+	// stock is not NONE; with none, the create fails for capacity. SetAvailability and
+	// SetDataCenterAvailability change it while the fake runs.
 	Availability string
+
+	stock map[string]string // data center -> level, over Availability
+}
+
+// level is the GPU's stock in data center dc.
+func (g *GPU) level(dc string) string {
+	if l, ok := g.stock[dc]; ok {
+		return l
+	}
+	return g.Availability
+}
+
+// levelRank orders stock levels.
+var levelRank = map[string]int{"NONE": 0, "LOW": 1, "MEDIUM": 2, "HIGH": 3}
+
+// best is the GPU's best stock among its data centers: the overall level the catalog reports.
+func (g *GPU) best() string {
+	out := "NONE"
+	for _, dc := range g.DataCenters {
+		if l := g.level(dc); levelRank[l] > levelRank[out] {
+			out = l
+		}
+	}
+	return out
 }
 
 // Config configures a Fake.
@@ -201,12 +228,25 @@ func (f *Fake) Forbid(on bool) {
 	f.forbidden = on
 }
 
-// SetAvailability sets the stock of a GPU type ("NONE" makes creates fail for capacity).
+// SetAvailability sets the stock of a GPU type in all its data centers ("NONE" makes creates
+// fail for capacity), as the catalog reports it from then on.
 func (f *Fake) SetAvailability(gpu, level string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if g := f.gpus[gpu]; g != nil {
-		g.Availability = level
+		g.Availability, g.stock = level, nil
+	}
+}
+
+// SetDataCenterAvailability sets the stock of a GPU type in one of its data centers.
+func (f *Fake) SetDataCenterAvailability(gpu, dc, level string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if g := f.gpus[gpu]; g != nil {
+		if g.stock == nil {
+			g.stock = map[string]string{}
+		}
+		g.stock[dc] = level
 	}
 }
 

@@ -249,6 +249,57 @@ func TestCatalogAvailability(t *testing.T) {
 	}
 }
 
+// TestStockChangesAtRunTime checks that the stock a test sets, per GPU type or per data
+// center, is what the catalog reports and where creates place pods (or fail for capacity),
+// and that a cudaVersions filter scopes both the stock and the versions listed.
+func TestStockChangesAtRunTime(t *testing.T) {
+	t.Parallel()
+	two := gpu4090
+	two.DataCenters = []string{"US-TX-3", "EU-RO-1"}
+	f, c, _ := setup(t, runpodfake.Config{GPUs: []runpodfake.GPU{two}}, key)
+	read := func(cuda ...string) rpapi.GpuType {
+		t.Helper()
+		res, err := c.ListGpuTypes(context.Background(), rpapi.ListGpuTypesParams{
+			Include: []rpapi.ListGpuTypesIncludeItem{rpapi.ListGpuTypesIncludeItemAVAILABILITY},
+			Product: []rpapi.ListGpuTypesProductItem{rpapi.ListGpuTypesProductItemPOD}, CudaVersions: cuda})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.(*rpapi.GpuTypeListHeaders).Response.Gpus[0]
+	}
+	levels := func(g rpapi.GpuType) string {
+		out := string(g.Availability.Or("absent"))
+		for _, dc := range g.DataCenters {
+			out += " " + dc.ID + "=" + string(dc.Availability)
+		}
+		return out
+	}
+	in := func(dcs ...string) rpapi.CreatePod {
+		p := gpuPod("p")
+		p.DataCenterIds = dcs
+		return p
+	}
+	f.SetDataCenterAvailability(gpu4090.ID, "US-TX-3", "NONE")
+	f.SetDataCenterAvailability(gpu4090.ID, "EU-RO-1", "LOW")
+	if got, want := levels(read()), "LOW US-TX-3=NONE EU-RO-1=LOW"; got != want {
+		t.Errorf("catalog with US-TX-3 out of stock: %s; want %s", got, want)
+	}
+	wantProblem(t, "a create allowing only the data center out of stock", create(t, c, in("US-TX-3")), http.StatusBadRequest, "no longer any instances available")
+	if p := create(t, c, in("US-TX-3", "EU-RO-1")).(*rpapi.PodHeaders).Response; p.DataCenterId.Or("") != "EU-RO-1" {
+		t.Errorf("a create allowing both data centers placed the pod in %q; want EU-RO-1, the one with stock", p.DataCenterId.Or(""))
+	}
+	f.SetAvailability(gpu4090.ID, "MEDIUM")
+	if got, want := levels(read()), "MEDIUM US-TX-3=MEDIUM EU-RO-1=MEDIUM"; got != want {
+		t.Errorf("catalog after SetAvailability(MEDIUM): %s; want %s", got, want)
+	}
+	if g := read("12.8", "13.0"); levels(g) != "MEDIUM US-TX-3=MEDIUM EU-RO-1=MEDIUM" || len(g.CudaVersions) != 1 || g.CudaVersions[0].Version != "12.8" {
+		t.Errorf("catalog for CUDA 12.8 or 13.0: %s, versions %+v; want the stock, and only 12.8 listed", levels(g), g.CudaVersions)
+	}
+	if g := read("13.0"); levels(g) != "NONE" || len(g.CudaVersions) != 0 {
+		t.Errorf("catalog for CUDA 13.0, which no machine runs: %s, versions %+v; want NONE, no data center, no version", levels(g), g.CudaVersions)
+	}
+}
+
 // FuzzPodStateMachine drives one pod through random actions and clock steps: every answer
 // agrees with the actions the pod listed just before (200 or 204 for one of them, 409 for any
 // other), and the pod's status is always one RunPod documents.

@@ -84,9 +84,6 @@ func (h handler) CreatePod(_ context.Context, req *rpapi.CreatePod) (rpapi.Creat
 		f.failNext = f.failNext[1:]
 		return problem(http.StatusBadRequest, detail), nil
 	}
-	if g.Availability == "NONE" {
-		return problem(http.StatusBadRequest, "There are no longer any instances available with the requested specifications. Please refresh and try again."), nil
-	}
 	var offered []string
 	for _, v := range g.CUDA {
 		if len(gpu.AllowedCudaVersions) == 0 || slices.Contains(gpu.AllowedCudaVersions, v) {
@@ -97,19 +94,18 @@ func (h handler) CreatePod(_ context.Context, req *rpapi.CreatePod) (rpapi.Creat
 	if len(offered) == 0 {
 		return problem(http.StatusBadRequest, fmt.Sprintf("no machine with %s runs CUDA %s", g.ID, strings.Join(gpu.AllowedCudaVersions, " or "))), nil
 	}
-	dc := g.DataCenters[0]
+	allowed := g.DataCenters
 	if len(req.DataCenterIds) > 0 {
-		dc = ""
-		for _, want := range req.DataCenterIds {
-			if slices.Contains(g.DataCenters, want) {
-				dc = want
-				break
-			}
-		}
-		if dc == "" {
+		allowed = slices.DeleteFunc(slices.Clone(req.DataCenterIds), func(dc string) bool { return !slices.Contains(g.DataCenters, dc) })
+		if len(allowed) == 0 {
 			return problem(http.StatusBadRequest, fmt.Sprintf("%s is not offered in %s", g.ID, strings.Join(req.DataCenterIds, ", "))), nil
 		}
 	}
+	i := slices.IndexFunc(allowed, func(dc string) bool { return g.level(dc) != "NONE" })
+	if i < 0 {
+		return problem(http.StatusBadRequest, "There are no longer any instances available with the requested specifications. Please refresh and try again."), nil
+	}
+	dc := allowed[i]
 	price := g.Price
 	if req.Cloud.Or(rpapi.CloudSECURE) == rpapi.CloudCOMMUNITY {
 		price *= 0.7
@@ -243,16 +239,26 @@ func (h handler) ListGpuTypes(_ context.Context, params rpapi.ListGpuTypesParams
 			Price:    rpapi.GpuTypePrice{Secure: g.Price, Community: g.Price * 0.7},
 			MaxCount: rpapi.GpuTypeMaxCount{Secure: g.MaxCount, Community: g.MaxCount}}
 		if avail {
-			level := g.Availability
-			if params.Count.Or(1) > g.MaxCount {
-				level = "NONE"
+			// Every machine of the type runs each of its CUDA versions, so a cudaVersions
+			// filter leaves the stock as it is, or none when it names none of them.
+			cuda := slices.DeleteFunc(slices.Clone(g.CUDA), func(v string) bool {
+				return len(params.CudaVersions) > 0 && !slices.Contains(params.CudaVersions, v)
+			})
+			none := params.Count.Or(1) > g.MaxCount || len(cuda) == 0
+			level := func(l string) rpapi.Availability {
+				if none {
+					return rpapi.AvailabilityNONE
+				}
+				return rpapi.Availability(l)
 			}
-			t.Availability = rpapi.NewOptAvailability(rpapi.Availability(level))
-			for _, dc := range g.DataCenters {
-				t.DataCenters = append(t.DataCenters, rpapi.GpuTypeDataCentersItem{ID: dc, Availability: rpapi.Availability(level)})
+			t.Availability = rpapi.NewOptAvailability(level(g.best()))
+			for _, dc := range g.DataCenters { // none at all when no configuration is on offer
+				if !none {
+					t.DataCenters = append(t.DataCenters, rpapi.GpuTypeDataCentersItem{ID: dc, Availability: level(g.level(dc))})
+				}
 			}
-			for _, v := range g.CUDA {
-				t.CudaVersions = append(t.CudaVersions, rpapi.GpuTypeCudaVersionsItem{Version: v, Available: level != "NONE"})
+			for _, v := range cuda {
+				t.CudaVersions = append(t.CudaVersions, rpapi.GpuTypeCudaVersionsItem{Version: v, Available: level(g.best()) != rpapi.AvailabilityNONE})
 			}
 		}
 		out.Gpus = append(out.Gpus, t)

@@ -214,7 +214,7 @@ func (f *Fake) act(ctx context.Context, p *pod, a rpapi.PodAction) error {
 		p.status, p.since = Exited, f.clock.Now()
 		p.system("pod stopped; its GPUs are released and its disk kept")
 	case rpapi.PodActionStart:
-		if g := p.gpu; g != nil && g.Availability == "NONE" {
+		if g := p.gpu; g != nil && g.level(p.dc) == "NONE" {
 			return errCapacity
 		}
 		p.status, p.since = Starting, f.clock.Now()
