@@ -113,6 +113,12 @@ type RunPodConfig struct {
 	MaxSpendPerHour float64 `yaml:"maxSpendPerHour"`
 	// Poll is how often pods are listed while the pool has workers; default 5s.
 	Poll time.Duration `yaml:"poll"`
+	// CatalogEvery is how often RunPod's GPU catalog (stock, prices) is read; default 1m.
+	CatalogEvery time.Duration `yaml:"catalogEvery"`
+	// Stock is how many GPUs the pool takes RunPod to have free at each stock level its
+	// catalog reports (LOW, MEDIUM, HIGH); default LOW one pod's GPUs, MEDIUM half the
+	// pool's count, HIGH the count.
+	Stock map[string]int `yaml:"stock"`
 }
 
 // KubernetesConfig is how a kubernetes pool reaches its cluster and shapes its worker pods
@@ -279,6 +285,8 @@ const ConfigHelp = `Config file (YAML, --config FILE; unknown keys are rejected;
         dataCenters: [US-TX-3]    # by preference; default any
         maxPods: 4                # cost guard: pods at once; 0 = no cap
         maxSpendPerHour: 5.0      # cost guard: USD/h at catalog prices; 0 = no cap
+        stock: {LOW: 2, MEDIUM: 4}  # GPUs counted free at RunPod's stock levels; default LOW one pod, MEDIUM half the count, HIGH the count
+        catalogEvery: 1m          # how often stock and prices are read again
         registries: {ghcr-me: rp-registry-id}  # endpoint registry id -> RunPod credential id
   registries:                     # credentials an endpoint's registry names (docker pools pull with them)
     - id: ghcr-me

@@ -72,7 +72,8 @@ var adapters = map[string]adapter{
 			}
 			return runpod.New(ctx, runpod.Config{Pool: p.Pool, API: r.API, APIKeyEnv: r.APIKeyEnv, PublicURL: r.PublicURL,
 				Cloud: r.Cloud, DataCenters: r.DataCenters, Disk: r.Disk, Registries: r.Registries, Installation: r.Installation,
-				MaxPods: r.MaxPods, MaxSpendPerHour: r.MaxSpendPerHour, Poll: r.Poll, Log: env.log})
+				MaxPods: r.MaxPods, MaxSpendPerHour: r.MaxSpendPerHour, Poll: r.Poll, CatalogEvery: r.CatalogEvery,
+				Stock: r.Stock, Log: env.log})
 		},
 		section: func(p PoolConfig) bool { return p.RunPod != nil },
 		// Shutdown terminates the pool's pods (no rented GPU outlives Gantry): RunPod's

@@ -1,8 +1,10 @@
 package runpod
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -143,11 +145,15 @@ func TestStartSendsThePodRequest(t *testing.T) {
 
 func TestDescribeFromCatalog(t *testing.T) {
 	t.Parallel()
-	f := setup(t, Config{}, runpodfake.Config{})
+	f := setup(t, Config{Pool: core.Pool{GPUs: 16}}, runpodfake.Config{})
 	d := f.pool.Describe()
 	if d.Adapter != "runpod" || d.DisplayName != "RTX 4090" || d.MemoryGB != 24 || d.PerWorker != 8 || d.DataCenter != "RUNPOD" ||
-		!slices.Equal(d.CUDAVersions, []string{"11.8", "12.4", "12.8"}) {
-		t.Errorf("Describe() = %+v; want the catalog's name, memory, max count and CUDA versions", d)
+		d.GPUs != 16 || !slices.Equal(d.CUDAVersions, []string{"11.8", "12.4", "12.8"}) {
+		t.Errorf("Describe() = %+v; want the catalog's name, memory, max count and CUDA versions, and all 16 GPUs (HIGH stock)", d)
+	}
+	small := newPool(t, f.cloud, Config{Pool: core.Pool{GPUs: 2}})
+	if d := small.Describe(); d.PerWorker != 2 {
+		t.Errorf("Describe() of a pool of 2 GPUs: PerWorker %d; want 2 (RunPod's max count 8, capped by the pool's count)", d.PerWorker)
 	}
 	c := newCloud(t, runpodfake.Config{Runner: idle{}})
 	_, err := New(context.Background(), Config{Pool: core.Pool{ID: "x", GPUType: "NVIDIA B300", GPUs: 1}, API: c.URL, APIKeyEnv: keyEnv, PublicURL: "https://g.example"})
@@ -171,6 +177,8 @@ func TestConfigErrors(t *testing.T) {
 		{func(c *Config) { c.Cloud = "PRIVATE" }, `cloud "PRIVATE"`},
 		{func(c *Config) { c.MaxPods = -1 }, "must not be negative"},
 		{func(c *Config) { c.Pool.CPU = true }, "CPU pools are not supported"},
+		{func(c *Config) { c.Stock = map[string]int{"PLENTY": 4} }, "stock PLENTY: 4: want LOW, MEDIUM or HIGH"},
+		{func(c *Config) { c.Stock = map[string]int{"LOW": -1} }, "stock LOW: -1"},
 	} {
 		cfg := good
 		tc.change(&cfg)
@@ -203,6 +211,134 @@ func TestCapacityErrorIsThrottled(t *testing.T) {
 	}
 	if err := f.pool.Start(context.Background(), f.spec()); !errors.As(err, &th) || !strings.Contains(err.Error(), "no NVIDIA GeForce RTX 4090 in stock") {
 		t.Errorf("Start while the catalog shows no stock = %v; want throttled, saying so", err)
+	}
+}
+
+// TestCapacityFollowsTheStock checks that the pool's capacity is its count lowered by RunPod's
+// stock level (as the poll loop reads it) and by the cost guard.
+func TestCapacityFollowsTheStock(t *testing.T) {
+	t.Parallel()
+	f := setup(t, Config{Pool: core.Pool{GPUs: 24}, CatalogEvery: 20 * time.Millisecond}, runpodfake.Config{})
+	capacity := func(want int, why string) {
+		t.Helper()
+		testkit.Eventually(t, fmt.Sprintf("capacity %d: %s", want, why), func() bool {
+			return f.pool.Capacity() == want
+		})
+	}
+	// Levels count as: LOW one pod's GPUs (RunPod's max count, 8), MEDIUM half the count,
+	// HIGH the count; NONE nothing.
+	capacity(24, "HIGH stock: the pool's count")
+	for _, tc := range []struct {
+		level string
+		want  int
+	}{{"NONE", 0}, {"LOW", 8}, {"MEDIUM", 12}, {"HIGH", 24}, {"LOW", 8}} {
+		f.cloud.SetAvailability(gpu4090.ID, tc.level)
+		capacity(tc.want, tc.level+" stock")
+	}
+	// What the pool holds when the stock is read counts on top of the stock: with none left,
+	// its pods keep their GPUs.
+	a := f.spec()
+	a.GPUs = []int{0, 1} // two GPUs, whatever the indices
+	f.start(a)
+	f.cloud.SetAvailability(gpu4090.ID, "NONE")
+	capacity(2, "NONE stock, 2 GPUs held")
+	f.stop(a.ID)
+	capacity(0, "NONE stock, none held")
+
+	for _, tc := range []struct {
+		cfg  Config
+		want int
+		why  string
+	}{
+		{Config{Stock: map[string]int{"LOW": 2}}, 2, "LOW stock counted as 2 GPUs"},
+		{Config{MaxPods: 1}, 8, "maxPods 1: one pod of at most 8 GPUs"},
+		{Config{MaxSpendPerHour: 2}, 2, "maxSpendPerHour 2 at 0.69 USD/h a GPU"},
+		{Config{Pool: core.Pool{GPUs: 4}}, 4, "the count is the ceiling"},
+		{Config{DataCenters: []string{"EU-RO-1"}}, 0, "no stock in the pool's data center"},
+		{Config{DataCenters: []string{"EU-RO-1", "US-TX-3"}}, 8, "the best of the pool's data centers (LOW)"},
+		{Config{Pool: core.Pool{CUDAVersions: []string{"12.9"}}}, 0, "no machine runs the pool's CUDA version"},
+	} {
+		cloud := newCloud(t, runpodfake.Config{Runner: idle{}, GPUs: []runpodfake.GPU{func() runpodfake.GPU {
+			g := gpu4090
+			g.DataCenters, g.Availability = []string{"US-TX-3", "EU-RO-1"}, "LOW"
+			return g
+		}()}})
+		cloud.SetDataCenterAvailability(gpu4090.ID, "EU-RO-1", "NONE")
+		tc.cfg.Pool.GPUs = cmp.Or(tc.cfg.Pool.GPUs, 24)
+		if got := newPool(t, cloud, tc.cfg).Capacity(); got != tc.want {
+			t.Errorf("Capacity() with %s = %d; want %d", tc.why, got, tc.want)
+		}
+	}
+}
+
+// TestStartsBeyondTheStockAreThrottled checks that the scheduler's placer reserves against
+// the capacity the stock gives, and that a start the stock no longer allows (it fell after
+// the placement) is refused as throttled, saying why.
+func TestStartsBeyondTheStockAreThrottled(t *testing.T) {
+	t.Parallel()
+	f := setup(t, Config{Pool: core.Pool{GPUs: 16}, Stock: map[string]int{"LOW": 1}}, runpodfake.Config{})
+	placer, err := scheduler.NewPlacer([]scheduler.Pool{f.pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := scheduler.Want{Pools: []string{f.pool.desc.ID}, Count: 8}
+	a, err := placer.Place(want)
+	if err != nil || a.GPUs != nil {
+		t.Fatalf("Place(8 GPUs) on HIGH stock = %+v, %v; want a reservation without device indices", a, err)
+	}
+	b, err := placer.Place(want)
+	if err != nil {
+		t.Fatalf("Place(8 more GPUs) = %v; want a reservation (16 in all)", err)
+	}
+	var full *scheduler.NoRoomError
+	if _, err := placer.Place(scheduler.Want{Pools: want.Pools}); !errors.As(err, &full) {
+		t.Errorf("Place(1 GPU) with all 16 reserved = %v; want a NoRoomError", err)
+	}
+	a.Release()
+	b.Release()
+
+	r1, err := placer.Place(scheduler.Want{Pools: want.Pools})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r1.Release()
+	one := f.spec()
+	one.GPUs, one.GPUCount = nil, 1
+	f.start(one)
+	f.cloud.SetAvailability(gpu4090.ID, "LOW")
+	if err := f.pool.readCatalog(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := placer.Total(f.pool.desc.ID); got != 2 {
+		t.Errorf("placer's total on LOW stock counted as 1 GPU, 1 held = %d; want 2", got)
+	}
+	r, err := placer.Place(scheduler.Want{Pools: want.Pools})
+	if err != nil {
+		t.Fatalf("Place(1 GPU) on LOW stock = %v; want a reservation", err)
+	}
+	defer r.Release()
+	if _, err := placer.Place(scheduler.Want{Pools: want.Pools}); !errors.As(err, &full) {
+		t.Errorf("Place(1 more GPU) beyond LOW stock = %v; want a NoRoomError", err)
+	}
+	// The placer's capacity is the pool's own: a start past it (the stock fell after the
+	// placement, or a caller did not reserve) is throttled with the reason.
+	two := f.spec()
+	two.GPUs, two.GPUCount = nil, 2
+	var th *ThrottledError
+	err = f.pool.Start(context.Background(), two)
+	if !errors.As(err, &th) || !errors.Is(err, scheduler.ErrNoCapacity) ||
+		!strings.Contains(err.Error(), "RunPod's catalog shows LOW stock of NVIDIA GeForce RTX 4090 in the SECURE cloud") ||
+		!strings.Contains(err.Error(), "counted as 1 GPU(s) free besides the 1 the pool held then; it holds 1 and the pod asks 2") {
+		t.Errorf("Start(2 GPUs) beyond the stock = %v; want throttled, naming the stock level and the figures", err)
+	}
+	f.stop(one.ID)
+
+	g := setup(t, Config{Pool: core.Pool{GPUs: 2}}, runpodfake.Config{})
+	g.start(g.spec())
+	big := g.spec()
+	big.GPUs, big.GPUCount = nil, 2
+	if err := g.pool.Start(context.Background(), big); !errors.As(err, &th) || !strings.Contains(err.Error(), "rents at most 2 GPU(s) at once (its count); it holds 1 and the pod asks 2") {
+		t.Errorf("Start(2 GPUs) on a pool of 2 with 1 held = %v; want throttled by the pool's count", err)
 	}
 }
 

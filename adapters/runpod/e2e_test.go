@@ -124,6 +124,49 @@ func TestCatalogSaysWhyAPoolIsUnhealthy(t *testing.T) {
 	})
 }
 
+// TestStockOutThrottlesTheEndpoint checks capacity from RunPod's catalog through a whole
+// Gantry: while the catalog shows no stock, the pool's catalog count is 0 and a job waits,
+// throttled, with no pod rented; once stock is back, the job runs.
+func TestStockOutThrottlesTheEndpoint(t *testing.T) {
+	t.Parallel()
+	g := newGantry(t, runpod.Config{Pool: core.Pool{ID: "burst", GPUType: "NVIDIA L40S", GPUs: 2}, CatalogEvery: 50 * time.Millisecond})
+	s, key := g.server, g.key
+	g.fake.SetAvailability("NVIDIA L40S", "NONE")
+	var gpus []struct{ Count int }
+	testkit.Eventually(t, "the catalog counting no GPU", func() bool {
+		get(t, s.URL()+"/v2/catalog/gpus", key, &gpus)
+		return len(gpus) == 1 && gpus[0].Count == 0
+	})
+	var ep struct{ ID string }
+	post(t, s.URL()+"/v2/serverless", key, `{"name":"echo","type":"QUEUE","templateId":"gantry-echo","gpu":{"pools":["burst"]},`+
+		`"scaling":{"type":"QUEUE_DELAY","queueDelay":4},"workers":{"max":1}}`, http.StatusCreated, &ep)
+	var job struct{ ID, Status string }
+	post(t, s.URL()+"/v2/"+ep.ID+"/run", key, `{"input":{"n":1}}`, http.StatusOK, &job)
+	var health struct {
+		Workers struct{ Throttled int }
+		Reason  string
+	}
+	testkit.Eventually(t, "the endpoint throttled for want of stock", func() bool {
+		get(t, s.URL()+"/v2/"+ep.ID+"/health", key, &health)
+		return health.Workers.Throttled == 1
+	})
+	if !strings.Contains(health.Reason, "waiting for capacity: no pool has room: burst: 0 of 0 in use") {
+		t.Errorf("/health reason = %q; want waiting for capacity, the pool at 0", health.Reason)
+	}
+	if pods := g.fake.Pods(); len(pods) != 0 {
+		t.Errorf("pods rented with no stock: %+v", pods)
+	}
+	g.fake.SetAvailability("NVIDIA L40S", "LOW")
+	testkit.Eventually(t, "the job completed once stock is back", func() bool {
+		get(t, s.URL()+"/v2/"+ep.ID+"/status/"+job.ID, key, &job)
+		return job.Status == "COMPLETED"
+	})
+	get(t, s.URL()+"/v2/catalog/gpus", key, &gpus)
+	if gpus[0].Count != 2 {
+		t.Errorf("catalog count on LOW stock = %d; want 2 (one pod's GPUs: 8, capped by the pool's count)", gpus[0].Count)
+	}
+}
+
 // gantry is a whole Gantry whose one pool rents from a fake RunPod, each pod's container
 // Gantry's echo worker run as a local process with the pod's environment.
 type gantry struct {
@@ -184,19 +227,9 @@ func newGantry(t *testing.T, cfg runpod.Config) *gantry {
 // the answer is 200.
 func get(t *testing.T, url, key string, into any) []byte {
 	t.Helper()
-	req, err := http.NewRequest("GET", url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s = %d %s; want 200", url, resp.StatusCode, b)
+	code, b := fetch(t, url, key)
+	if code != http.StatusOK {
+		t.Fatalf("GET %s = %d %s; want 200", url, code, b)
 	}
 	if into != nil {
 		if err := json.Unmarshal(b, into); err != nil {
@@ -209,6 +242,13 @@ func get(t *testing.T, url, key string, into any) []byte {
 // status answers the status of a GET with a bearer token.
 func status(t *testing.T, url, token string) int {
 	t.Helper()
+	code, _ := fetch(t, url, token)
+	return code
+}
+
+// fetch answers the status and body of a GET with a bearer token.
+func fetch(t *testing.T, url, token string) (int, []byte) {
+	t.Helper()
 	req, err := http.NewRequest("GET", url, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -218,8 +258,9 @@ func status(t *testing.T, url, token string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	return resp.StatusCode
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
 }
 
 func post(t *testing.T, url, key, body string, want int, into any) {

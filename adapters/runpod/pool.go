@@ -45,12 +45,14 @@ const (
 // Config configures a Pool. New validates it once.
 type Config struct {
 	// Pool describes the pool as the catalog shows it. ID is required; GPUType is RunPod's GPU
-	// type id ("NVIDIA GeForce RTX 4090"); GPUs is the most GPUs the pool rents at once (its
-	// capacity, > 0); PerWorker the most one pod may take (0 = RunPod's maxCount for the type).
-	// CUDAVersions, when set, are the versions pods may run (sent as allowedCudaVersions);
-	// empty = those the catalog says machines of the type run. MemoryGB and DisplayName come
-	// from the catalog when unset; DataCenter defaults to the first of DataCenters, else
-	// "RUNPOD". Adapter defaults to "runpod".
+	// type id ("NVIDIA GeForce RTX 4090"); GPUs is the most GPUs the pool rents at once (> 0):
+	// the ceiling of its capacity, which RunPod's stock and the cost guard may lower (see
+	// Capacity); PerWorker the most one pod may take (0 = RunPod's maxCount for the type, at
+	// most GPUs). CUDAVersions, when set, are the versions pods may run (sent as
+	// allowedCudaVersions, and the catalog's stock is read for them); empty = those the
+	// catalog offers for the type. MemoryGB and DisplayName come from the catalog when unset;
+	// DataCenter defaults to the first of DataCenters, else "RUNPOD". Adapter defaults to
+	// "runpod".
 	Pool core.Pool
 	// API is RunPod's REST API base URL; "" = DefaultAPI.
 	API string
@@ -91,6 +93,11 @@ type Config struct {
 	// CatalogEvery is how often the pool reads the GPU catalog again (stock and prices);
 	// 0 = DefaultCatalogEvery.
 	CatalogEvery time.Duration
+	// Stock is how many GPUs the pool takes RunPod to have free for it at each availability
+	// level its catalog reports ("LOW", "MEDIUM", "HIGH"; RunPod gives a level, not a count).
+	// A level not set here counts as: LOW = one pod's GPUs (PerWorker), MEDIUM = half of
+	// Pool.GPUs (at least one pod's), HIGH = Pool.GPUs. NONE is always 0.
+	Stock map[string]int
 	// HTTPClient makes the API calls; nil = a client with its own transport.
 	HTTPClient *http.Client
 	// Clock stamps events; nil = the system clock.
@@ -131,8 +138,11 @@ type gpuInfo struct {
 	memory   int
 	price    float64 // USD per GPU per hour in the pool's cloud
 	maxCount int
-	stock    string   // NONE, LOW, MEDIUM, HIGH
-	cuda     []string // versions machines with stock run
+	// stock is the availability level for the pool (its cloud, its data centers, its CUDA
+	// versions): NONE, LOW, MEDIUM or HIGH; "" until the catalog was read.
+	stock string
+	held  int      // GPUs of the pool's pods when stock was read: the stock is free besides them
+	cuda  []string // versions the catalog offers for the type (with free machines or not)
 }
 
 // apiTimeout bounds each call the pool makes in the background.
@@ -168,6 +178,11 @@ func New(ctx context.Context, cfg Config) (*Pool, error) {
 	if cfg.Disk < 0 || cfg.MaxPods < 0 || cfg.MaxSpendPerHour < 0 || cfg.Poll < 0 || cfg.CatalogEvery < 0 {
 		errs = append(errs, errors.New("disk, maxPods, maxSpendPerHour, poll and catalogEvery must not be negative"))
 	}
+	for level, n := range cfg.Stock {
+		if (level != "LOW" && level != "MEDIUM" && level != "HIGH") || n < 0 {
+			errs = append(errs, fmt.Errorf("stock %s: %d: want LOW, MEDIUM or HIGH, each a count of GPUs >= 0", level, n))
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("runpod pool %q: %w", d.ID, err)
 	}
@@ -184,13 +199,12 @@ func New(ctx context.Context, cfg Config) (*Pool, error) {
 	}
 	pctx, cancel := context.WithCancel(context.Background())
 	p := &Pool{desc: d, cfg: cfg, api: api, bg: bg, clock: cmp.Or[core.Clock](cfg.Clock, core.SystemClock{}),
-		log: cmp.Or(cfg.Log, slog.Default()).With("pool", d.ID), live: kit.NewLive[*worker](d.GPUs),
+		log: cmp.Or(cfg.Log, slog.Default()).With("pool", d.ID), live: kit.NewLive[*worker](0),
 		ctx: pctx, cancel: cancel, done: make(chan struct{}), kick: make(chan struct{}, 1)}
 	if err := p.readCatalog(ctx); err != nil && !isAuth(err) {
 		cancel()
 		return nil, fmt.Errorf("runpod pool %q: %w", d.ID, err)
 	}
-	p.completeDescription()
 	go p.watch()
 	return p, nil
 }
@@ -242,28 +256,74 @@ func checkPublicURL(s string) error {
 	return fmt.Errorf("publicUrl %q: workers reach Gantry over the internet, so it must be https (http only for a loopback host, in tests)", s)
 }
 
-// completeDescription fills what the config left to the catalog.
+// completeDescription fills what the config left to the catalog. p.mu is held.
 func (p *Pool) completeDescription() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	g := p.gpu
 	p.desc.DisplayName = cmp.Or(p.desc.DisplayName, g.name, p.desc.GPUType)
 	p.desc.MemoryGB = cmp.Or(p.desc.MemoryGB, g.memory)
-	if len(p.desc.CUDAVersions) == 0 {
-		p.desc.CUDAVersions = slices.Clone(g.cuda)
-	}
 	if p.desc.PerWorker == 0 && g.maxCount > 0 {
-		p.desc.PerWorker = g.maxCount
+		p.desc.PerWorker = min(g.maxCount, p.desc.GPUs)
 	}
 }
 
-// Describe returns the pool's description (a copy).
+// Describe returns the pool's description (a copy): its GPUs are its count, the ceiling of
+// Capacity (which says how many it may hold now); its CUDA versions those of the config, else
+// those the catalog offers for the type, as last read.
 func (p *Pool) Describe() core.Pool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	d := p.desc
+	if len(d.CUDAVersions) == 0 {
+		d.CUDAVersions = p.gpu.cuda
+	}
 	d.CUDAVersions = slices.Clone(d.CUDAVersions)
 	return d
+}
+
+// Capacity returns how many GPUs the pool's pods may hold in all now (implements
+// scheduler.Elastic): the lowest of the pool's count, what the cost guard allows (maxPods
+// pods of PerWorker GPUs; maxSpendPerHour at the catalog's price per GPU), and, once the
+// catalog was read, the GPUs the pool held then plus those its stock level counts as free
+// (Config.Stock). It answers from the last catalog read.
+func (p *Pool) Capacity() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.desc.GPUs
+	if p.cfg.MaxPods > 0 {
+		n = min(n, p.cfg.MaxPods*p.desc.GPUsPerWorkerMax())
+	}
+	if p.cfg.MaxSpendPerHour > 0 && p.gpu.price > 0 {
+		n = min(n, int(p.cfg.MaxSpendPerHour/p.gpu.price+1e-9))
+	}
+	if p.gpu.stock != "" {
+		n = min(n, p.gpu.held+p.stockGPUs(p.gpu.stock))
+	}
+	return max(n, 0)
+}
+
+// stockGPUs is how many GPUs a stock level counts as free (see Config.Stock). p.mu is held.
+func (p *Pool) stockGPUs(level string) int {
+	if level == "NONE" {
+		return 0
+	}
+	if n, ok := p.cfg.Stock[level]; ok {
+		return n
+	}
+	per := p.desc.GPUsPerWorkerMax()
+	switch level {
+	case "LOW":
+		return per
+	case "MEDIUM":
+		return max(per, (p.desc.GPUs+1)/2)
+	}
+	return p.desc.GPUs
+}
+
+// perPod is the most GPUs one pod of the pool may have.
+func (p *Pool) perPod() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.desc.GPUsPerWorkerMax()
 }
 
 // Health says why the pool cannot rent pods now: RunPod refused its key (401) or the key's
@@ -330,7 +390,9 @@ func (k apiKey) BearerAuth(context.Context, rpapi.OperationName) (rpapi.BearerAu
 }
 
 var (
-	_ scheduler.Pool         = (*Pool)(nil)
-	_ scheduler.LogSource    = (*Pool)(nil)
-	_ scheduler.WorkerLister = (*Pool)(nil)
+	_ scheduler.Pool           = (*Pool)(nil)
+	_ scheduler.Elastic        = (*Pool)(nil)
+	_ scheduler.HealthReporter = (*Pool)(nil)
+	_ scheduler.LogSource      = (*Pool)(nil)
+	_ scheduler.WorkerLister   = (*Pool)(nil)
 )

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gantryhq/gantry/adapters/adaptertest"
 	"github.com/gantryhq/gantry/adapters/runpod/runpodfake"
+	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/scheduler"
 )
 
@@ -24,7 +25,7 @@ func TestPoolContract(t *testing.T) {
 			c := newCloud(t, runpodfake.Config{})
 			kitClouds.Store(t, c)
 			t.Cleanup(func() { kitClouds.Delete(t) })
-			return newPool(t, c, Config{})
+			return newPool(t, c, Config{Pool: core.Pool{GPUs: 8}}) // room for the Workers started at once
 		},
 		Spec: func(t *testing.T, b adaptertest.Behaviour) scheduler.WorkerSpec {
 			spec := scheduler.WorkerSpec{Image: testImage, Endpoint: "ep", Env: map[string]string{"KIT": "1"}}

@@ -39,7 +39,6 @@ func (ph phase) String() string {
 // worker is one worker's pod.
 type worker struct {
 	id      string
-	gpus    []int
 	count   int     // GPUs of its pod
 	price   float64 // USD/h of its pod at the catalog's list price
 	portEnv map[string]int
@@ -70,15 +69,17 @@ func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
 	if spec.ID == "" || spec.Report == nil || spec.Image == "" {
 		return fmt.Errorf("starting worker %q: the spec needs an ID, an Image and a Report", spec.ID)
 	}
+	// An Elastic pool's specs carry no device indices (RunPod picks the machine's GPUs); a
+	// caller that sends some still gets that many GPUs.
 	count := max(len(spec.GPUs), spec.GPUCount, 1)
-	if max := p.Describe().GPUsPerWorkerMax(); count > max {
+	if max := p.perPod(); count > max {
 		return fmt.Errorf("starting worker %s: %d GPUs asked; a pod of %s has at most %d: %w", spec.ID, count, p.desc.GPUType, max, scheduler.ErrNoCapacity)
 	}
 	req, err := p.podRequest(spec, count)
 	if err != nil {
 		return fmt.Errorf("starting worker %s: %w", spec.ID, err)
 	}
-	w := &worker{id: spec.ID, gpus: slices.Clone(spec.GPUs), count: count, price: p.price(count),
+	w := &worker{id: spec.ID, count: count, price: p.price(count),
 		portEnv: maps.Clone(spec.PortEnv), report: spec.Report, gone: make(chan struct{})}
 	w.op.Lock()
 	defer w.op.Unlock()
@@ -93,7 +94,7 @@ func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
 		w.mu.Lock()
 		w.phase = exited
 		w.mu.Unlock()
-		p.live.Remove(w.id, w.gpus)
+		p.live.Remove(w.id, nil)
 		close(w.gone)
 		if isCapacity(err) {
 			return fmt.Errorf("starting worker %s: %w", spec.ID, &ThrottledError{Reason: "RunPod cannot place the pod now: " + err.Error()})
@@ -113,14 +114,14 @@ func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
 	return nil
 }
 
-// admit checks the cost guard and registers the worker with its devices.
+// admit checks the pool's capacity and cost guard and registers the worker.
 func (p *Pool) admit(w *worker) error {
 	p.admitMu.Lock()
 	defer p.admitMu.Unlock()
 	if err := p.guard(nil, w.count, false); err != nil {
 		return err
 	}
-	return p.live.Add(w.id, w.gpus, w)
+	return p.live.Add(w.id, nil, w)
 }
 
 // podRequest is the create body for a worker: the image, args and env (the worker-protocol
@@ -260,7 +261,7 @@ func (p *Pool) terminate(w *worker, why error) {
 }
 
 // finish reports a worker's exit once: WorkerRunning first if it never ran (a pod stopped or
-// failed before it was RUNNING), its devices freed before WorkerExited.
+// failed before it was RUNNING), its GPUs given back before WorkerExited.
 func (p *Pool) finish(w *worker, why error) {
 	w.rep.Lock()
 	defer w.rep.Unlock()
@@ -272,7 +273,7 @@ func (p *Pool) finish(w *worker, why error) {
 	ran := w.ran
 	w.phase, w.ran = exited, true
 	w.mu.Unlock()
-	p.live.Remove(w.id, w.gpus)
+	p.live.Remove(w.id, nil)
 	now := p.clock.Now()
 	if !ran {
 		w.report(scheduler.WorkerEvent{Worker: w.id, State: scheduler.WorkerRunning, At: now})
@@ -420,48 +421,65 @@ func (p *Pool) kickWatch() {
 	}
 }
 
-// watch lists the pool's pods while it has workers, and reads the catalog now and then, until
-// the pool is closed. It backs off while calls fail (RunPod's pacing headers are honoured by
-// the transport, on top).
+// watch lists the pool's pods while it has workers (every Poll, and at once when kicked), and
+// reads the catalog (stock, prices, the key's health) every CatalogEvery, until the pool is
+// closed. Each backs off while its calls fail (RunPod's pacing headers are honoured by the
+// transport, on top).
 func (p *Pool) watch() {
 	defer close(p.done)
-	var failures int
+	var listFailures, catalogFailures int
+	p.mu.Lock()
+	catalogDue := p.catalog.Add(p.cfg.CatalogEvery) // zero when New could not read it: now
+	p.mu.Unlock()
+	var listDue time.Time
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
+		kicked := false
 		select {
 		case <-p.ctx.Done():
 			return
 		case <-timer.C:
 		case <-p.kick:
+			kicked = true
 		}
-		p.mu.Lock()
-		stale := p.clock.Now().Sub(p.catalog) >= p.cfg.CatalogEvery
-		p.mu.Unlock()
-		if stale {
+		now := p.clock.Now()
+		if !now.Before(catalogDue) {
 			ctx, cancel := context.WithTimeout(p.ctx, apiTimeout)
-			if err := p.readCatalog(ctx); err != nil && p.ctx.Err() == nil {
-				p.log.Warn("reading RunPod's catalog", "err", err)
-			}
+			err := p.readCatalog(ctx)
 			cancel()
+			switch {
+			case err == nil:
+				catalogFailures, catalogDue = 0, now.Add(p.cfg.CatalogEvery)
+			case p.ctx.Err() == nil:
+				catalogFailures++
+				wait := min(p.cfg.Poll<<min(catalogFailures, 10), p.cfg.CatalogEvery)
+				catalogDue = now.Add(wait)
+				p.log.Warn("reading RunPod's catalog; backing off", "inARow", catalogFailures, "next", wait, "err", err)
+			}
 		}
-		next := p.cfg.CatalogEvery
-		if len(p.live.All()) > 0 || p.recheck.Swap(false) {
+		listing := len(p.live.All()) > 0 || p.recheck.Load()
+		if listing && (kicked || !now.Before(listDue)) {
+			p.recheck.Store(false)
 			ctx, cancel := context.WithTimeout(p.ctx, apiTimeout)
 			asked := time.Now()
 			pods, err := p.listPods(ctx)
 			cancel()
 			switch {
-			case err != nil && p.ctx.Err() == nil:
-				p.recheck.Store(true)
-				failures++
-				next = min(p.cfg.Poll<<min(failures, 10), time.Minute)
-				p.log.Warn("listing pods; backing off", "inARow", failures, "next", next, "err", err)
 			case err == nil:
-				failures = 0
-				next = p.cfg.Poll
+				listFailures, listDue = 0, now.Add(p.cfg.Poll)
 				p.reconcile(pods, asked)
+			case p.ctx.Err() == nil:
+				p.recheck.Store(true)
+				listFailures++
+				wait := min(p.cfg.Poll<<min(listFailures, 10), time.Minute)
+				listDue = now.Add(wait)
+				p.log.Warn("listing pods; backing off", "inARow", listFailures, "next", wait, "err", err)
 			}
+		}
+		next := catalogDue.Sub(now)
+		if listing {
+			next = min(next, listDue.Sub(now))
 		}
 		if !timer.Stop() {
 			select {
@@ -469,7 +487,7 @@ func (p *Pool) watch() {
 			default:
 			}
 		}
-		timer.Reset(next)
+		timer.Reset(max(next, 0))
 	}
 }
 
