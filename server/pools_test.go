@@ -71,3 +71,26 @@ registries:
 		}
 	}
 }
+
+func TestRunPodConfig(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "gantry.yaml")
+	yaml := `pools:
+  - id: burst
+    adapter: runpod
+    gpuType: NVIDIA GeForce RTX 4090
+    count: 8
+    runpod: {apiKeyEnv: RUNPOD_API_KEY, publicUrl: "https://g.example", maxPods: 4, stock: {LOW: 2, MEDIUM: 4}, catalogEvery: 30s}
+`
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadConfig(path)
+	if err != nil {
+		t.Fatalf("LoadConfig = %v", err)
+	}
+	r := c.Pools[0].RunPod
+	if r == nil || r.MaxPods != 4 || r.Stock["LOW"] != 2 || r.Stock["MEDIUM"] != 4 || len(r.Stock) != 2 || r.CatalogEvery != 30*time.Second {
+		t.Errorf("runpod section = %+v; want maxPods 4, stock LOW 2 and MEDIUM 4, catalogEvery 30s", r)
+	}
+}
