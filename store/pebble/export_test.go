@@ -14,3 +14,6 @@ func (s *Store) Revocations() int {
 	defer s.rev.mu.RUnlock()
 	return len(s.rev.until)
 }
+
+// InputFiles returns how many job inputs the store keeps in files.
+func (s *Store) InputFiles() int { return s.files.count() }

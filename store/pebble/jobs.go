@@ -10,8 +10,9 @@ import (
 	"github.com/gantryhq/gantry/store/memq"
 )
 
-// Jobs live under job/<id> (the record) and jin/<id> (the input, written once), so that
-// records stay small and queued inputs wait on disk, not in memory.
+// Jobs live under job/<id> (the record) and jin/<id> (the input, written once, or a reference
+// to its file when it is InputFileBytes or more: see inputs.go), so that records stay small and
+// queued inputs wait on disk, not in memory.
 const (
 	jobPrefix   = "job/"
 	inputPrefix = "jin/"
@@ -31,6 +32,14 @@ func (s *Store) PutJob(j *core.Job, input []byte, durable bool) error {
 	}
 	if input == nil {
 		return s.db.Set([]byte(jobPrefix+j.ID), val, opts)
+	}
+	if len(input) >= s.files.min {
+		// Synced before the reference to it is stored: a reference never names a file a
+		// crash could lose.
+		if err := s.files.write(j.ID, input); err != nil {
+			return err
+		}
+		input = inputFileRef(len(input))
 	}
 	// Sized exactly: a batch's buffer otherwise takes the next power of two past the input, up
 	// to twice its size. (NewBatchWithSize would not do: the first Set rounds it up again.)
@@ -65,9 +74,22 @@ func (s *Store) GetJob(id string) (*core.Job, error) {
 	return &j, nil
 }
 
-// Input reads a job's input.
+// Input reads a job's input, from its file when it has one.
 func (s *Store) Input(id string) ([]byte, error) {
-	return s.getBytes([]byte(inputPrefix + id))
+	var in []byte
+	fileLen := int64(-1)
+	err := s.getWith([]byte(inputPrefix+id), func(b []byte) error {
+		if n, ok := parseInputFileRef(b); ok {
+			fileLen = n
+		} else {
+			in = append([]byte(nil), b...)
+		}
+		return nil
+	})
+	if err != nil || fileLen < 0 {
+		return in, err
+	}
+	return s.files.read(id, fileLen)
 }
 
 // DeleteJob removes a job and its input. Not synced: a delete lost in a crash is redone when
@@ -81,7 +103,13 @@ func (s *Store) DeleteJob(id string) error {
 	defer b.Close()
 	_ = b.Delete([]byte(jobPrefix+id), nil)
 	_ = b.Delete([]byte(inputPrefix+id), nil)
-	return b.Commit(pebble.NoSync)
+	if err := b.Commit(pebble.NoSync); err != nil {
+		return err
+	}
+	// After the records: a crash between the two leaves a file without a job, which Open
+	// removes, never a job whose input file is gone (but for an expired job, whose input no
+	// one reads, and which Open deletes again).
+	return s.files.remove(id)
 }
 
 // ScanJobs calls fn for every stored job record.

@@ -28,6 +28,8 @@ type Store struct {
 
 	rev revocations // named secrets and worker-token revocations (secrets.go)
 
+	files *inputFiles // inputs of InputFileBytes or more (inputs.go)
+
 	closeOnce sync.Once
 	gate      gate // every operation passes it; Close shuts it first
 }
@@ -49,6 +51,10 @@ func Open(dir string) (*Store, error) {
 		return nil, fmt.Errorf("opening the store in %s: %w", dir, err)
 	}
 	s := &Store{db: db}
+	if s.files, err = openInputFiles(dir, db); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("opening the store in %s: %w", dir, err)
+	}
 	if err := s.loadRevocations(time.Now()); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("opening the store in %s: %w", dir, err)

@@ -25,6 +25,7 @@ func RunJobStore(t *testing.T, open func(t *testing.T) core.JobStore) {
 		fn   func(t *testing.T, s core.JobStore)
 	}{
 		{"InsertThenGetAndInput", jobsInsertGet},
+		{"LargeInputReadBackWhole", jobsLargeInput},
 		{"TakeHandsOutOldestFirst", jobsTakeOrder},
 		{"TakeSkipsExpiredJobs", jobsTakeSkipsExpired},
 		{"EveryTransitionAllowedOrRefused", jobsTransitions},
@@ -165,6 +166,32 @@ func jobsInsertGet(t *testing.T, s core.JobStore) {
 	}
 	if _, err := s.Update(ctx, missing, core.Statuses(core.InQueue), to(core.EvCancel, t0), false); !errors.Is(err, core.ErrNotFound) {
 		t.Errorf("Update(unknown) = %v; want ErrNotFound", err)
+	}
+}
+
+// jobsLargeInput: an input of several MiB, which a store may keep apart from its records
+// (store/pebble keeps one of 1 MiB or more in a file), is read back and taken whole, and goes
+// with its job.
+func jobsLargeInput(t *testing.T, s core.JobStore) {
+	ctx := context.Background()
+	big := append(append([]byte(`{"s":"`), bytes.Repeat([]byte("x"), 3<<20)...), `"}`...)
+	j := newJob("ep", t0)
+	j.ExpiresAt = t0.Add(time.Minute)
+	if _, err := s.Insert(ctx, j, big, true); err != nil {
+		t.Fatalf("Insert(%d-byte input) = %v; want nil", len(big), err)
+	}
+	if in, err := s.Input(ctx, j.ID); err != nil || !bytes.Equal(in, big) {
+		t.Errorf("Input = %d bytes, %v; want the %d-byte input", len(in), err, len(big))
+	}
+	if got := take(t, s, "ep", "w", 1, t0); len(got) != 1 || !bytes.Equal(got[0].Input, big) {
+		t.Fatalf("Take = %v; want the job with its %d-byte input", ids(got), len(big))
+	}
+	update(t, s, j.ID, core.EvDone, t0)
+	if _, err := s.Expire(ctx, t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Input(ctx, j.ID); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("Input of an expired job = %v; want ErrNotFound", err)
 	}
 }
 
