@@ -53,7 +53,7 @@ func parseInputFileRef(v []byte) (int64, bool) {
 // inputFiles are the jobs whose inputs are kept in files.
 type inputFiles struct {
 	dir string
-	min int // InputFileBytes; tests lower it
+	min int // InputFileBytes
 
 	mu  sync.Mutex
 	ids map[string]struct{} // jobs with a file, so that deleting any other needs no file call
