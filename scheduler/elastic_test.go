@@ -131,3 +131,90 @@ func TestWaitingWorkerIsThrottledNotFailing(t *testing.T) {
 		t.Errorf("health a minute after its start without a poll = %+v; want unhealthy", h)
 	}
 }
+
+// adoptingPool is an Elastic pool that lists the workers a previous run left and can adopt
+// them.
+type adoptingPool struct {
+	*listingPool
+	capacity int
+	adopted  []string
+	report   map[string]func(WorkerEvent)
+}
+
+func (p *adoptingPool) Capacity() int { return p.capacity }
+
+func (p *adoptingPool) Adopt(_ context.Context, w LiveWorker, report func(WorkerEvent)) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.adopted = append(p.adopted, w.ID)
+	p.report[w.ID] = report
+	report(WorkerEvent{Worker: w.ID, State: WorkerRunning, At: time.Now()})
+	return nil
+}
+
+type endpointList []core.Endpoint
+
+func (l endpointList) ScanEndpoints(_ context.Context, fn func(core.Endpoint) error) error {
+	for _, ep := range l {
+		if err := fn(ep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestRestartAdoptsWorkersThatStillMatch: after a restart, a worker found running for an
+// endpoint that still wants it as it runs is adopted (kept, its capacity held, its exit seen);
+// workers of an older revision, of a deleted endpoint, or beyond workers.max are stopped.
+func TestRestartAdoptsWorkersThatStillMatch(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	ep := r.endpoint(func(ep *core.Endpoint) { ep.Workers.Max = 2; ep.GPU.Pools = []string{"K"} })
+	rev := revision(ep)
+	changed := *ep
+	changed.Image = "gantry/echo:2"
+	if revision(&changed) == rev {
+		t.Fatal("an endpoint with another image has the same revision")
+	}
+	pool := &adoptingPool{listingPool: &listingPool{fakePool: &fakePool{info: core.Pool{ID: "K", GPUType: "H100", GPUs: 1, PerWorker: 8}}},
+		capacity: 8, report: map[string]func(WorkerEvent){}}
+	pool.listed = []LiveWorker{
+		{ID: "match1", Endpoint: ep.ID, Revision: rev, Count: 2},
+		{ID: "stale", Endpoint: ep.ID, Revision: revision(&changed), Count: 1},
+		{ID: "match2", Endpoint: ep.ID, Revision: rev, Count: 1},
+		{ID: "over-max", Endpoint: ep.ID, Revision: rev, Count: 1},
+		{ID: "orphan", Endpoint: "deleted-endpoint", Revision: rev, Count: 1},
+	}
+	s, err := New(Config{Jobs: r.jobs, Pools: []Pool{pool}, BaseURL: "http://127.0.0.1:1", Clock: r.clock,
+		Log: slog.New(slog.DiscardHandler), InitTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	s.syncAndReap(t.Context(), endpointList{*ep})
+	pool.mu.Lock()
+	adopted, stopped := slices.Clone(pool.adopted), slices.Clone(pool.stopped)
+	report := pool.report["match1"]
+	pool.mu.Unlock()
+	if !slices.Equal(adopted, []string{"match1", "match2"}) {
+		t.Errorf("adopted %v; want [match1 match2]", adopted)
+	}
+	slices.Sort(stopped)
+	if !slices.Equal(stopped, []string{"orphan", "over-max", "stale"}) {
+		t.Errorf("stopped %v; want [orphan over-max stale]", stopped)
+	}
+	if free := s.placer.Free("K"); free != 5 {
+		t.Errorf("free capacity %d; want 8 - 3 held by the adopted workers", free)
+	}
+	es := s.state(ep.ID)
+	es.mu.Lock()
+	n := len(es.workers)
+	es.mu.Unlock()
+	if n != 2 {
+		t.Errorf("the endpoint has %d workers; want the 2 adopted", n)
+	}
+	report(WorkerEvent{Worker: "match1", State: WorkerExited, At: time.Now(), Err: errors.New("pod OOMKilled")})
+	if free := s.placer.Free("K"); free != 7 {
+		t.Errorf("free capacity after an adopted worker exited %d; want 7", free)
+	}
+}

@@ -14,16 +14,16 @@ import (
 func (s *Scheduler) Follow() { s.following.Store(true) }
 
 // Lead runs the autoscaler for one term of leadership, until ctx ends: as Run does, it first
-// stops the workers its pools list but it did not start (reap: the previous leader's, whose
-// jobs go back to the queue by the worker-lost rule), syncs the endpoints from src, then
-// ticks every interval and resyncs every resync. When ctx ends
+// syncs the endpoints from src and adopts or stops the workers its pools list but it did not
+// start (reap: the previous leader's; the stopped ones' jobs go back to the queue by the
+// worker-lost rule), then ticks every interval and resyncs every resync. When ctx ends
 // (the term is lost or the server stops) it follows again and returns; unlike Run it does not
 // stop the workers, so that a server stopping closes them itself (Close) and a deposed leader
 // leaves them to the next one.
 func (s *Scheduler) Lead(ctx context.Context, src EndpointSource, interval, resync time.Duration) {
 	s.following.Store(false)
 	defer s.following.Store(true)
-	s.reap(ctx)
+	s.syncAndReap(ctx, src)
 	s.loop(ctx, src, interval, resync)
 }
 

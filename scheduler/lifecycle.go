@@ -164,6 +164,7 @@ func (s *Scheduler) startLocked(es *epState, now time.Time, code string) error {
 	s.metrics.decision(ep.ID, "up", code)
 	epc := *ep // the environment is built off the tick, from this copy
 	s.call(func(ctx context.Context) {
+		spec.Revision = revision(&epc)
 		if epc.Type == core.TypeLoadBalancer {
 			s.lbSpec(&epc, res, &spec)
 		} else {

@@ -296,6 +296,14 @@ func (s *slot) reserve(n int) *Reservation {
 	return r
 }
 
+// adopt takes n units of an Elastic slot's capacity for a worker that already runs, even
+// beyond what is free (the pool counts its running workers as free until one holds them).
+func (s *slot) adopt(n int) *Reservation {
+	s.refresh()
+	s.free.Add(-int64(n))
+	return &Reservation{s: s, Count: n}
+}
+
 // mask has a bit set for each device of word wi that exists.
 func (s *slot) mask(wi int) uint64 {
 	if n := s.info.GPUs - wi*64; n < 64 {

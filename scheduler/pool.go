@@ -73,6 +73,22 @@ type LiveWorker struct {
 	// Known is true for the workers this pool's Start accepted since it was made; false for
 	// those it found (left by an earlier run, or by another replica).
 	Known bool
+	// Revision is the WorkerSpec.Revision it was started with, Count the GPUs (or CPU slots)
+	// it holds: what an Adopter needs for the scheduler to take it over. "" and 0 when the
+	// pool cannot tell.
+	Revision string
+	Count    int
+}
+
+// Adopter is implemented by Elastic pools that can take over a worker they list but did not
+// start (LiveWorker.Known false: left by an earlier run of Gantry or by the previous leader),
+// so that a restart or a change of leader keeps running workers instead of starting them
+// again. After Adopt returns nil the pool reports the worker's events through report as for a
+// worker it started: WorkerRunning once it runs (at once, if it does), then exactly one
+// WorkerExited. An error means the pool did not take it over and sends no event.
+type Adopter interface {
+	WorkerLister
+	Adopt(ctx context.Context, w LiveWorker, report func(WorkerEvent)) error
 }
 
 // ErrUnsupported is what a pool answers to Suspend or Resume when it cannot.
@@ -86,6 +102,9 @@ var ErrNoCapacity = errors.New("not enough capacity in the pool")
 type WorkerSpec struct {
 	ID       string
 	Endpoint string
+	// Revision names what the worker runs: it changes when the endpoint changes in a way that
+	// needs new workers. A WorkerLister keeps it with the worker and lists it back.
+	Revision string
 	Image    string
 	Args     string
 	Ports    []string          // the endpoint's ports ("8000/http")

@@ -3,6 +3,9 @@ package scheduler
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -229,6 +232,21 @@ func workerSpecChanged(a, b core.Endpoint) bool {
 		!slices.Equal(a.NetworkVolumes, b.NetworkVolumes)
 }
 
+// revision names what workers started for ep run (the fields workerSpecChanged compares), so
+// that a restarted scheduler adopts only workers that still match their endpoint.
+func revision(ep *core.Endpoint) string {
+	b, _ := json.Marshal(struct {
+		Image, Args                       string
+		Env                               map[string]string // encoded with sorted keys
+		Disk                              int
+		Ports, Pools                      []string
+		Count                             int
+		DataCenters, CUDA, NetworkVolumes []string
+	}{ep.Image, ep.Args, ep.Env, ep.Disk, ep.Ports, ep.GPU.Pools, ep.GPU.Count, ep.DataCenterIDs, ep.AllowedCudaVersions, ep.NetworkVolumes})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
 // Remove stops every worker of a deleted endpoint, suspended ones too.
 func (s *Scheduler) Remove(id string) {
 	v, ok := s.eps.LoadAndDelete(id)
@@ -279,11 +297,20 @@ func (s *Scheduler) Sync(ctx context.Context, src EndpointSource) error {
 	return nil
 }
 
-// Run first stops the workers its pools list but it did not start (see reap), then ticks
+// syncAndReap reads the endpoints, then adopts or stops the workers the pools list but this
+// scheduler did not start (reap), which needs the endpoints.
+func (s *Scheduler) syncAndReap(ctx context.Context, src EndpointSource) {
+	if err := s.Sync(ctx, src); err != nil && ctx.Err() == nil {
+		s.cfg.Log.Error("reading endpoints before adopting the workers left behind", "err", err)
+	}
+	s.reap(ctx)
+}
+
+// Run first adopts or stops the workers its pools list but it did not start (see reap), then ticks
 // every interval and resyncs endpoints from src every resync, until ctx ends; then it stops
 // every worker and waits for them.
 func (s *Scheduler) Run(ctx context.Context, src EndpointSource, interval, resync time.Duration) {
-	s.reap(ctx)
+	s.syncAndReap(ctx, src)
 	s.loop(ctx, src, interval, resync)
 	s.Close()
 }
