@@ -153,6 +153,9 @@ type KubernetesConfig struct {
 	// UnschedulableAfter is how long a pod may stay unschedulable before its worker counts
 	// as throttled with the cluster scheduler's message; default 30s.
 	UnschedulableAfter time.Duration `yaml:"unschedulableAfter"`
+	// WorkerURL is where the pods reach this Gantry's worker API, e.g.
+	// http://gantry.gantry.svc:8080 (a Service in front of it); default publicUrl.
+	WorkerURL string `yaml:"workerUrl"`
 	// QPS and Burst bound the pool's requests to the API server; default 20 and 40.
 	QPS   float32 `yaml:"qps"`
 	Burst int     `yaml:"burst"`

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gantryhq/gantry/adapters/kit"
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/scheduler"
 )
@@ -61,6 +62,7 @@ func (p *Pool) podSpec(ctx context.Context, spec scheduler.WorkerSpec) (*corev1.
 	maps.Copy(labels, map[string]string{LabelInstallation: p.cfg.Installation, LabelPool: p.desc.ID,
 		LabelEndpoint: spec.Endpoint, LabelWorker: spec.ID})
 	var env []corev1.EnvVar
+	spec.Env = kit.RebaseEnv(spec.Env, p.cfg.WorkerURL)
 	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
 		env = append(env, corev1.EnvVar{Name: k, Value: spec.Env[k]})
 	}
@@ -79,9 +81,16 @@ func (p *Pool) podSpec(ctx context.Context, spec scheduler.WorkerSpec) (*corev1.
 	automount := p.cfg.ServiceAccount != ""
 	tolerations := append(slices.Clone(p.cfg.Tolerations),
 		corev1.Toleration{Key: string(GPUResource), Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
+	annotations := maps.Clone(p.cfg.Annotations)
+	if spec.Revision != "" {
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[AnnotationRevision] = spec.Revision
+	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: PodName(spec.ID), Namespace: p.cfg.Namespace, Labels: labels,
-			Annotations: maps.Clone(p.cfg.Annotations)},
+			Annotations: annotations},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			NodeSelector:                  maps.Clone(p.cfg.NodeSelector),

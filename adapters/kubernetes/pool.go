@@ -23,7 +23,9 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +50,9 @@ const (
 	LabelPool         = "gantry.io/pool"
 	LabelEndpoint     = "gantry.io/endpoint"
 	LabelWorker       = "gantry.io/worker"
+	// AnnotationRevision keeps what the worker runs (WorkerSpec.Revision), so that a
+	// restarted Gantry adopts only pods that still match their endpoint.
+	AnnotationRevision = "gantry.io/revision"
 )
 
 // GPUResource is the extended resource GPU workers request (NVIDIA's device plugin).
@@ -104,7 +109,8 @@ type Config struct {
 	CPU, Memory string
 	// ShmGB sizes /dev/shm (a memory-backed emptyDir), in GB; default DefaultShmGB.
 	ShmGB int
-	// StopGrace is the pods' termination grace period; default DefaultStopGrace.
+	// StopGrace is the pods' termination grace period, in whole seconds; default
+	// DefaultStopGrace.
 	StopGrace time.Duration
 	// UnschedulableAfter is how long a pod may stay Pending and unschedulable before the
 	// worker is reported waiting (throttled, with the cluster scheduler's message); default
@@ -113,6 +119,11 @@ type Config struct {
 	// Credentials resolves an endpoint's registry id to a login, for the imagePullSecret the
 	// pool manages (one Secret per registry id); nil = no private registries.
 	Credentials func(ctx context.Context, id string) (Credential, error)
+	// WorkerURL is where the pods reach Gantry's worker API (scheme, host and optional path
+	// prefix, e.g. http://gantry.gantry.svc:8080): the worker-protocol URLs handed to the pods
+	// are rebased onto it. Empty = the URLs as the scheduler made them (Gantry's own address,
+	// reachable only when pods share its network, as in tests).
+	WorkerURL string
 	// Log receives the pool's own errors; default slog.Default().
 	Log *slog.Logger
 }
@@ -164,7 +175,14 @@ func New(ctx context.Context, cfg Config) (*Pool, error) {
 	cfg.ShmGB = cmp.Or(cfg.ShmGB, DefaultShmGB)
 	cfg.CPU, cfg.Memory = cmp.Or(cfg.CPU, "1"), cmp.Or(cfg.Memory, "2Gi")
 	cfg.Log = cmp.Or(cfg.Log, slog.Default())
+	cfg.WorkerURL = strings.TrimRight(cfg.WorkerURL, "/")
 	d, errs := kit.CheckPool(cfg.Pool, "kubernetes", nil, cfg.StopGrace)
+	if cfg.StopGrace%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("stopGrace %v: want whole seconds (Kubernetes counts grace periods in seconds)", cfg.StopGrace))
+	}
+	if u, err := url.Parse(cfg.WorkerURL); cfg.WorkerURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+		errs = append(errs, fmt.Errorf("workerUrl %q: want http(s)://host[:port][/prefix]", cfg.WorkerURL))
+	}
 	if cfg.NodeSelector == nil && !d.CPU {
 		cfg.NodeSelector = map[string]string{GPUProductLabel: ProductLabelValue(d.GPUType)}
 	}
@@ -377,9 +395,60 @@ func (p *Pool) Workers(context.Context) ([]scheduler.LiveWorker, error) {
 			continue
 		}
 		out = append(out, scheduler.LiveWorker{ID: id, Endpoint: pod.Labels[LabelEndpoint],
-			Started: pod.CreationTimestamp.Time, Known: w != nil})
+			Started: pod.CreationTimestamp.Time, Known: w != nil, Revision: pod.Annotations[AnnotationRevision],
+			Count: p.slots(pod)})
 	}
 	return out, nil
+}
+
+// slots is how many GPUs (or CPU slots) a worker pod holds.
+func (p *Pool) slots(pod *corev1.Pod) int {
+	if len(pod.Spec.Containers) == 0 {
+		return 0
+	}
+	r := pod.Spec.Containers[0].Resources
+	if !p.desc.CPU {
+		q := r.Limits[GPUResource]
+		return int(q.Value())
+	}
+	per, _, _ := resources(p.desc, 1, p.cfg)
+	q, one := r.Requests[corev1.ResourceCPU], per[corev1.ResourceCPU]
+	if one.MilliValue() <= 0 {
+		return 0
+	}
+	return int(q.MilliValue() / one.MilliValue())
+}
+
+// Adopt takes over a worker pod this pool did not start (found by Workers): its events are
+// reported from now on, WorkerRunning at once if it runs (implements scheduler.Adopter).
+func (p *Pool) Adopt(_ context.Context, lw scheduler.LiveWorker, report func(scheduler.WorkerEvent)) error {
+	o, ok, err := p.pods.GetStore().GetByKey(p.cfg.Namespace + "/" + PodName(lw.ID))
+	if err != nil || !ok {
+		return fmt.Errorf("adopting worker %s: its pod is gone", lw.ID)
+	}
+	pod := o.(*corev1.Pod)
+	if pod.DeletionTimestamp != nil {
+		return fmt.Errorf("adopting worker %s: its pod is being deleted", lw.ID)
+	}
+	w := &worker{id: lw.ID, endpoint: lw.Endpoint, events: kit.NewReporter(report), created: pod.CreationTimestamp.Time}
+	for _, c := range pod.Spec.Containers {
+		for _, port := range c.Ports {
+			w.ports = append(w.ports, int(port.ContainerPort))
+		}
+	}
+	p.mu.Lock()
+	if _, dup := p.workers[lw.ID]; dup {
+		p.mu.Unlock()
+		return fmt.Errorf("adopting worker %s: the pool already has it", lw.ID)
+	}
+	p.workers[lw.ID] = w
+	p.mu.Unlock()
+	if o, ok, _ := p.pods.GetStore().GetByKey(p.cfg.Namespace + "/" + PodName(lw.ID)); ok {
+		p.observe(o) // as it is now: the watch reports what follows
+	} else {
+		p.exit(w, &ExitError{Reason: "Deleted", Message: "the pod was deleted while Gantry adopted it"})
+	}
+	return nil
 }
 
 // Logs returns the last tail lines of the worker's container output, from pods/log
@@ -614,5 +683,6 @@ func State(pod *corev1.Pod, now time.Time, after time.Duration) PodState {
 var (
 	_ scheduler.Elastic      = (*Pool)(nil)
 	_ scheduler.WorkerLister = (*Pool)(nil)
+	_ scheduler.Adopter      = (*Pool)(nil)
 	_ scheduler.LogSource    = (*Pool)(nil)
 )
