@@ -1,15 +1,12 @@
 package runpodfake
 
 import (
-	"bufio"
 	"fmt"
-	"io"
-	"os/exec"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
+
+	"github.com/gantryhq/gantry/internal/localproc"
 )
 
 // Runner runs pods' containers for the fake.
@@ -58,66 +55,16 @@ func (r ProcessRunner) Run(spec ContainerSpec) (Container, error) {
 		return nil, fmt.Errorf("pulling image %q: not found", spec.Image)
 	}
 	argv = append(slices.Clone(argv), strings.Fields(spec.Args)...)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = slices.Clone(r.Env)
+	env := slices.Clone(r.Env)
 	for k, v := range spec.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
+		env = append(env, k+"="+v)
 	}
-	pr, pw := io.Pipe()
-	cmd.Stdout, cmd.Stderr = pw, pw
-	if err := cmd.Start(); err != nil {
-		pw.Close()
-		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
+	p, err := localproc.Start(argv, env, spec.Log)
+	if err != nil {
+		return nil, err
 	}
-	c := &process{cmd: cmd, done: make(chan struct{})}
-	read := make(chan struct{})
-	go func() {
-		defer close(read)
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			if spec.Log != nil {
-				spec.Log(sc.Text())
-			}
-		}
-		_, _ = io.Copy(io.Discard, pr)
-	}()
-	go func() {
-		_ = cmd.Wait()
-		pw.Close()
-		<-read
-		c.code = cmd.ProcessState.ExitCode()
-		close(c.done)
-	}()
-	return c, nil
-}
-
-// process is a container run by ProcessRunner.
-type process struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	code int
-	once sync.Once
-}
-
-func (c *process) Done() <-chan struct{} { return c.done }
-
-func (c *process) ExitCode() int {
-	<-c.done
-	return c.code
-}
-
-func (c *process) Stop(grace time.Duration) {
-	c.once.Do(func() { _ = c.cmd.Process.Signal(syscall.SIGTERM) })
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	select {
-	case <-c.done:
-		return
-	case <-t.C:
-	}
-	_ = c.cmd.Process.Kill()
-	<-c.done
+	return p, nil
 }
 
 var _ Runner = ProcessRunner{}
+var _ Container = (*localproc.Proc)(nil)
