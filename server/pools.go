@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"os"
@@ -133,7 +134,8 @@ func newPools(ctx context.Context, cfg *Config, self string, builtins []string, 
 }
 
 // shutdownPools stops the workers of the pools whose workers outlive the server (containers,
-// pods) and waits for them, all pools at once, at most 30 s longer than the longest stop grace.
+// pods) and waits for them, all pools at once, at most 30 s longer than the longest stop grace;
+// then it closes the pools that hold connections (io.Closer: watches, API clients).
 func shutdownPools(cfg *Config, pools []scheduler.Pool, log *slog.Logger) {
 	grace := time.Duration(0)
 	for _, p := range cfg.Pools {
@@ -154,6 +156,13 @@ func shutdownPools(cfg *Config, pools []scheduler.Pool, log *slog.Logger) {
 		}
 	}
 	wg.Wait()
+	for _, p := range pools { // their watches and API clients
+		if c, ok := p.(io.Closer); ok {
+			if err := c.Close(); err != nil {
+				log.Error("closing a pool", "pool", p.Describe().ID, "err", err)
+			}
+		}
+	}
 }
 
 // credential returns the configured registry credential with an id.

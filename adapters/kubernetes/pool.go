@@ -252,7 +252,10 @@ func ProductLabelValue(gpuType string) string {
 }
 
 // Close stops the pool's watches; its pods keep running (Shutdown deletes them).
-func (p *Pool) Close() { p.stop() }
+func (p *Pool) Close() error {
+	p.stop()
+	return nil
+}
 
 // Describe returns the pool's description, with its capacity now.
 func (p *Pool) Describe() core.Pool {
@@ -519,8 +522,12 @@ func (p *Pool) observe(o any) {
 	st := State(pod, time.Now(), p.cfg.UnschedulableAfter)
 	switch {
 	case st.Gone:
+		err := st.Err
+		if err == nil && pod.DeletionTimestamp != nil && !w.stopping { // it ended because someone deleted it
+			err = &ExitError{Reason: "Deleted", Message: "the pod was deleted by someone other than Gantry"}
+		}
 		p.mu.Unlock()
-		p.exit(w, st.Err)
+		p.exit(w, err)
 		if pod.DeletionTimestamp == nil { // a bare pod stays until deleted
 			grace := int64(0)
 			if err := p.cfg.Client.CoreV1().Pods(p.cfg.Namespace).Delete(context.Background(), pod.Name,
@@ -654,7 +661,9 @@ func State(pod *corev1.Pod, now time.Time, after time.Duration) PodState {
 		e := &ExitError{Reason: cmp.Or(pod.Status.Reason, string(pod.Status.Phase)), Message: pod.Status.Message}
 		for _, cs := range pod.Status.ContainerStatuses {
 			if t := cs.State.Terminated; t != nil {
-				e.Reason, e.ExitCode = cmp.Or(t.Reason, e.Reason), t.ExitCode
+				// A pod-level reason (Evicted, NodeLost, DeadlineExceeded) says more than its
+				// container's Error.
+				e.Reason, e.ExitCode = cmp.Or(pod.Status.Reason, t.Reason, e.Reason), t.ExitCode
 				e.Message = cmp.Or(t.Message, e.Message)
 			}
 		}
