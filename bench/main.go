@@ -4,7 +4,7 @@
 // Run it from the repository root (make bench does):
 //
 //	go run ./bench                       # every scenario, about 15 minutes on 2 cores
-//	go run ./bench -only run,runsync     # some scenarios: run, backlog, runsync, e2e, memory, bigbody, scheduler, coldstart, lb, coldstart-docker, postgres
+//	go run ./bench -only run,runsync     # some scenarios: run, backlog, runsync, e2e, memory, bigbody, scheduler, coldstart, lb, coldstart-docker, postgres, kubernetes
 //	go run ./bench -mem-jobs 200000      # a smaller memory scenario
 //	go run ./bench -only scheduler -sched-jobs 200000 -sched-bursts 4   # a smaller simulation
 //
@@ -52,6 +52,13 @@
 //	         workers' concurrency), then 1 to -pg-replicas `gantry serve --store` replicas (the
 //	         e2e shape, /run spread over them), then the idle cost of three job stores with
 //	         1,000 endpoints (PostgreSQL's CPU over 30 s) (about 3 minutes)
+//	kubernetes  the kubernetes pool on kube-apiserver and kube-scheduler in a test process
+//	         (TestBench in the nested module adapters/kubernetes/kubecluster): one worker at a
+//	         time from the scale-up decision to pod created, bound, process started and first
+//	         poll; then a burst of -kube-workers processless pods across 50 fake nodes at the
+//	         pool's default client QPS and at 100: time to all running, API requests per
+//	         worker, exit detection from the watch (build about 10 min the first time on 2
+//	         cores, run about 2 minutes)
 //
 // With -profile (on by default) every scenario whose Gantry figure misses its target is re-run
 // in process under `go test -bench` (engine_test.go in this directory) with -cpuprofile (or a
@@ -147,9 +154,13 @@ type options struct {
 	pgIdleEndpoints int
 	pgIdleTakers    int
 	pgIdleWindow    time.Duration
+
+	// kubernetes
+	kubeWorkers int    // workers of the burst
+	kubeTest    string // a prebuilt kubecluster test binary, instead of go test
 }
 
-var scenarioNames = []string{"run", "backlog", "runsync", "e2e", "memory", "bigbody", "scheduler", "coldstart", "lb", "coldstart-docker", "postgres"}
+var scenarioNames = []string{"run", "backlog", "runsync", "e2e", "memory", "bigbody", "scheduler", "coldstart", "lb", "coldstart-docker", "postgres", "kubernetes"}
 
 func main() {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
@@ -214,6 +225,8 @@ func main() {
 	fs.IntVar(&o.pgIdleEndpoints, "pg-idle-endpoints", 1000, "postgres: endpoints of the idle-cost measurement")
 	fs.IntVar(&o.pgIdleTakers, "pg-idle-takers", 100, "postgres: parked takers (idle warm workers) of the idle-cost measurement")
 	fs.DurationVar(&o.pgIdleWindow, "pg-idle-window", 30*time.Second, "postgres: length of the idle-cost measurement")
+	fs.IntVar(&o.kubeWorkers, "kube-workers", 500, "kubernetes: workers of the burst (across 50 fake nodes)")
+	fs.StringVar(&o.kubeTest, "kube-test", "", "kubernetes: a test binary of adapters/kubernetes/kubecluster (go test -c) to run instead of go test, where there is no Go toolchain")
 	_ = fs.Parse(os.Args[1:])
 
 	if *bare {
@@ -312,6 +325,8 @@ func runAll(o options) error {
 			err = b.scenarioColdStartDocker()
 		case "postgres":
 			err = b.scenarioPostgres()
+		case "kubernetes":
+			err = b.scenarioKubernetes()
 		}
 		note, share := otherCPU(before, sampleCPU(), b.machine.cpus)
 		logf("%s", note)

@@ -156,7 +156,7 @@ type KubernetesConfig struct {
 	// WorkerURL is where the pods reach this Gantry's worker API, e.g.
 	// http://gantry.gantry.svc:8080 (a Service in front of it); default publicUrl.
 	WorkerURL string `yaml:"workerUrl"`
-	// QPS and Burst bound the pool's requests to the API server; default 20 and 40.
+	// QPS and Burst bound the pool's requests to the API server; default 50 and 100 (500 pods start in about 10 s).
 	QPS   float32 `yaml:"qps"`
 	Burst int     `yaml:"burst"`
 }

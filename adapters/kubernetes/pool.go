@@ -69,8 +69,8 @@ const (
 	DefaultStopGrace          = 10 * time.Second
 	DefaultUnschedulableAfter = 30 * time.Second
 	DefaultShmGB              = 8
-	DefaultQPS                = 20
-	DefaultBurst              = 40
+	DefaultQPS                = 50 // as kube-scheduler's; 500 pods start in about 10 s
+	DefaultBurst              = 100
 )
 
 // Credential is a registry login for pulling a private image.
@@ -529,11 +529,17 @@ func (p *Pool) observe(o any) {
 		p.mu.Unlock()
 		p.exit(w, err)
 		if pod.DeletionTimestamp == nil { // a bare pod stays until deleted
-			grace := int64(0)
-			if err := p.cfg.Client.CoreV1().Pods(p.cfg.Namespace).Delete(context.Background(), pod.Name,
-				metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil && !apierrors.IsNotFound(err) {
-				p.cfg.Log.Error("deleting an exited worker's pod", "pod", pod.Name, "err", err)
-			}
+			// Off the watch's goroutine: under the client's rate limit a burst of exits would
+			// otherwise hold back every event behind it.
+			name, uid := pod.Name, pod.UID
+			go func() {
+				grace := int64(0)
+				err := p.cfg.Client.CoreV1().Pods(p.cfg.Namespace).Delete(context.Background(), name,
+					metav1.DeleteOptions{GracePeriodSeconds: &grace, Preconditions: &metav1.Preconditions{UID: &uid}})
+				if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+					p.cfg.Log.Error("deleting an exited worker's pod", "pod", name, "err", err)
+				}
+			}()
 		}
 		return
 	case st.Running && !w.running:

@@ -67,7 +67,7 @@ func setup(t *testing.T, objs ...runtime.Object) (*Pool, *fake.Clientset) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(p.Close)
+	t.Cleanup(func() { _ = p.Close() })
 	return p, client
 }
 

@@ -58,7 +58,7 @@ func TestBench(t *testing.T) {
 		"QPS %d, burst %d.", kube.DefaultQPS, kube.DefaultBurst)}
 	benchLatency(t, c, &res)
 	benchBurst(t, c, &res, workers, kube.DefaultQPS, kube.DefaultBurst)
-	benchBurst(t, c, &res, workers, 100, 200)
+	benchBurst(t, c, &res, workers, 4*kube.DefaultQPS, 4*kube.DefaultBurst)
 	b, _ := json.MarshalIndent(res, "", "  ")
 	if err := os.WriteFile(out, b, 0o644); err != nil {
 		t.Fatal(err)
@@ -133,7 +133,7 @@ func benchLatency(t *testing.T, c *kubecluster.Cluster, res *BenchResult) {
 		id := fmt.Sprintf("lat%02d", i)
 		base := gantry.URL + "/v2/ep"
 		env := map[string]string{"RUNPOD_WEBHOOK_GET_JOB": base + "/job-take/" + id + "?gpu=x", "RUNPOD_WEBHOOK_POST_OUTPUT": base + "/job-done/" + id + "/$ID?gpu=x",
-			"RUNPOD_WEBHOOK_PING": base + "/ping/" + id + "?gpu=x", "RUNPOD_POD_ID": id, "RUNPOD_AI_API_KEY": "x", "RUNPOD_ENDPOINT_ID": "ep",
+			"RUNPOD_WEBHOOK_PING": base + "/ping/" + id + "?gpu=x", "RUNPOD_WEBHOOK_POST_STREAM": base + "/job-stream/" + id + "/$ID?gpu=x", "RUNPOD_POD_ID": id, "RUNPOD_AI_API_KEY": "x", "RUNPOD_ENDPOINT_ID": "ep",
 			"RUNPOD_PING_INTERVAL": "10000"}
 		t0 := time.Now()
 		if err := p.Start(context.Background(), scheduler.WorkerSpec{ID: id, Endpoint: "ep", Image: echoImage, GPUCount: 1, Env: env, Report: rec.Report}); err != nil {
@@ -144,6 +144,11 @@ func benchLatency(t *testing.T, c *kubecluster.Cluster, res *BenchResult) {
 		deadline := time.Now().Add(wait)
 		for first.IsZero() && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
+			for _, e := range rec.Events(id) {
+				if e.State == scheduler.WorkerExited {
+					t.Fatalf("worker %s exited before polling: %v", id, e.Err)
+				}
+			}
 			mu.Lock()
 			first = polled[id]
 			mu.Unlock()
