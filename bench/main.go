@@ -151,6 +151,7 @@ type options struct {
 	pgJobs          int
 	pgConns         int // pool size of each database client (the floor, each replica)
 	pgReplicas      int // measure 1 to this many replicas
+	pgStatements    int // print the top statements of each Gantry pass (pg_stat_statements); 0 = none
 	pgIdleEndpoints int
 	pgIdleTakers    int
 	pgIdleWindow    time.Duration
@@ -222,6 +223,7 @@ func main() {
 	fs.IntVar(&o.pgJobs, "pg-jobs", 20000, "postgres: jobs per pass (the floor, and each replica count)")
 	fs.IntVar(&o.pgConns, "pg-conns", 32, "postgres: connection pool size of each database client (the floor, each replica)")
 	fs.IntVar(&o.pgReplicas, "pg-replicas", 3, "postgres: measure 1 to this many gantry serve replicas")
+	fs.IntVar(&o.pgStatements, "pg-statements", 0, "postgres: log this many of each Gantry pass's costliest statements, with calls and time per job (pg_stat_statements); 0 = none")
 	fs.IntVar(&o.pgIdleEndpoints, "pg-idle-endpoints", 1000, "postgres: endpoints of the idle-cost measurement")
 	fs.IntVar(&o.pgIdleTakers, "pg-idle-takers", 100, "postgres: parked takers (idle warm workers) of the idle-cost measurement")
 	fs.DurationVar(&o.pgIdleWindow, "pg-idle-window", 30*time.Second, "postgres: length of the idle-cost measurement")

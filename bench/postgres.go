@@ -52,7 +52,11 @@ func (b *bench) pgURL(srv *pgtest.Server, name string) (string, error) {
 }
 
 func (b *bench) scenarioPostgres() error {
-	srv, err := pgtest.Start(pgtest.Options{Durable: true})
+	po := pgtest.Options{Durable: true}
+	if b.o.pgStatements > 0 {
+		po.Settings = []string{"shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=all"}
+	}
+	srv, err := pgtest.Start(po)
 	if err != nil {
 		return fmt.Errorf("starting PostgreSQL: %w", err)
 	}
@@ -147,6 +151,9 @@ func (b *bench) pgFloor(srv *pgtest.Server, n, clients, workers int) (pgResult, 
 			firstErr.Store(err)
 		}
 	}
+	if err := b.pgStatementsReset(url); err != nil {
+		return pgResult{}, err
+	}
 	cpu0 := pgCPU(srv)
 	start := time.Now()
 	var lat latencies
@@ -205,6 +212,7 @@ func (b *bench) pgFloor(srv *pgtest.Server, n, clients, workers int) (pgResult, 
 	wg.Wait()
 	workersWG.Wait()
 	r := pgResult{jobs: int(done.Load()), elapsed: time.Since(start), pgCPU: pgCPU(srv) - cpu0}
+	b.pgStatementsLog(url, n)
 	r.sub = loadResult{Requests: int64(len(lat.all))}
 	lat.summarize(&r.sub)
 	if e := firstErr.Load(); e != nil {
@@ -273,6 +281,9 @@ func (b *bench) pgGantry(srv *pgtest.Server, k, n, clients, workers int) (pgResu
 	for i, g := range reps {
 		urls[i] = g.base + "/v2/" + ep + "/run"
 	}
+	if err := b.pgStatementsReset(url); err != nil {
+		return pgResult{}, err
+	}
 	cpu0 := pgCPU(srv)
 	start := time.Now()
 	sub := burstOver(urls, key, e2eBody, n, clients)
@@ -283,6 +294,7 @@ func (b *bench) pgGantry(srv *pgtest.Server, k, n, clients, workers int) (pgResu
 		if err == nil && h.Jobs.Completed+h.Jobs.Failed >= int64(n) {
 			r := pgResult{jobs: int(h.Jobs.Completed), elapsed: time.Since(start), sub: sub, pgCPU: pgCPU(srv) - cpu0}
 			logf("postgres: %d replica(s): %.0f jobs/s, /run p50 %v p99 %v, %d failed, %d submit errors", k, r.jobsPerSec(), sub.P50, sub.P99, h.Jobs.Failed, sub.Errors)
+			b.pgStatementsLog(url, n)
 			if h.Jobs.Failed > 0 || sub.Errors > 0 {
 				return r, fmt.Errorf("%d jobs failed, %d submissions refused", h.Jobs.Failed, sub.Errors)
 			}
@@ -292,6 +304,65 @@ func (b *bench) pgGantry(srv *pgtest.Server, k, n, clients, workers int) (pgResu
 			return pgResult{}, fmt.Errorf("after %v /health says %+v", time.Since(start).Round(time.Second), h.Jobs)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// plainURL is url without the pool's parameter (a single connection refuses it).
+func plainURL(url string) string {
+	u, _, _ := strings.Cut(url, "&pool_max_conns=")
+	return u
+}
+
+// pgStatementsReset forgets the statements pg_stat_statements counted so far (with
+// -pg-statements), making the extension in url's database first.
+func (b *bench) pgStatementsReset(url string) error {
+	if b.o.pgStatements <= 0 {
+		return nil
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, plainURL(url))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements; SELECT pg_stat_statements_reset()`)
+	return err
+}
+
+// pgStatementsLog logs the costliest statements in url's database since pgStatementsReset,
+// per job of the n: calls, execution time, buffers dirtied and WAL bytes.
+func (b *bench) pgStatementsLog(url string, n int) {
+	if b.o.pgStatements <= 0 {
+		return
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, plainURL(url))
+	if err != nil {
+		logf("pg_stat_statements: %v", err)
+		return
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT calls, total_exec_time, shared_blks_dirtied, wal_records, wal_bytes,
+			regexp_replace(query, '\s+', ' ', 'g')
+		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+		ORDER BY total_exec_time DESC LIMIT $1`, b.o.pgStatements)
+	if err != nil {
+		logf("pg_stat_statements: %v", err)
+		return
+	}
+	defer rows.Close()
+	logf("pg_stat_statements, per job of %d: calls, exec µs, blocks dirtied, WAL records, WAL bytes; statement", n)
+	for rows.Next() {
+		var calls, dirtied, walRecs int64
+		var exec float64
+		var walBytes float64
+		var q string
+		if err := rows.Scan(&calls, &exec, &dirtied, &walRecs, &walBytes, &q); err != nil {
+			logf("pg_stat_statements: %v", err)
+			return
+		}
+		f := float64(n)
+		logf("  %6.2f %8.1f %6.2f %6.2f %8.0f  %.160s", float64(calls)/f, 1000*exec/f, float64(dirtied)/f, float64(walRecs)/f, walBytes/f, q)
 	}
 }
 

@@ -45,6 +45,8 @@ type Options struct {
 	Durable bool
 	// MaxConnections is max_connections; 0 means 300.
 	MaxConnections int
+	// Settings are more server settings, each "name=value" (as postgres -c takes them).
+	Settings []string
 }
 
 var (
@@ -161,6 +163,9 @@ func Start(o Options) (*Server, error) {
 		"-c", "max_connections=" + strconv.Itoa(o.MaxConnections), "-c", "shared_buffers=128MB"}
 	if !o.Durable {
 		args = append(args, "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "synchronous_commit=off")
+	}
+	for _, set := range o.Settings {
+		args = append(args, "-c", set)
 	}
 	logf, err := os.Create(filepath.Join(dir, "server.log"))
 	if err != nil {
