@@ -167,7 +167,10 @@ func (s *Jobs) Expire(ctx context.Context, now time.Time) ([]core.ExpiredJob, er
 		return nil
 	}
 	var due bool
-	err := s.exec(ctx, true, `WITH gone AS (DELETE FROM gantry_jobs WHERE expires_at <= $1
+	// Live jobs are queued or running: each kind is found through its partial index.
+	err := s.exec(ctx, true, `WITH gone AS (DELETE FROM gantry_jobs WHERE expires_at <= $1 AND id IN (
+				SELECT id FROM gantry_jobs WHERE status = 'IN_QUEUE' AND expires_at <= $1
+				UNION ALL SELECT id FROM gantry_jobs WHERE status = 'IN_PROGRESS' AND expires_at <= $1)
 			RETURNING id, endpoint, worker_id, status, low, streamed)
 		SELECT id, endpoint, worker_id, status, low, streamed FROM gone
 		UNION ALL SELECT '', '', '', '', false, false WHERE EXISTS (
