@@ -68,6 +68,9 @@ func partitionName(b int64) string {
 	return "gantry_jobs_ended_p" + strconv.FormatInt(b, 10)
 }
 
+// name returns the name of the partition that a job expiring at t goes to.
+func (p *partitions) name(t time.Time) string { return partitionName(p.bucket(t)) }
+
 // ensure makes the partition that a job expiring at t goes to, unless this store knows it.
 func (p *partitions) ensure(ctx context.Context, db *DB, t time.Time) error {
 	b := p.bucket(t)
@@ -137,10 +140,15 @@ func (p *partitions) dropPast(ctx context.Context, db *DB, horizon time.Time) er
 	return nil
 }
 
-// isNoPartition reports the error of a row for which no partition exists.
+// isNoPartition reports the error of a row for which no partition exists, or of an insert
+// into a partition that is gone.
 func isNoPartition(err error) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "23514" && strings.Contains(pe.Message, "no partition")
+	if !errors.As(err, &pe) {
+		return false
+	}
+	return pe.Code == "23514" && strings.Contains(pe.Message, "no partition") ||
+		pe.Code == "42P01" && strings.Contains(pe.Message, "gantry_jobs_ended_")
 }
 
 // Expire removes the jobs past their expiry; see core.JobStore.

@@ -116,7 +116,7 @@ func (s *Jobs) Purge(ctx context.Context, endpoint, owner string, change func(*c
 				return 0, err
 			}
 		}
-		sql, args, err := writeStmt(&x.job, false, &j, x.rev, core.Statuses(core.InQueue))
+		sql, args, err := writeStmt(&x.job, false, &j, x.rev, core.Statuses(core.InQueue), s.parts.name(j.ExpiresAt))
 		if err != nil {
 			return 0, err
 		}
