@@ -255,26 +255,18 @@ func (s *Jobs) Insert(ctx context.Context, rec core.Job, input []byte, durable b
 // Take moves up to max of the endpoint's queued jobs to worker; see core.JobStore. One
 // statement picks the oldest with FOR UPDATE SKIP LOCKED, so that takers on every replica
 // pass over each other's rows instead of waiting, and records the worker's heartbeat with the
-// take: the first take of a worker on this store, and then one a second at most (beatEvery),
+// take: the first take of a worker on this store, and then one each beatEvery (5 s) at most,
 // so that a worker taking jobs back to back does not write its heartbeat row with each.
 func (s *Jobs) Take(ctx context.Context, endpoint, worker string, max int, now time.Time) ([]core.TakenJob, error) {
 	if max <= 0 {
 		return nil, nil
 	}
 	beat := s.beats.due(worker, now)
-	rows, err := s.db.Pool.Query(ctx, `WITH picked AS (
-			SELECT id FROM gantry_jobs WHERE endpoint = $1 AND status = 'IN_QUEUE' AND expires_at > $3
-			ORDER BY qseq LIMIT $4 FOR UPDATE SKIP LOCKED),
-		taken AS (
-			UPDATE gantry_jobs j SET status = 'IN_PROGRESS', worker_id = $2, started_at = $3, output = NULL,
-				deadline = CASE WHEN j.timeout_ms > 0 THEN $3 + j.timeout_ms * interval '1 millisecond' END,
-				rev = rev + 1
-			FROM picked WHERE j.id = picked.id
-			RETURNING j.*),
-		beat AS (
-			INSERT INTO gantry_job_heartbeats (worker, seen) SELECT $2, $3 WHERE $5
-			ON CONFLICT (worker) DO UPDATE SET seen = greatest(gantry_job_heartbeats.seen, excluded.seen))
-		SELECT `+jobCols+`, input, qseq FROM taken`, endpoint, worker, now, max, beat)
+	sql := takeSQL
+	if beat {
+		sql = takeBeatSQL
+	}
+	rows, err := s.db.Pool.Query(ctx, sql, endpoint, worker, now, max)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: taking jobs of %s: %w", endpoint, err)
 	}
@@ -304,6 +296,34 @@ func (s *Jobs) Take(ctx context.Context, endpoint, worker string, max int, now t
 	}
 	return out, nil
 }
+
+// takeSQL takes jobs ($1 endpoint, $2 worker, $3 now, $4 max); takeBeatSQL records the
+// worker's heartbeat too. Their commit does not wait for the disk (synchronous_commit off for
+// their transaction, set inside the statement so that a take stays one statement and one
+// round trip): a take is not acknowledged to anyone, and a crash that loses it leaves the job
+// queued, to be taken again; the worker's post of the result, which is durable, flushes the
+// take with it (the WAL is written in order). Not waiting matters beyond the take: the rows
+// it took stay locked until its commit returns, and every other taker's scan passes over
+// them (SKIP LOCKED) meanwhile.
+const (
+	takeSQL     = takeCTEs + takeSelect
+	takeBeatSQL = takeCTEs + `,
+	beat AS (
+		INSERT INTO gantry_job_heartbeats (worker, seen) VALUES ($2, $3)
+		ON CONFLICT (worker) DO UPDATE SET seen = greatest(gantry_job_heartbeats.seen, excluded.seen))` + takeSelect
+
+	takeCTEs = `WITH picked AS (
+		SELECT id FROM gantry_jobs WHERE endpoint = $1 AND status = 'IN_QUEUE' AND expires_at > $3
+		ORDER BY qseq LIMIT $4 FOR UPDATE SKIP LOCKED),
+	taken AS (
+		UPDATE gantry_jobs j SET status = 'IN_PROGRESS', worker_id = $2, started_at = $3, output = NULL,
+			deadline = CASE WHEN j.timeout_ms > 0 THEN $3 + j.timeout_ms * interval '1 millisecond' END,
+			rev = rev + 1
+		FROM picked WHERE j.id = picked.id
+		RETURNING j.*)`
+	takeSelect = `
+	SELECT ` + jobCols + `, input, qseq FROM taken, (SELECT set_config('synchronous_commit', 'off', true)) AS nosync`
+)
 
 // read returns the job's row and whether it has ended (it is in gantry_jobs_ended).
 func (s *Jobs) read(ctx context.Context, id string) (row, bool, error) {

@@ -7,3 +7,9 @@ func (s *Jobs) Parked(endpoint string) int {
 	defer s.hub.mu.Unlock()
 	return s.hub.asleep[endpoint]
 }
+
+// The take statements, without and with the heartbeat.
+const (
+	TakeSQL     = takeSQL
+	TakeBeatSQL = takeBeatSQL
+)

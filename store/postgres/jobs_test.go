@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/internal/pgtest"
 	"github.com/gantryhq/gantry/internal/testkit"
@@ -295,5 +297,45 @@ func TestJobsStaleRecordLosesToTheDatabase(t *testing.T) {
 	}
 	if got, err := b.Get(ctx, j.ID); err != nil || got.Status != core.InQueue || got.Output != nil {
 		t.Errorf("job after the refused done = %+v, %v; want IN_QUEUE without output", got, err)
+	}
+}
+
+// A take's transaction commits without waiting for the disk: the statement turns
+// synchronous_commit off for its own transaction (a server default of on notwithstanding).
+func TestJobsTakeDoesNotWaitForTheDisk(t *testing.T) {
+	ctx := context.Background()
+	s := openJobs(t, pgtest.URL(t))
+	now := time.Now()
+	if _, err := s.Insert(ctx, job("ep", now), nil, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, sql := range []string{postgres.TakeSQL, postgres.TakeBeatSQL} {
+		err := pgx.BeginFunc(ctx, s.DB().Pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = on`); err != nil {
+				return err
+			}
+			rows, err := tx.Query(ctx, sql, "ep", "w", now, 1)
+			if err != nil {
+				return err
+			}
+			n := 0
+			for rows.Next() {
+				n++
+			}
+			if rows.Close(); rows.Err() != nil || n != 1 {
+				return fmt.Errorf("took %d jobs (%v); want 1", n, rows.Err())
+			}
+			var sc string
+			if err := tx.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&sc); err != nil {
+				return err
+			}
+			if sc != "off" {
+				return fmt.Errorf("after a take synchronous_commit = %q; want off", sc)
+			}
+			return errors.New("roll back") // the job stays queued for the next statement
+		})
+		if err == nil || err.Error() != "roll back" {
+			t.Fatal(err)
+		}
 	}
 }

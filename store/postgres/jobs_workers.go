@@ -11,7 +11,7 @@ import (
 
 // beatEvery is how often a worker's takes record its heartbeat: the stored heartbeat lags the
 // last take by at most this, far below the time after which a silent worker is lost.
-const beatEvery = time.Second
+const beatEvery = 5 * time.Second
 
 // beats remembers when this store last wrote each worker's heartbeat.
 type beats struct {
