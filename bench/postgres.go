@@ -54,7 +54,7 @@ func (b *bench) pgURL(srv *pgtest.Server, name string) (string, error) {
 func (b *bench) scenarioPostgres() error {
 	po := pgtest.Options{Durable: true}
 	if b.o.pgStatements > 0 {
-		po.Settings = []string{"shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=all"}
+		po.Settings = []string{"shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=all", "pg_stat_statements.track_planning=on"}
 	}
 	srv, err := pgtest.Start(po)
 	if err != nil {
@@ -342,27 +342,29 @@ func (b *bench) pgStatementsLog(url string, n int) {
 		return
 	}
 	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `SELECT calls, total_exec_time, shared_blks_dirtied, wal_records, wal_bytes,
-			regexp_replace(query, '\s+', ' ', 'g')
-		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
-		ORDER BY total_exec_time DESC LIMIT $1`, b.o.pgStatements)
+	rows, err := conn.Query(ctx, `WITH st AS (SELECT * FROM pg_stat_statements
+			WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()))
+		(SELECT calls, total_exec_time, total_plan_time, shared_blks_dirtied, wal_records, wal_bytes,
+			regexp_replace(query, '\s+', ' ', 'g') FROM st ORDER BY total_exec_time + total_plan_time DESC LIMIT $1)
+		UNION ALL SELECT sum(calls)::bigint, sum(total_exec_time), sum(total_plan_time), sum(shared_blks_dirtied)::bigint,
+			sum(wal_records)::bigint, sum(wal_bytes), '(all statements)' FROM st`, b.o.pgStatements)
 	if err != nil {
 		logf("pg_stat_statements: %v", err)
 		return
 	}
 	defer rows.Close()
-	logf("pg_stat_statements, per job of %d: calls, exec µs, blocks dirtied, WAL records, WAL bytes; statement", n)
+	logf("pg_stat_statements, per job of %d: calls, exec µs, plan µs, blocks dirtied, WAL records, WAL bytes; statement", n)
 	for rows.Next() {
 		var calls, dirtied, walRecs int64
-		var exec float64
+		var exec, plan float64
 		var walBytes float64
 		var q string
-		if err := rows.Scan(&calls, &exec, &dirtied, &walRecs, &walBytes, &q); err != nil {
+		if err := rows.Scan(&calls, &exec, &plan, &dirtied, &walRecs, &walBytes, &q); err != nil {
 			logf("pg_stat_statements: %v", err)
 			return
 		}
 		f := float64(n)
-		logf("  %6.2f %8.1f %6.2f %6.2f %8.0f  %.160s", float64(calls)/f, 1000*exec/f, float64(dirtied)/f, float64(walRecs)/f, walBytes/f, q)
+		logf("  %6.2f %8.1f %6.1f %6.2f %6.2f %8.0f  %.160s", float64(calls)/f, 1000*exec/f, 1000*plan/f, float64(dirtied)/f, float64(walRecs)/f, walBytes/f, q)
 	}
 }
 
