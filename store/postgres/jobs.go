@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gantryhq/gantry/core"
 )
@@ -50,6 +49,7 @@ type Jobs struct {
 	stats   statsCache
 	ended   endedCounts
 	running runningCache
+	inserts inserter
 	// pollSeen is each endpoint's newest queued qseq at the poll's last look (nil before the
 	// first: what is queued then is not news). The poll's own; read under stats.mu.
 	pollSeen map[string]int64
@@ -235,17 +235,13 @@ func (s *Jobs) Insert(ctx context.Context, rec core.Job, input []byte, durable b
 	// seq is the sequence's, and qseq with it: values' $5 is left out.
 	args = append(append(args[:4:4], args[5:]...), input)
 	var seq int64
-	err = s.exec(ctx, durable, `INSERT INTO gantry_jobs (id, endpoint, owner, status, low, worker_id, timeout_ms,
-			queued_at, started_at, deadline, expires_at, streamed, webhook_pending, output, body, input, seq, qseq, rev)
-		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, n, n, 1
-		FROM nextval('gantry_job_seq') AS n RETURNING seq`, args,
-		func(r pgx.Rows) error { return r.Scan(&seq) })
+	if durable {
+		seq, err = s.insertDurable(ctx, args)
+	} else {
+		seq, err = s.insertOne(ctx, false, args)
+	}
 	if err != nil {
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == "23505" {
-			return core.Job{}, fmt.Errorf("postgres: job %s exists", rec.ID)
-		}
-		return core.Job{}, fmt.Errorf("postgres: inserting job %s: %w", rec.ID, err)
+		return core.Job{}, err
 	}
 	rec.Seq = uint64(seq)
 	s.queued(rec.Endpoint)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -337,5 +338,55 @@ func TestJobsTakeDoesNotWaitForTheDisk(t *testing.T) {
 		if err == nil || err.Error() != "roll back" {
 			t.Fatal(err)
 		}
+	}
+}
+
+// Concurrent durable inserts are committed in groups: each gets its own seq, and a request
+// whose id exists fails alone.
+func TestJobsConcurrentInsertsGroup(t *testing.T) {
+	ctx := context.Background()
+	s := openJobs(t, pgtest.URL(t))
+	now := time.Now()
+	dup := job("ep", now)
+	if _, err := s.Insert(ctx, dup, []byte("first"), true); err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	seqs := make([]uint64, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			j := job("ep", now)
+			if i == n/2 {
+				j = dup
+			}
+			got, err := s.Insert(ctx, j, []byte(fmt.Sprint(i)), true)
+			seqs[i], errs[i] = got.Seq, err
+		})
+	}
+	wg.Wait()
+	seen := map[uint64]bool{}
+	for i, err := range errs {
+		if i == n/2 {
+			if err == nil || !strings.Contains(err.Error(), "exists") {
+				t.Errorf("inserting an existing job: %v; want it refused", err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("insert %d: %v", i, err)
+		}
+		if seqs[i] == 0 || seen[seqs[i]] {
+			t.Fatalf("insert %d got seq %d, zero or taken", i, seqs[i])
+		}
+		seen[seqs[i]] = true
+	}
+	if in, err := s.Input(ctx, dup.ID); err != nil || string(in) != "first" {
+		t.Fatalf("the existing job's input = %q, %v; want it kept", in, err)
+	}
+	var queued int
+	if err := s.DB().Pool.QueryRow(ctx, `SELECT count(*) FROM gantry_jobs WHERE status = 'IN_QUEUE'`).Scan(&queued); err != nil || queued != n {
+		t.Fatalf("%d queued (%v); want %d", queued, err, n)
 	}
 }

@@ -1,0 +1,160 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Group commit of durable inserts. Concurrent /run requests each wait for a commit that
+// reaches the disk; inserted one by one, each pays a statement, a transaction and a commit
+// record of its own. The first Insert that finds no group running becomes its leader: it
+// inserts every request waiting at that moment in one multi-row statement (one commit),
+// hands each its result, and goes on while more arrived meanwhile. There is no waiting
+// window: an Insert alone is inserted at once, and a burst groups itself by the time the
+// previous group's commit takes. A group that fails (one id exists) is inserted again one by
+// one, so that only that request gets the error.
+
+// maxGroup bounds the inserts of one statement.
+const maxGroup = 256
+
+type insertReq struct {
+	args  []any // values' columns without seq, then input
+	seq   int64
+	err   error
+	ready chan struct{}
+}
+
+type inserter struct {
+	mu      sync.Mutex
+	pending []*insertReq
+	leading bool
+}
+
+// insertDurable inserts args (Insert's) durably, grouped with concurrent callers.
+func (s *Jobs) insertDurable(ctx context.Context, args []any) (int64, error) {
+	r := &insertReq{args: args, ready: make(chan struct{})}
+	g := &s.inserts
+	g.mu.Lock()
+	g.pending = append(g.pending, r)
+	lead := !g.leading
+	g.leading = true
+	g.mu.Unlock()
+	if lead {
+		// The group outlives the leader's request: others wait on it.
+		s.leadInserts(context.WithoutCancel(ctx))
+	}
+	select {
+	case <-r.ready:
+		return r.seq, r.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+func (s *Jobs) leadInserts(ctx context.Context) {
+	g := &s.inserts
+	for {
+		g.mu.Lock()
+		batch := g.pending
+		if len(batch) > maxGroup {
+			batch = batch[:maxGroup]
+		}
+		g.pending = g.pending[len(batch):]
+		if len(batch) == 0 {
+			g.pending, g.leading = nil, false
+			g.mu.Unlock()
+			return
+		}
+		g.mu.Unlock()
+		if len(batch) == 1 {
+			batch[0].seq, batch[0].err = s.insertOne(ctx, true, batch[0].args)
+		} else if err := s.insertGroup(ctx, batch); err != nil {
+			for _, r := range batch {
+				r.seq, r.err = s.insertOne(ctx, true, r.args)
+			}
+		}
+		for _, r := range batch {
+			close(r.ready)
+		}
+	}
+}
+
+// insertSQL inserts one job: $1-$15 its columns (values' without seq), $16 its input.
+const insertSQL = `INSERT INTO gantry_jobs (id, endpoint, owner, status, low, worker_id, timeout_ms,
+		queued_at, started_at, deadline, expires_at, streamed, webhook_pending, output, body, input, seq, qseq, rev)
+	SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, n, n, 1
+	FROM nextval('gantry_job_seq') AS n RETURNING seq`
+
+// insertGroupSQL inserts many jobs, each column an array, seq in the arrays' order.
+const insertGroupSQL = `INSERT INTO gantry_jobs (id, endpoint, owner, status, low, worker_id, timeout_ms,
+		queued_at, started_at, deadline, expires_at, streamed, webhook_pending, output, body, input, seq, qseq, rev)
+	SELECT u.id, u.endpoint, u.owner, u.status, u.low, u.worker_id, u.timeout_ms, u.queued_at, u.started_at,
+		u.deadline, u.expires_at, u.streamed, u.webhook_pending, u.output, u.body, u.input, u.n, u.n, 1
+	FROM (SELECT v.*, nextval('gantry_job_seq') AS n FROM (SELECT * FROM unnest($1::text[], $2::text[], $3::text[],
+		$4::text[], $5::bool[], $6::text[], $7::bigint[], $8::timestamptz[], $9::timestamptz[], $10::timestamptz[],
+		$11::timestamptz[], $12::bool[], $13::bool[], $14::bytea[], $15::bytea[], $16::bytea[]) WITH ORDINALITY
+		AS v(id, endpoint, owner, status, low, worker_id, timeout_ms, queued_at, started_at, deadline, expires_at,
+			streamed, webhook_pending, output, body, input, ord) ORDER BY ord) v) u
+	RETURNING id, seq`
+
+func (s *Jobs) insertOne(ctx context.Context, durable bool, args []any) (int64, error) {
+	var seq int64
+	err := s.exec(ctx, durable, insertSQL, args, func(r pgx.Rows) error { return r.Scan(&seq) })
+	if err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "23505" {
+			return 0, fmt.Errorf("postgres: job %s exists", args[0])
+		}
+		return 0, fmt.Errorf("postgres: inserting job %s: %w", args[0], err)
+	}
+	return seq, nil
+}
+
+// insertGroup inserts the batch in one statement and sets each request's seq.
+func (s *Jobs) insertGroup(ctx context.Context, batch []*insertReq) error {
+	n := len(batch)
+	var (
+		ids, endpoints, owners, statuses, workers = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		lows, streamed, hooks                     = make([]bool, n), make([]bool, n), make([]bool, n)
+		timeouts                                  = make([]int64, n)
+		queued, started, expires                  = make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
+		deadlines                                 = make([]*time.Time, n)
+		outputs, bodies, inputs                   = make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	)
+	byID := make(map[string]*insertReq, n)
+	for i, r := range batch {
+		a := r.args
+		ids[i], endpoints[i], owners[i], statuses[i] = a[0].(string), a[1].(string), a[2].(string), a[3].(string)
+		lows[i], workers[i], timeouts[i] = a[4].(bool), a[5].(string), a[6].(int64)
+		queued[i], started[i], deadlines[i], expires[i] = a[7].(time.Time), a[8].(time.Time), a[9].(*time.Time), a[10].(time.Time)
+		streamed[i], hooks[i], outputs[i], bodies[i], inputs[i] = a[11].(bool), a[12].(bool), a[13].([]byte), a[14].([]byte), a[15].([]byte)
+		if byID[ids[i]] != nil {
+			return fmt.Errorf("job %s twice in one group", ids[i])
+		}
+		byID[ids[i]] = r
+	}
+	got := 0
+	err := s.exec(ctx, true, insertGroupSQL, []any{ids, endpoints, owners, statuses, lows, workers, timeouts,
+		queued, started, deadlines, expires, streamed, hooks, outputs, bodies, inputs}, func(rows pgx.Rows) error {
+		var id string
+		var seq int64
+		if err := rows.Scan(&id, &seq); err != nil {
+			return err
+		}
+		if r := byID[id]; r != nil {
+			r.seq = seq
+			got++
+		}
+		return nil
+	})
+	if err == nil && got != n {
+		err = fmt.Errorf("inserted %d of %d jobs", got, n)
+	}
+	return err
+}
