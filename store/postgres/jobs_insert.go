@@ -15,10 +15,10 @@ import (
 // reaches the disk; inserted one by one, each pays a statement, a transaction and a commit
 // record of its own. The first Insert that finds no group running becomes its leader: it
 // inserts every request waiting at that moment in one multi-row statement (one commit),
-// hands each its result, and goes on while more arrived meanwhile. There is no waiting
-// window: an Insert alone is inserted at once, and a burst groups itself by the time the
-// previous group's commit takes. A group that fails (one id exists) is inserted again one by
-// one, so that only that request gets the error.
+// hands each its result, and passes the lead on if more arrived meanwhile. There is no
+// waiting window: an Insert alone is inserted at once, and a burst groups itself by the time
+// the previous group's commit takes. A group that fails (one id exists) is inserted again
+// one by one, so that only that request gets the error.
 
 // maxGroup bounds the inserts of one statement.
 const maxGroup = 256
@@ -57,31 +57,41 @@ func (s *Jobs) insertDurable(ctx context.Context, args []any) (int64, error) {
 	}
 }
 
+// leadInserts inserts one group: the requests waiting now. If more arrived meanwhile it hands
+// the lead to a new goroutine, so that a leader's own /run is not held up by a steady stream
+// of others.
 func (s *Jobs) leadInserts(ctx context.Context) {
 	g := &s.inserts
-	for {
-		g.mu.Lock()
-		batch := g.pending
-		if len(batch) > maxGroup {
-			batch = batch[:maxGroup]
-		}
-		g.pending = g.pending[len(batch):]
-		if len(batch) == 0 {
-			g.pending, g.leading = nil, false
-			g.mu.Unlock()
-			return
-		}
+	g.mu.Lock()
+	batch := g.pending
+	if len(batch) > maxGroup {
+		batch = batch[:maxGroup]
+	}
+	g.pending = g.pending[len(batch):]
+	if len(batch) == 0 {
+		g.pending, g.leading = nil, false
 		g.mu.Unlock()
-		if len(batch) == 1 {
-			batch[0].seq, batch[0].err = s.insertOne(ctx, true, batch[0].args)
-		} else if err := s.insertGroup(ctx, batch); err != nil {
-			for _, r := range batch {
-				r.seq, r.err = s.insertOne(ctx, true, r.args)
-			}
-		}
+		return
+	}
+	g.mu.Unlock()
+	if len(batch) == 1 {
+		batch[0].seq, batch[0].err = s.insertOne(ctx, true, batch[0].args)
+	} else if err := s.insertGroup(ctx, batch); err != nil {
 		for _, r := range batch {
-			close(r.ready)
+			r.seq, r.err = s.insertOne(ctx, true, r.args)
 		}
+	}
+	for _, r := range batch {
+		close(r.ready)
+	}
+	g.mu.Lock()
+	more := len(g.pending) > 0
+	if !more {
+		g.pending, g.leading = nil, false
+	}
+	g.mu.Unlock()
+	if more {
+		go s.leadInserts(ctx)
 	}
 }
 
