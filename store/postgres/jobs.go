@@ -50,6 +50,7 @@ type Jobs struct {
 	ended   endedCounts
 	running runningCache
 	inserts inserter
+	writes  writer
 	// pollSeen is each endpoint's newest queued qseq at the poll's last look (nil before the
 	// first: what is queued then is not news). The poll's own; read under stats.mu.
 	pollSeen map[string]int64
@@ -554,8 +555,11 @@ func qseqFrom(requeue bool) string {
 }
 
 func (s *Jobs) writeOnce(ctx context.Context, durable bool, sql string, args []any) (bool, error) {
+	if durable {
+		return s.writeDurable(ctx, sql, args)
+	}
 	n := 0
-	err := s.exec(ctx, durable, sql, args, func(pgx.Rows) error { n++; return nil })
+	err := s.exec(ctx, false, sql, args, func(pgx.Rows) error { n++; return nil })
 	return n > 0, err
 }
 

@@ -168,3 +168,99 @@ func (s *Jobs) insertGroup(ctx context.Context, batch []*insertReq) error {
 	}
 	return err
 }
+
+// Group commit of durable writes (a worker's post of its result, a cancel): the same scheme
+// as the inserts, each write its own guarded statement, all of a group pipelined in one
+// transaction with one commit. If any statement of a group fails, the transaction is rolled
+// back and each write runs again alone, so that only its own error reaches each caller.
+
+type writeReq struct {
+	sql   string
+	args  []any
+	n     int // rows the statement returned: whether its guard held
+	err   error
+	ready chan struct{}
+}
+
+type writer struct {
+	mu      sync.Mutex
+	pending []*writeReq
+	leading bool
+}
+
+// writeDurable runs one guarded write durably, grouped with concurrent callers, and reports
+// whether it returned a row.
+func (s *Jobs) writeDurable(ctx context.Context, sql string, args []any) (bool, error) {
+	r := &writeReq{sql: sql, args: args, ready: make(chan struct{})}
+	g := &s.writes
+	g.mu.Lock()
+	g.pending = append(g.pending, r)
+	lead := !g.leading
+	g.leading = true
+	g.mu.Unlock()
+	if lead {
+		s.leadWrites(context.WithoutCancel(ctx))
+	}
+	select {
+	case <-r.ready:
+		return r.n > 0, r.err
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+func (s *Jobs) leadWrites(ctx context.Context) {
+	g := &s.writes
+	g.mu.Lock()
+	batch := g.pending
+	if len(batch) > maxGroup {
+		batch = batch[:maxGroup]
+	}
+	g.pending = g.pending[len(batch):]
+	if len(batch) == 0 {
+		g.pending, g.leading = nil, false
+		g.mu.Unlock()
+		return
+	}
+	g.mu.Unlock()
+	if len(batch) == 1 || s.writeGroup(ctx, batch) != nil {
+		for _, r := range batch {
+			r.n = 0
+			r.err = s.exec(ctx, true, r.sql, r.args, func(pgx.Rows) error { r.n++; return nil })
+		}
+	}
+	for _, r := range batch {
+		close(r.ready)
+	}
+	g.mu.Lock()
+	more := len(g.pending) > 0
+	if !more {
+		g.pending, g.leading = nil, false
+	}
+	g.mu.Unlock()
+	if more {
+		go s.leadWrites(ctx)
+	}
+}
+
+// writeGroup runs the batch's writes in one transaction, one round trip.
+func (s *Jobs) writeGroup(ctx context.Context, batch []*writeReq) error {
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	var failed error
+	for _, r := range batch {
+		b.Queue(r.sql, r.args...).Query(func(rows pgx.Rows) error {
+			err := scanAll(rows, func(pgx.Rows) error { r.n++; return nil })
+			if err != nil && failed == nil {
+				failed = err
+			}
+			return err
+		})
+	}
+	b.Queue("COMMIT")
+	err := s.db.Pool.SendBatch(ctx, b).Close()
+	if failed != nil {
+		return failed
+	}
+	return err
+}
