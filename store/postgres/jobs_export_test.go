@@ -1,5 +1,7 @@
 package postgres
 
+import "context"
+
 // Parked returns how many takers wait on the endpoint in this store, having found nothing
 // queued.
 func (s *Jobs) Parked(endpoint string) int {
@@ -13,3 +15,26 @@ const (
 	TakeSQL     = takeSQL
 	TakeBeatSQL = takeBeatSQL
 )
+
+// WriteGroup runs the statements as one group of durable writes (the store's group commit),
+// and returns whether each returned a row, and its error.
+func (s *Jobs) WriteGroup(ctx context.Context, stmts []string) ([]bool, []error) {
+	reqs := make([]*writeReq, len(stmts))
+	for i, sql := range stmts {
+		reqs[i] = &writeReq{sql: sql, ready: make(chan struct{})}
+	}
+	s.writes.mu.Lock()
+	s.writes.pending = append(s.writes.pending, reqs...)
+	lead := !s.writes.leading
+	s.writes.leading = true
+	s.writes.mu.Unlock()
+	if lead {
+		s.leadWrites(ctx)
+	}
+	ok, errs := make([]bool, len(reqs)), make([]error, len(reqs))
+	for i, r := range reqs {
+		<-r.ready
+		ok[i], errs[i] = r.n > 0, r.err
+	}
+	return ok, errs
+}

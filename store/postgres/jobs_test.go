@@ -390,3 +390,80 @@ func TestJobsConcurrentInsertsGroup(t *testing.T) {
 		t.Fatalf("%d queued (%v); want %d", queued, err, n)
 	}
 }
+
+// Concurrent durable ends commit in groups; a group whose statements fail (their partition
+// was dropped by another replica) runs each write again alone, and each then succeeds.
+func TestJobsGroupedWritesSurviveAFailedGroup(t *testing.T) {
+	ctx := context.Background()
+	s := openJobs(t, pgtest.URL(t))
+	now := time.Now()
+	const n = 40
+	for range n {
+		if _, err := s.Insert(ctx, job("ep", now), nil, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Take(ctx, "ep", "w", n, now)
+	if err != nil || len(got) != n {
+		t.Fatalf("Take = %d jobs, %v; want %d", len(got), err, n)
+	}
+	end := func(id string) error {
+		_, err := s.Update(ctx, id, core.Statuses(core.InProgress), func(j *core.Job) error {
+			j.Status, j.EndedAt, j.ExpiresAt = core.Completed, now, now.Add(time.Hour)
+			return nil
+		}, true)
+		return err
+	}
+	if err := end(got[0].Job.ID); err != nil { // makes the partition
+		t.Fatal(err)
+	}
+	var part string
+	if err := s.DB().Pool.QueryRow(ctx, `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+		WHERE i.inhparent = 'gantry_jobs_ended'::regclass`).Scan(&part); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB().Pool.Exec(ctx, "DROP TABLE "+part); err != nil { // as another replica would
+		t.Fatal(err)
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := 1; i < n; i++ {
+		wg.Go(func() { errs[i] = end(got[i].Job.ID) })
+	}
+	wg.Wait()
+	for i := 1; i < n; i++ {
+		if errs[i] != nil {
+			t.Fatalf("ending job %d: %v", i, errs[i])
+		}
+		j, err := s.Get(ctx, got[i].Job.ID)
+		if err != nil || j.Status != core.Completed {
+			t.Fatalf("job %d: %s, %v; want %s", i, j.Status, err, core.Completed)
+		}
+	}
+}
+
+// A group of durable writes with a failing statement rolls back and runs each write alone:
+// the others are stored once each, and only the failing one reports an error.
+func TestJobsWriteGroupRunsAloneAfterAFailure(t *testing.T) {
+	ctx := context.Background()
+	s := openJobs(t, pgtest.URL(t))
+	if _, err := s.DB().Pool.Exec(ctx, `CREATE TABLE grouped (n int PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	ok, errs := s.WriteGroup(ctx, []string{
+		`INSERT INTO grouped VALUES (1) RETURNING n`,
+		`SELECT 1 / 0`,
+		`INSERT INTO grouped VALUES (2) ON CONFLICT DO NOTHING RETURNING n`,
+		`INSERT INTO grouped VALUES (2) ON CONFLICT DO NOTHING RETURNING n`,
+	})
+	if errs[0] != nil || errs[2] != nil || errs[3] != nil || errs[1] == nil {
+		t.Fatalf("errors %v; want only the second write's", errs)
+	}
+	if !ok[0] || !ok[2] || ok[3] {
+		t.Fatalf("rows returned %v; want the first and third writes' only", ok)
+	}
+	var n int
+	if err := s.DB().Pool.QueryRow(ctx, `SELECT count(*) FROM grouped`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("%d rows (%v); want 2", n, err)
+	}
+}
