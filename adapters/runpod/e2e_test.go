@@ -3,8 +3,6 @@ package runpod_test
 import (
 	"cmp"
 	"context"
-	"encoding/json"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -227,60 +225,17 @@ func newGantry(t *testing.T, cfg runpod.Config) *gantry {
 // the answer is 200.
 func get(t *testing.T, url, key string, into any) []byte {
 	t.Helper()
-	code, b := fetch(t, url, key)
-	if code != http.StatusOK {
-		t.Fatalf("GET %s = %d %s; want 200", url, code, b)
-	}
-	if into != nil {
-		if err := json.Unmarshal(b, into); err != nil {
-			t.Fatalf("GET %s: %v in %s", url, err, b)
-		}
-	}
-	return b
+	return []byte(servertest.Expect(t, "GET", url, key, "", http.StatusOK, into))
 }
 
 // status answers the status of a GET with a bearer token.
 func status(t *testing.T, url, token string) int {
 	t.Helper()
-	code, _ := fetch(t, url, token)
+	code, _ := servertest.Call(t, "GET", url, token, "")
 	return code
-}
-
-// fetch answers the status and body of a GET with a bearer token.
-func fetch(t *testing.T, url, token string) (int, []byte) {
-	t.Helper()
-	req, err := http.NewRequest("GET", url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
 }
 
 func post(t *testing.T, url, key, body string, want int, into any) {
 	t.Helper()
-	req, err := http.NewRequest("POST", url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		t.Fatalf("POST %s = %d %s; want %d", url, resp.StatusCode, b, want)
-	}
-	if err := json.Unmarshal(b, into); err != nil {
-		t.Fatalf("POST %s: %v in %s", url, err, b)
-	}
+	servertest.Expect(t, "POST", url, key, body, want, into)
 }

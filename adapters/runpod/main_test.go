@@ -3,22 +3,17 @@ package runpod
 import (
 	"cmp"
 	"context"
-	"encoding/json"
-	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gantryhq/gantry/adapters/runpod/runpodfake"
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/internal/testkit"
-	gworker "github.com/gantryhq/gantry/worker"
-	"github.com/gantryhq/gantry/worker/echo"
+	"github.com/gantryhq/gantry/internal/testworker"
 )
 
 // The test binary is also the pods' containers: the fake's ProcessRunner runs it again with
@@ -35,52 +30,11 @@ const (
 // the tests, failing the run when a goroutine outlives them.
 func TestMain(m *testing.M) {
 	if os.Getenv(envWorkerMode) != "" {
-		os.Exit(testWorker(os.Args[len(os.Args)-1]))
+		os.Exit(testworker.Run(os.Args[len(os.Args)-1]))
 	}
 	os.Setenv(keyEnv, testKey)
 	os.Setenv("GANTRY_RUNPOD_TEST_WRONG_KEY", "wrong")
 	testkit.VerifyNoLeaks(m)
-}
-
-// testWorker is a pod's container. Image testImage takes its behaviour from its args:
-// "serves" prints its environment and runs until SIGTERM, "crashes" exits with status 37,
-// "ignores" ignores SIGTERM. Image gantry/echo (arg "echo") runs Gantry's echo worker.
-func testWorker(arg string) int {
-	if arg == "echo" {
-		cfg, err := gworker.ConfigFromEnv()
-		if err != nil {
-			fmt.Println("worker config:", err)
-			return 2
-		}
-		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-		defer stop()
-		if err := gworker.Run(ctx, cfg, echo.Handler); err != nil {
-			fmt.Println("worker:", err)
-			return 1
-		}
-		return 0
-	}
-	switch arg {
-	case "crashes":
-		fmt.Println("crashing on purpose")
-		return 37
-	case "ignores":
-		signal.Ignore(syscall.SIGTERM)
-	}
-	term := make(chan os.Signal, 1)
-	signal.Notify(term, syscall.SIGTERM)
-	env := map[string]string{}
-	for _, kv := range os.Environ() {
-		k, v, _ := strings.Cut(kv, "=")
-		env[k] = v
-	}
-	b, _ := json.Marshal(env)
-	fmt.Printf("GANTRY_TEST_ENV %s\n", b)
-	if arg == "ignores" {
-		select {}
-	}
-	<-term
-	return 0
 }
 
 var gpu4090 = runpodfake.GPU{ID: "NVIDIA GeForce RTX 4090", Name: "RTX 4090", MemoryGB: 24, Price: 0.69, MaxCount: 8,
@@ -113,7 +67,7 @@ func newCloud(t *testing.T, cfg runpodfake.Config) *cloud {
 	cfg.StopGrace = testGrace
 	if cfg.Runner == nil {
 		cfg.Runner = runpodfake.ProcessRunner{
-			Images: map[string][]string{testImage: {self, "-test.run=^$"}, echoImage: {self, "-test.run=^$", "echo"}},
+			Images: map[string][]string{testImage: {self, "-test.run=^$"}, echoImage: {self, "-test.run=^$", testworker.Echo}},
 			Env:    []string{envWorkerMode + "=run"},
 		}
 	}
@@ -177,13 +131,5 @@ func probeEnv(c *cloud, id string) (map[string]string, bool) {
 	if !ok || pod.Status != runpodfake.Running {
 		return nil, false
 	}
-	for _, line := range pod.Log {
-		if j, ok := strings.CutPrefix(line, "GANTRY_TEST_ENV "); ok {
-			env := map[string]string{}
-			if json.Unmarshal([]byte(j), &env) == nil {
-				return env, true
-			}
-		}
-	}
-	return nil, false
+	return testworker.Env(pod.Log)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/gantryhq/gantry/adapters/adaptertest"
 	"github.com/gantryhq/gantry/adapters/runpod/runpodfake"
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/internal/testworker"
 	"github.com/gantryhq/gantry/scheduler"
 )
 
@@ -28,15 +29,8 @@ func TestPoolContract(t *testing.T) {
 			return newPool(t, c, Config{Pool: core.Pool{GPUs: 8}}) // room for the Workers started at once
 		},
 		Spec: func(t *testing.T, b adaptertest.Behaviour) scheduler.WorkerSpec {
-			spec := scheduler.WorkerSpec{Image: testImage, Endpoint: "ep", Env: map[string]string{"KIT": "1"}}
-			switch b {
-			case adaptertest.Serves:
-				spec.Args = "serves"
-			case adaptertest.Crashes:
-				spec.Args = "crashes"
-			case adaptertest.IgnoresStop:
-				spec.Args = "ignores"
-			case adaptertest.Unstartable:
+			spec := scheduler.WorkerSpec{Image: testImage, Endpoint: "ep", Env: map[string]string{"KIT": "1"}, Args: testworker.Args(b)}
+			if b == adaptertest.Unstartable {
 				spec.Registry = "no-such-credential"
 			}
 			return spec

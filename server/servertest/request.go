@@ -1,6 +1,7 @@
 package servertest
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -43,4 +44,20 @@ func Call(tb testing.TB, method, url, key, body string) (int, string) {
 	}
 	code, _, b := Do(tb, method, url, auth, body)
 	return code, string(b)
+}
+
+// Expect is Call that fails the test unless the answer's status is want, decodes the JSON
+// body into into when into is not nil, and returns the body.
+func Expect(tb testing.TB, method, url, key, body string, want int, into any) string {
+	tb.Helper()
+	code, b := Call(tb, method, url, key, body)
+	if code != want {
+		tb.Fatalf("%s %s = %d %s; want %d", method, url, code, b, want)
+	}
+	if into != nil {
+		if err := json.Unmarshal([]byte(b), into); err != nil {
+			tb.Fatalf("%s %s: %v in %s", method, url, err, b)
+		}
+	}
+	return b
 }

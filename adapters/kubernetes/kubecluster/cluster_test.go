@@ -16,6 +16,7 @@ import (
 	kube "github.com/gantryhq/gantry/adapters/kubernetes"
 	"github.com/gantryhq/gantry/adapters/kubernetes/kubecluster"
 	"github.com/gantryhq/gantry/internal/testkit"
+	"github.com/gantryhq/gantry/internal/testworker"
 	"github.com/gantryhq/gantry/scheduler"
 )
 
@@ -57,15 +58,8 @@ func testContract(t *testing.T, c *kubecluster.Cluster, k *kubecluster.Kubelet) 
 	adaptertest.Run(t, adaptertest.Harness{
 		New: func(t *testing.T) scheduler.Pool { return newPool(t, c, "contract", nil) },
 		Spec: func(t *testing.T, b adaptertest.Behaviour) scheduler.WorkerSpec {
-			spec := scheduler.WorkerSpec{Image: testImage, Endpoint: "ep", Env: map[string]string{"KIT": "1"}}
-			switch b {
-			case adaptertest.Serves:
-				spec.Args = "serves"
-			case adaptertest.Crashes:
-				spec.Args = "crashes"
-			case adaptertest.IgnoresStop:
-				spec.Args = "ignores"
-			case adaptertest.Unstartable:
+			spec := scheduler.WorkerSpec{Image: testImage, Endpoint: "ep", Env: map[string]string{"KIT": "1"}, Args: testworker.Args(b)}
+			if b == adaptertest.Unstartable {
 				spec.Registry = "no-such-credential"
 			}
 			return spec

@@ -2,8 +2,6 @@ package kubecluster_test
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -94,26 +92,5 @@ func testJobs(t *testing.T, c *kubecluster.Cluster, k *kubecluster.Kubelet) {
 // unless the status is want.
 func call(t *testing.T, method, url, key, body string, want int, into any) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+key)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		t.Fatalf("%s %s = %d %s; want %d", method, url, resp.StatusCode, b, want)
-	}
-	if into != nil {
-		if err := json.Unmarshal(b, into); err != nil {
-			t.Fatalf("%s %s: %v in %s", method, url, err, b)
-		}
-	}
+	servertest.Expect(t, method, url, key, body, want, into)
 }

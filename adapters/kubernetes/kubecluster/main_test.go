@@ -2,14 +2,11 @@ package kubecluster_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,8 +16,7 @@ import (
 	kube "github.com/gantryhq/gantry/adapters/kubernetes"
 	"github.com/gantryhq/gantry/adapters/kubernetes/kubecluster"
 	"github.com/gantryhq/gantry/core"
-	gworker "github.com/gantryhq/gantry/worker"
-	"github.com/gantryhq/gantry/worker/echo"
+	"github.com/gantryhq/gantry/internal/testworker"
 )
 
 // The test binary is also the pods' containers: the test kubelet runs it again with
@@ -35,46 +31,9 @@ const (
 
 func TestMain(m *testing.M) {
 	if os.Getenv(envWorkerMode) != "" {
-		os.Exit(testWorker(os.Args[len(os.Args)-1]))
+		os.Exit(testworker.Run(os.Args[len(os.Args)-1]))
 	}
 	os.Exit(m.Run())
-}
-
-// testWorker is a pod's container: "serves" prints its environment and runs until SIGTERM,
-// "crashes" exits with status 37, "ignores" ignores SIGTERM, "echo" runs Gantry's echo worker.
-func testWorker(arg string) int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	switch arg {
-	case "echo":
-		cfg, err := gworker.ConfigFromEnv()
-		if err != nil {
-			fmt.Println("worker config:", err)
-			return 2
-		}
-		if err := gworker.Run(ctx, cfg, echo.Handler); err != nil {
-			fmt.Println("worker:", err)
-			return 1
-		}
-		return 0
-	case "crashes":
-		fmt.Println("crashing on purpose")
-		return 37
-	case "ignores":
-		signal.Ignore(syscall.SIGTERM)
-	}
-	env := map[string]string{}
-	for _, kv := range os.Environ() {
-		k, v, _ := strings.Cut(kv, "=")
-		env[k] = v
-	}
-	b, _ := json.Marshal(env)
-	fmt.Printf("GANTRY_TEST_ENV %s\n", b)
-	if arg == "ignores" {
-		select {}
-	}
-	<-ctx.Done()
-	return 0
 }
 
 // kubelet starts the test kubelet, running the test images as processes of this binary.
@@ -84,7 +43,7 @@ func kubelet(t *testing.T, c *kubecluster.Cluster) *kubecluster.Kubelet {
 		t.Fatal(err)
 	}
 	return kubecluster.NewKubelet(t, c, kubecluster.KubeletConfig{
-		Images: map[string][]string{testImage: {self, "-test.run=^$"}, echoImage: {self, "-test.run=^$", "echo"}},
+		Images: map[string][]string{testImage: {self, "-test.run=^$"}, echoImage: {self, "-test.run=^$", testworker.Echo}},
 		Env:    []string{envWorkerMode + "=run"},
 	})
 }
@@ -126,16 +85,29 @@ func newPool(t *testing.T, c *kubecluster.Cluster, group string, change func(*ku
 	}
 	t.Cleanup(func() {
 		p.Close()
-		pods, err := c.Client.CoreV1().Pods(namespace).List(context.Background(), metav1.ListOptions{
-			LabelSelector: kube.LabelPool + "=" + cfg.Pool.ID})
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		for _, pod := range pods.Items {
-			if pod.DeletionTimestamp == nil {
-				t.Errorf("pod %s (%s) of pool %s is left after the test", pod.Name, pod.Status.Phase, cfg.Pool.ID)
+		// The pool deletes exited pods in the background: give those deletes time to land.
+		var left []string
+		deadline := time.Now().Add(wait)
+		for {
+			pods, err := c.Client.CoreV1().Pods(namespace).List(context.Background(), metav1.ListOptions{
+				LabelSelector: kube.LabelPool + "=" + cfg.Pool.ID})
+			if err != nil {
+				t.Error(err)
+				return
 			}
+			left = left[:0]
+			for _, pod := range pods.Items {
+				if pod.DeletionTimestamp == nil {
+					left = append(left, fmt.Sprintf("%s (%s)", pod.Name, pod.Status.Phase))
+				}
+			}
+			if len(left) == 0 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if len(left) > 0 {
+			t.Errorf("pods of pool %s left after the test: %v", cfg.Pool.ID, left)
 		}
 	})
 	return p
@@ -150,13 +122,5 @@ func podEnv(c *kubecluster.Cluster, worker string) (map[string]string, bool) {
 	}
 	defer rc.Close()
 	b, _ := io.ReadAll(rc)
-	for _, line := range strings.Split(string(b), "\n") {
-		if j, ok := strings.CutPrefix(line, "GANTRY_TEST_ENV "); ok {
-			env := map[string]string{}
-			if json.Unmarshal([]byte(j), &env) == nil {
-				return env, true
-			}
-		}
-	}
-	return nil, false
+	return testworker.Env(strings.Split(string(b), "\n"))
 }
