@@ -86,6 +86,11 @@ func testJobs(t *testing.T, c *kubecluster.Cluster, k *kubecluster.Kubelet) {
 	if health.Workers.Unhealthy != 0 || !strings.Contains(health.Reason, "Insufficient nvidia.com/gpu") {
 		t.Errorf("/health of the big endpoint = %+v; want throttled with the scheduler's Insufficient nvidia.com/gpu", health)
 	}
+	var waiting struct{ Status, Reason string }
+	call(t, "GET", s.URL()+"/v2/"+big.ID+"/status/"+queued.ID, key, "", http.StatusOK, &waiting)
+	if waiting.Status != "IN_QUEUE" || !strings.Contains(waiting.Reason, "Insufficient nvidia.com/gpu") {
+		t.Errorf("status of the big endpoint's job = %+v; want IN_QUEUE with the scheduler's reason", waiting)
+	}
 }
 
 // call sends a request with the key and decodes the answer into into; it fails the test
