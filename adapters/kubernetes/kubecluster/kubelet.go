@@ -25,7 +25,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/gantryhq/gantry/internal/localproc"
+	"github.com/gantryhq/gantry/adapters/adaptertest"
 )
 
 // GPUResource is the extended resource the fake nodes advertise (NVIDIA's device plugin).
@@ -97,7 +97,7 @@ type run struct {
 	grace    time.Duration // set before deleting is closed
 
 	mu      sync.Mutex
-	proc    *localproc.Proc
+	proc    *adaptertest.Process
 	reason  string    // the reason a fault gives the container's end (OOMKilled, Evicted, NodeLost)
 	started time.Time // when its process started
 	lines   []string
@@ -421,7 +421,7 @@ func (k *Kubelet) run(ctx context.Context, r *run, pod *corev1.Pod) {
 		for _, e := range c.Env {
 			env = append(env, e.Name+"="+e.Value)
 		}
-		p, err := localproc.Start(argv, env, r.log)
+		p, err := adaptertest.StartProcess(argv, env, r.log)
 		if err != nil {
 			k.status(ctx, r, func(s *corev1.PodStatus) {
 				s.Phase = corev1.PodFailed

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gantryhq/gantry/internal/localproc"
+	"github.com/gantryhq/gantry/adapters/adaptertest"
 )
 
 // Runner runs pods' containers for the fake.
@@ -59,7 +59,7 @@ func (r ProcessRunner) Run(spec ContainerSpec) (Container, error) {
 	for k, v := range spec.Env {
 		env = append(env, k+"="+v)
 	}
-	p, err := localproc.Start(argv, env, spec.Log)
+	p, err := adaptertest.StartProcess(argv, env, spec.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -67,4 +67,4 @@ func (r ProcessRunner) Run(spec ContainerSpec) (Container, error) {
 }
 
 var _ Runner = ProcessRunner{}
-var _ Container = (*localproc.Proc)(nil)
+var _ Container = (*adaptertest.Process)(nil)

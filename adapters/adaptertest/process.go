@@ -1,8 +1,9 @@
-// Package localproc runs a test's stand-in for a container: a local process with exactly the
+package adaptertest
+
+// This file runs a test's stand-in for a container: a local process with exactly the
 // environment it is given (none of the test's own), its output read line by line, stopped
 // politely (SIGTERM) and then by force after a grace period. The fake clouds and the test
 // kubelet use it to run pods' containers.
-package localproc
 
 import (
 	"bufio"
@@ -14,17 +15,17 @@ import (
 	"time"
 )
 
-// Proc is a running process.
-type Proc struct {
+// Process is a running stand-in container.
+type Process struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	code int
 	once sync.Once
 }
 
-// Start runs argv with env ("K=V" each) and calls log for each line it writes to stdout or
+// StartProcess runs argv with env ("K=V" each) and calls log for each line it writes to stdout or
 // stderr (log may be nil, and may block briefly).
-func Start(argv, env []string, log func(line string)) (*Proc, error) {
+func StartProcess(argv, env []string, log func(line string)) (*Process, error) {
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("starting a process: no command")
 	}
@@ -36,7 +37,7 @@ func Start(argv, env []string, log func(line string)) (*Proc, error) {
 		pw.Close()
 		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
 	}
-	p := &Proc{cmd: cmd, done: make(chan struct{})}
+	p := &Process{cmd: cmd, done: make(chan struct{})}
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
@@ -60,23 +61,23 @@ func Start(argv, env []string, log func(line string)) (*Proc, error) {
 }
 
 // Done is closed once the process has exited and its output has been read.
-func (p *Proc) Done() <-chan struct{} { return p.done }
+func (p *Process) Done() <-chan struct{} { return p.done }
 
 // ExitCode waits for the process and returns its exit status (-1 when a signal ended it).
-func (p *Proc) ExitCode() int {
+func (p *Process) ExitCode() int {
 	<-p.done
 	return p.code
 }
 
 // Kill ends the process at once (SIGKILL) and waits for it.
-func (p *Proc) Kill() {
+func (p *Process) Kill() {
 	_ = p.cmd.Process.Kill()
 	<-p.done
 }
 
 // Stop sends SIGTERM once, kills the process after grace, and returns once it has exited. It
 // may be called more than once, and concurrently.
-func (p *Proc) Stop(grace time.Duration) {
+func (p *Process) Stop(grace time.Duration) {
 	p.once.Do(func() { _ = p.cmd.Process.Signal(syscall.SIGTERM) })
 	t := time.NewTimer(grace)
 	defer t.Stop()
