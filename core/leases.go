@@ -214,10 +214,11 @@ func (e *Elector) Run(ctx context.Context) {
 				stop("the term changed") // lapsed and taken again: a new term, begun afresh
 			}
 			term, sureTill = l, started.Add(ttl)
+			cur := term // a copy: Leading reads it while this loop writes term
 			if !leading {
 				leading = true
 				e.mu.Lock()
-				e.cur = &term
+				e.cur = &cur
 				e.mu.Unlock()
 				log.Info("leadership gained", "lease", e.Name, "holder", e.Holder, "epoch", l.Epoch)
 				var tctx context.Context
@@ -229,7 +230,7 @@ func (e *Elector) Run(ctx context.Context) {
 				}(l, lead.done)
 			} else {
 				e.mu.Lock()
-				e.cur = &term
+				e.cur = &cur
 				e.mu.Unlock()
 			}
 		case errors.Is(err, ErrLeaseHeld):
