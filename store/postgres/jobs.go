@@ -49,8 +49,8 @@ type Jobs struct {
 	stats   statsCache
 	ended   endedCounts
 	running runningCache
-	inserts inserter
-	writes  writer
+	inserts grouper[*insertReq]
+	writes  grouper[*writeReq]
 	// pollSeen is each endpoint's newest queued qseq at the poll's last look (nil before the
 	// first: what is queued then is not news). The poll's own; read under stats.mu.
 	pollSeen map[string]int64

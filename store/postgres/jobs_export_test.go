@@ -29,7 +29,7 @@ func (s *Jobs) WriteGroup(ctx context.Context, stmts []string) ([]bool, []error)
 	s.writes.leading = true
 	s.writes.mu.Unlock()
 	if lead {
-		s.leadWrites(ctx)
+		s.writes.lead(ctx, s.runWrites)
 	}
 	ok, errs := make([]bool, len(reqs)), make([]error, len(reqs))
 	for i, r := range reqs {

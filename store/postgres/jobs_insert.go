@@ -30,38 +30,30 @@ type insertReq struct {
 	ready chan struct{}
 }
 
-type inserter struct {
+func (r *insertReq) done() { close(r.ready) }
+
+// grouper runs concurrent requests in groups: the first request to arrive leads and runs every
+// request waiting at that moment as one group (at most maxGroup); if more arrived meanwhile it
+// hands the lead to a new goroutine, so that a leader's own request is not held up by a steady
+// stream of others.
+type grouper[R interface{ done() }] struct {
 	mu      sync.Mutex
-	pending []*insertReq
+	pending []R
 	leading bool
 }
 
-// insertDurable inserts args (Insert's) durably, grouped with concurrent callers.
-func (s *Jobs) insertDurable(ctx context.Context, args []any) (int64, error) {
-	r := &insertReq{args: args, ready: make(chan struct{})}
-	g := &s.inserts
+// join queues r and reports whether the caller must lead (call lead).
+func (g *grouper[R]) join(r R) bool {
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	g.pending = append(g.pending, r)
 	lead := !g.leading
 	g.leading = true
-	g.mu.Unlock()
-	if lead {
-		// The group outlives the leader's request: others wait on it.
-		s.leadInserts(context.WithoutCancel(ctx))
-	}
-	select {
-	case <-r.ready:
-		return r.seq, r.err
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
+	return lead
 }
 
-// leadInserts inserts one group: the requests waiting now. If more arrived meanwhile it hands
-// the lead to a new goroutine, so that a leader's own /run is not held up by a steady stream
-// of others.
-func (s *Jobs) leadInserts(ctx context.Context) {
-	g := &s.inserts
+// lead runs one group with run, which sets each request's result, then marks them done.
+func (g *grouper[R]) lead(ctx context.Context, run func(ctx context.Context, batch []R)) {
 	g.mu.Lock()
 	batch := g.pending
 	if len(batch) > maxGroup {
@@ -74,15 +66,9 @@ func (s *Jobs) leadInserts(ctx context.Context) {
 		return
 	}
 	g.mu.Unlock()
-	if len(batch) == 1 {
-		batch[0].seq, batch[0].err = s.insertOne(ctx, true, batch[0].args)
-	} else if err := s.insertGroup(ctx, batch); err != nil {
-		for _, r := range batch {
-			r.seq, r.err = s.insertOne(ctx, true, r.args)
-		}
-	}
+	run(ctx, batch)
 	for _, r := range batch {
-		close(r.ready)
+		r.done()
 	}
 	g.mu.Lock()
 	more := len(g.pending) > 0
@@ -91,7 +77,33 @@ func (s *Jobs) leadInserts(ctx context.Context) {
 	}
 	g.mu.Unlock()
 	if more {
-		go s.leadInserts(ctx)
+		go g.lead(ctx, run)
+	}
+}
+
+// insertDurable inserts args (Insert's) durably, grouped with concurrent callers.
+func (s *Jobs) insertDurable(ctx context.Context, args []any) (int64, error) {
+	r := &insertReq{args: args, ready: make(chan struct{})}
+	if s.inserts.join(r) {
+		// The group outlives the leader's request: others wait on it.
+		s.inserts.lead(context.WithoutCancel(ctx), s.runInserts)
+	}
+	select {
+	case <-r.ready:
+		return r.seq, r.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// runInserts inserts one group in one statement, or each alone if the group fails.
+func (s *Jobs) runInserts(ctx context.Context, batch []*insertReq) {
+	if len(batch) == 1 {
+		batch[0].seq, batch[0].err = s.insertOne(ctx, true, batch[0].args)
+	} else if err := s.insertGroup(ctx, batch); err != nil {
+		for _, r := range batch {
+			r.seq, r.err = s.insertOne(ctx, true, r.args)
+		}
 	}
 }
 
@@ -182,24 +194,14 @@ type writeReq struct {
 	ready chan struct{}
 }
 
-type writer struct {
-	mu      sync.Mutex
-	pending []*writeReq
-	leading bool
-}
+func (r *writeReq) done() { close(r.ready) }
 
 // writeDurable runs one guarded write durably, grouped with concurrent callers, and reports
 // whether it returned a row.
 func (s *Jobs) writeDurable(ctx context.Context, sql string, args []any) (bool, error) {
 	r := &writeReq{sql: sql, args: args, ready: make(chan struct{})}
-	g := &s.writes
-	g.mu.Lock()
-	g.pending = append(g.pending, r)
-	lead := !g.leading
-	g.leading = true
-	g.mu.Unlock()
-	if lead {
-		s.leadWrites(context.WithoutCancel(ctx))
+	if s.writes.join(r) {
+		s.writes.lead(context.WithoutCancel(ctx), s.runWrites)
 	}
 	select {
 	case <-r.ready:
@@ -209,37 +211,13 @@ func (s *Jobs) writeDurable(ctx context.Context, sql string, args []any) (bool, 
 	}
 }
 
-func (s *Jobs) leadWrites(ctx context.Context) {
-	g := &s.writes
-	g.mu.Lock()
-	batch := g.pending
-	if len(batch) > maxGroup {
-		batch = batch[:maxGroup]
-	}
-	g.pending = g.pending[len(batch):]
-	if len(batch) == 0 {
-		g.pending, g.leading = nil, false
-		g.mu.Unlock()
-		return
-	}
-	g.mu.Unlock()
+// runWrites runs one group of writes in one transaction, or each alone if the group fails.
+func (s *Jobs) runWrites(ctx context.Context, batch []*writeReq) {
 	if len(batch) == 1 || s.writeGroup(ctx, batch) != nil {
 		for _, r := range batch {
 			r.n = 0
 			r.err = s.exec(ctx, true, r.sql, r.args, func(pgx.Rows) error { r.n++; return nil })
 		}
-	}
-	for _, r := range batch {
-		close(r.ready)
-	}
-	g.mu.Lock()
-	more := len(g.pending) > 0
-	if !more {
-		g.pending, g.leading = nil, false
-	}
-	g.mu.Unlock()
-	if more {
-		go s.leadWrites(ctx)
 	}
 }
 
