@@ -328,6 +328,54 @@ func TestScaleDownNeverRetiresABusyWorker(t *testing.T) {
 	}
 }
 
+// TestScaleDownKeepsThePreferredPools: an endpoint that scaled out onto the pool it lists
+// second retires the workers there first, though its worker on the pool it lists first has
+// been idle longest: its workers.min worker stays where it prefers, and the second pool's
+// capacity goes back to the endpoints that prefer it.
+func TestScaleDownKeepsThePreferredPools(t *testing.T) {
+	t.Parallel()
+	first := &fakePool{info: core.Pool{ID: "A", GPUType: "CPU", GPUs: 1, CPU: true}}
+	second := &fakePool{info: core.Pool{ID: "B", GPUType: "CPU", GPUs: 4, CPU: true}}
+	r := setup(t, first, second)
+	ep := r.endpoint(func(e *core.Endpoint) {
+		e.GPU.Pools = []string{"A", "B"}
+		e.Workers = core.Workers{Min: 1, Max: 3, IdleTimeout: 5}
+		e.Scaling = core.Scaling{Type: core.ScaleRequestCount, RequestCount: 1}
+	})
+	r.tick(time.Second) // workers.min: one worker, on A
+	a := r.running(1)[0]
+	r.submit(ep, 3, false)
+	for range 5 { // two more, on B (A is full)
+		if len(second.running()) == 2 {
+			break
+		}
+		r.tick(time.Second)
+	}
+	bs := second.running()
+	if len(bs) != 2 {
+		t.Fatalf("%d workers on B; want 2", len(bs))
+	}
+	ja := r.take(ep, a)
+	jobs := map[string]string{}
+	for _, b := range bs {
+		jobs[b] = r.take(ep, b)
+	}
+	r.done(ep, a, ja) // A's worker is idle first, and so longest
+	r.tick(2 * time.Second)
+	for _, b := range bs {
+		r.done(ep, b, jobs[b])
+	}
+	for range 100 { // past the panic and stable windows
+		r.tick(10 * time.Second)
+	}
+	if got := first.running(); len(got) != 1 || got[0] != a {
+		t.Errorf("workers on A = %v; want %s kept", got, a)
+	}
+	if got := second.running(); len(got) != 0 {
+		t.Errorf("workers on B = %v; want them retired first", got)
+	}
+}
+
 func TestIdleWorkerTakingAJobIsNotRetired(t *testing.T) {
 	t.Parallel()
 	r := setup(t)

@@ -277,10 +277,15 @@ type idleWorker struct {
 }
 
 // scaleDown retires workers beyond the target: booting ones first (they hold nothing, and only
-// while no job waits), then idle ones, longest idle first, once idle past the endpoint's idle
-// timeout. A worker holding a job is never retired. With hold (QUEUE_DELAY with no delay to
-// fix) the idle timers alone retire workers down to workers.min. Workers beyond workers.max
-// (lowered by PATCH) go without waiting for the idle timeout.
+// while no job waits), then idle ones once idle past the endpoint's idle timeout: those on the
+// pools the endpoint lists last first, then the longest idle. A worker holding a job is never
+// retired. With hold (QUEUE_DELAY with no delay to fix) the idle timers alone retire workers
+// down to workers.min. Workers beyond workers.max (lowered by PATCH) go without waiting for the
+// idle timeout.
+//
+// The pool order matters for the workers that stay: an endpoint that scaled out onto the pools
+// it prefers less keeps its workers.min workers on the pools it prefers, and hands the others'
+// capacity back to the endpoints that prefer those.
 func (s *Scheduler) scaleDown(es *epState, active, target int, hold, queued bool, booting []*workerRec, idle []idleWorker) {
 	ep := &es.ep
 	excess := active - target
@@ -300,13 +305,18 @@ func (s *Scheduler) scaleDown(es *epState, active, target int, hold, queued bool
 		}
 	}
 	grace := idleGrace(ep)
-	slices.SortFunc(idle, func(a, b idleWorker) int { return cmp.Compare(b.idle, a.idle) })
+	slices.SortFunc(idle, func(a, b idleWorker) int {
+		if c := cmp.Compare(poolRank(ep, b.w), poolRank(ep, a.w)); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.idle, a.idle)
+	})
 	for _, iw := range idle {
 		if (excess <= 0 || queued) && over <= 0 {
 			break // an idle worker takes queued jobs as soon as it polls
 		}
 		if iw.idle < grace && over <= 0 {
-			break
+			continue
 		}
 		why := fmt.Sprintf("idle for %s (idle timeout %s)", iw.idle.Round(time.Millisecond), grace)
 		if over > 0 {
@@ -317,6 +327,15 @@ func (s *Scheduler) scaleDown(es *epState, active, target int, hold, queued bool
 		excess--
 		over--
 	}
+}
+
+// poolRank is where the worker's pool comes in the endpoint's list of pools (0 = the one it
+// prefers); a pool no longer listed (PATCH) comes after all of them.
+func poolRank(ep *core.Endpoint, w *workerRec) int {
+	if i := slices.Index(ep.GPU.Pools, w.res.PoolID()); i >= 0 {
+		return i
+	}
+	return len(ep.GPU.Pools)
 }
 
 // Demand starts a worker at once when a job that may scale up is queued on an endpoint with
