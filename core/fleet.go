@@ -148,8 +148,11 @@ type LoadCounter struct{ c *counters }
 func (js *Jobs) LoadCounter(endpoint string) LoadCounter { return LoadCounter{js.countersOf(endpoint)} }
 
 // Load returns the counts. With a CountingStore they are a few atomic loads from one struct,
-// and the oldest queued job is looked for only when one may scale the endpoint up.
-func (l LoadCounter) Load() Load {
+// and the oldest queued job is looked for only when oldest asks for it (QUEUE_DELAY reads it;
+// REQUEST_COUNT and the metrics do not) and one may scale the endpoint up: that look takes the
+// endpoint's queue lock, which its takers and submitters contend for under load. A store read
+// through stats gives it at no extra cost, so it is always there.
+func (l LoadCounter) Load(oldest bool) Load {
 	c := l.c.c
 	ld := Load{Submitted: c.Submitted.Load(), ExecMs: c.ExecMs.Load(), ExecCount: c.ExecCount.Load()}
 	if l.c.stats != nil {
@@ -160,7 +163,7 @@ func (l LoadCounter) Load() Load {
 	queued := c.Queued.Load()
 	ld.LowQueued, ld.InProgress = c.LowQueued.Load(), c.InProgress.Load()
 	ld.Queued = queued - ld.LowQueued
-	if ld.Queued > 0 {
+	if oldest && ld.Queued > 0 {
 		ld.OldestQueuedAt = l.c.oldest()
 	}
 	return ld
@@ -169,8 +172,8 @@ func (l LoadCounter) Load() Load {
 // SetCondition is Jobs.SetCondition without the lookup.
 func (l LoadCounter) SetCondition(c Condition) { l.c.c.cond.Store(&c) }
 
-// Load returns the endpoint's counts.
-func (js *Jobs) Load(endpoint string) Load { return js.LoadCounter(endpoint).Load() }
+// Load returns the endpoint's counts, with the oldest queued job's time.
+func (js *Jobs) Load(endpoint string) Load { return js.LoadCounter(endpoint).Load(true) }
 
 // ListenAvailable calls fn with the endpoint each time a job may have become available there,
 // until ctx ends: the store's wake-up, which the scheduler's demand listens to.

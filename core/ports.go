@@ -31,7 +31,8 @@ type WorkerRegistry interface {
 
 // LoadReader is what the autoscaler reads of an endpoint's jobs, and how it hears of them.
 type LoadReader interface {
-	// LoadCounter returns the endpoint's job counts, with the oldest queued job's time.
+	// LoadCounter returns the reader of the endpoint's job counts (and, when asked, the oldest
+	// queued job's time).
 	LoadCounter(endpoint string) LoadCounter
 	// ListenAvailable subscribes fn, until ctx ends, to the job store's wake-up for a job
 	// queued at an endpoint (see JobStore.ListenAvailable); it returns once subscribed.

@@ -100,7 +100,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}{{"booting", es.count(phaseBooting)}, {"ready", es.count(phaseReady)}, {"suspended", es.parked},
 			{"unhealthy", es.lastCond.Unhealthy}, {"throttled", es.throttled}}
 		es.mu.Unlock()
-		l := es.load.Load()
+		l := es.load.Load(false)
 		gauge(queueDesc, float64(l.Queued), id, "normal")
 		gauge(queueDesc, float64(l.LowQueued), id, "low")
 		gauge(inProgressDesc, float64(l.InProgress), id)

@@ -96,7 +96,7 @@ func (s *Scheduler) tick(es *epState, now time.Time, sc *scratch) bool {
 	}
 	var load core.Load
 	if es.queueType {
-		load = es.load.Load()
+		load = es.load.Load(es.ep.Scaling.Type == core.ScaleQueueDelay) // REQUEST_COUNT counts jobs, not their wait
 		// Fast path: a quiet endpoint (see quietUntil) that is still calm, with no job
 		// submitted or ended since, has nothing to decide; the windows get the skipped ticks'
 		// zero samples when it has (catchUp).
@@ -350,7 +350,7 @@ func (s *Scheduler) Demand(endpoint string) {
 	if es.active.Load() > 0 || s.closed.Load() {
 		return
 	}
-	if es.load.Load().Queued == 0 {
+	if es.load.Load(false).Queued == 0 {
 		return // lowPriority jobs do not scale up
 	}
 	es.mu.Lock()
