@@ -432,7 +432,7 @@ func (e *simEngine) stuckReport() string {
 		rs = append(rs, fmt.Sprintf("%d: %q", t.n, t.k))
 	}
 	// What holds the capacity of the pools they list.
-	var gpus, free, wSuspended, wAtMin, wOther int
+	var gpus, free, wSuspended, wAtMin, wAway, wOther int
 	for _, p := range e.pools {
 		if !pools[p.info.ID] {
 			continue
@@ -449,6 +449,9 @@ func (e *simEngine) stuckReport() string {
 				perEp[w.ep.ID]++
 				if perEp[w.ep.ID] <= w.ep.Workers.Min {
 					wAtMin++
+					if w.ep.GPU.Pools[0] != p.info.ID {
+						wAway++ // a workers.min worker on a pool its endpoint prefers less
+					}
 				} else {
 					wOther++
 				}
@@ -457,8 +460,8 @@ func (e *simEngine) stuckReport() string {
 		p.mu.Unlock()
 	}
 	return fmt.Sprintf("%d endpoints with %d jobs queued and %d running; their workers: %d idle, %d initializing, %d throttled, %d suspended; reasons: %s; "+
-		"the %d pools they list have %d GPUs, %d free, held by %d suspended workers, %d workers within their endpoint's workers.min and %d others",
-		eps, queued, running, idle, initializing, throttled, suspended, strings.Join(rs, "; "), len(pools), gpus, free, wSuspended, wAtMin, wOther)
+		"the %d pools they list have %d GPUs, %d free, held by %d suspended workers, %d workers within their endpoint's workers.min (%d of them away from its first pool) and %d others",
+		eps, queued, running, idle, initializing, throttled, suspended, strings.Join(rs, "; "), len(pools), gpus, free, wSuspended, wAtMin, wAway, wOther)
 }
 
 // burstLoad submits the jobs in bursts: each burst goes to a random set of endpoints, each job
