@@ -246,3 +246,59 @@ type StateError struct {
 func (e *StateError) Error() string {
 	return fmt.Sprintf("job %s is %s: the change is not allowed from there", e.ID, e.Status)
 }
+
+// SharedWorkers is what a shared JobStore (PostgreSQL) offers so that replicas agree about
+// workers. A worker is registered by one replica (the leader, whose scheduler started it) but
+// may poll, post and ping through any (a load balancer in front of the replicas): what another
+// replica hears is noted in the store, and the registering replica merges it, with the jobs the
+// worker holds and its heartbeat, into its own view about once a second. The leader's worker
+// figures for /health are published the same way, so that every replica's /health is right.
+//
+// The embedded store offers none of it: its one replica registers every worker and hears all
+// of them. The engine finds the interface by a type assertion.
+type SharedWorkers interface {
+	// NoteWorker records what this replica heard from a worker it did not register: a
+	// contact, a poll (the poll count goes up), a stopPod, an unhealthy reason. Notes only
+	// add: a stopPod or a reason stays set, and at is kept as the last poll's time.
+	NoteWorker(ctx context.Context, worker string, n WorkerNote, at time.Time) error
+	// SharedActivity returns what the store knows of those of workers that another replica
+	// noted: the notes, the jobs each holds (IN_PROGRESS, taken through any replica) and its
+	// last heartbeat. Workers with no note are left out. One round trip for all of them.
+	SharedActivity(ctx context.Context, workers []string) ([]SharedActivity, error)
+	// PublishFigures stores endpoints' worker figures as the leader of epoch sees them. A
+	// write of an older epoch than the one stored for an endpoint changes nothing (a deposed
+	// leader's late write), and an empty list still records the epoch.
+	PublishFigures(ctx context.Context, epoch int64, figures map[string]WorkerFigures) error
+	// ReadFigures returns the figures the newest epoch's leader published, by endpoint;
+	// endpoints published by an older epoch only are left out.
+	ReadFigures(ctx context.Context) (map[string]WorkerFigures, error)
+}
+
+// WorkerNote is what a replica heard from a worker it did not register.
+type WorkerNote struct {
+	Polled    bool   // it polled for a job
+	StopPod   bool   // its last job asked for the worker to be recycled
+	Unhealthy string // the reason it reported itself unhealthy; "" = none
+}
+
+// SharedActivity is what the store knows of a worker that another replica heard from.
+type SharedActivity struct {
+	Worker    string
+	Polls     int64     // polls noted so far; a larger count than last read means it polled again
+	PolledAt  time.Time // the last noted poll; zero = none
+	StopPod   bool
+	Unhealthy string
+	Held      []string  // the jobs it holds, through whichever replica it took them
+	Seen      time.Time // its last heartbeat in the store; zero = none
+}
+
+// WorkerFigures are an endpoint's worker figures on /health (Health's worker half), as the
+// leader's scheduler and job engine see them.
+type WorkerFigures struct {
+	Idle, Running, Initializing, Unhealthy int
+	Throttled, Suspended                   int
+	UnhealthyReasons                       []string `json:",omitempty"`
+	Reason                                 string   `json:",omitempty"`
+	ColdStarts                             int64
+	ColdStartLast, ColdStartTotal          time.Duration
+}

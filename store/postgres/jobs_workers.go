@@ -81,9 +81,11 @@ func (s *Jobs) Silent(ctx context.Context, before time.Time) ([]string, error) {
 	return ws, nil
 }
 
-// ForgetWorker drops the worker's heartbeat; see core.JobStore.
+// ForgetWorker drops the worker's heartbeat, and what other replicas noted of it
+// (workers_shared.go); see core.JobStore.
 func (s *Jobs) ForgetWorker(ctx context.Context, worker string) error {
-	if _, err := s.db.Pool.Exec(ctx, `DELETE FROM gantry_job_heartbeats WHERE worker = $1`, worker); err != nil {
+	if _, err := s.db.Pool.Exec(ctx, `WITH notes AS (DELETE FROM gantry_worker_notes WHERE worker = $1)
+		DELETE FROM gantry_job_heartbeats WHERE worker = $1`, worker); err != nil {
 		return fmt.Errorf("postgres: forgetting worker %s: %w", worker, err)
 	}
 	s.beats.forget(worker)
