@@ -59,6 +59,32 @@ func (a WorkerActivity) Status() WorkerStatus {
 // park until ResumeWorker. It reports false, and changes nothing, when the worker holds a job
 // (or takes one meanwhile) or is unknown.
 func (js *Jobs) SuspendWorker(worker string) bool {
+	if !js.suspendLocal(worker) {
+		return false
+	}
+	// On a shared store the worker may have taken a job through another replica since the
+	// last merge: the store says. (One taken there after this read follows the worker-lost
+	// rule once the worker is stopped, or goes silent suspended: DESIGN.md.)
+	held := js.heldInStore(worker)
+	if len(held) == 0 {
+		return true
+	}
+	js.wmu.Lock()
+	defer js.wmu.Unlock()
+	if w, ok := js.workers[worker]; ok {
+		for _, id := range held {
+			w.held[id] = true
+		}
+		if w.suspended {
+			js.resumeLocked(w)
+		}
+		w.publishActivity()
+	}
+	return false
+}
+
+// suspendLocal is SuspendWorker as far as this replica knows the worker's jobs.
+func (js *Jobs) suspendLocal(worker string) bool {
 	js.wmu.Lock()
 	defer js.wmu.Unlock()
 	w, ok := js.workers[worker]
@@ -120,8 +146,18 @@ func (js *Jobs) SetCondition(endpoint string, c Condition) {
 	js.countsOf(endpoint).cond.Store(&c)
 }
 
-// condition returns the endpoint's last condition (zero if none).
+// condition returns the endpoint's last condition (zero if none); on a replica that follows,
+// what the leader published of it (jobs_shared.go).
 func (js *Jobs) condition(endpoint string) Condition {
+	if f, ok := js.sharedFigures(endpoint); ok {
+		return Condition{Throttled: f.Throttled, Unhealthy: f.Unhealthy, Suspended: f.Suspended, Reason: f.Reason,
+			ColdStarts: f.ColdStarts, ColdStartLast: f.ColdStartLast, ColdStartTotal: f.ColdStartTotal}
+	}
+	return js.localCondition(endpoint)
+}
+
+// localCondition returns the endpoint's last condition as this replica's scheduler set it.
+func (js *Jobs) localCondition(endpoint string) Condition {
 	if c := js.countsOf(endpoint).cond.Load(); c != nil {
 		return *c
 	}

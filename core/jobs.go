@@ -43,6 +43,8 @@ type Jobs struct {
 	counts sync.Map // endpoint -> *counters
 
 	webhookBacklog webhookBacklog // webhooks the notifier had no room for (jobs_webhook.go)
+
+	shared *shared // workers shared with other replicas (jobs_shared.go); nil = none
 }
 
 // JobsConfig wires a Jobs engine.
@@ -75,6 +77,7 @@ func NewJobs(c JobsConfig) *Jobs {
 		j.tokens = newMemoryWorkerTokens(c.Clock)
 	}
 	j.wcond = sync.NewCond(&j.wmu)
+	j.shared = newShared(c.Store)
 	if j.log == nil {
 		j.log = slog.Default()
 	}

@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -61,31 +62,81 @@ type Health struct {
 	ColdStartLast, ColdStartTotal time.Duration
 }
 
-// Health returns the endpoint's counts.
+// Health returns the endpoint's counts. With several replicas on a shared store, a replica
+// that follows shows the worker figures the leader published (at most SharedRefresh old): the
+// leader's scheduler runs the workers, and its engine hears of them from every replica.
 func (js *Jobs) Health(endpoint string) Health {
 	st := js.stats(endpoint)
 	h := Health{InQueue: st.Queued, InProgress: st.InProgress, Completed: st.Completed, Failed: st.Failed,
 		Retried: js.countsOf(endpoint).Retried.Load()}
-	cond := js.condition(endpoint)
-	h.Throttled, h.Suspended, h.Unhealthy, h.Reason = cond.Throttled, cond.Suspended, cond.Unhealthy, cond.Reason
-	h.Idle, h.Running, h.Initializing = cond.Idle, cond.Running, cond.Initializing
-	h.ColdStarts, h.ColdStartLast, h.ColdStartTotal = cond.ColdStarts, cond.ColdStartLast, cond.ColdStartTotal
+	f, ok := js.sharedFigures(endpoint)
+	if !ok {
+		f = js.localFigures(endpoint)
+	}
+	h.Idle, h.Running, h.Initializing, h.Unhealthy = f.Idle, f.Running, f.Initializing, f.Unhealthy
+	h.Throttled, h.Suspended, h.UnhealthyReasons, h.Reason = f.Throttled, f.Suspended, f.UnhealthyReasons, f.Reason
+	h.ColdStarts, h.ColdStartLast, h.ColdStartTotal = f.ColdStarts, f.ColdStartLast, f.ColdStartTotal
+	return h
+}
+
+// figuresOf starts an endpoint's worker figures from its scheduler's condition.
+func figuresOf(cond Condition) WorkerFigures {
+	return WorkerFigures{Throttled: cond.Throttled, Suspended: cond.Suspended, Unhealthy: cond.Unhealthy,
+		Reason: cond.Reason, Idle: cond.Idle, Running: cond.Running, Initializing: cond.Initializing,
+		ColdStarts: cond.ColdStarts, ColdStartLast: cond.ColdStartLast, ColdStartTotal: cond.ColdStartTotal}
+}
+
+// count adds a worker of the endpoint to its figures; wmu is held.
+func (f *WorkerFigures) count(w *workerState) {
+	switch {
+	case w.lost: // a lost worker is being stopped
+	case w.unhealthy != "":
+		f.Unhealthy++
+		f.UnhealthyReasons = append(f.UnhealthyReasons, w.unhealthy)
+	case w.suspended: // counted by the scheduler's condition
+	case w.busy() > 0:
+		f.Running++
+	case !w.polled:
+		f.Initializing++
+	default:
+		f.Idle++
+	}
+}
+
+// localFigures returns the endpoint's worker figures as this replica sees them: its
+// scheduler's condition and the workers it registered.
+func (js *Jobs) localFigures(endpoint string) WorkerFigures {
+	f := figuresOf(js.localCondition(endpoint))
 	js.wmu.Lock()
 	defer js.wmu.Unlock()
 	for _, w := range js.workers {
-		switch {
-		case w.endpoint != endpoint, w.lost: // a lost worker is being stopped
-		case w.unhealthy != "":
-			h.Unhealthy++
-			h.UnhealthyReasons = append(h.UnhealthyReasons, w.unhealthy)
-		case w.suspended: // counted by the scheduler's condition
-		case w.busy() > 0:
-			h.Running++
-		case !w.polled:
-			h.Initializing++
-		default:
-			h.Idle++
+		if w.endpoint == endpoint {
+			f.count(w)
 		}
 	}
-	return h
+	slices.Sort(f.UnhealthyReasons)
+	return f
+}
+
+// allLocalFigures returns localFigures for every endpoint with a condition or a worker.
+func (js *Jobs) allLocalFigures() map[string]WorkerFigures {
+	figs := map[string]WorkerFigures{}
+	js.counts.Range(func(k, v any) bool {
+		if c := v.(*counters).c.cond.Load(); c != nil {
+			figs[k.(string)] = figuresOf(*c)
+		}
+		return true
+	})
+	js.wmu.Lock()
+	for _, w := range js.workers {
+		f := figs[w.endpoint]
+		f.count(w)
+		figs[w.endpoint] = f
+	}
+	js.wmu.Unlock()
+	for ep, f := range figs {
+		slices.Sort(f.UnhealthyReasons)
+		figs[ep] = f
+	}
+	return figs
 }

@@ -31,6 +31,9 @@ func (js *Jobs) Tick(now time.Time) {
 		js.workerLost(id)
 	}
 	js.loseSilentElsewhere(ctx, now)
+	if js.shared != nil {
+		js.tickShared(ctx, now)
+	}
 	js.offerDeferredWebhooks()
 }
 

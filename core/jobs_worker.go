@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -28,6 +29,10 @@ type workerState struct {
 	aPolled, aStopPod atomic.Bool
 	aBusy             atomic.Int32
 	aIdle             atomic.Int64 // Unix nanoseconds; 0 = never idle yet
+	// Shared store (jobs_shared.go): another replica noted hearing from the worker, and the
+	// count of its polls there as last merged.
+	noted       bool
+	remotePolls int64
 }
 
 // publishActivity mirrors the worker's activity into its atomics; wmu is held.
@@ -168,6 +173,9 @@ func (js *Jobs) Take(ctx context.Context, endpoint, worker string, max int) []Ta
 	js.wmu.Unlock()
 	if first {
 		js.signals.post(WorkerSignal{Worker: worker, Kind: WorkerReady, At: now})
+	}
+	if !ok && js.shared != nil { // another replica's worker: its registrar learns it polls
+		js.noteRemote(worker, WorkerNote{Polled: true})
 	}
 	for ctx.Err() == nil {
 		got, err := js.store.Take(ctx, endpoint, worker, max, js.clock.Now())
@@ -330,13 +338,17 @@ func (js *Jobs) Done(endpoint, worker, id string, r Result) error {
 		}
 		return err
 	}
-	if r.StopPod {
+	if r.StopPod || js.shared != nil {
 		js.wmu.Lock()
-		if w, ok := js.workers[worker]; ok {
+		w, ok := js.workers[worker]
+		if ok && r.StopPod {
 			w.stopPod = true
 			w.publishActivity()
 		}
 		js.wmu.Unlock()
+		if !ok && js.shared != nil { // another replica's worker: its registrar learns the job ended
+			js.noteRemote(worker, WorkerNote{StopPod: r.StopPod})
+		}
 	}
 	if ev != EvProgress {
 		js.ended(&j, InProgress, ev)
@@ -367,6 +379,14 @@ func (js *Jobs) JobsToStop(ctx context.Context, worker string, wait time.Duratio
 	repeat := ok && len(w.stopHeld) > 0
 	js.wmu.Unlock()
 	if !ok {
+		if js.shared != nil { // another replica's worker: hold its poll rather than answer at once
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+			}
+		}
 		return nil
 	}
 	// Stopped jobs the worker still runs are named again after StopRepeat (liveness.go).
@@ -412,6 +432,9 @@ func (js *Jobs) Ping(worker, unhealthy string) {
 	}
 	js.wmu.Unlock()
 	if ok {
+		js.heartbeat(worker, now)
+	} else if js.shared != nil { // another replica's worker: it is alive, wherever it runs jobs
+		js.noteRemote(worker, WorkerNote{Unhealthy: unhealthy})
 		js.heartbeat(worker, now)
 	}
 }
@@ -469,6 +492,12 @@ func (js *Jobs) loseWorker(worker string) {
 			js.log.Error("reading a lost worker's jobs", "worker", worker, "err", err)
 		}
 		ids = held
+	} else { // on a shared store it may hold jobs taken through another replica
+		for _, id := range js.heldInStore(worker) {
+			if !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
 	}
 	for _, id := range ids {
 		js.lostJob(worker, id)

@@ -114,6 +114,9 @@ func (js *Jobs) PingJobs(worker, unhealthy, jobs string) {
 	now := js.clock.Now()
 	if js.pingJobs(worker, unhealthy, jobs, now) {
 		js.heartbeat(worker, now)
+	} else if js.shared != nil { // another replica's worker: it is alive, wherever it runs jobs
+		js.noteRemote(worker, WorkerNote{Unhealthy: unhealthy})
+		js.heartbeat(worker, now)
 	}
 }
 

@@ -386,6 +386,8 @@ func (s *Server) Start() {
 		// The autoscaler runs for each term this replica leads; when serving stops, the
 		// elector releases the lease (another replica leads at once) and the workers stop.
 		s.elector.Lead = func(ctx context.Context, _ core.Lease) { sched.Lead(ctx, s.st.source, s.tick, 30*time.Second) }
+		// The leader publishes its workers' figures for /health; the others show them.
+		jobs.ShareFigures(func() (int64, bool) { l, ok := s.elector.Leading(); return l.Epoch, ok })
 		s.background.Go(func() {
 			s.elector.Run(s.serveCtx)
 			sched.Close()
