@@ -93,13 +93,17 @@ func (js *Jobs) AuthWorker(ctx context.Context, token, endpoint, worker string) 
 		return err
 	}
 	js.wmu.Lock()
-	defer js.wmu.Unlock()
-	if w, ok := js.workers[worker]; ok {
+	w, ok := js.workers[worker]
+	if ok {
 		w.lastSeen = now
 		if !w.stopPod && exp.Sub(now) < WorkerTokenRecycle {
 			w.stopPod = true
 			w.publishActivity()
 		}
+	}
+	js.wmu.Unlock()
+	if !ok && js.shared != nil && exp.Sub(now) < WorkerTokenRecycle {
+		js.noteRemote(worker, WorkerNote{StopPod: true}) // another replica's worker: its registrar recycles it
 	}
 	return nil
 }
