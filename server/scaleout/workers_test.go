@@ -3,7 +3,14 @@ package scaleout_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"log"
 	"maps"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	neturl "net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -39,6 +46,37 @@ func (p redirectPool) Start(ctx context.Context, spec scheduler.WorkerSpec) erro
 	return p.Pool.Start(ctx, spec)
 }
 
+// workerReplicas starts two replicas on one fresh database whose workers reach the server at
+// *to; they tick often, and a worker not ready within 3 s of its start is stopped.
+func workerReplicas(t *testing.T, to *atomic.Pointer[string]) []*server.Server {
+	t.Helper()
+	url := pgtest.URL(t)
+	rs := make([]*server.Server, 2)
+	for i := range rs {
+		cfg := server.Config{Store: url}
+		cfg.Autoscaler.InitTimeout = 3
+		rs[i] = servertest.New(t, cfg, server.Options{Tick: 100 * time.Millisecond, LeaseTTL: leaseTTL,
+			Pools: []scheduler.Pool{redirectPool{servertest.LocalPool(8), to}}})
+	}
+	return rs
+}
+
+// createEcho creates a gantry-echo endpoint of at most one worker, retired after 2 s idle,
+// through r and returns its id.
+func createEcho(t *testing.T, r *server.Server, key string) string {
+	t.Helper()
+	code, body := call(t, "POST", r.URL()+"/v2/serverless", key,
+		`{"name":"echo","type":"QUEUE","templateId":"gantry-echo","gpu":{"pools":["local"]},"scaling":{"type":"QUEUE_DELAY","queueDelay":4},"workers":{"max":1,"idleTimeout":2}}`)
+	if code != 201 {
+		t.Fatalf("create endpoint = %d %s; want 201", code, body)
+	}
+	var ep struct{ ID string }
+	if err := json.Unmarshal([]byte(body), &ep); err != nil {
+		t.Fatal(err)
+	}
+	return ep.ID
+}
+
 // health returns the workers object of an endpoint's /health on r.
 func health(t *testing.T, r *server.Server, key, ep string) map[string]any {
 	t.Helper()
@@ -60,29 +98,14 @@ func health(t *testing.T, r *server.Server, key, ep string) map[string]any {
 // follower shows the same worker figures as the leader's all along.
 func TestWorkerThroughFollower(t *testing.T) {
 	t.Parallel()
-	url := pgtest.URL(t)
 	var to atomic.Pointer[string]
-	rs := make([]*server.Server, 2)
-	for i := range rs {
-		cfg := server.Config{Store: url}
-		cfg.Autoscaler.InitTimeout = 3
-		rs[i] = servertest.New(t, cfg, server.Options{Tick: 100 * time.Millisecond, LeaseTTL: leaseTTL,
-			Pools: []scheduler.Pool{redirectPool{servertest.LocalPool(8), &to}}})
-	}
+	rs := workerReplicas(t, &to)
 	l := leader(t, rs)
 	ld, fl := rs[l], rs[1-l]
 	followerURL := fl.URL()
 	to.Store(&followerURL)
 	key := servertest.Key(t, fl, "alice", core.ScopeAll)
-	code, body := call(t, "POST", fl.URL()+"/v2/serverless", key,
-		`{"name":"echo","type":"QUEUE","templateId":"gantry-echo","gpu":{"pools":["local"]},"scaling":{"type":"QUEUE_DELAY","queueDelay":4},"workers":{"max":1,"idleTimeout":2}}`)
-	if code != 201 {
-		t.Fatalf("create endpoint = %d %s; want 201", code, body)
-	}
-	var ep struct{ ID string }
-	if err := json.Unmarshal([]byte(body), &ep); err != nil {
-		t.Fatal(err)
-	}
+	ep := struct{ ID string }{createEcho(t, fl, key)}
 	sameHealth := func(what string) {
 		t.Helper()
 		testkit.Eventually(t, what+", the same on both replicas", func() bool {
@@ -93,7 +116,7 @@ func TestWorkerThroughFollower(t *testing.T) {
 
 	// A job submitted to the leader is run by the worker the leader started, through the
 	// follower; the leader sees it ready at once, not at its init timeout.
-	code, body = call(t, "POST", ld.URL()+"/v2/"+ep.ID+"/runsync", key, `{"input":{"n":1}}`)
+	code, body := call(t, "POST", ld.URL()+"/v2/"+ep.ID+"/runsync", key, `{"input":{"n":1}}`)
 	if code != 200 || !strings.Contains(body, `"status":"COMPLETED"`) {
 		t.Fatalf("runsync on the leader = %d %s; want 200 COMPLETED", code, body)
 	}
@@ -143,4 +166,73 @@ func TestWorkerThroughFollower(t *testing.T) {
 	if w := health(t, fl, key, ep.ID); w["idle"] != 0.0 || w["running"] != 0.0 || w["unhealthy"] != 0.0 {
 		t.Errorf("follower's /health workers after the retirement = %v; want none", w)
 	}
+}
+
+// TestWorkerAlternatingReplicas: a load balancer in front of the replicas sends a worker's
+// takes to each in turn and each result to the other replica than its take's, so that it takes
+// jobs through both and posts their results through the other. Every job runs once; once idle the worker is retired (the leader does not count a job
+// it handed out and that ended through the follower as still held), and /health agrees.
+func TestWorkerAlternatingReplicas(t *testing.T) {
+	t.Parallel()
+	var to atomic.Pointer[string]
+	rs := workerReplicas(t, &to)
+	var turn, hits [2]atomic.Int64
+	proxies := [2]*httputil.ReverseProxy{}
+	for i, r := range rs {
+		u, err := neturl.Parse(r.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxies[i] = httputil.NewSingleHostReverseProxy(u)
+		proxies[i].ErrorLog = log.New(io.Discard, "", 0) // polls cut short when the worker stops
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Takes go to each replica in turn, and each result to the other replica than the last
+	// take's; the rest (pings, job-stop) in turn.
+	lb := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var i int64
+		switch {
+		case strings.Contains(req.URL.Path, "/job-take/"):
+			i = turn[0].Add(1) % 2
+		case strings.Contains(req.URL.Path, "/job-done/"):
+			i = (turn[0].Load() + 1) % 2
+		default:
+			i = turn[1].Add(1) % 2
+		}
+		hits[i].Add(1)
+		proxies[i].ServeHTTP(w, req)
+	})}
+	go lb.Serve(ln)
+	t.Cleanup(func() { lb.Close() })
+	lbURL := "http://" + ln.Addr().String()
+	to.Store(&lbURL)
+
+	l := leader(t, rs)
+	ld, fl := rs[l], rs[1-l]
+	key := servertest.Key(t, ld, "alice", core.ScopeAll)
+	ep := createEcho(t, ld, key)
+	for i := range 6 {
+		r := rs[i%2]
+		code, body := call(t, "POST", r.URL()+"/v2/"+ep+"/runsync", key, fmt.Sprintf(`{"input":{"n":%d}}`, i))
+		if code != 200 || !strings.Contains(body, `"status":"COMPLETED"`) || !strings.Contains(body, `"retries":0`) {
+			t.Fatalf("runsync %d = %d %s; want 200 COMPLETED, run once", i, code, body)
+		}
+	}
+	if hits[0].Load() == 0 || hits[1].Load() == 0 {
+		t.Fatalf("worker requests by replica = %d, %d; want some on each", hits[0].Load(), hits[1].Load())
+	}
+	testkit.Eventually(t, "the idle worker to be retired", func() bool {
+		ws := ld.Engine().Scheduler.Workers(ep)
+		return len(ws) == 0 || ws[0].Status == "EXITED"
+	})
+	if ws := ld.Engine().Scheduler.Workers(ep); len(ws) != 1 || ws[0].Error != "" {
+		t.Errorf("the leader's workers = %+v; want the one worker, exited without an error", ws)
+	}
+	testkit.Eventually(t, "/health to show no worker on both replicas", func() bool {
+		a, b := health(t, ld, key, ep), health(t, fl, key, ep)
+		return maps.Equal(a, b) && a["idle"] == 0.0 && a["running"] == 0.0 && a["unhealthy"] == 0.0
+	})
 }
