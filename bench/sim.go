@@ -168,7 +168,7 @@ func genWorld(nEndpoints, nPools int, seed uint64) simSpec {
 		ep := core.Endpoint{ID: fmt.Sprintf("ep-%05d", i), Owner: "sim", Name: fmt.Sprintf("sim-%d", i), Type: core.TypeQueue,
 			Container: core.Container{Image: "sim/worker"}, TimeoutMs: core.DefaultTimeoutMs,
 			// A worker takes at most half its first pool, which workers.min never fills past
-			// half (below): every endpoint finds room once the bursts' workers are gone.
+			// half (below): every endpoint finds room on it once the bursts' workers are gone.
 			GPU:       core.GPU{Pools: pools, Count: min(pick(r, simGPUCounts), first.GPUsPerWorkerMax(), max(first.GPUs/2, 1))},
 			Flashboot: pick(r, simFlashboot)}
 		if r.IntN(10) < 6 {
@@ -178,9 +178,18 @@ func genWorld(nEndpoints, nPools int, seed uint64) simSpec {
 			ep.Scaling = core.Scaling{Type: core.ScaleRequestCount, RequestCount: 1 + r.IntN(10)}
 		}
 		ep.Workers.Min = pick(r, simMins)
-		for m := ep.Workers.Min; m > 0; m-- { // workers.min holds at most half of any pool
-			if minHeld[firstIdx]+m*ep.GPU.Count <= first.GPUs/2 {
-				minHeld[firstIdx] += m * ep.GPU.Count
+		// workers.min holds at most half of any pool: of every pool the endpoint lists, for its
+		// workers.min workers start on the first, but a scale-down may keep one on another
+		// (when the first pool's were busy), and the scheduler does not move it back.
+		listed := make([]int, len(pools))
+		for k, id := range pools {
+			listed[k] = slices.IndexFunc(s.pools, func(p core.Pool) bool { return p.ID == id })
+		}
+		for m := ep.Workers.Min; m > 0; m-- {
+			if !slices.ContainsFunc(listed, func(pi int) bool { return minHeld[pi]+m*ep.GPU.Count > s.pools[pi].GPUs/2 }) {
+				for _, pi := range listed {
+					minHeld[pi] += m * ep.GPU.Count
+				}
 				break
 			}
 			ep.Workers.Min = m - 1
