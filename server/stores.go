@@ -99,6 +99,8 @@ func (s *Server) openPostgres(ctx context.Context) error {
 		return err
 	}
 	s.closers = append(s.closers, tokens.Close)
+	keys := db.KeyCache(s.log) // every request reads its key and user: from memory, once seen
+	s.closers = append(s.closers, keys.Close)
 	fresh := make([]byte, filedir.KeySize)
 	_, _ = rand.Read(fresh)
 	fileKey, err := db.Secret(ctx, fileKeyName, fresh)
@@ -106,7 +108,7 @@ func (s *Server) openPostgres(ctx context.Context) error {
 		return fmt.Errorf("loading the file-signing key: %w", err)
 	}
 	s.st = stores{
-		endpoints: db, templates: db, source: db, keys: db, usage: db, files: db, fileKey: fileKey,
+		endpoints: db, templates: db, source: db, keys: keys, usage: db, files: db, fileKey: fileKey,
 		tokens: tokens, limits: db.RateLimits(), leases: db.Leases(), pg: db,
 		jobs: func(o memq.Options) (core.JobStore, error) {
 			jobs, err := postgres.OpenJobs(ctx, db, postgres.JobOptions{Log: o.Log})

@@ -38,3 +38,10 @@ func (s *Jobs) WriteGroup(ctx context.Context, stmts []string) ([]bool, []error)
 	}
 	return ok, errs
 }
+
+// Listening reports whether the key cache hears the changes (and so keeps what it reads).
+func (c *KeyCache) Listening() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.listening
+}

@@ -11,9 +11,10 @@ import (
 	"github.com/gantryhq/gantry/core"
 )
 
-// Keys and users are read on every request, with one indexed lookup each and no cache: a key
-// revoked or narrowed on any replica (or by `gantry keys revoke`) stops working at once on
-// every replica.
+// Keys and users are read with one indexed lookup each; a replica serves requests through a
+// KeyCache (keycache.go). Every write announces itself on keysChannel in the same statement,
+// so that a key revoked or narrowed on any replica (or by `gantry keys revoke`) stops working
+// at once on every replica.
 
 // LookupKey returns the key whose secret hashes to hash.
 func (db *DB) LookupKey(ctx context.Context, hash string) (core.Key, error) {
@@ -38,9 +39,12 @@ func (db *DB) PutKey(ctx context.Context, k core.Key) error {
 	if err != nil {
 		return err
 	}
-	_, err = db.q(ctx).Exec(ctx, `INSERT INTO gantry_keys (hash, id, user_name, created_at, body) VALUES ($1, $2, $3, $4, $5)
+	_, err = db.q(ctx).Exec(ctx, `WITH w AS (
+		INSERT INTO gantry_keys (hash, id, user_name, created_at, body) VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (hash) DO UPDATE SET id = excluded.id, user_name = excluded.user_name,
-			created_at = excluded.created_at, body = excluded.body`,
+			created_at = excluded.created_at, body = excluded.body
+		RETURNING hash)
+		SELECT pg_notify('`+keysChannel+`', 'k:' || hash) FROM w`,
 		k.Hash, k.ID, k.User, k.CreatedAt, body)
 	if err != nil {
 		return fmt.Errorf("storing key %s: %w", k.ID, err)
@@ -75,9 +79,12 @@ func (db *DB) ListKeys(ctx context.Context, user string) ([]core.Key, error) {
 func (db *DB) DeleteKey(ctx context.Context, user, id string) (core.Key, error) {
 	var k core.Key
 	var body []byte
-	err := db.q(ctx).QueryRow(ctx, `DELETE FROM gantry_keys WHERE hash = (
+	var announced string
+	err := db.q(ctx).QueryRow(ctx, `WITH d AS (
+		DELETE FROM gantry_keys WHERE hash = (
 			SELECT hash FROM gantry_keys WHERE id = $1 AND ($2 = '' OR user_name = $2) ORDER BY created_at LIMIT 1)
-		RETURNING body`, id, user).Scan(&body)
+		RETURNING hash, body)
+		SELECT body, pg_notify('`+keysChannel+`', 'k:' || hash)::text FROM d`, id, user).Scan(&body, &announced)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return k, core.ErrNotFound
 	}
@@ -113,8 +120,11 @@ func (db *DB) PutUser(ctx context.Context, u core.User) error {
 	if err != nil {
 		return err
 	}
-	_, err = db.q(ctx).Exec(ctx, `INSERT INTO gantry_users (name, body) VALUES ($1, $2)
-		ON CONFLICT (name) DO UPDATE SET body = excluded.body`, u.Name, body)
+	_, err = db.q(ctx).Exec(ctx, `WITH w AS (
+		INSERT INTO gantry_users (name, body) VALUES ($1, $2)
+		ON CONFLICT (name) DO UPDATE SET body = excluded.body
+		RETURNING name)
+		SELECT pg_notify('`+keysChannel+`', 'u:' || name) FROM w`, u.Name, body)
 	if err != nil {
 		return fmt.Errorf("storing user %s: %w", u.Name, err)
 	}

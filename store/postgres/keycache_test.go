@@ -1,0 +1,110 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/internal/pgtest"
+	"github.com/gantryhq/gantry/internal/testkit"
+	"github.com/gantryhq/gantry/store/postgres"
+	"github.com/gantryhq/gantry/store/storetest"
+)
+
+// openKeyCache opens a store on url and a listening key cache over it, closed when the test ends.
+func openKeyCache(t *testing.T, url string) (*postgres.DB, *postgres.KeyCache) {
+	t.Helper()
+	db := open(t, url)
+	c := db.KeyCache(nil)
+	t.Cleanup(c.Close) // before db.Close, registered earlier
+	testkit.Eventually(t, "the key cache to listen", c.Listening)
+	return db, c
+}
+
+func TestKeyCacheStore(t *testing.T) {
+	t.Parallel()
+	storetest.RunKeyStore(t, func(t *testing.T) (core.KeyStore, func() core.KeyStore) {
+		url := pgtest.URL(t)
+		db, c := openKeyCache(t, url)
+		return c, func() core.KeyStore {
+			c.Close()
+			db.Close()
+			_, c = openKeyCache(t, url)
+			return c
+		}
+	})
+}
+
+// A replica's cache answers from memory once it has read a key, and forgets the key as soon
+// as any replica, or `gantry keys` through the store itself, changes it.
+func TestKeyCacheFollowsOtherReplicas(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	_, b := openKeyCache(t, url)
+	ctx := context.Background()
+	k := core.Key{ID: "k1", Hash: core.HashKey("gk_one"), User: "alice", Scope: core.ScopeAll, CreatedAt: time.Now().UTC()}
+	if err := b.PutKey(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.PutUser(ctx, core.User{Name: "alice", Quota: &core.Quota{Minute: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	dbA, a := openKeyCache(t, url) // after the writes: no announcement of them is on its way to A
+	if _, err := a.LookupKey(ctx, k.Hash); err != nil {
+		t.Fatalf("LookupKey on A = %v; want the key", err)
+	}
+	if u, err := a.GetUser(ctx, "alice"); err != nil || u.Quota.Minute != 5 {
+		t.Fatalf("GetUser on A = %+v, %v; want quota 5 a minute", u, err)
+	}
+
+	// Changed behind the caches' backs (no announcement): A answers from memory.
+	if _, err := dbA.Pool.Exec(ctx, `UPDATE gantry_users SET body = '{"name":"alice","quota":{"minute":7}}'`); err != nil {
+		t.Fatal(err)
+	}
+	if u, _ := a.GetUser(ctx, "alice"); u.Quota == nil || u.Quota.Minute != 5 {
+		t.Fatalf("GetUser on A = %+v; want the cached quota 5 (no statement)", u)
+	}
+
+	// Changed through a store: A hears of it well within the cache's 10 s life.
+	if err := b.PutUser(ctx, core.User{Name: "alice", Quota: &core.Quota{Minute: 9}}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.EventuallyWithin(t, 5*time.Second, "A to see alice's new quota", func() bool {
+		u, err := a.GetUser(ctx, "alice")
+		return err == nil && u.Quota != nil && u.Quota.Minute == 9
+	})
+	if _, err := dbA.DeleteKey(ctx, "", "k1"); err != nil { // as `gantry keys revoke --store` does
+		t.Fatal(err)
+	}
+	testkit.EventuallyWithin(t, 5*time.Second, "A to refuse the revoked key", func() bool {
+		_, err := a.LookupKey(ctx, k.Hash)
+		return errors.Is(err, core.ErrNotFound)
+	})
+	if _, err := b.LookupKey(ctx, k.Hash); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("LookupKey on B = %v; want ErrNotFound", err)
+	}
+}
+
+// A change made through a cache is seen by its own next lookup at once.
+func TestKeyCacheOwnChangesAtOnce(t *testing.T) {
+	t.Parallel()
+	_, c := openKeyCache(t, pgtest.URL(t))
+	ctx := context.Background()
+	k := core.Key{ID: "k1", Hash: core.HashKey("gk_one"), User: "alice", Scope: core.ScopeAll, CreatedAt: time.Now().UTC()}
+	if err := c.PutKey(ctx, k); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := c.LookupKey(ctx, k.Hash); err != nil {
+			t.Fatalf("LookupKey = %v; want the key", err)
+		}
+	}
+	if _, err := c.DeleteKey(ctx, "alice", "k1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.LookupKey(ctx, k.Hash); !errors.Is(err, core.ErrNotFound) {
+		t.Errorf("LookupKey after DeleteKey = %v; want ErrNotFound at once", err)
+	}
+}
