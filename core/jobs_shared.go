@@ -41,7 +41,8 @@ type shared struct {
 	lastPrune time.Time
 
 	// The ticking goroutine's own (Tick is not called concurrently with itself).
-	lastRefresh, lastPublish time.Time
+	lastRefresh, lastPublish, lastWebhookSweep time.Time
+	offered                                    map[string]time.Time // orphaned webhooks offered again, by job id
 	pubEpoch                 int64
 	published                map[string]WorkerFigures // as last written in pubEpoch
 
@@ -65,7 +66,7 @@ func newShared(store JobStore) *shared {
 	if !ok {
 		return nil
 	}
-	return &shared{store: sw, notes: map[string]*noted{}}
+	return &shared{store: sw, notes: map[string]*noted{}, offered: map[string]time.Time{}}
 }
 
 // ShareFigures tells the engine, on a shared store, whether this replica leads and in which
@@ -150,6 +151,12 @@ func (js *Jobs) tickShared(ctx context.Context, now time.Time) {
 	if now.Sub(sh.lastPublish) >= SharedRefresh || now.Before(sh.lastPublish) {
 		sh.lastPublish = now
 		js.publishFigures(ctx)
+	}
+	if js.notify != nil && (now.Sub(sh.lastWebhookSweep) >= webhookSweepEvery || now.Before(sh.lastWebhookSweep)) {
+		if _, leading, _ := sh.leads(); leading {
+			sh.lastWebhookSweep = now
+			js.redeliverOrphanedWebhooks(ctx, now)
+		}
 	}
 	sh.mu.Lock()
 	if now.Sub(sh.lastPrune) >= time.Minute {

@@ -210,3 +210,85 @@ func TestWorkerHeardElsewhere(t *testing.T) {
 		t.Errorf("B noted the worker %d times; want 1", writes)
 	}
 }
+
+// TestOrphanedWebhookDeliveredByLeader: replica A ends a job whose webhook delivery never
+// finishes (A died with it in flight). The leader, B, delivers it once it is orphaned
+// (WebhookOrphanAfter after the job ended), not before, and only once per that interval; a
+// follower never does.
+func TestOrphanedWebhookDeliveredByLeader(t *testing.T) {
+	t.Parallel()
+	clk := testkit.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	st, err := pebble.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	mq, err := st.Jobs(memq.Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &sharedStore{Store: mq, notes: map[string]core.SharedActivity{}, beats: map[string]time.Time{}}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	newHooks := func() *notifications {
+		return &notifications{sent: map[string][]byte{}, got: make(chan string, 16), delivered: make(chan string, 16), refused: make(chan string, 16)}
+	}
+	hooksA, hooksB, hooksC := newHooks(), newHooks(), newHooks()
+	hooksA.hold.Store(true) // A's delivery never completes
+	a := core.NewJobs(core.JobsConfig{Store: store, Clock: clk, Log: log, Notify: hooksA})
+	b := core.NewJobs(core.JobsConfig{Store: store, Clock: clk, Log: log, Notify: hooksB})
+	c := core.NewJobs(core.JobsConfig{Store: store, Clock: clk, Log: log, Notify: hooksC})
+	a.ShareFigures(func() (int64, bool) { return 1, false })
+	b.ShareFigures(func() (int64, bool) { return 1, true })
+	c.ShareFigures(func() (int64, bool) { return 1, false })
+	ep := &core.Endpoint{ID: "ep1", Owner: "alice", TimeoutMs: 60000}
+	a.RegisterWorker(ep.ID, "w")
+	j, err := a.Submit(ep, core.Submission{Input: []byte(`{}`), Webhook: "http://hook.test/orphan"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if got := a.Take(ctx, ep.ID, "w", 1); len(got) != 1 {
+		t.Fatalf("Take = %d jobs; want 1", len(got))
+	}
+	if err := a.Done(ep.ID, "w", j.ID, core.Result{Output: []byte(`1`)}); err != nil {
+		t.Fatal(err)
+	}
+	<-hooksA.got // in flight at A, never delivered
+	tick := func(d time.Duration) {
+		now := clk.Advance(d)
+		b.Tick(now)
+		c.Tick(now)
+	}
+	tick(time.Minute) // not orphaned yet: A may still be retrying
+	select {
+	case u := <-hooksB.got:
+		t.Fatalf("the leader delivered %s a minute after the job ended; want it left to A", u)
+	case <-time.After(100 * time.Millisecond):
+	}
+	tick(core.WebhookOrphanAfter)
+	select {
+	case u := <-hooksB.got:
+		if u != "http://hook.test/orphan" {
+			t.Fatalf("the leader delivered %s; want the orphaned webhook", u)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the leader did not deliver the orphaned webhook")
+	}
+	<-hooksB.delivered
+	select {
+	case u := <-hooksC.got:
+		t.Fatalf("a follower delivered %s; want only the leader", u)
+	default:
+	}
+	testkit.Eventually(t, "the delivery mark to be cleared", func() bool {
+		rec, err := st.GetJob(j.ID)
+		return err == nil && !rec.WebhookPending
+	})
+	tick(core.WebhookOrphanAfter) // delivered: not again
+	select {
+	case u := <-hooksB.got:
+		t.Fatalf("the leader delivered %s again after it was delivered", u)
+	case <-time.After(100 * time.Millisecond):
+	}
+}

@@ -120,3 +120,46 @@ func (js *Jobs) webhookDelivered(endpoint, id string, endedAt time.Time) {
 		return nil
 	}, false)
 }
+
+// WebhookOrphanAfter is how long after its job ended an undelivered webhook counts as
+// orphaned on a shared store: longer than a delivery's whole schedule (WebhookAttempts
+// attempts of at most 10 s each, with 1+2+4+8+16 s of backoff between them). The replica that
+// ended the job may have died with the delivery in flight; the leader delivers such webhooks
+// again (at least once: a replica that is alive but far behind may deliver it too).
+const WebhookOrphanAfter = 3 * time.Minute
+
+// webhookSweepEvery is how often the leader looks for orphaned webhooks.
+const webhookSweepEvery = time.Minute
+
+// redeliverOrphanedWebhooks offers the notifier again every webhook still marked for
+// delivery WebhookOrphanAfter after its job ended. A webhook it offered stays marked until
+// delivered, so one a sweep offered is offered again only after the next WebhookOrphanAfter.
+func (js *Jobs) redeliverOrphanedWebhooks(ctx context.Context, now time.Time) {
+	pending, _, err := js.store.List(ctx, JobFilter{Status: Statuses(Completed, Failed, TimedOut), WebhookPending: true})
+	if err != nil {
+		js.log.Error("finding undelivered webhooks", "err", err)
+		return
+	}
+	sh := js.shared
+	n := 0
+	for i := range pending {
+		j := &pending[i]
+		if j.Webhook == "" || now.Sub(j.EndedAt) < WebhookOrphanAfter {
+			continue
+		}
+		if last, ok := sh.offered[j.ID]; ok && now.Sub(last) < WebhookOrphanAfter {
+			continue // offered by an earlier sweep: its delivery may still be retrying
+		}
+		sh.offered[j.ID] = now
+		js.sendWebhook(j)
+		n++
+	}
+	for id, at := range sh.offered {
+		if now.Sub(at) >= WebhookOrphanAfter {
+			delete(sh.offered, id)
+		}
+	}
+	if n > 0 {
+		js.log.Warn("delivering webhooks whose replica did not (it stopped, or fell far behind)", "jobs", n)
+	}
+}
