@@ -77,8 +77,9 @@ type Scheduler struct {
 	listMu sync.Mutex
 	list   atomic.Pointer[[]*epState] // every endpoint, for Tick; replaced (copied) on change
 	// tickWaits makes every tick wait for each endpoint's lock instead of passing a busy one
-	// by: the scheduler's own tests set it, so that a tick's decisions do not depend on a pool
-	// call or health poll holding the lock at that instant.
+	// by, and for the worker signals being applied (tryApplySignals): the scheduler's own
+	// tests set it, so that a tick's decisions do not depend on a pool call or health poll
+	// holding the lock at that instant.
 	tickWaits bool
 
 	suspended suspendedWorkers

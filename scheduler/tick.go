@@ -25,7 +25,7 @@ const maxBusyTicks = 2
 // Tick runs one autoscaler pass over every endpoint at now. Endpoints are independent (each
 // has its own lock), so GOMAXPROCS goroutines share them, a chunk at a time.
 func (s *Scheduler) Tick(now time.Time) {
-	s.applySignals() // the workers ready and lost so far, so that no decision misses them
+	s.tryApplySignals() // the workers ready and lost so far, so that few decisions miss them
 	p := s.list.Load()
 	if p == nil {
 		return
