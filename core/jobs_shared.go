@@ -43,8 +43,8 @@ type shared struct {
 	// The ticking goroutine's own (Tick is not called concurrently with itself).
 	lastRefresh, lastPublish, lastWebhookSweep time.Time
 	offered                                    map[string]time.Time // orphaned webhooks offered again, by job id
-	pubEpoch                 int64
-	published                map[string]WorkerFigures // as last written in pubEpoch
+	pubEpoch                                   int64
+	published                                  map[string]WorkerFigures // as last written in pubEpoch
 
 	figMu      sync.Mutex
 	figReading bool // a caller is reading the figures
