@@ -18,6 +18,9 @@ type Lease struct {
 	Holder  string
 	Epoch   int64
 	Expires time.Time // by the store's clock
+	// Address is where the other replicas reach the holder (its peerUrl, e.g.
+	// http://10.0.0.5:8080); "" = it published none.
+	Address string
 }
 
 // Lease errors.
@@ -35,8 +38,10 @@ var (
 type Leases interface {
 	// Acquire takes the lease name for holder for ttl when it is free or has expired (a new
 	// term: the epoch grows), or renews it when holder holds it (the same term, a later
-	// Expires). ErrLeaseHeld when another holder has it.
-	Acquire(ctx context.Context, name, holder string, ttl time.Duration) (Lease, error)
+	// Expires); either way it publishes address, where the others reach holder, with it.
+	// When another holder has the lease, it returns that holder's lease (its Address among
+	// it) with ErrLeaseHeld.
+	Acquire(ctx context.Context, name, holder, address string, ttl time.Duration) (Lease, error)
 	// Release ends l's term now, so that another replica takes over without waiting out the
 	// ttl. Releasing a lease that has passed on changes nothing.
 	Release(ctx context.Context, l Lease) error
@@ -65,7 +70,7 @@ func (m *MemoryLeases) now() time.Time {
 }
 
 // Acquire implements Leases.
-func (m *MemoryLeases) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (Lease, error) {
+func (m *MemoryLeases) Acquire(ctx context.Context, name, holder, address string, ttl time.Duration) (Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return Lease{}, err
 	}
@@ -82,11 +87,11 @@ func (m *MemoryLeases) Acquire(ctx context.Context, name, holder string, ttl tim
 	live := ok && now.Before(l.Expires)
 	switch {
 	case live && l.Holder != holder:
-		return Lease{}, ErrLeaseHeld
+		return l, ErrLeaseHeld
 	case !live || l.Holder != holder:
 		l.Epoch++ // a new term
 	}
-	l.Name, l.Holder, l.Expires = name, holder, now.Add(ttl)
+	l.Name, l.Holder, l.Address, l.Expires = name, holder, address, now.Add(ttl)
 	m.leases[name] = l
 	return l, nil
 }
@@ -136,11 +141,15 @@ type Elector struct {
 	Holder string        // this replica's id, unique among the replicas
 	TTL    time.Duration // the lease's length; 0 = DefaultLeaseTTL
 	Log    *slog.Logger  // nil = slog.Default()
+	// Address is where the other replicas reach this one (its peerUrl), published with the
+	// lease; "" = nowhere.
+	Address string
 	// Lead runs while this replica leads, until ctx ends; l is its term (for Fence).
 	Lead func(ctx context.Context, l Lease)
 
-	mu  sync.Mutex
-	cur *Lease // the current term; nil = not leading
+	mu   sync.Mutex
+	cur  *Lease // the current term; nil = not leading
+	seen *Lease // the latest term Acquire reported, this replica's or another's; nil = none yet
 }
 
 // Leading returns the current term, when this replica leads.
@@ -151,6 +160,23 @@ func (e *Elector) Leading() (Lease, bool) {
 		return Lease{}, false
 	}
 	return *e.cur, true
+}
+
+// Leader returns the latest term this replica saw: its own while it leads, else the holder's
+// that its last refused Acquire reported (within about a third of the TTL of the store's
+// view; a leader that has just died is still named until another takes over). ok is false
+// until a term is seen, and while the last one seen was this replica's own but it no longer
+// leads.
+func (e *Elector) Leader() (l Lease, ok bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.cur != nil:
+		return *e.cur, true
+	case e.seen == nil || e.seen.Holder == e.Holder:
+		return Lease{}, false
+	}
+	return *e.seen, true
 }
 
 // Run elects until ctx ends; then it ends the term it holds and releases the lease, so that
@@ -204,8 +230,13 @@ func (e *Elector) Run(ctx context.Context) {
 		}
 		started := time.Now()
 		actx, cancel := context.WithTimeout(ctx, renew)
-		l, err := e.Leases.Acquire(actx, e.Name, e.Holder, ttl)
+		l, err := e.Leases.Acquire(actx, e.Name, e.Holder, e.Address, ttl)
 		cancel()
+		if err == nil || errors.Is(err, ErrLeaseHeld) {
+			e.mu.Lock()
+			e.seen = &l
+			e.mu.Unlock()
+		}
 		switch {
 		case ctx.Err() != nil:
 			// Run's end: handled at the top.

@@ -26,11 +26,11 @@ type cuttable struct {
 
 var errCut = errors.New("the database is unreachable")
 
-func (c *cuttable) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (core.Lease, error) {
+func (c *cuttable) Acquire(ctx context.Context, name, holder, address string, ttl time.Duration) (core.Lease, error) {
 	if c.cut.Load() {
 		return core.Lease{}, errCut
 	}
-	return c.Leases.Acquire(ctx, name, holder, ttl)
+	return c.Leases.Acquire(ctx, name, holder, address, ttl)
 }
 
 func (c *cuttable) Release(ctx context.Context, l core.Lease) error {
@@ -51,8 +51,14 @@ type replica struct {
 
 func startReplica(t *testing.T, shared core.Leases, holder string, ttl time.Duration) *replica {
 	t.Helper()
+	return startReplicaAt(t, shared, holder, "", ttl)
+}
+
+// startReplicaAt starts a replica that publishes address with its lease.
+func startReplicaAt(t *testing.T, shared core.Leases, holder, address string, ttl time.Duration) *replica {
+	t.Helper()
 	r := &replica{leases: &cuttable{Leases: shared}, done: make(chan struct{})}
-	r.e = &core.Elector{Leases: r.leases, Name: "scheduler", Holder: holder, TTL: ttl, Log: slog.New(slog.DiscardHandler),
+	r.e = &core.Elector{Leases: r.leases, Name: "scheduler", Holder: holder, Address: address, TTL: ttl, Log: slog.New(slog.DiscardHandler),
 		Lead: func(ctx context.Context, l core.Lease) {
 			r.leading.Store(l.Epoch)
 			<-ctx.Done()
@@ -117,4 +123,37 @@ func TestElectorLostLeaderReplaced(t *testing.T) {
 	if b.leading.Load() <= lease.Epoch {
 		t.Errorf("b's epoch %d is not after a's %d", b.leading.Load(), lease.Epoch)
 	}
+}
+
+// TestElectorLeaderAddress: a follower learns the leader and its address from its refused
+// tries; the leader names itself; after a handover the follower that took over names itself,
+// and one that lost its lease names nobody until it sees the next holder.
+func TestElectorLeaderAddress(t *testing.T) {
+	t.Parallel()
+	const ttl = 600 * time.Millisecond
+	shared := &core.MemoryLeases{}
+	a := startReplicaAt(t, shared, "a", "http://10.0.0.1:8080", ttl)
+	testkit.Eventually(t, "a to lead", func() bool { return a.leading.Load() != 0 })
+	b := startReplicaAt(t, shared, "b", "http://10.0.0.2:8080", ttl)
+	if l, ok := a.e.Leader(); !ok || l.Holder != "a" || l.Address != "http://10.0.0.1:8080" {
+		t.Errorf("a's Leader() = %+v, %v; want itself, at its address", l, ok)
+	}
+	testkit.Eventually(t, "b to learn a's address", func() bool {
+		l, ok := b.e.Leader()
+		return ok && l.Holder == "a" && l.Address == "http://10.0.0.1:8080"
+	})
+	a.leases.cut.Store(true)
+	testkit.Eventually(t, "b to lead", func() bool { return b.leading.Load() != 0 })
+	if l, ok := b.e.Leader(); !ok || l.Holder != "b" || l.Address != "http://10.0.0.2:8080" {
+		t.Errorf("b's Leader() once it leads = %+v, %v; want itself", l, ok)
+	}
+	testkit.Eventually(t, "a to stop leading", func() bool { return a.leading.Load() == 0 })
+	if l, ok := a.e.Leader(); ok {
+		t.Errorf("a's Leader() cut off after it led = %+v; want none: its own term is over, the next unseen", l)
+	}
+	a.leases.cut.Store(false)
+	testkit.Eventually(t, "a to learn b's address", func() bool {
+		l, ok := a.e.Leader()
+		return ok && l.Holder == "b" && l.Address == "http://10.0.0.2:8080"
+	})
 }

@@ -23,26 +23,37 @@ func (db *DB) Leases() *Leases { return &Leases{db} }
 
 // Acquire takes or renews the lease in one upsert: it changes the row only when holder holds
 // it or it has expired, and starts a new term (epoch + 1) unless holder is renewing a live
-// term of its own.
-func (l *Leases) Acquire(ctx context.Context, name, holder string, ttl time.Duration) (core.Lease, error) {
+// term of its own. When another holder has it, a second statement reads that holder's term.
+func (l *Leases) Acquire(ctx context.Context, name, holder, address string, ttl time.Duration) (core.Lease, error) {
 	if name == "" || holder == "" || ttl <= 0 {
 		return core.Lease{}, fmt.Errorf("acquiring a lease needs a name, a holder and a positive ttl (got %q, %q, %v)", name, holder, ttl)
 	}
-	out := core.Lease{Name: name, Holder: holder}
-	err := l.db.q(ctx).QueryRow(ctx, `INSERT INTO gantry_leases AS l (name, holder, epoch, expires_at)
-			VALUES ($1, $2, 1, clock_timestamp() + $3::bigint * interval '1 microsecond')
-		ON CONFLICT (name) DO UPDATE SET holder = $2,
+	out := core.Lease{Name: name, Holder: holder, Address: address}
+	err := l.db.q(ctx).QueryRow(ctx, `INSERT INTO gantry_leases AS l (name, holder, epoch, expires_at, address)
+			VALUES ($1, $2, 1, clock_timestamp() + $3::bigint * interval '1 microsecond', $4)
+		ON CONFLICT (name) DO UPDATE SET holder = $2, address = $4,
 			epoch = CASE WHEN l.holder = $2 AND l.expires_at > clock_timestamp() THEN l.epoch ELSE l.epoch + 1 END,
 			expires_at = clock_timestamp() + $3::bigint * interval '1 microsecond'
 		WHERE l.holder = $2 OR l.expires_at <= clock_timestamp()
-		RETURNING epoch, expires_at`, name, holder, ttl.Microseconds()).Scan(&out.Epoch, &out.Expires)
+		RETURNING epoch, expires_at`, name, holder, ttl.Microseconds(), address).Scan(&out.Epoch, &out.Expires)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return core.Lease{}, core.ErrLeaseHeld
+		return l.held(ctx, name)
 	}
 	if err != nil {
 		return core.Lease{}, fmt.Errorf("acquiring lease %s: %w", name, err)
 	}
 	return out, nil
+}
+
+// held returns the term of the holder that refused an Acquire, with core.ErrLeaseHeld.
+func (l *Leases) held(ctx context.Context, name string) (core.Lease, error) {
+	cur := core.Lease{Name: name}
+	err := l.db.q(ctx).QueryRow(ctx, `SELECT holder, epoch, expires_at, address FROM gantry_leases WHERE name = $1`,
+		name).Scan(&cur.Holder, &cur.Epoch, &cur.Expires, &cur.Address)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) { // no row: released and deleted since; none to name
+		return core.Lease{}, fmt.Errorf("reading lease %s: %w", name, err)
+	}
+	return cur, core.ErrLeaseHeld
 }
 
 // Release ends the term now, if it is still current.

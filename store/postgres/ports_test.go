@@ -132,14 +132,14 @@ func TestFencedStoreWrites(t *testing.T) {
 	ep := func(id string) core.Endpoint {
 		return core.Endpoint{ID: id, Owner: "alice", Name: id, CreatedAt: time.Now()}
 	}
-	old, err := ls.Acquire(ctx, "scheduler", "a", time.Hour)
+	old, err := ls.Acquire(ctx, "scheduler", "a", "", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := ls.Release(ctx, old); err != nil { // a's term ends; b's begins
 		t.Fatal(err)
 	}
-	cur, err := ls.Acquire(ctx, "scheduler", "b", time.Hour)
+	cur, err := ls.Acquire(ctx, "scheduler", "b", "", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func RunLeases(t *testing.T, opener Opener[core.Leases]) {
 	open := func(t *testing.T) core.Leases { l, _ := opener(t); return l }
 	acquire := func(t *testing.T, ls core.Leases, name, holder string, ttl time.Duration) core.Lease {
 		t.Helper()
-		l, err := ls.Acquire(ctx, name, holder, ttl)
+		l, err := ls.Acquire(ctx, name, holder, "", ttl)
 		if err != nil {
 			t.Fatalf("Acquire(%q, %q) = %v; want nil", name, holder, err)
 		}
@@ -35,7 +35,7 @@ func RunLeases(t *testing.T, opener Opener[core.Leases]) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
 		for {
-			l, err := ls.Acquire(ctx, name, holder, time.Hour)
+			l, err := ls.Acquire(ctx, name, holder, "", time.Hour)
 			if err == nil {
 				return l
 			}
@@ -60,11 +60,46 @@ func RunLeases(t *testing.T, opener Opener[core.Leases]) {
 		if !again.Expires.After(first.Expires) {
 			t.Errorf("renewing for an hour: expires %v, then %v; want later", first.Expires, again.Expires)
 		}
-		if _, err := ls.Acquire(ctx, "scheduler", "b", time.Minute); !errors.Is(err, core.ErrLeaseHeld) {
+		if _, err := ls.Acquire(ctx, "scheduler", "b", "", time.Minute); !errors.Is(err, core.ErrLeaseHeld) {
 			t.Errorf("Acquire by b of a's live lease = %v; want core.ErrLeaseHeld", err)
 		}
 		if other := acquire(t, ls, "other", "b", time.Minute); other.Holder != "b" {
 			t.Errorf("Acquire of another name = %+v; want b's: names are apart", other)
+		}
+	})
+
+	t.Run("Address", func(t *testing.T) {
+		t.Parallel()
+		ls := open(t)
+		// The holder publishes where it is reached; a refused Acquire names the holder and
+		// its address, which is how followers find the leader.
+		a, err := ls.Acquire(ctx, "scheduler", "a", "http://10.0.0.1:8080", time.Hour)
+		if err != nil || a.Address != "http://10.0.0.1:8080" {
+			t.Fatalf("Acquire by a = %+v, %v; want a's lease with its address", a, err)
+		}
+		cur, err := ls.Acquire(ctx, "scheduler", "b", "http://10.0.0.2:8080", time.Hour)
+		if !errors.Is(err, core.ErrLeaseHeld) {
+			t.Fatalf("Acquire by b of a's live lease = %v; want core.ErrLeaseHeld", err)
+		}
+		if cur.Holder != "a" || cur.Address != "http://10.0.0.1:8080" || cur.Epoch != a.Epoch {
+			t.Errorf("the lease b was refused = %+v; want a's term (epoch %d) with a's address", cur, a.Epoch)
+		}
+		// A renewal republishes: a replica restarted with another peerUrl is found there.
+		if again, err := ls.Acquire(ctx, "scheduler", "a", "http://10.0.0.3:8080", time.Hour); err != nil || again.Address != "http://10.0.0.3:8080" || again.Epoch != a.Epoch {
+			t.Errorf("renewal with a new address = %+v, %v; want the same term at the new address", again, err)
+		}
+		if cur, _ := ls.Acquire(ctx, "scheduler", "b", "", time.Hour); cur.Address != "http://10.0.0.3:8080" {
+			t.Errorf("the lease b was refused after a's renewal = %+v; want a's new address", cur)
+		}
+		// The next holder's address replaces it, "" (none published) included.
+		if err := ls.Release(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := ls.Acquire(ctx, "scheduler", "b", "", time.Hour); err != nil || b.Address != "" {
+			t.Errorf("b's term after a released = %+v, %v; want no address", b, err)
+		}
+		if cur, _ := ls.Acquire(ctx, "scheduler", "a", "http://10.0.0.1:8080", time.Hour); cur.Holder != "b" || cur.Address != "" {
+			t.Errorf("the lease a was refused = %+v; want b's, with no address", cur)
 		}
 	})
 
@@ -76,7 +111,7 @@ func RunLeases(t *testing.T, opener Opener[core.Leases]) {
 		if b.Epoch <= a.Epoch {
 			t.Errorf("b took the lapsed lease at epoch %d after a's %d; want a later epoch", b.Epoch, a.Epoch)
 		}
-		if _, err := ls.Acquire(ctx, "scheduler", "a", time.Minute); !errors.Is(err, core.ErrLeaseHeld) {
+		if _, err := ls.Acquire(ctx, "scheduler", "a", "", time.Minute); !errors.Is(err, core.ErrLeaseHeld) {
 			t.Errorf("a's renewal after b took over = %v; want core.ErrLeaseHeld", err)
 		}
 	})
@@ -113,7 +148,7 @@ func RunLeases(t *testing.T, opener Opener[core.Leases]) {
 		if err := ls.Release(ctx, a); err != nil { // a stale release
 			t.Fatalf("Release of a passed-on term = %v; want nil", err)
 		}
-		if _, err := ls.Acquire(ctx, "scheduler", "c", time.Hour); !errors.Is(err, core.ErrLeaseHeld) {
+		if _, err := ls.Acquire(ctx, "scheduler", "c", "", time.Hour); !errors.Is(err, core.ErrLeaseHeld) {
 			t.Errorf("Acquire by c after a stale release of a's term = %v; want core.ErrLeaseHeld (b still holds it)", err)
 		}
 	})
@@ -156,7 +191,7 @@ func RunLeases(t *testing.T, opener Opener[core.Leases]) {
 		var wg sync.WaitGroup
 		for i := range n {
 			wg.Go(func() {
-				_, err := ls.Acquire(ctx, "scheduler", fmt.Sprintf("r%d", i), time.Hour)
+				_, err := ls.Acquire(ctx, "scheduler", fmt.Sprintf("r%d", i), "", time.Hour)
 				won[i] = err == nil
 				if err != nil && !errors.Is(err, core.ErrLeaseHeld) {
 					t.Errorf("Acquire by r%d = %v; want nil or core.ErrLeaseHeld", i, err)
@@ -180,7 +215,7 @@ func RunLeases(t *testing.T, opener Opener[core.Leases]) {
 		ls := open(t)
 		a := acquire(t, ls, "scheduler", "a", time.Hour)
 		for _, dc := range doneContexts(t) {
-			_, err := ls.Acquire(dc.ctx, "other", "a", time.Hour)
+			_, err := ls.Acquire(dc.ctx, "other", "a", "", time.Hour)
 			checkDone(t, dc, `Acquire("other")`, err)
 			checkDone(t, dc, "Release(a)", ls.Release(dc.ctx, a))
 			ran := false
@@ -189,10 +224,10 @@ func RunLeases(t *testing.T, opener Opener[core.Leases]) {
 				t.Errorf("Fence with a context %s ran the write", dc.name)
 			}
 		}
-		if _, err := ls.Acquire(ctx, "scheduler", "b", time.Hour); !errors.Is(err, core.ErrLeaseHeld) {
+		if _, err := ls.Acquire(ctx, "scheduler", "b", "", time.Hour); !errors.Is(err, core.ErrLeaseHeld) {
 			t.Errorf("Acquire by b after refused releases = %v; want core.ErrLeaseHeld", err)
 		}
-		if _, err := ls.Acquire(ctx, "other", "b", time.Hour); err != nil {
+		if _, err := ls.Acquire(ctx, "other", "b", "", time.Hour); err != nil {
 			t.Errorf("Acquire(other) by b after a refused Acquire by a = %v; want nil: nothing was taken", err)
 		}
 	})
