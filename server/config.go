@@ -3,6 +3,8 @@ package server
 import (
 	"cmp"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -25,6 +27,12 @@ type Config struct {
 	Store string `yaml:"store"`
 	// PublicURL is the base of the request URLs handed out. Default http://<listen address>.
 	PublicURL string `yaml:"publicUrl"`
+	// PeerURL is where the other replicas sharing the store reach this one, e.g.
+	// http://10.0.0.5:8080: a replica that does not lead forwards the LOAD_BALANCER requests
+	// it gets to the leader's. Default http://<listen address> when the listen address names
+	// a host; none when it is every interface (0.0.0.0, [::]), and then the followers answer
+	// those requests 503. Also --peer-url and GANTRY_PEER_URL.
+	PeerURL string `yaml:"peerUrl"`
 	// Quota is the default per-user rate limit, requests per window; 0 = unlimited in that
 	// window; omitted = DefaultQuota. A user's own quota (gantry keys create --quota-*)
 	// replaces it.
@@ -251,6 +259,7 @@ const ConfigHelp = `Config file (YAML, --config FILE; unknown keys are rejected;
   data: ./gantry-data             # state directory
   store: postgres://gantry@db:5432/gantry  # shared PostgreSQL for replicas; omitted = embedded
   publicUrl: http://127.0.0.1:8080 # base of the requestUrls handed out
+  peerUrl: http://10.0.0.5:8080   # where other replicas reach this one (LOAD_BALANCER forwarding)
   quota: {minute: 600, hour: 20000, day: 200000}  # default per-user limits; 0 = unlimited
   pools:                          # replaces the discovered "local" pool when given
     - id: local                   # the id endpoints name in gpu.pools
@@ -369,6 +378,9 @@ func (c *Config) Validate() error {
 	if c.Store != "" && !IsPostgresURL(c.Store) {
 		return fmt.Errorf("store %q: want a PostgreSQL URL (postgres://user:password@host:5432/database), or none for the embedded store", redactURL(c.Store))
 	}
+	if err := c.validatePeerURL(); err != nil {
+		return err
+	}
 	a := c.Autoscaler
 	switch {
 	case a.PanicWindow > cmp.Or(a.StableWindow, scheduler.StableWindow):
@@ -448,5 +460,26 @@ func (c *Config) Validate() error {
 		return err
 	}
 	c.catalog = specs
+	return nil
+}
+
+// validatePeerURL checks peerUrl, when given: an absolute http or https URL naming a host,
+// without credentials, query or fragment (the request's own path and query are appended).
+func (c *Config) validatePeerURL() error {
+	if c.PeerURL == "" {
+		return nil
+	}
+	u, err := url.Parse(c.PeerURL)
+	switch {
+	case err != nil || u.Scheme != "http" && u.Scheme != "https":
+		return c.errAt("peerUrl", "%q: want an http:// or https:// URL where the other replicas reach this one, e.g. http://10.0.0.5:8080", c.PeerURL)
+	case u.Host == "" || u.Hostname() == "":
+		return c.errAt("peerUrl", "%q names no host: want e.g. http://10.0.0.5:8080", c.PeerURL)
+	case u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return c.errAt("peerUrl", "%q: want a base URL without credentials, query or fragment, e.g. http://10.0.0.5:8080", c.PeerURL)
+	}
+	if ip := net.ParseIP(u.Hostname()); ip != nil && ip.IsUnspecified() {
+		return c.errAt("peerUrl", "%q names every interface, which no other replica can dial: give this replica's own address", c.PeerURL)
+	}
 	return nil
 }

@@ -32,6 +32,10 @@ func TestConfigErrors(t *testing.T) {
 		{"negative minute quota", "quota:\n  minute: -5\n", ":2: quota.minute: -5 is negative"},
 		{"negative day quota in flow style", "listen: a\nquota: {hour: 3, day: -1}\n", ":2: quota.day: -1 is negative"},
 		{"negative autoscaler seconds", "autoscaler:\n  lbHold: -2\n", ":2: autoscaler.lbHold: -2 is negative"},
+		{"a peer URL without a scheme", "listen: a\npeerUrl: 10.0.0.5:8080\n", `:2: peerUrl: "10.0.0.5:8080": want an http:// or https:// URL`},
+		{"a peer URL without a host", "peerUrl: http://:8080\n", `:1: peerUrl: "http://:8080" names no host`},
+		{"a peer URL with a query", "peerUrl: http://10.0.0.5:8080/?a=1\n", `:1: peerUrl: "http://10.0.0.5:8080/?a=1": want a base URL without credentials, query or fragment`},
+		{"a peer URL of every interface", "peerUrl: http://0.0.0.0:8080\n", `:1: peerUrl: "http://0.0.0.0:8080" names every interface`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
