@@ -189,10 +189,10 @@ var hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-A
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
 // notForwarded are the other headers of a caller's request the worker does not get: the
-// caller's key (Gantry's business, not the worker's), and the framing and forwarding headers
-// the proxy writes itself.
+// caller's key (Gantry's business, not the worker's), the framing and forwarding headers
+// the proxy writes itself, and the mark of a request another replica forwarded.
 var notForwarded = []string{"Authorization", "Host", "Content-Length", "Forwarded",
-	"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"}
+	"X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", ForwardedHeader}
 
 // inList says whether name is one of names, ignoring ASCII case.
 func inList[T ~string | ~[]byte](name T, names []string) bool {

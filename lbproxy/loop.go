@@ -294,7 +294,8 @@ func (c *callerConn) serveOne() bool {
 		if c.ctx.Err() != nil {
 			return false // the caller went away while it waited for a worker
 		}
-		q.close = q.close || c.wait.Err() != nil // the server stops: answer (503), then close
+		// The server stops, or the request must come on a new connection: answer, then close.
+		q.close = q.close || c.wait.Err() != nil || errors.Is(err, ErrReconnect)
 		c.p.adm.Refuse(c.ctx, &c.rw, problemReq(), err)
 		return c.writeRaw(q)
 	}

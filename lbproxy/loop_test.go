@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gantryhq/gantry/internal/testkit"
+	"github.com/gantryhq/gantry/lbproxy"
 )
 
 // One caller connection carries pipelined requests, requests the loop hands back to net/http
@@ -114,6 +115,38 @@ func TestConnectionLoopRefusals(t *testing.T) {
 	}
 	if a, r := adm.admitted.Load(), adm.released.Load(); a != 2 || r != 2 {
 		t.Errorf("admitted %d, released %d; want 2 and 2", a, r)
+	}
+}
+
+// A refusal that wraps ErrReconnect is written, then the loop closes the connection, so that
+// the caller's next request comes on a new one. The replicas' mark (ForwardedHeader) reaches
+// the worker through neither the loop nor the general proxy.
+func TestConnectionLoopReconnect(t *testing.T) {
+	t.Parallel()
+	base, key, _ := lbBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		io.WriteString(w, string(b)+"["+r.Header.Get(lbproxy.ForwardedHeader)+"]")
+	})
+	path := strings.TrimPrefix(base, "http://")
+	path = path[strings.Index(path, "/"):]
+	mark := lbproxy.ForwardedHeader + ": 1\r\n"
+	c := testkit.DialRaw(t, base)
+	c.Send(c.Get(path+"/x", key, mark))
+	if resp, b := c.Read("GET"); resp.StatusCode != 200 || b != "[]" {
+		t.Fatalf("a loop request with the mark = %d %q; want 200 %q: the worker does not get the mark", resp.StatusCode, b, "[]")
+	}
+	c.Send(c.Get("/lb/moved/x", key, ""))
+	if resp, b := c.Read("GET"); resp.StatusCode != 503 || !strings.Contains(b, "served elsewhere now") {
+		t.Fatalf("a request refused with ErrReconnect = %d %q; want the refusal (503)", resp.StatusCode, b)
+	}
+	if n, err := c.Br.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("after a refusal with ErrReconnect the proxy read %d, %v; want EOF: the connection closed", n, err)
+	}
+	d := testkit.DialRaw(t, base) // a chunked upload: the general proxy
+	d.Send("POST " + path + "/c HTTP/1.1\r\nHost: " + d.Host + "\r\nAuthorization: " + key + "\r\n" + mark +
+		"Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n")
+	if resp, b := d.Read("POST"); resp.StatusCode != 200 || b != "abc[]" {
+		t.Fatalf("a chunked upload with the mark = %d %q; want 200 %q", resp.StatusCode, b, "abc[]")
 	}
 }
 

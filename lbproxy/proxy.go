@@ -11,6 +11,7 @@ package lbproxy
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httputil"
 	"sync"
@@ -19,6 +20,15 @@ import (
 // Prefix is where LOAD_BALANCER endpoints take requests: {public}/lb/{id}/any/path?q reaches a
 // worker as /any/path?q.
 const Prefix = "/lb/"
+
+// ForwardedHeader marks a request that a replica which does not lead forwarded to the leader
+// (package api decides); the worker does not get it.
+const ForwardedHeader = "X-Gantry-Forwarded"
+
+// ErrReconnect, wrapped in an Admit error, says that the caller's connection is to close once
+// the refusal is written: the caller's next request must come on a new connection (the replica
+// stopped leading, and a new connection's first request is routed afresh).
+var ErrReconnect = errors.New("the caller is to reconnect")
 
 // A Target is the worker a request was admitted to.
 type Target struct {

@@ -45,6 +45,7 @@ func (p *Proxy) newReverse() *httputil.ReverseProxy {
 			}
 			pr.Out.Host = ""
 			pr.Out.Header.Del("Authorization")                                 // the caller's key is Gantry's business, not the worker's
+			pr.Out.Header.Del(ForwardedHeader)                                 // a mark between replicas
 			pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"] // SetXForwarded appends to it
 			pr.SetXForwarded()
 			if pr.Out.Body == nil || pr.Out.Body == http.NoBody {

@@ -3,6 +3,7 @@ package lbproxy_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -49,6 +50,9 @@ func (f *fakeAdmitter) Admit(ctx context.Context, endpoint, authorization string
 		return lbproxy.Target{}, nil, &refusal{http.StatusUnauthorized, "no such key"}
 	}
 	ctx.Value(writerKey{}).(http.ResponseWriter).Header().Set("RateLimit", "limit=100, remaining=99")
+	if endpoint == "moved" { // served elsewhere now: refused, and the connection is to close
+		return lbproxy.Target{}, nil, fmt.Errorf("%w (%w)", &refusal{http.StatusServiceUnavailable, "served elsewhere now"}, lbproxy.ErrReconnect)
+	}
 	if endpoint != "ep" {
 		return lbproxy.Target{}, nil, &refusal{http.StatusNotFound, "no endpoint " + strconv.Quote(endpoint)}
 	}
