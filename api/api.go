@@ -10,6 +10,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/http/httputil"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -55,6 +56,11 @@ type Config struct {
 	Log       *slog.Logger
 	// Balancer hands LOAD_BALANCER requests to workers; nil = such endpoints answer 503.
 	Balancer core.Balancer
+	// Leader, with several replicas on one store, says where LOAD_BALANCER requests are
+	// served: self = here (this replica leads, or is alone); else by holder, the leading
+	// replica, to whose peerURL this one forwards them after checking the key ("" = unknown:
+	// none leads yet, or the leader published none). nil = always here.
+	Leader func() (self bool, holder, peerURL string)
 	// Fleet shows endpoints' workers and their logs; nil = none are shown.
 	Fleet core.Fleet
 	// LBHold is how long a LOAD_BALANCER request waits for a ready worker (scale from zero)
@@ -90,7 +96,8 @@ type API struct {
 	cfg   Config
 	oas   *oas.Server
 	h     *handler
-	lb    *lbproxy.Proxy // serves /lb/, asking lbAdmission (lb.go)
+	lb    *lbproxy.Proxy         // serves /lb/, asking lbAdmission (lb.go)
+	fwd   *httputil.ReverseProxy // forwards /lb/ to the leader, on a replica that does not lead (lb.go)
 	ready atomic.Bool
 
 	requests *requests    // requests by operation and status (requests.go)
@@ -115,6 +122,7 @@ func New(cfg Config) (*API, error) {
 	h := &handler{cfg: &a.cfg}
 	a.h = h
 	a.lb = lbproxy.New(lbAdmission{a})
+	a.fwd = a.newLBForward()
 	// No-op telemetry: nothing reads the generated server's spans or metrics, and the global
 	// providers it would use by default still build a span and attribute sets per request.
 	// The generated server's own metrics are not read (requests.go counts requests), so its

@@ -166,7 +166,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *Server, err error) {
 }
 
 // listen opens the listener (or takes ln), and sets what depends on its address: the webhook
-// policy's own addresses and the default public URL.
+// policy's own addresses and the default public and peer URLs.
 func (s *Server) listen(ln net.Listener) error {
 	if ln == nil {
 		var err error
@@ -180,7 +180,23 @@ func (s *Server) listen(ln net.Listener) error {
 	if s.cfg.PublicURL == "" {
 		s.cfg.PublicURL = "http://" + ln.Addr().String()
 	}
+	if s.cfg.PeerURL == "" {
+		s.cfg.PeerURL = peerURL(ln.Addr())
+	}
 	return nil
+}
+
+// peerURL is the default peerUrl of a replica listening on addr: http://addr when addr names
+// one host, "" (none) when it is every interface, which names no address a peer can dial.
+func peerURL(addr net.Addr) string {
+	host, _, err := net.SplitHostPort(addr.String())
+	if err != nil || host == "" {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return ""
+	}
+	return "http://" + addr.String()
 }
 
 // build wires the job engine, the scheduler, the pools, the catalog, management and the API,
@@ -250,7 +266,11 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 		s.elector = nil // the only replica: always the leader
 	} else {
 		s.elector.Leases = s.st.leases
-		sched.Follow() // until elected
+		s.elector.Address = cfg.PeerURL // the followers forward LOAD_BALANCER requests there
+		sched.Follow()                  // until elected
+		if cfg.PeerURL == "" {
+			log.Warn("no peerUrl: listening on every interface names no address the other replicas can reach, so while another replica leads, this one answers LOAD_BALANCER requests 503; set peerUrl (--peer-url, GANTRY_PEER_URL)")
+		}
 	}
 	// The scheduler stops (every worker told to) before the stores close.
 	s.closers = append(s.closers, s.stopWorkers)
@@ -290,6 +310,7 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 		Limiter:    s.st.limits,
 		Jobs:       jobs,
 		Balancer:   sched,
+		Leader:     s.lbLeader,
 		Fleet:      sched,
 		LBHold:     time.Duration(cfg.Autoscaler.LBHold) * time.Second,
 		Models:     modelCatalog,
@@ -425,6 +446,19 @@ func (s *Server) endpointChanged(ctx context.Context, id string) {
 	case ctx.Err() == nil:
 		s.log.Warn("reading a changed endpoint", "endpoint", id, "err", err)
 	}
+}
+
+// lbLeader says where LOAD_BALANCER requests are served (api.Config.Leader): here when this
+// replica leads (or is alone), else at the leader's peer URL as the lease last named it.
+func (s *Server) lbLeader() (self bool, holder, peerURL string) {
+	if s.elector == nil {
+		return true, "", ""
+	}
+	if _, ok := s.elector.Leading(); ok {
+		return true, "", ""
+	}
+	l, _ := s.elector.Leader()
+	return false, l.Holder, l.Address
 }
 
 // Failed receives the error that stopped serving, when it stops on its own (not by Shutdown).
