@@ -1,7 +1,9 @@
 package scaleout_test
 
 import (
+	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +17,7 @@ import (
 	"github.com/gantryhq/gantry/internal/testkit"
 	"github.com/gantryhq/gantry/server"
 	"github.com/gantryhq/gantry/server/servertest"
+	"github.com/gantryhq/gantry/worker/httpecho"
 )
 
 // lbReplicas starts two replicas on one fresh database, serving on lns, with peerURL ("" =
@@ -89,7 +92,7 @@ func lbSend(t *testing.T, method, url, authz, body string, hdr map[string]string
 
 // TestLoadBalancerThroughFollower: a LOAD_BALANCER request sent to the replica that does not
 // lead reaches the leader's worker and comes back as the worker answered it (status, headers,
-// body, a streamed body), the worker getting neither the key nor the replicas' mark; the
+// body, a streamed body, an upload of unknown length, a WebSocket), the worker getting neither the key nor the replicas' mark; the
 // leader's balancer counts a request forwarded to it as in flight (its worker is busy, not
 // retired past its idle timeout, while it runs); bad keys are refused by the follower itself;
 // a request another replica forwarded to one that does not lead is refused, not forwarded
@@ -158,6 +161,27 @@ func TestLoadBalancerThroughFollower(t *testing.T) {
 			t.Errorf("a chunked upload through the follower = %d, %d bytes echoed (the mark leaked: %v); want 200 with all 100000", resp.StatusCode, len(echo.Body), leaked)
 		}
 	}
+
+	// A WebSocket through both replicas.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(fl.URL(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rw := bufio.NewReadWriter(bufio.NewReader(conn), bufio.NewWriter(conn))
+	fmt.Fprintf(rw, "GET %s%s/ws HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n", api.LBPrefix, id, key)
+	rw.Flush()
+	if resp, err := http.ReadResponse(rw.Reader, nil); err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Errorf("WebSocket upgrade through the follower = %v, %v; want 101", resp, err)
+	} else {
+		httpecho.WriteFrame(rw, true, 0x1, []byte("hello over ws"), []byte{1, 2, 3, 4})
+		rw.Flush()
+		if _, op, msg, err := httpecho.ReadFrame(rw.Reader); err != nil || op != 0x1 || string(msg) != "hello over ws" {
+			t.Errorf("WebSocket echo through the follower = %d %q, %v; want the text frame back", op, msg, err)
+		}
+	}
+	conn.Close()
 
 	// A slow request through the follower is in flight on the leader's balancer: the leader's
 	// /health shows its worker running; past the 1 s idle timeout it is not retired, and the
