@@ -50,7 +50,11 @@ func (a *API) serveLB(w http.ResponseWriter, r *http.Request) {
 // Shutdown ends the connections the load-balancing proxy took from the http.Server: call it
 // with the server's own Shutdown. Like it, it lets answers in progress finish, until ctx
 // ends; a request waiting for a worker is answered 503 once the server's base context ends.
-func (a *API) Shutdown(ctx context.Context) error { return a.lb.Shutdown(ctx) }
+// The forwarder's idle connections to the leader close at once.
+func (a *API) Shutdown(ctx context.Context) error {
+	a.fwd.Transport.(*http.Transport).CloseIdleConnections()
+	return a.lb.Shutdown(ctx)
+}
 
 // lbAdmission is the load-balancing proxy's admission: the key, its scope, the rate limits,
 // the endpoint and a ready worker; and the problem+json answers when any is missing.
