@@ -149,7 +149,7 @@ func TestServeFlagsAndConfig(t *testing.T) {
 	t.Parallel()
 	bin := buildGantry(t)
 	help, _ := exec.Command(bin, "serve", "--help").CombinedOutput()
-	for _, want := range []string{"-listen", "-data", "-config", "-public-url", "-quota-minute", "-quota-hour", "-quota-day", "Config file", "pools:"} {
+	for _, want := range []string{"-listen", "-data", "-config", "-public-url", "-peer-url", "-quota-minute", "-quota-hour", "-quota-day", "Config file", "pools:"} {
 		if !bytes.Contains(help, []byte(want)) {
 			t.Errorf("serve --help lacks %q", want)
 		}
@@ -188,6 +188,14 @@ func TestServeFlagsAndConfig(t *testing.T) {
 	os.WriteFile(bad, []byte("autoscaler: {stableWindow: 5, panicWindow: 10}\n"), 0o600)
 	if out, err := exec.Command(bin, "serve", "--config", bad).CombinedOutput(); err == nil || !strings.Contains(string(out), "panicWindow 10 is longer") {
 		t.Errorf("panic window over the stable one: err %v, output %s; want a refusal saying so", err, out)
+	}
+	if out, err := exec.Command(bin, "serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--peer-url", "10.0.0.5:8080").CombinedOutput(); err == nil || !strings.Contains(string(out), "peerUrl") {
+		t.Errorf("--peer-url without a scheme: err %v, output %s; want a refusal naming peerUrl", err, out)
+	}
+	env := exec.Command(bin, "serve", "--data", t.TempDir(), "--listen", "127.0.0.1:0")
+	env.Env = append(os.Environ(), "GANTRY_PEER_URL=ftp://10.0.0.5")
+	if out, err := env.CombinedOutput(); err == nil || !strings.Contains(string(out), "peerUrl") {
+		t.Errorf("GANTRY_PEER_URL=ftp://10.0.0.5: err %v, output %s; want a refusal naming peerUrl", err, out)
 	}
 	for _, args := range [][]string{
 		{"keys", "create", "--data", data},
