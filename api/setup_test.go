@@ -73,6 +73,8 @@ type setupOpts struct {
 	bodyBudget  int64
 	// limiter counts requests (nil = the in-memory core.RateLimiter).
 	limiter core.RateLimits
+	// leader is Config.Leader (nil: this replica always leads).
+	leader func() (self bool, holder, peerURL string)
 }
 
 func setup(t testing.TB, opts ...setupOpts) *env {
@@ -105,6 +107,7 @@ func setup(t testing.TB, opts ...setupOpts) *env {
 		PublicURL:       "https://gantry.example",
 		TakeWait:        300 * time.Millisecond,
 		Balancer:        o.balancer,
+		Leader:          o.leader,
 		LBHold:          time.Second,
 		BodyReadTimeout: o.bodyTimeout,
 		BodyBudget:      o.bodyBudget,
