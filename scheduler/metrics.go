@@ -90,6 +90,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
+	// A follower runs no workers: its worker and pool series would read as idle, empty pools
+	// beside the leader's real ones, so only the leader sends them.
+	leading := !s.following.Load()
 	s.eps.Range(func(_, v any) bool {
 		es := v.(*epState)
 		es.mu.Lock()
@@ -104,8 +107,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(queueDesc, float64(l.Queued), id, "normal")
 		gauge(queueDesc, float64(l.LowQueued), id, "low")
 		gauge(inProgressDesc, float64(l.InProgress), id)
-		for _, st := range states {
-			gauge(workersDesc, float64(st.n), id, st.name)
+		if leading {
+			for _, st := range states {
+				gauge(workersDesc, float64(st.n), id, st.name)
+			}
 		}
 		return true
 	})
@@ -116,6 +121,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		return true
 	})
 	s.metrics.coldVec().Collect(ch)
+	if !leading {
+		return
+	}
 	for _, sl := range s.placer.order {
 		gauge(poolDesc, float64(sl.info.GPUs), sl.info.ID, "total")
 		gauge(poolDesc, float64(sl.free.Load()), sl.info.ID, "free")

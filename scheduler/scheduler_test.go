@@ -685,6 +685,14 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("metrics lack %s:\n%s", want, b)
 		}
 	}
+	// A follower sends no worker or pool series: the leader's are the real ones.
+	r.s.Follow()
+	if n, err := testutil.GatherAndCount(reg, "gantry_workers", "gantry_pool_gpus"); err != nil || n != 0 {
+		t.Errorf("a follower's worker and pool series = %d, %v; want none", n, err)
+	}
+	if n, _ := testutil.GatherAndCount(reg, "gantry_queue_jobs"); n == 0 {
+		t.Error("a follower sends no queue series; want them (they come from the store)")
+	}
 }
 
 func TestWorkersAndLogs(t *testing.T) {
