@@ -478,6 +478,27 @@ func TestInitTimeout(t *testing.T) {
 	}
 }
 
+// A worker that polled is ready at the next tick even when the engine's ready signal has not
+// been applied (under load the goroutine applying signals waits for a CPU): the tick reads the
+// engine's activity mirror, and the cold start ends at the poll, not at the tick.
+func TestPolledWorkerReadyWithoutItsSignal(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	ep := r.endpoint(func(e *core.Endpoint) { e.Workers = core.Workers{Min: 1, Max: 3, IdleTimeout: 5} })
+	r.tick(time.Second)
+	w := r.running(1)[0]
+	r.clock.Advance(2 * time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r.jobs.Take(ctx, ep.ID, w, 1) // its first poll, at +2 s
+	r.s.signals.Take(nil)         // the signal is late: not applied before the tick
+	r.tick(5 * time.Second)
+	if h := r.jobs.Health(ep.ID); h.ColdStarts != 1 || h.ColdStartLast != 2*time.Second {
+		t.Fatalf("health = %+v; want the worker ready, its cold start 2s (to its poll)", h)
+	}
+	r.running(1)
+}
+
 // A worker stopped while its pool is still starting it (here: timed out before a slow Start
 // returned) is stopped once Start returns. A Stop sent earlier reached a pool that did not
 // know the worker yet, so the worker ran on, holding its capacity, with no one to stop it:

@@ -121,12 +121,23 @@ func (s *Scheduler) tick(es *epState, now time.Time, sc *scratch) bool {
 	for _, w := range workers {
 		switch w.state {
 		case phaseBooting:
-			if w.lb == nil && w.act.Status().Busy > 0 {
-				// It took a job in a poll racing this tick, before its ready signal was
-				// applied: it is ready and busy, not a booting worker to stop.
-				s.readyLocked(w, now)
-				ready++
-				continue
+			if w.lb == nil {
+				// A worker that polled (or took a job) is ready, whether or not its ready
+				// signal was applied yet: the engine's activity mirror says so without a lock,
+				// and the signal, applied by another goroutine that under load waits for a
+				// CPU, would come a tick or more late, and meanwhile the endpoint would look
+				// short of ready workers (the autoscaler would start more). A resumed worker's
+				// mirror still shows its polls before the suspension until the engine resumes
+				// it, so it waits for its signal.
+				if st := w.act.Status(); st.Busy > 0 || (st.Polled && !w.resumed) {
+					at := now
+					if !st.IdleSince.IsZero() && st.IdleSince.Before(now) {
+						at = st.IdleSince // its first poll
+					}
+					s.readyLocked(w, at)
+					ready++
+					continue
+				}
 			}
 			if w.waiting == "" && now.Sub(w.startedAt) > s.cfg.InitTimeout { // a waiting worker is throttled, not failing
 				what := "poll for a job"
