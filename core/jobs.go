@@ -45,6 +45,10 @@ type Jobs struct {
 	webhookBacklog webhookBacklog // webhooks the notifier had no room for (jobs_webhook.go)
 
 	shared *shared // workers shared with other replicas (jobs_shared.go); nil = none
+
+	// When Tick last looked for silent workers, here and in the store (Tick is never called
+	// concurrently with itself).
+	lastSilentCheck, lastStoreSilentCheck time.Time
 }
 
 // JobsConfig wires a Jobs engine.
