@@ -95,13 +95,10 @@ func (s *sharedStore) ReadFigures(context.Context) (map[string]core.WorkerFigure
 	return out, nil
 }
 
-// TestWorkerHeardElsewhere: replica A registers a worker that polls and posts through replica
-// B only. A hears of its first poll (WorkerReady) and of the jobs it holds at its next tick;
-// it refuses to suspend the worker while it holds a job taken through B, even one B handed
-// out since A last looked; a job B handed to the worker as A stops it goes back to the queue;
-// B notes the worker's polls without a write per job; B's /health shows A's figures.
-func TestWorkerHeardElsewhere(t *testing.T) {
-	t.Parallel()
+// newSharedStore returns a clock, a Pebble store and a shared job store over it (closed when
+// the test ends), and a silent logger: engines over the store are replicas on one database.
+func newSharedStore(t *testing.T) (*testkit.Clock, *pebble.Store, *sharedStore, *slog.Logger) {
+	t.Helper()
 	clk := testkit.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	st, err := pebble.Open(t.TempDir())
 	if err != nil {
@@ -113,7 +110,17 @@ func TestWorkerHeardElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := &sharedStore{Store: mq, notes: map[string]core.SharedActivity{}, beats: map[string]time.Time{}}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	return clk, st, store, slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// TestWorkerHeardElsewhere: replica A registers a worker that polls and posts through replica
+// B only. A hears of its first poll (WorkerReady) and of the jobs it holds at its next tick;
+// it refuses to suspend the worker while it holds a job taken through B, even one B handed
+// out since A last looked; a job B handed to the worker as A stops it goes back to the queue;
+// B notes the worker's polls without a write per job; B's /health shows A's figures.
+func TestWorkerHeardElsewhere(t *testing.T) {
+	t.Parallel()
+	clk, _, store, log := newSharedStore(t)
 	a := core.NewJobs(core.JobsConfig{Store: store, Clock: clk, Log: log})
 	b := core.NewJobs(core.JobsConfig{Store: store, Clock: clk, Log: log})
 	a.ShareFigures(func() (int64, bool) { return 1, true })
@@ -217,18 +224,7 @@ func TestWorkerHeardElsewhere(t *testing.T) {
 // follower never does.
 func TestOrphanedWebhookDeliveredByLeader(t *testing.T) {
 	t.Parallel()
-	clk := testkit.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	st, err := pebble.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	mq, err := st.Jobs(memq.Options{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := &sharedStore{Store: mq, notes: map[string]core.SharedActivity{}, beats: map[string]time.Time{}}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	clk, st, store, log := newSharedStore(t)
 	newHooks := func() *notifications {
 		return &notifications{sent: map[string][]byte{}, got: make(chan string, 16), delivered: make(chan string, 16), refused: make(chan string, 16)}
 	}
