@@ -523,8 +523,8 @@ func (p *Pool) observe(o any) {
 	switch {
 	case st.Gone:
 		err := st.Err
-		if err == nil && pod.DeletionTimestamp != nil && !w.stopping { // it ended because someone deleted it
-			err = &ExitError{Reason: "Deleted", Message: "the pod was deleted by someone other than Gantry"}
+		if pod.DeletionTimestamp != nil && !w.stopping { // it ended because someone deleted it
+			err = deletedByOthers(err)
 		}
 		p.mu.Unlock()
 		p.exit(w, err)
@@ -575,15 +575,26 @@ func (p *Pool) deleted(o any) {
 	var err error
 	if st := State(pod, time.Now(), p.cfg.UnschedulableAfter); st.Gone {
 		err = st.Err
-	} else {
-		p.mu.Lock()
-		stopping := w.stopping
-		p.mu.Unlock()
-		if !stopping {
-			err = &ExitError{Reason: "Deleted", Message: "the pod was deleted by someone other than Gantry"}
-		}
+	}
+	p.mu.Lock()
+	stopping := w.stopping
+	p.mu.Unlock()
+	if !stopping {
+		err = deletedByOthers(err)
 	}
 	p.exit(w, err)
+}
+
+// deletedByOthers is the exit of a worker whose pod someone other than Gantry deleted. The
+// kubelet kills a deleted pod's container, and the pod's last status (a kill: exit status 137)
+// may reach the watch before, or with, the deletion: the deletion is the cause, and the
+// status, when there is one, says how it ended.
+func deletedByOthers(ended error) error {
+	msg := "the pod was deleted by someone other than Gantry"
+	if ended != nil {
+		msg += "; it ended: " + ended.Error()
+	}
+	return &ExitError{Reason: "Deleted", Message: msg}
 }
 
 // exit reports WorkerExited once and forgets the worker.
