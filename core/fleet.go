@@ -20,10 +20,9 @@ type WorkerStatus struct {
 
 // WorkerStatus returns a registered worker's activity.
 func (js *Jobs) WorkerStatus(worker string) (WorkerStatus, bool) {
-	js.wmu.Lock()
-	defer js.wmu.Unlock()
-	w, ok := js.workers[worker]
-	if !ok {
+	sh, w := js.workers.lock(worker)
+	defer sh.mu.Unlock()
+	if w == nil {
 		return WorkerStatus{}, false
 	}
 	return WorkerStatus{Polled: w.polled, Busy: w.busy(), IdleSince: w.idleSince, StopPod: w.stopPod,
@@ -36,10 +35,9 @@ type WorkerActivity struct{ w *workerState }
 
 // Activity returns a registered worker's activity reader.
 func (js *Jobs) Activity(worker string) (WorkerActivity, bool) {
-	js.wmu.Lock()
-	defer js.wmu.Unlock()
-	w, ok := js.workers[worker]
-	return WorkerActivity{w}, ok
+	sh, w := js.workers.lock(worker)
+	defer sh.mu.Unlock()
+	return WorkerActivity{w}, w != nil
 }
 
 // Status returns the worker's activity as of its last change (Unhealthy is not mirrored:
@@ -69,9 +67,9 @@ func (js *Jobs) SuspendWorker(worker string) bool {
 	if len(held) == 0 {
 		return true
 	}
-	js.wmu.Lock()
-	defer js.wmu.Unlock()
-	if w, ok := js.workers[worker]; ok {
+	sh, w := js.workers.lock(worker)
+	defer sh.mu.Unlock()
+	if w != nil {
 		for _, id := range held {
 			w.held[id] = true
 		}
@@ -85,10 +83,9 @@ func (js *Jobs) SuspendWorker(worker string) bool {
 
 // suspendLocal is SuspendWorker as far as this replica knows the worker's jobs.
 func (js *Jobs) suspendLocal(worker string) bool {
-	js.wmu.Lock()
-	defer js.wmu.Unlock()
-	w, ok := js.workers[worker]
-	if !ok || w.busy() > 0 {
+	sh, w := js.workers.lock(worker)
+	defer sh.mu.Unlock()
+	if w == nil || w.busy() > 0 {
 		return false
 	}
 	if !w.suspended {
@@ -99,7 +96,7 @@ func (js *Jobs) suspendLocal(worker string) bool {
 		cancel()
 	}
 	for len(w.takes) > 0 { // a Take may be moving a job to the worker right now
-		js.wcond.Wait()
+		sh.takes.Wait()
 	}
 	if w.busy() > 0 {
 		js.resumeLocked(w)
@@ -110,9 +107,9 @@ func (js *Jobs) suspendLocal(worker string) bool {
 
 // ResumeWorker lets a suspended worker take jobs again; its next poll counts as its first.
 func (js *Jobs) ResumeWorker(worker string) {
-	js.wmu.Lock()
-	defer js.wmu.Unlock()
-	if w, ok := js.workers[worker]; ok && w.suspended {
+	sh, w := js.workers.lock(worker)
+	defer sh.mu.Unlock()
+	if w != nil && w.suspended {
 		js.resumeLocked(w)
 		w.polled = false
 		w.lastSeen = js.clock.Now()

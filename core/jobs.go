@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -31,12 +32,10 @@ type Jobs struct {
 	clock  Clock
 	log    *slog.Logger
 
-	wmu     sync.Mutex
-	wcond   *sync.Cond              // on wmu: broadcast when a Take call ends
-	workers map[string]*workerState // by worker id
+	workers workerRegistry // the workers registered here, under a lock per shard (workers.go)
 	tokens  *WorkerTokens
-	// draining (under wmu): the server is stopping; Take hands out nothing (jobs_drain.go).
-	draining bool
+	// draining: the server is stopping; Take hands out nothing (jobs_drain.go).
+	draining atomic.Bool
 	signals  WorkerSignals // to the scheduler: workers ready and lost (workersignals.go)
 	observe  JobObserver   // nil = none
 
@@ -76,11 +75,11 @@ func NewJobs(c JobsConfig) *Jobs {
 		panic("core: JobsConfig needs both Meter and Usage, or neither")
 	}
 	j := &Jobs{store: c.Store, notify: c.Notify, meter: c.Meter, usage: c.Usage, clock: c.Clock, log: c.Log,
-		workers: map[string]*workerState{}, tokens: c.Tokens, observe: c.Observer, signals: WorkerSignals{ready: make(chan struct{}, 1)}}
+		tokens: c.Tokens, observe: c.Observer, signals: WorkerSignals{ready: make(chan struct{}, 1)}}
+	j.workers.init()
 	if j.tokens == nil {
 		j.tokens = newMemoryWorkerTokens(c.Clock)
 	}
-	j.wcond = sync.NewCond(&j.wmu)
 	j.shared = newShared(c.Store)
 	if j.log == nil {
 		j.log = slog.Default()

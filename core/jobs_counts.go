@@ -86,7 +86,7 @@ func figuresOf(cond Condition) WorkerFigures {
 		ColdStarts: cond.ColdStarts, ColdStartLast: cond.ColdStartLast, ColdStartTotal: cond.ColdStartTotal}
 }
 
-// count adds a worker of the endpoint to its figures; wmu is held.
+// count adds a worker of the endpoint to its figures; its shard's lock is held.
 func (f *WorkerFigures) count(w *workerState) {
 	switch {
 	case w.lost: // a lost worker is being stopped
@@ -107,13 +107,11 @@ func (f *WorkerFigures) count(w *workerState) {
 // scheduler's condition and the workers it registered.
 func (js *Jobs) localFigures(endpoint string) WorkerFigures {
 	f := figuresOf(js.localCondition(endpoint))
-	js.wmu.Lock()
-	defer js.wmu.Unlock()
-	for _, w := range js.workers {
+	js.workers.each(func(w *workerState) {
 		if w.endpoint == endpoint {
 			f.count(w)
 		}
-	}
+	})
 	slices.Sort(f.UnhealthyReasons)
 	return f
 }
@@ -127,13 +125,11 @@ func (js *Jobs) allLocalFigures() map[string]WorkerFigures {
 		}
 		return true
 	})
-	js.wmu.Lock()
-	for _, w := range js.workers {
+	js.workers.each(func(w *workerState) {
 		f := figs[w.endpoint]
 		f.count(w)
 		figs[w.endpoint] = f
-	}
-	js.wmu.Unlock()
+	})
 	for ep, f := range figs {
 		slices.Sort(f.UnhealthyReasons)
 		figs[ep] = f

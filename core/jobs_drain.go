@@ -15,19 +15,14 @@ import (
 // the server stops serving). Running jobs go on, and their results, progress and streams are
 // taken as usual. There is no way back: Drain is for a server that is stopping.
 func (js *Jobs) Drain() {
-	js.wmu.Lock()
-	defer js.wmu.Unlock()
-	js.drainLocked()
-}
-
-// drainLocked is Drain; wmu is held.
-func (js *Jobs) drainLocked() {
-	js.draining = true
-	for _, w := range js.workers {
+	// Set before the shards are locked: a Take reads it under its shard's lock, so it either
+	// sees it or has registered its call, which the loop below ends.
+	js.draining.Store(true)
+	js.workers.each(func(w *workerState) {
 		for _, cancel := range w.takes {
 			cancel()
 		}
-	}
+	})
 }
 
 // drainedTake is a Take while draining: no job, once ctx ends.
@@ -38,12 +33,8 @@ func (js *Jobs) drainedTake(ctx context.Context) []Taken {
 
 // Running returns how many jobs the workers hold (IN_PROGRESS).
 func (js *Jobs) Running() int {
-	js.wmu.Lock()
-	defer js.wmu.Unlock()
 	n := 0
-	for _, w := range js.workers {
-		n += len(w.held)
-	}
+	js.workers.each(func(w *workerState) { n += len(w.held) })
 	return n
 }
 
@@ -71,17 +62,20 @@ func (js *Jobs) WaitRunning(ctx context.Context, poll time.Duration) bool {
 func (js *Jobs) Release() (int, error) {
 	type held struct{ worker, id string }
 	var all []held
-	js.wmu.Lock()
-	js.drainLocked()
-	for js.taking() { // a Take may be moving a job to a worker right now
-		js.wcond.Wait()
-	}
-	for _, w := range js.workers {
-		for id := range w.held {
-			all = append(all, held{w.id, id})
+	js.Drain()
+	for i := range js.workers.shards {
+		sh := &js.workers.shards[i]
+		sh.mu.Lock()
+		for sh.taking() { // a Take may be moving a job to a worker right now
+			sh.takes.Wait()
 		}
+		for _, w := range sh.workers {
+			for id := range w.held {
+				all = append(all, held{w.id, id})
+			}
+		}
+		sh.mu.Unlock()
 	}
-	js.wmu.Unlock()
 	n := 0
 	for _, h := range all {
 		_, err := js.store.Update(context.Background(), h.id, Statuses(InProgress), func(j *Job) error {
@@ -100,9 +94,9 @@ func (js *Jobs) Release() (int, error) {
 	return n, nil
 }
 
-// taking reports whether a Take call is under way; wmu is held.
-func (js *Jobs) taking() bool {
-	for _, w := range js.workers {
+// taking reports whether a Take call of one of the shard's workers is under way; sh.mu is held.
+func (sh *workerShard) taking() bool {
+	for _, w := range sh.workers {
 		if len(w.takes) > 0 {
 			return true
 		}
@@ -112,7 +106,5 @@ func (js *Jobs) taking() bool {
 
 // Workers returns how many workers the engine knows (registered and not yet forgotten).
 func (js *Jobs) Workers() int {
-	js.wmu.Lock()
-	defer js.wmu.Unlock()
-	return len(js.workers)
+	return js.workers.len()
 }

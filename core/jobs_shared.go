@@ -132,10 +132,7 @@ func (js *Jobs) noteRemote(worker string, n WorkerNote) {
 
 // noteIfRemote is noteRemote for a worker that may be registered here (then nothing is noted).
 func (js *Jobs) noteIfRemote(worker string, n WorkerNote) {
-	js.wmu.Lock()
-	_, ours := js.workers[worker]
-	js.wmu.Unlock()
-	if !ours {
+	if !js.workers.known(worker) {
 		js.noteRemote(worker, n)
 	}
 }
@@ -175,80 +172,85 @@ func (js *Jobs) tickShared(ctx context.Context, now time.Time) {
 // (so that SuspendWorker and the scheduler's retire refuse it), jobs it took here and ended
 // elsewhere are dropped, and its heartbeat elsewhere keeps it alive. One query for all.
 func (js *Jobs) mergeShared(ctx context.Context, now time.Time) {
-	js.wmu.Lock()
-	if len(js.workers) == 0 {
-		js.wmu.Unlock()
-		return
-	}
-	ids := make([]string, 0, len(js.workers))
+	var ids []string
 	before := map[string][]string{} // the jobs held here by workers noted before, as the query starts
-	for id, w := range js.workers {
-		ids = append(ids, id)
+	js.workers.each(func(w *workerState) {
+		ids = append(ids, w.id)
 		if w.noted && len(w.held) > 0 {
 			held := make([]string, 0, len(w.held))
 			for j := range w.held {
 				held = append(held, j)
 			}
-			before[id] = held
+			before[w.id] = held
 		}
+	})
+	if len(ids) == 0 {
+		return
 	}
-	js.wmu.Unlock()
 	acts, err := js.shared.store.SharedActivity(ctx, ids)
 	if err != nil {
 		js.log.Error("reading what other replicas heard from workers", "err", err)
 		return
 	}
 	var ready []WorkerSignal
-	js.wmu.Lock()
 	for i := range acts {
-		a := &acts[i]
-		w, ok := js.workers[a.Worker]
-		if !ok {
-			continue
+		if s, ok := js.mergeActivity(&acts[i], before[acts[i].Worker], now); ok {
+			ready = append(ready, s)
 		}
-		w.noted = true
-		busy := w.busy()
-		for _, id := range a.Held {
-			w.held[id] = true
-		}
-		for _, id := range before[a.Worker] {
-			if !slices.Contains(a.Held, id) {
-				delete(w.held, id) // ended, or taken back, through another replica
-			}
-		}
-		if a.Polls > w.remotePolls {
-			w.remotePolls = a.Polls
-			if !w.polled && !w.suspended && !w.lost {
-				at := a.PolledAt
-				if at.IsZero() || at.After(now) {
-					at = now
-				}
-				w.polled, w.idleSince = true, at
-				ready = append(ready, WorkerSignal{Worker: a.Worker, Kind: WorkerReady, At: at})
-			}
-		}
-		if a.StopPod {
-			w.stopPod = true
-		}
-		if a.Unhealthy != "" {
-			w.unhealthy = a.Unhealthy
-		}
-		if a.Seen.After(w.lastSeen) {
-			w.lastSeen = a.Seen
-		}
-		if busy > 0 && w.busy() == 0 {
-			w.idleSince = now
-		}
-		w.publishActivity()
 	}
-	js.wmu.Unlock()
 	for _, s := range ready {
 		js.signals.post(s)
 	}
 }
 
+// mergeActivity merges what other replicas noted of one worker (see mergeShared); it returns
+// the worker's ready signal when a poll elsewhere ended its cold start.
+func (js *Jobs) mergeActivity(a *SharedActivity, before []string, now time.Time) (ready WorkerSignal, isReady bool) {
+	sh, w := js.workers.lock(a.Worker)
+	defer sh.mu.Unlock()
+	if w == nil {
+		return WorkerSignal{}, false
+	}
+	w.noted = true
+	busy := w.busy()
+	for _, id := range a.Held {
+		w.held[id] = true
+	}
+	for _, id := range before {
+		if !slices.Contains(a.Held, id) {
+			delete(w.held, id) // ended, or taken back, through another replica
+		}
+	}
+	if a.Polls > w.remotePolls {
+		w.remotePolls = a.Polls
+		if !w.polled && !w.suspended && !w.lost {
+			at := a.PolledAt
+			if at.IsZero() || at.After(now) {
+				at = now
+			}
+			w.polled, w.idleSince = true, at
+			ready, isReady = WorkerSignal{Worker: a.Worker, Kind: WorkerReady, At: at}, true
+		}
+	}
+	if a.StopPod {
+		w.stopPod = true
+	}
+	if a.Unhealthy != "" {
+		w.unhealthy = a.Unhealthy
+	}
+	if a.Seen.After(w.lastSeen) {
+		w.lastSeen = a.Seen
+	}
+	if busy > 0 && w.busy() == 0 {
+		w.idleSince = now
+	}
+	w.publishActivity()
+	return ready, isReady
+}
+
 // heldInStore returns the jobs the store says worker holds, through whichever replica; nil on
-// a store that shares no workers (there this replica hands out every job). wmu is not held.
+// a store that shares no workers (there this replica hands out every job). No worker's lock is
+// held.
 func (js *Jobs) heldInStore(worker string) []string {
 	if js.shared == nil {
 		return nil

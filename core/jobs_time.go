@@ -72,10 +72,7 @@ func (js *Jobs) loseSilentElsewhere(ctx context.Context, now time.Time) {
 		return
 	}
 	for _, worker := range silent {
-		js.wmu.Lock()
-		_, ours := js.workers[worker]
-		js.wmu.Unlock()
-		if !ours {
+		if !js.workers.known(worker) {
 			js.log.Warn("worker lost: no heartbeat in the job store", "worker", worker, "after", WorkerLostAfter)
 			js.loseWorker(worker)
 		}

@@ -12,6 +12,7 @@ import (
 
 type workerState struct {
 	id, endpoint string
+	sh           *workerShard // whose lock guards the fields below
 	lastSeen     time.Time
 	polled       bool      // has polled for a job since it started or resumed
 	idleSince    time.Time // when it last held no job (its first poll, or its last job's end)
@@ -25,7 +26,8 @@ type workerState struct {
 	resumed   chan struct{}                 // closed on resume; made on suspend
 	takes     map[uint64]context.CancelFunc // Take calls past their suspension check: each one's end
 	nextTake  uint64
-	// The activity above, mirrored for lock-free readers (WorkerActivity); written under wmu.
+	// The activity above, mirrored for lock-free readers (WorkerActivity); written under the
+	// shard's lock.
 	aPolled, aStopPod atomic.Bool
 	aBusy             atomic.Int32
 	aIdle             atomic.Int64 // Unix nanoseconds; 0 = never idle yet
@@ -35,7 +37,7 @@ type workerState struct {
 	remotePolls int64
 }
 
-// publishActivity mirrors the worker's activity into its atomics; wmu is held.
+// publishActivity mirrors the worker's activity into its atomics; its shard's lock is held.
 func (w *workerState) publishActivity() {
 	w.aPolled.Store(w.polled)
 	w.aBusy.Store(int32(w.busy()))
@@ -55,11 +57,12 @@ func (js *Jobs) RegisterWorker(endpoint, worker string) string {
 // Activity would), under one lock. The token is signed (workertoken.go): any replica checks it.
 func (js *Jobs) RegisterWorkerActivity(endpoint, worker string) (string, WorkerActivity) {
 	token := js.tokens.Issue(endpoint, worker)
-	w := &workerState{id: worker, endpoint: endpoint, held: map[string]bool{}, stop: make(chan string, 64)}
-	js.wmu.Lock()
-	defer js.wmu.Unlock()
+	sh := js.workers.shard(worker)
+	w := &workerState{id: worker, endpoint: endpoint, sh: sh, held: map[string]bool{}, stop: make(chan string, 64)}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	w.lastSeen = js.clock.Now()
-	js.workers[worker] = w
+	sh.workers[worker] = w
 	return token, WorkerActivity{w}
 }
 
@@ -70,10 +73,10 @@ func (js *Jobs) ForgetWorker(worker string) {
 		js.log.Error("forgetting a worker", "worker", worker, "err", err)
 	}
 	js.loseWorker(worker)
-	js.wmu.Lock()
-	defer js.wmu.Unlock()
-	if w, ok := js.workers[worker]; ok {
-		delete(js.workers, worker)
+	sh, w := js.workers.lock(worker)
+	defer sh.mu.Unlock()
+	if w != nil {
+		delete(sh.workers, worker)
 		if w.suspended {
 			js.resumeLocked(w) // its parked polls end
 		}
@@ -92,8 +95,8 @@ func (js *Jobs) AuthWorker(ctx context.Context, token, endpoint, worker string) 
 	if err != nil {
 		return err
 	}
-	js.wmu.Lock()
-	w, ok := js.workers[worker]
+	sh, w := js.workers.lock(worker)
+	ok := w != nil
 	if ok {
 		w.lastSeen = now
 		if !w.stopPod && exp.Sub(now) < WorkerTokenRecycle {
@@ -101,7 +104,7 @@ func (js *Jobs) AuthWorker(ctx context.Context, token, endpoint, worker string) 
 			w.publishActivity()
 		}
 	}
-	js.wmu.Unlock()
+	sh.mu.Unlock()
 	if !ok && js.shared != nil && exp.Sub(now) < WorkerTokenRecycle {
 		js.noteRemote(worker, WorkerNote{StopPod: true}) // another replica's worker: its registrar recycles it
 	}
@@ -110,10 +113,9 @@ func (js *Jobs) AuthWorker(ctx context.Context, token, endpoint, worker string) 
 
 // WorkerStopPod reports whether the worker asked to be recycled (stopPod) and holds no job.
 func (js *Jobs) WorkerStopPod(worker string) bool {
-	js.wmu.Lock()
-	defer js.wmu.Unlock()
-	w, ok := js.workers[worker]
-	return ok && w.stopPod && w.busy() == 0
+	sh, w := js.workers.lock(worker)
+	defer sh.mu.Unlock()
+	return w != nil && w.stopPod && w.busy() == 0
 }
 
 // Taken is a job handed to a worker.
@@ -126,25 +128,25 @@ type Taken struct {
 // Take waits for up to max jobs of the endpoint for the worker, moving each IN_PROGRESS.
 // It returns nothing when ctx ends first. A suspended worker's Take waits for its resume.
 func (js *Jobs) Take(ctx context.Context, endpoint, worker string, max int) []Taken {
-	js.wmu.Lock()
-	w, ok := js.workers[worker]
+	sh, w := js.workers.lock(worker)
+	ok := w != nil
 	for ok && (w.suspended || w.lost) {
 		if w.lost { // it is being stopped: its poll ends with nothing
-			js.wmu.Unlock()
+			sh.mu.Unlock()
 			<-ctx.Done()
 			return nil
 		}
 		resumed := w.resumed
-		js.wmu.Unlock()
+		sh.mu.Unlock()
 		select {
 		case <-resumed:
 		case <-ctx.Done():
 			return nil
 		}
-		js.wmu.Lock()
+		sh.mu.Lock()
 	}
-	if js.draining {
-		js.wmu.Unlock()
+	if js.draining.Load() { // read under the shard's lock: see Drain
+		sh.mu.Unlock()
 		return js.drainedTake(ctx)
 	}
 	first := false
@@ -168,13 +170,13 @@ func (js *Jobs) Take(ctx context.Context, endpoint, worker string, max int) []Ta
 		w.takes[n] = cancel
 		defer func() {
 			cancel()
-			js.wmu.Lock()
+			sh.mu.Lock()
 			delete(w.takes, n)
-			js.wmu.Unlock()
-			js.wcond.Broadcast()
+			sh.mu.Unlock()
+			sh.takes.Broadcast()
 		}()
 	}
-	js.wmu.Unlock()
+	sh.mu.Unlock()
 	if first {
 		js.signals.post(WorkerSignal{Worker: worker, Kind: WorkerReady, At: now})
 	}
@@ -207,8 +209,8 @@ const takeRetry = 100 * time.Millisecond
 // taken records the jobs the store moved to the worker and hands them out.
 func (js *Jobs) taken(worker string, got []TakenJob) []Taken {
 	out := make([]Taken, len(got))
-	js.wmu.Lock()
-	w, ok := js.workers[worker]
+	sh, w := js.workers.lock(worker)
+	ok := w != nil
 	for i := range got {
 		j := &got[i].Job
 		out[i] = Taken{ID: j.ID, Input: got[i].Input, S3Config: j.S3Config}
@@ -222,7 +224,7 @@ func (js *Jobs) taken(worker string, got []TakenJob) []Taken {
 	if ok {
 		w.publishActivity()
 	}
-	js.wmu.Unlock()
+	sh.mu.Unlock()
 	if js.observe != nil {
 		for i := range got {
 			js.observe.JobTaken(&got[i].Job)
@@ -343,13 +345,13 @@ func (js *Jobs) Done(endpoint, worker, id string, r Result) error {
 		return err
 	}
 	if r.StopPod || js.shared != nil {
-		js.wmu.Lock()
-		w, ok := js.workers[worker]
+		sh, w := js.workers.lock(worker)
+		ok := w != nil
 		if ok && r.StopPod {
 			w.stopPod = true
 			w.publishActivity()
 		}
-		js.wmu.Unlock()
+		sh.mu.Unlock()
 		if !ok && js.shared != nil { // another replica's worker: its registrar learns the job ended
 			js.noteRemote(worker, WorkerNote{StopPod: r.StopPod})
 		}
@@ -378,10 +380,10 @@ func (js *Jobs) measure(endpoint, id string, output json.RawMessage) (Charge, er
 
 // JobsToStop waits up to wait for jobs the worker must stop (cancelled or timed out).
 func (js *Jobs) JobsToStop(ctx context.Context, worker string, wait time.Duration) []string {
-	js.wmu.Lock()
-	w, ok := js.workers[worker]
+	sh, w := js.workers.lock(worker)
+	ok := w != nil
 	repeat := ok && len(w.stopHeld) > 0
-	js.wmu.Unlock()
+	sh.mu.Unlock()
 	if !ok {
 		if js.shared != nil { // another replica's worker: hold its poll rather than answer at once
 			t := time.NewTimer(wait)
@@ -426,15 +428,15 @@ func (js *Jobs) JobsToStop(ctx context.Context, worker string, wait time.Duratio
 // (a RunPod worker that fails its startup checks pings status=unhealthy, then exits).
 func (js *Jobs) Ping(worker, unhealthy string) {
 	now := js.clock.Now()
-	js.wmu.Lock()
-	w, ok := js.workers[worker]
+	sh, w := js.workers.lock(worker)
+	ok := w != nil
 	if ok {
 		w.lastSeen = now
 		if unhealthy != "" {
 			w.unhealthy = unhealthy
 		}
 	}
-	js.wmu.Unlock()
+	sh.mu.Unlock()
 	if ok {
 		js.heartbeat(worker, now)
 	} else if js.shared != nil { // another replica's worker: it is alive, wherever it runs jobs
@@ -452,10 +454,9 @@ func (js *Jobs) heartbeat(worker string, now time.Time) {
 
 // release drops a job from its worker; stop tells the worker to stop running it.
 func (js *Jobs) release(worker, id string, stop bool) {
-	js.wmu.Lock()
-	defer js.wmu.Unlock()
-	w, ok := js.workers[worker]
-	if !ok {
+	sh, w := js.workers.lock(worker)
+	defer sh.mu.Unlock()
+	if w == nil {
 		return
 	}
 	delete(w.held, id)
@@ -477,8 +478,8 @@ func (js *Jobs) release(worker, id string, stop bool) {
 // loseWorker applies the worker-lost rule to the worker's jobs: back to the queue with one
 // more retry, or FAILED once the retry budget is spent.
 func (js *Jobs) loseWorker(worker string) {
-	js.wmu.Lock()
-	w, ok := js.workers[worker]
+	sh, w := js.workers.lock(worker)
+	ok := w != nil
 	var ids []string
 	if ok {
 		for id := range w.held {
@@ -489,7 +490,7 @@ func (js *Jobs) loseWorker(worker string) {
 		w.idleSince = js.clock.Now()
 		w.publishActivity()
 	}
-	js.wmu.Unlock()
+	sh.mu.Unlock()
 	if !ok { // another replica's worker, or one this replica forgot: ask the store
 		held, err := js.store.Held(context.Background(), worker)
 		if err != nil {

@@ -19,7 +19,8 @@ const StopRepeat = time.Second
 // ping sent just before the worker received the job does not name it yet.
 const stopPingGrace = time.Second
 
-// liveness is a worker's state beyond its jobs; it is part of workerState, guarded by wmu.
+// liveness is a worker's state beyond its jobs; it is part of workerState, guarded by its
+// shard's lock.
 type liveness struct {
 	// lost: the worker went silent holding work and the scheduler was told to stop it; it is
 	// given no more jobs and does not count on /health.
@@ -32,22 +33,21 @@ type liveness struct {
 	stopHeld map[string]time.Time
 }
 
-// busy is how many jobs the worker is running as far as the engine knows; wmu is held.
+// busy is how many jobs the worker is running as far as the engine knows; its shard's lock is
+// held.
 func (w *workerState) busy() int { return len(w.held) + len(w.stopHeld) }
 
 // silentWorkers returns the workers holding work that have been silent too long at now.
 func (js *Jobs) silentWorkers(now time.Time) []string {
-	js.wmu.Lock()
-	defer js.wmu.Unlock()
 	var lost []string
-	for id, w := range js.workers {
+	js.workers.each(func(w *workerState) {
 		if len(w.stopHeld) > 0 {
 			js.expireStopsLocked(w, now)
 		}
 		if w.busy() > 0 && !w.lost && now.Sub(w.lastSeen) > WorkerLostAfter {
-			lost = append(lost, id)
+			lost = append(lost, w.id)
 		}
-	}
+	})
 	return lost
 }
 
@@ -66,10 +66,9 @@ func (js *Jobs) workerLost(worker string) {
 // markLost marks a worker lost and ends its polls in flight; false when it is unknown or was
 // already lost.
 func (js *Jobs) markLost(worker string) bool {
-	js.wmu.Lock()
-	defer js.wmu.Unlock()
-	w, ok := js.workers[worker]
-	if !ok || w.lost {
+	sh, w := js.workers.lock(worker)
+	defer sh.mu.Unlock()
+	if w == nil || w.lost {
 		return false
 	}
 	w.lost = true
@@ -80,7 +79,7 @@ func (js *Jobs) markLost(worker string) bool {
 	return true
 }
 
-// stopHeldLocked records that the worker may still run a job it was told to stop; wmu is held.
+// stopHeldLocked records that the worker may still run a job it was told to stop; its shard's lock is held.
 func (js *Jobs) stopHeldLocked(w *workerState, id string) {
 	if w.stopHeld == nil {
 		w.stopHeld = map[string]time.Time{}
@@ -89,7 +88,7 @@ func (js *Jobs) stopHeldLocked(w *workerState, id string) {
 }
 
 // expireStopsLocked forgets the stopped jobs no ping has listed for WorkerLostAfter (a worker
-// that does not report its jobs); wmu is held.
+// that does not report its jobs); its shard's lock is held.
 func (js *Jobs) expireStopsLocked(w *workerState, now time.Time) {
 	for id, seen := range w.stopHeld {
 		if now.Sub(seen) > WorkerLostAfter {
@@ -99,7 +98,7 @@ func (js *Jobs) expireStopsLocked(w *workerState, now time.Time) {
 	js.settleStopsLocked(w, now)
 }
 
-// settleStopsLocked follows a change to the worker's stopped jobs; wmu is held.
+// settleStopsLocked follows a change to the worker's stopped jobs; its shard's lock is held.
 func (js *Jobs) settleStopsLocked(w *workerState, now time.Time) {
 	if w.busy() == 0 && !w.idleSince.Equal(now) {
 		w.idleSince = now
@@ -122,10 +121,9 @@ func (js *Jobs) PingJobs(worker, unhealthy, jobs string) {
 
 // pingJobs is PingJobs but for the store's heartbeat; false when the worker is unknown.
 func (js *Jobs) pingJobs(worker, unhealthy, jobs string, now time.Time) bool {
-	js.wmu.Lock()
-	defer js.wmu.Unlock()
-	w, ok := js.workers[worker]
-	if !ok {
+	sh, w := js.workers.lock(worker)
+	defer sh.mu.Unlock()
+	if w == nil {
 		return false
 	}
 	w.lastSeen = now
@@ -162,9 +160,9 @@ func listed(list, id string) bool {
 // stopDone forgets a stopped job once the worker posted its result for it (refused: the job
 // had ended): the worker does not run it any more.
 func (js *Jobs) stopDone(worker, id string) {
-	js.wmu.Lock()
-	defer js.wmu.Unlock()
-	if w, ok := js.workers[worker]; ok {
+	sh, w := js.workers.lock(worker)
+	defer sh.mu.Unlock()
+	if w != nil {
 		if _, held := w.stopHeld[id]; held {
 			delete(w.stopHeld, id)
 			js.settleStopsLocked(w, js.clock.Now())
@@ -174,8 +172,8 @@ func (js *Jobs) stopDone(worker, id string) {
 
 // stopsToRepeat returns the stopped jobs the worker still reports holding.
 func (js *Jobs) stopsToRepeat(w *workerState) []string {
-	js.wmu.Lock()
-	defer js.wmu.Unlock()
+	w.sh.mu.Lock()
+	defer w.sh.mu.Unlock()
 	if len(w.stopHeld) == 0 {
 		return nil
 	}
