@@ -40,6 +40,15 @@ func (js *Jobs) Activity(worker string) (WorkerActivity, bool) {
 	return WorkerActivity{w}, w != nil
 }
 
+// Started reports whether the worker polled since it started or resumed, and whether it holds
+// a job: two atomic loads, for a look at every booting worker on every tick.
+func (a WorkerActivity) Started() (polled, busy bool) {
+	if a.w == nil {
+		return false, false
+	}
+	return a.w.aPolled.Load(), a.w.aBusy.Load() > 0
+}
+
 // Status returns the worker's activity as of its last change (Unhealthy is not mirrored:
 // read WorkerStatus for it).
 func (a WorkerActivity) Status() WorkerStatus {
@@ -175,10 +184,19 @@ type Load struct {
 }
 
 // LoadCounter reads one endpoint's Load without looking the endpoint's counters up each time.
-type LoadCounter struct{ c *counters }
+// It holds the counters themselves, not the engine's record of them: the autoscaler reads every
+// endpoint's on every tick, and under load each pointer it follows is a likely cache miss.
+type LoadCounter struct {
+	c      *Counters
+	oldest func() time.Time  // see counters
+	stats  func() QueueStats // see counters
+}
 
 // LoadCounter returns the endpoint's counter.
-func (js *Jobs) LoadCounter(endpoint string) LoadCounter { return LoadCounter{js.countersOf(endpoint)} }
+func (js *Jobs) LoadCounter(endpoint string) LoadCounter {
+	c := js.countersOf(endpoint)
+	return LoadCounter{c: c.c, oldest: c.oldest, stats: c.stats}
+}
 
 // Load returns the counts. With a CountingStore they are a few atomic loads from one struct,
 // and the oldest queued job is looked for only when oldest asks for it (QUEUE_DELAY reads it;
@@ -186,24 +204,29 @@ func (js *Jobs) LoadCounter(endpoint string) LoadCounter { return LoadCounter{js
 // endpoint's queue lock, which its takers and submitters contend for under load. A store read
 // through stats gives it at no extra cost, so it is always there.
 func (l LoadCounter) Load(oldest bool) Load {
-	c := l.c.c
-	ld := Load{Submitted: c.Submitted.Load(), ExecMs: c.ExecMs.Load(), ExecCount: c.ExecCount.Load()}
-	if l.c.stats != nil {
-		st := l.c.stats()
-		ld.Queued, ld.LowQueued, ld.InProgress, ld.OldestQueuedAt = st.Queued-st.LowQueued, st.LowQueued, st.InProgress, st.OldestQueuedAt
-		return ld
+	if l.stats != nil {
+		return l.statsLoad()
 	}
-	queued := c.Queued.Load()
-	ld.LowQueued, ld.InProgress = c.LowQueued.Load(), c.InProgress.Load()
-	ld.Queued = queued - ld.LowQueued
+	c := l.c
+	low := c.LowQueued.Load()
+	ld := Load{Queued: c.Queued.Load() - low, LowQueued: low, InProgress: c.InProgress.Load(),
+		Submitted: c.Submitted.Load(), ExecMs: c.ExecMs.Load(), ExecCount: c.ExecCount.Load()}
 	if oldest && ld.Queued > 0 {
-		ld.OldestQueuedAt = l.c.oldest()
+		ld.OldestQueuedAt = l.oldest()
 	}
 	return ld
 }
 
+// statsLoad is Load from a store read.
+func (l LoadCounter) statsLoad() Load {
+	c := l.c
+	st := l.stats()
+	return Load{Queued: st.Queued - st.LowQueued, LowQueued: st.LowQueued, InProgress: st.InProgress, OldestQueuedAt: st.OldestQueuedAt,
+		Submitted: c.Submitted.Load(), ExecMs: c.ExecMs.Load(), ExecCount: c.ExecCount.Load()}
+}
+
 // SetCondition is Jobs.SetCondition without the lookup.
-func (l LoadCounter) SetCondition(c Condition) { l.c.c.cond.Store(&c) }
+func (l LoadCounter) SetCondition(c Condition) { l.c.cond.Store(&c) }
 
 // Load returns the endpoint's counts, with the oldest queued job's time.
 func (js *Jobs) Load(endpoint string) Load { return js.LoadCounter(endpoint).Load(true) }

@@ -111,9 +111,10 @@ type epState struct {
 	// endpoint, and under load each cache line a tick misses costs.
 	mu sync.Mutex
 	// busyTicks counts the ticks in a row that found mu held and passed the endpoint by.
-	busyTicks atomic.Int32
-	deleted   bool
-	queueType bool // ep.Type == core.TypeQueue
+	busyTicks  atomic.Int32
+	deleted    bool
+	queueType  bool // ep.Type == core.TypeQueue
+	queueDelay bool // ep.Scaling.Type == core.ScaleQueueDelay: the tick reads the oldest job's wait
 	// changes counts changes to the workers' phases and to the endpoint (recount, Set).
 	// quietUntil: a tick at changes == quietAt found the endpoint calm (nothing queued, running
 	// or failing) and every worker idle; until then, while that holds, no decision can differ
@@ -201,7 +202,7 @@ func (s *Scheduler) Placer() *Placer { return s.placer }
 // they become idle.
 func (s *Scheduler) Set(ep core.Endpoint) {
 	v, loaded := s.eps.LoadOrStore(ep.ID, &epState{ep: ep, queueType: ep.Type == core.TypeQueue,
-		scaler: newScaler(s.cfg.StableWindow, s.cfg.PanicWindow), load: s.cfg.Jobs.LoadCounter(ep.ID)})
+		queueDelay: ep.Scaling.Type == core.ScaleQueueDelay, scaler: newScaler(s.cfg.StableWindow, s.cfg.PanicWindow), load: s.cfg.Jobs.LoadCounter(ep.ID)})
 	es := v.(*epState)
 	if !loaded {
 		s.listMu.Lock()
@@ -220,6 +221,7 @@ func (s *Scheduler) Set(ep core.Endpoint) {
 	}
 	es.ep = ep
 	es.queueType = ep.Type == core.TypeQueue
+	es.queueDelay = ep.Scaling.Type == core.ScaleQueueDelay
 	es.changes++
 	es.deleted = false
 	es.want = WantOf(&es.ep, s.cfg.VolumeDC)

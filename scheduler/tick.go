@@ -96,7 +96,7 @@ func (s *Scheduler) tick(es *epState, now time.Time, sc *scratch) bool {
 	}
 	var load core.Load
 	if es.queueType {
-		load = es.load.Load(es.ep.Scaling.Type == core.ScaleQueueDelay) // REQUEST_COUNT counts jobs, not their wait
+		load = es.load.Load(es.queueDelay) // REQUEST_COUNT counts jobs, not their wait
 		// Fast path: a quiet endpoint (see quietUntil) that is still calm, with no job
 		// submitted or ended since, has nothing to decide; the windows get the skipped ticks'
 		// zero samples when it has (catchUp).
@@ -129,9 +129,9 @@ func (s *Scheduler) tick(es *epState, now time.Time, sc *scratch) bool {
 				// short of ready workers (the autoscaler would start more). A resumed worker's
 				// mirror still shows its polls before the suspension until the engine resumes
 				// it, so it waits for its signal.
-				if st := w.act.Status(); st.Busy > 0 || (st.Polled && !w.resumed) {
+				if polled, busy := w.act.Started(); busy || (polled && !w.resumed) {
 					at := now
-					if !st.IdleSince.IsZero() && st.IdleSince.Before(now) {
+					if st := w.act.Status(); !st.IdleSince.IsZero() && st.IdleSince.Before(now) {
 						at = st.IdleSince // its first poll
 					}
 					s.readyLocked(w, at)
@@ -176,7 +176,7 @@ func (s *Scheduler) tick(es *epState, now time.Time, sc *scratch) bool {
 		sig = signals{Queued: load.Queued, InProgress: load.InProgress, Arrivals: float64(load.Submitted - es.scaler.lastSubmitted)}
 		es.scaler.lastSubmitted = load.Submitted
 		es.scaler.observeService(load)
-		if load.Queued > 0 && ep.Scaling.Type == core.ScaleQueueDelay { // REQUEST_COUNT counts jobs, not their wait
+		if load.Queued > 0 && es.queueDelay { // REQUEST_COUNT counts jobs, not their wait
 			sig.OldestWait = oldestWait(load, now)
 		}
 	} else {

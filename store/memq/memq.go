@@ -238,11 +238,12 @@ func (s *Store) load(now time.Time) error {
 		ep.count(0, e.state(), e.low())
 		switch e.state() {
 		case stQueued:
-			ep.push(f.key, rec.QueuedAt.UnixNano())
+			ep.push(f.key, rec.QueuedAt.UnixNano(), ep.leaves.Load())
 		case stRunning:
 			// Its key keeps its place in the queue, skipped while the job runs: a restart
 			// that puts it back (its worker died with the server) runs it in its turn.
-			ep.push(f.key, rec.QueuedAt.UnixNano())
+			ep.push(f.key, rec.QueuedAt.UnixNano(), ep.leaves.Load())
+			ep.leaves.Add(1) // a key of a job not queued: the queue is not clean
 			e.x = &extra{rec: rec}
 			s.workers.take(rec.WorkerID, f.key, now.UnixNano())
 			s.scheduleTimeout(f.key, rec)
@@ -373,6 +374,7 @@ func (s *Store) Insert(ctx context.Context, rec core.Job, input []byte, durable 
 		e.extra().mem = input
 	}
 	sh := s.shard(key)
+	leaves := ep.leaves.Load() // before the job can leave: see endpoint
 	sh.mu.Lock()
 	if _, dup := sh.jobs[key]; dup {
 		sh.mu.Unlock()
@@ -383,7 +385,7 @@ func (s *Store) Insert(ctx context.Context, rec core.Job, input []byte, durable 
 	sh.mu.Unlock()
 	ep.count(0, stQueued, e.low())
 	s.schedule(&s.expiry, key, e.expiresAt)
-	s.enqueue(ep, key, rec.QueuedAt.UnixNano())
+	s.enqueue(ep, key, rec.QueuedAt.UnixNano(), leaves)
 	return rec, nil
 }
 
@@ -440,12 +442,18 @@ func (s *Store) Update(ctx context.Context, id string, from core.StatusSet, chan
 		return core.Job{}, core.ErrNotFound
 	}
 	out, requeued, err := s.update(key, &e, from, change)
+	var ep *endpoint
+	var leaves uint64
+	if requeued {
+		ep = s.endpointByID(e.ep())
+		leaves = ep.leaves.Load() // before the shard's lock lets the job leave again
+	}
 	sh.put(key, e)
 	if err != nil {
 		return core.Job{}, err
 	}
 	if requeued {
-		s.enqueue(s.endpointByID(e.ep()), key, out.QueuedAt.UnixNano())
+		s.enqueue(ep, key, out.QueuedAt.UnixNano(), leaves)
 	}
 	if durable {
 		if err := s.rec.SyncJobs(); err != nil {

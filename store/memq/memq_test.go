@@ -76,6 +76,36 @@ func TestOpenLoadsStoredJobs(t *testing.T) {
 	}
 }
 
+// TestOpenOldestSkipsRunningJobs: after a restart, the keys of running jobs keep their place in
+// the queue, and the oldest queued time is not theirs.
+func TestOpenOldestSkipsRunningJobs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t0 := time.Date(2026, time.March, 1, 12, 0, 0, 0, time.UTC)
+	recs := memq.NewRecords()
+	s, err := memq.Open(recs, memq.Options{Clock: fixed(t0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		j := core.Job{ID: core.NewJobKey(false).String(), Endpoint: "ep", Status: core.InQueue,
+			QueuedAt: t0.Add(time.Duration(i) * time.Second), ExpiresAt: t0.Add(time.Hour)}
+		if _, err := s.Insert(ctx, j, []byte(`{}`), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := s.Take(ctx, "ep", "w", 1, t0); err != nil || len(got) != 1 {
+		t.Fatalf("Take = %v, %v; want a job", got, err)
+	}
+	s, err = memq.Open(recs, memq.Options{Clock: fixed(t0)}) // a restart
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := s.Stats(ctx, "ep"); err != nil || !st.OldestQueuedAt.Equal(t0.Add(time.Second)) {
+		t.Errorf("Stats after Open = %+v, %v; want the queued job's time, not the running one's", st, err)
+	}
+}
+
 type fixed time.Time
 
 func (f fixed) Now() time.Time { return time.Time(f) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gantryhq/gantry/core"
@@ -26,6 +27,15 @@ type endpoint struct {
 	waiters []chan struct{}
 
 	c *core.Counters // the job states counted, shared with the engine (core.CountingStore)
+
+	// What lets the autoscaler read the oldest queued job's time without a lock (oldestQueued):
+	// leaves counts the jobs that left the queued state other than by a take (cancelled,
+	// purged, expired); cleanAt is what leaves was, before the job was stored, when a key was
+	// pushed onto the empty queue; headAt is when the head key was queued (0 = empty). While
+	// leaves equals cleanAt, no key in the queue is of a job that left it.
+	leaves  atomic.Uint64
+	cleanAt atomic.Uint64
+	headAt  atomic.Int64
 }
 
 // queued is a key in a queue and when it was queued (Unix nanoseconds).
@@ -73,6 +83,9 @@ func (s *Store) endpointByID(id uint32) *endpoint {
 func (ep *endpoint) count(from, to state, low bool) {
 	ep.add(from, -1, low)
 	ep.add(to, +1, low)
+	if from == stQueued && to != stRunning { // its key stays in the queue
+		ep.leaves.Add(1)
+	}
 }
 
 func (ep *endpoint) add(s state, d int64, low bool) {
@@ -99,8 +112,13 @@ const queueBlock = 1024
 
 func (ep *endpoint) len() int { return ep.n }
 
-// push appends a key; ep.mu is held (or the store is not shared yet).
-func (ep *endpoint) push(k core.JobKey, at int64) {
+// push appends a key; ep.mu is held (or the store is not shared yet). leaves is what ep.leaves
+// was before the job was stored (see endpoint).
+func (ep *endpoint) push(k core.JobKey, at int64, leaves uint64) {
+	if ep.n == 0 {
+		ep.cleanAt.Store(leaves)
+		ep.headAt.Store(at)
+	}
 	if b := len(ep.blocks); b == 0 || len(ep.blocks[b-1]) >= queueBlock {
 		ep.blocks = append(ep.blocks, make([]queued, 0, queueBlock))
 	}
@@ -127,12 +145,22 @@ func (ep *endpoint) drop() {
 		}
 		ep.head = 0
 	}
+	ep.setHead()
+}
+
+// setHead publishes the head key's queued time; ep.mu is held.
+func (ep *endpoint) setHead() {
+	if ep.n == 0 {
+		ep.headAt.Store(0)
+	} else {
+		ep.headAt.Store(ep.first().at)
+	}
 }
 
 // pop removes up to n keys from the head into buf; ep.mu is held.
-func (ep *endpoint) pop(n int, buf []core.JobKey) []core.JobKey {
+func (ep *endpoint) pop(n int, buf []queued) []queued {
 	for range min(n, ep.n) {
-		buf = append(buf, ep.first().key)
+		buf = append(buf, ep.first())
 		ep.drop()
 	}
 	return buf
@@ -147,10 +175,11 @@ func (ep *endpoint) wakeOne() {
 	}
 }
 
-// enqueue appends a key, wakes one parked taker, and tells the listeners.
-func (s *Store) enqueue(ep *endpoint, k core.JobKey, at int64) {
+// enqueue appends a key, wakes one parked taker, and tells the listeners. leaves is what
+// ep.leaves was before the job was stored or queued again (see endpoint).
+func (s *Store) enqueue(ep *endpoint, k core.JobKey, at int64, leaves uint64) {
 	ep.mu.Lock()
-	ep.push(k, at)
+	ep.push(k, at, leaves)
 	ep.wakeOne()
 	ep.mu.Unlock()
 	s.notify(ep.name)
@@ -163,7 +192,7 @@ func (s *Store) Take(ctx context.Context, endpoint, worker string, max int, now 
 		return nil, nil
 	}
 	var out []core.TakenJob
-	var keys [8]core.JobKey
+	var keys [8]queued
 	for len(out) == 0 {
 		ep.mu.Lock()
 		if ep.len() == 0 {
@@ -175,8 +204,8 @@ func (s *Store) Take(ctx context.Context, endpoint, worker string, max int, now 
 			ep.wakeOne() // more work: pass the baton
 		}
 		ep.mu.Unlock()
-		for i, k := range batch {
-			t, ok, err := s.take(ep, k, worker, now)
+		for i, q := range batch {
+			t, ok, err := s.take(ep, q.key, worker, now)
 			if err != nil {
 				s.requeueKeys(ep, batch[i+1:])
 				return out, err
@@ -191,16 +220,17 @@ func (s *Store) Take(ctx context.Context, endpoint, worker string, max int, now 
 }
 
 // requeueKeys puts keys popped but not taken back at the head of the queue.
-func (s *Store) requeueKeys(ep *endpoint, keys []core.JobKey) {
+func (s *Store) requeueKeys(ep *endpoint, keys []queued) {
 	if len(keys) == 0 {
 		return
 	}
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
-	back := make([]queued, len(keys), len(keys)+queueBlock)
-	for i, k := range keys {
-		back[i] = queued{key: k}
+	if ep.n == 0 {
+		ep.leaves.Add(1) // cleanAt is of an earlier run of the queue: not known clean now
 	}
+	back := make([]queued, len(keys), len(keys)+queueBlock)
+	copy(back, keys)
 	if len(ep.blocks) > 0 { // the rest of the first block joins them: every block but the last stays full
 		back = append(back, ep.blocks[0][ep.head:]...)
 		ep.blocks[0] = back
@@ -209,6 +239,7 @@ func (s *Store) requeueKeys(ep *endpoint, keys []core.JobKey) {
 	}
 	ep.head = 0
 	ep.n += len(keys)
+	ep.setHead()
 	ep.wakeOne()
 }
 
@@ -341,12 +372,29 @@ func (s *Store) statsOf(ep *endpoint) core.QueueStats {
 // oldestQueued returns when the oldest queued job that may scale the endpoint up was queued;
 // zero when none is within headScan keys of the head.
 func (s *Store) oldestQueued(ep *endpoint) time.Time {
+	// The head key is a queued job's, and not a lowPriority one's, when no job left the queue
+	// since it was last empty and none queued is lowPriority: its time is the answer, read
+	// without a lock. (headAt may lag a take by a moment: the same as reading a moment earlier.)
+	if ep.c.LowQueued.Load() == 0 && ep.leaves.Load() == ep.cleanAt.Load() {
+		if at := ep.headAt.Load(); at != 0 {
+			return time.Unix(0, at)
+		}
+	}
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	// Keys of jobs that left the queue are dropped from the head here, up to headScan a read.
-	// Lock order: an endpoint's lock, then a shard's, never the reverse.
-	for n := 0; ep.n > 0 && n < headScan && s.look(ep.first().key) == keyLeft; n++ {
-		ep.drop()
+	// Lock order: an endpoint's lock, then a shard's, never the reverse. Most calls look at
+	// the head's key only: the autoscaler reads this for every busy endpoint on every tick.
+	for n := 0; ep.n > 0 && n < headScan; n++ {
+		q := ep.first()
+		switch s.look(q.key) {
+		case keyQueued:
+			return time.Unix(0, q.at)
+		case keyLeft:
+			ep.drop()
+			continue
+		}
+		break // a lowPriority job's: the one that may scale up is further on
 	}
 	seen := 0
 	for bi, from := 0, ep.head; bi < len(ep.blocks) && seen < headScan; bi, from = bi+1, 0 {

@@ -44,6 +44,7 @@ func RunJobStore(t *testing.T, open func(t *testing.T) core.JobStore) {
 		{"PurgeChangesOnlyQueuedJobs", jobsPurge},
 		{"HeartbeatsTellLostWorkers", jobsHeartbeats},
 		{"StatsCountTheQueue", jobsStats},
+		{"StatsOldestFollowsTheQueue", jobsStatsOldest},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -820,4 +821,37 @@ func jobsStats(t *testing.T, s core.JobStore) {
 	if got, err := s.Stats(ctx, "empty"); err != nil || got.Queued != 0 || !got.OldestQueuedAt.IsZero() {
 		t.Errorf("Stats(unknown) = %+v, %v; want zero", got, err)
 	}
+}
+
+// jobsStatsOldest: the oldest queued time follows takes, cancels, requeues and a queue that
+// empties and fills again (a store may answer it from what it keeps of the queue's head).
+func jobsStatsOldest(t *testing.T, s core.JobStore) {
+	ctx := context.Background()
+	at := func(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
+	oldest := func(after string, want time.Time) {
+		t.Helper()
+		if st, err := s.Stats(ctx, "ep"); err != nil || !st.OldestQueuedAt.Equal(want) {
+			t.Errorf("OldestQueuedAt after %s = %v, %v; want %v", after, st.OldestQueuedAt, err, want)
+		}
+	}
+	ab := insert(t, s, newJob("ep", at(1)), newJob("ep", at(2)))
+	oldest("two inserts", at(1))
+	first := take(t, s, "ep", "w", 1, t0)
+	oldest("a take", at(2))
+	update(t, s, ab[1].ID, core.EvCancel, t0)
+	insert(t, s, newJob("ep", at(3)))
+	oldest("the head's job cancelled", at(3))
+	take(t, s, "ep", "w", 1, t0)
+	oldest("the queue emptied", time.Time{})
+	d := insert(t, s, newJob("ep", at(4)))
+	oldest("an insert into the empty queue", at(4))
+	update(t, s, d[0].ID, core.EvCancel, t0)
+	insert(t, s, newJob("ep", at(5)))
+	oldest("a cancel, then an insert", at(5))
+	update(t, s, first[0].Job.ID, core.EvRequeue, at(6))
+	oldest("a requeue behind it", at(5))
+	take(t, s, "ep", "w", 1, t0)
+	oldest("a take leaving the requeued job", at(6))
+	take(t, s, "ep", "w", 1, t0)
+	oldest("the last take", time.Time{})
 }
