@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/internal/gcfloor"
 	"github.com/gantryhq/gantry/server"
 	"github.com/gantryhq/gantry/store/keydir"
 )
@@ -170,6 +171,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	cfg.Quota = &quota
 
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	defer gcfloor.Start(gcfloor.Default)() // a small heap is not collected every few MiB (README: Memory)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	s, err := server.New(ctx, cfg, server.Options{Log: log, Builtins: builtinWorkerNames()})
