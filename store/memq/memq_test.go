@@ -30,10 +30,7 @@ func TestOpenLoadsStoredJobs(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2026, time.March, 1, 12, 0, 0, 0, time.UTC)
 	recs := memq.NewRecords()
-	s, err := memq.Open(recs, memq.Options{Clock: fixed(t0)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openAt(t, recs, t0)
 	var ids []string
 	for i := range 4 {
 		j := core.Job{ID: core.NewJobKey(false).String(), Endpoint: "ep", Status: core.InQueue,
@@ -50,10 +47,7 @@ func TestOpenLoadsStoredJobs(t *testing.T) {
 		t.Fatalf("Take = %v, %v; want job 0", got, err)
 	}
 
-	s, err = memq.Open(recs, memq.Options{Clock: fixed(t0.Add(time.Minute))}) // a restart
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = openAt(t, recs, t0.Add(time.Minute)) // a restart
 	if _, err := recs.GetJob(ids[3]); err == nil {
 		t.Errorf("expired job still stored after Open")
 	}
@@ -83,10 +77,7 @@ func TestOpenOldestSkipsRunningJobs(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2026, time.March, 1, 12, 0, 0, 0, time.UTC)
 	recs := memq.NewRecords()
-	s, err := memq.Open(recs, memq.Options{Clock: fixed(t0)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openAt(t, recs, t0)
 	for i := range 2 {
 		j := core.Job{ID: core.NewJobKey(false).String(), Endpoint: "ep", Status: core.InQueue,
 			QueuedAt: t0.Add(time.Duration(i) * time.Second), ExpiresAt: t0.Add(time.Hour)}
@@ -97,13 +88,20 @@ func TestOpenOldestSkipsRunningJobs(t *testing.T) {
 	if got, err := s.Take(ctx, "ep", "w", 1, t0); err != nil || len(got) != 1 {
 		t.Fatalf("Take = %v, %v; want a job", got, err)
 	}
-	s, err = memq.Open(recs, memq.Options{Clock: fixed(t0)}) // a restart
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = openAt(t, recs, t0) // a restart
 	if st, err := s.Stats(ctx, "ep"); err != nil || !st.OldestQueuedAt.Equal(t0.Add(time.Second)) {
 		t.Errorf("Stats after Open = %+v, %v; want the queued job's time, not the running one's", st, err)
 	}
+}
+
+// openAt opens a store over recs whose clock reads now.
+func openAt(t *testing.T, recs *memq.Records, now time.Time) *memq.Store {
+	t.Helper()
+	s, err := memq.Open(recs, memq.Options{Clock: fixed(now)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 type fixed time.Time
@@ -191,10 +189,7 @@ func TestRunSyncInputKeptInMemory(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2026, time.March, 1, 12, 0, 0, 0, time.UTC)
 	recs := memq.NewRecords()
-	s, err := memq.Open(recs, memq.Options{Clock: fixed(t0)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openAt(t, recs, t0)
 	insert := func(webhook string) string {
 		t.Helper()
 		j := core.Job{ID: core.NewJobKey(true).String(), Endpoint: "ep", Status: core.InQueue, Sync: true,
@@ -254,10 +249,7 @@ func TestRunSyncInputKeptInMemory(t *testing.T) {
 		t.Fatalf("KeepInput = %v, stored %v; want the input stored", err, stored(kept))
 	}
 
-	s, err = memq.Open(recs, memq.Options{Clock: fixed(t0)}) // a restart
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = openAt(t, recs, t0) // a restart
 	if _, err := s.Get(ctx, lost); err == nil {
 		t.Errorf("the unfinished runsync job whose input was in memory only is still there after a restart")
 	}
