@@ -226,9 +226,9 @@ func (s *Store) requeueKeys(ep *endpoint, keys []queued) {
 	}
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
-	if ep.n == 0 {
-		ep.leaves.Add(1) // cleanAt is of an earlier run of the queue: not known clean now
-	}
+	// These keys were popped before the queue's clean mark (cleanAt) may have been set again,
+	// and their jobs may have left since: the queue is not known clean now.
+	ep.leaves.Add(1)
 	back := make([]queued, len(keys), len(keys)+queueBlock)
 	copy(back, keys)
 	if len(ep.blocks) > 0 { // the rest of the first block joins them: every block but the last stays full
