@@ -2,7 +2,9 @@ package memq_test
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,6 +94,57 @@ func TestOpenOldestSkipsRunningJobs(t *testing.T) {
 	if st, err := s.Stats(ctx, "ep"); err != nil || !st.OldestQueuedAt.Equal(t0.Add(time.Second)) {
 		t.Errorf("Stats after Open = %+v, %v; want the queued job's time, not the running one's", st, err)
 	}
+}
+
+// TestTakeFailureLosesNoJob: a take whose record read fails leaves the job queued at the head,
+// taken by the next take, and the oldest queued time still names it.
+func TestTakeFailureLosesNoJob(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t0 := time.Date(2026, time.March, 1, 12, 0, 0, 0, time.UTC)
+	recs := &failingRecords{Records: memq.NewRecords()}
+	s, err := memq.Open(recs, memq.Options{HotBytes: -1}) // no hot copies: every take reads
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range 2 {
+		j := core.Job{ID: core.NewJobKey(false).String(), Endpoint: "ep", Status: core.InQueue,
+			QueuedAt: t0.Add(time.Duration(i) * time.Second), ExpiresAt: t0.Add(time.Hour)}
+		if _, err := s.Insert(ctx, j, []byte(`{}`), false); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, j.ID)
+	}
+	recs.fail.Store(true)
+	if got, err := s.Take(ctx, "ep", "w", 2, t0); err == nil || len(got) != 0 {
+		t.Fatalf("Take with failing reads = %d jobs, %v; want none and an error", len(got), err)
+	}
+	recs.fail.Store(false)
+	if st, err := s.Stats(ctx, "ep"); err != nil || st.Queued != 2 || !st.OldestQueuedAt.Equal(t0) {
+		t.Errorf("Stats after the failed take = %+v, %v; want both queued, the oldest at job 0's time", st, err)
+	}
+	got, err := s.Take(ctx, "ep", "w", 2, t0)
+	var order []string
+	for _, tj := range got {
+		order = append(order, tj.Job.ID)
+	}
+	if err != nil || !slices.Equal(order, ids) {
+		t.Errorf("Take after the failure = %v, %v; want %v", order, err, ids)
+	}
+}
+
+// failingRecords fails every record read while fail is set.
+type failingRecords struct {
+	*memq.Records
+	fail atomic.Bool
+}
+
+func (r *failingRecords) GetJob(id string) (*core.Job, error) {
+	if r.fail.Load() {
+		return nil, errors.New("disk read failed")
+	}
+	return r.Records.GetJob(id)
 }
 
 // openAt opens a store over recs whose clock reads now.

@@ -206,8 +206,8 @@ func (s *Store) Take(ctx context.Context, endpoint, worker string, max int, now 
 		ep.mu.Unlock()
 		for i, q := range batch {
 			t, ok, err := s.take(ep, q.key, worker, now)
-			if err != nil {
-				s.requeueKeys(ep, batch[i+1:])
+			if err != nil { // the job stays queued, its key back at the head: a later take retries
+				s.requeueKeys(ep, batch[i:])
 				return out, err
 			}
 			if ok {
