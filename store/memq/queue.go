@@ -2,6 +2,7 @@ package memq
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -206,8 +207,15 @@ func (s *Store) Take(ctx context.Context, endpoint, worker string, max int, now 
 		ep.mu.Unlock()
 		for i, q := range batch {
 			t, ok, err := s.take(ep, q.key, worker, now)
-			if err != nil { // the job stays queued, its key back at the head: a later take retries
-				s.requeueKeys(ep, batch[i:])
+			if err != nil {
+				// On a read error the job stays queued, its key back at the head, and the
+				// engine's next Take retries. A job whose record is gone can never be taken:
+				// its key is dropped rather than block the queue (the job expires with its ttl).
+				back := batch[i:]
+				if errors.Is(err, core.ErrNotFound) {
+					back = batch[i+1:]
+				}
+				s.requeueKeys(ep, back)
 				return out, err
 			}
 			if ok {
