@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/internal/testkit"
 )
 
 // A worker silent while it holds a job is signalled lost once, to the subscribed scheduler;
@@ -27,6 +28,8 @@ func TestLostWorkerIsSignalledAndTakesNothing(t *testing.T) {
 	defer stop()
 	polled := make(chan []core.Taken, 1)
 	go func() { polled <- r.jobs.Take(ctx, r.ep.ID, "w1", 1) }()
+	// The poll must be in flight before the clock moves: it marks w1 seen at its start.
+	testkit.Eventually(t, "w1's poll to park", func() bool { return r.js.Parked(r.ep.ID) > 0 })
 	r.jobs.Ping("w2", "")
 	r.clock.Advance(core.WorkerLostAfter + time.Second)
 	r.jobs.Ping("w2", "")
