@@ -68,10 +68,23 @@ func (t *tuner) adjust() {
 		return
 	}
 	pct := Percent(int64(t.sample[0].Value.Uint64()), t.floor, t.base)
-	if d := pct - t.set; (d > t.set/10 || -d > t.set/10 || pct == t.base) && pct != t.set && !t.stopped.Load() {
+	if worthSetting(t.set, pct, t.base) && !t.stopped.Load() {
 		t.set = pct
 		debug.SetGCPercent(pct)
 	}
+}
+
+// worthSetting reports whether next should replace the percentage in force, cur: when it
+// returns to base, or differs from cur by more than a tenth.
+func worthSetting(cur, next, base int) bool {
+	switch {
+	case next == cur:
+		return false
+	case next == base:
+		return true
+	}
+	d := next - cur
+	return d > cur/10 || -d > cur/10
 }
 
 // Percent returns the GC percentage that lets a heap with live bytes grow to floor before the
