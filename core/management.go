@@ -314,7 +314,7 @@ func (m *Management) CreateTemplate(ctx context.Context, owner string, d Templat
 		CreatedAt:           now,
 		UpdatedAt:           now,
 	}
-	if errs := checkContainer(&t.Container, "is required"); len(errs) > 0 {
+	if errs := append(checkNames(t.Name, &t.Container), checkContainer(&t.Container, "is required")...); len(errs) > 0 {
 		return Template{}, Invalid(errs...)
 	}
 	if err := m.Templates.PutTemplate(ctx, t); err != nil {
@@ -358,7 +358,7 @@ func (m *Management) UpdateTemplate(ctx context.Context, owner, id string, p Tem
 	t.StartSSH = deref(p.StartSSH, t.StartSSH)
 	t.StartJupyter = deref(p.StartJupyter, t.StartJupyter)
 	t.IsServerless = deref(p.IsServerless, t.IsServerless)
-	if errs := checkContainer(&t.Container, "is required"); len(errs) > 0 {
+	if errs := append(checkNames(t.Name, &t.Container), checkContainer(&t.Container, "is required")...); len(errs) > 0 {
 		return Template{}, Invalid(errs...)
 	}
 	t.UpdatedAt = m.Clock.Now().UTC()
@@ -440,7 +440,7 @@ func (m *Management) PutPlatformEndpoint(ctx context.Context, e Endpoint) (Endpo
 // checkAndStore applies every endpoint rule to e (idleGiven: the request set
 // workers.idleTimeout), drops an idleTimeout that does not apply, and stores it.
 func (m *Management) checkAndStore(ctx context.Context, e Endpoint, idleGiven bool) (Endpoint, error) {
-	if errs := checkRules(&e, idleGiven, m.Catalog); len(errs) > 0 {
+	if errs := append(checkNames(e.Name, &e.Container), checkRules(&e, idleGiven, m.Catalog)...); len(errs) > 0 {
 		return Endpoint{}, Invalid(errs...)
 	}
 	if !e.IdleTimeoutApplies() {
