@@ -35,7 +35,7 @@ func TestNamesRefuseControlCharacters(t *testing.T) {
 		{"endpoint update", "PATCH", "/v2/serverless/" + ep, `{"name":"a\u001b]0;pwned\u0007"}`, esc},
 		{"endpoint update, registry", "PATCH", "/v2/serverless/" + ep, `{"registry":"c\u001b"}`,
 			"$.registry: holds the control character U+001B at byte 1; names may not hold control characters"},
-		{"v1 endpoint create", "POST", "/v1/endpoints", `{"name":"a\u001b","templateId":"tpl-pub","gpuTypeIds":["CPU"]}`, esc},
+		{"v1 endpoint create", "POST", "/v1/endpoints", `{"name":"a\u001b","templateId":"tpl-pub","gpuTypeIds":["NVIDIA A100 80GB PCIe"]}`, esc},
 		{"template create", "POST", "/v2/templates", `{"name":"a\u001b","image":"img:1"}`, esc},
 		{"template update", "PATCH", "/v2/templates/" + tplID, `{"name":"a\u001b"}`, esc},
 	}
