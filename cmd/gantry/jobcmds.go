@@ -28,7 +28,7 @@ type jobEndedError struct {
 
 func (e *jobEndedError) Error() string {
 	if e.reason != "" {
-		return fmt.Sprintf("job %s ended %s: %s", e.id, e.status, e.reason)
+		return fmt.Sprintf("job %s ended %s: %s", e.id, e.status, printable(e.reason))
 	}
 	return fmt.Sprintf("job %s ended %s", e.id, e.status)
 }
@@ -216,14 +216,14 @@ type progress struct {
 }
 
 func (p *progress) show(j *oas.Job) {
-	line := fmt.Sprintf("%s  %s", p.id, j.Status)
+	line := fmt.Sprintf("%s  %s", p.id, printable(string(j.Status)))
 	key := string(j.Status) + " " + j.WorkerId.Or("")
 	line += "  queue " + ms(j.DelayTime.Or(0)) + "  elapsed " + time.Since(p.start).Round(100*time.Millisecond).String()
 	if w, ok := j.WorkerId.Get(); ok {
-		line += "  worker " + w
+		line += "  worker " + printable(w)
 	}
 	if r, ok := j.Reason.Get(); ok && j.Status == oas.JobStatusINQUEUE {
-		line += "  (" + r + ")"
+		line += "  (" + printable(r) + ")"
 	}
 	if p.a.isTTY {
 		fmt.Fprintf(p.a.stderr, "\r\033[K%s", line)
@@ -328,7 +328,7 @@ func (a *app) jobCmd(ctx context.Context, args []string) error {
 			}
 			if ended(s.Response.Status) {
 				if e, ok := s.Response.Error.Get(); ok {
-					fmt.Fprintf(a.stderr, "gantry: job %s ended %s: %s\n", pos[1], s.Response.Status, e)
+					fmt.Fprintf(a.stderr, "gantry: job %s ended %s: %s\n", pos[1], s.Response.Status, printable(e))
 				}
 				return nil
 			}
@@ -379,10 +379,10 @@ func (p *printer) job(j *oas.Job) error {
 		t.row(j.ID, string(j.Status), ms(j.DelayTime.Or(0)), ms(j.ExecutionTime.Or(0)), strconv.Itoa(j.Retries.Or(0)), j.WorkerId.Or(""))
 		t.tw.Flush()
 		if r, ok := j.Reason.Get(); ok {
-			fmt.Fprintf(p.w, "reason: %s\n", r)
+			fmt.Fprintf(p.w, "reason: %s\n", printable(r))
 		}
 		if e, ok := j.Error.Get(); ok {
-			fmt.Fprintf(p.w, "error: %s\n", e)
+			fmt.Fprintf(p.w, "error: %s\n", printable(e))
 		}
 		if len(j.Output) > 0 {
 			fmt.Fprintf(p.w, "output: %s\n", compact(j.Output))

@@ -46,6 +46,7 @@ func (p *printer) emit(v json.Marshaler, rows func(t *table)) error {
 // raw writes a JSON document in the printer's format: indented JSON, YAML, or its id (of
 // each item of a list) alone on a line, for scripts.
 func (p *printer) raw(b []byte) error {
+	b = jsonControls(b) // what the server stored raw prints escaped
 	if p.format == "id" {
 		var doc struct {
 			ID    string `json:"id"`
@@ -57,11 +58,11 @@ func (p *printer) raw(b []byte) error {
 			return err
 		}
 		if doc.ID != "" {
-			_, err := fmt.Fprintln(p.w, doc.ID)
+			_, err := fmt.Fprintln(p.w, printable(doc.ID))
 			return err
 		}
 		for _, it := range doc.Items {
-			if _, err := fmt.Fprintln(p.w, it.ID); err != nil {
+			if _, err := fmt.Fprintln(p.w, printable(it.ID)); err != nil {
 				return err
 			}
 		}
@@ -111,7 +112,7 @@ func (t *table) row(cells ...string) {
 		if c == "" {
 			cells[i] = "-"
 		}
-		cells[i] = strings.NewReplacer("\t", " ", "\n", " ").Replace(cells[i])
+		cells[i] = printable(strings.NewReplacer("\t", " ", "\n", " ").Replace(cells[i]))
 	}
 	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
 }
@@ -136,11 +137,11 @@ func ms(v int64) string {
 	return d.Round(time.Second).String()
 }
 
-// compact is a JSON value on one line, for a table cell.
+// compact is a JSON value on one line, for a table cell, its control characters escaped.
 func compact(raw []byte) string {
 	var buf bytes.Buffer
 	if json.Compact(&buf, raw) != nil {
-		return string(raw)
+		return printable(string(raw))
 	}
-	return buf.String()
+	return string(jsonControls(buf.Bytes()))
 }
