@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -57,10 +58,10 @@ type problemError struct {
 }
 
 func (e *problemError) Error() string {
-	msg := fmt.Sprintf("%s: %d %s: %s", e.op, e.p.Status, e.p.Title, e.p.Detail)
+	msg := fmt.Sprintf("%s: %d %s: %s", e.op, e.p.Status, printable(e.p.Title), printable(e.p.Detail))
 	for _, line := range e.p.Errors {
 		if line != e.p.Detail {
-			msg += "\n  " + line
+			msg += "\n  " + printable(line)
 		}
 	}
 	return msg
@@ -119,6 +120,9 @@ type app struct {
 type profile struct {
 	URL string `yaml:"url"`
 	Key string `yaml:"key"`
+	// Insecure lets the key go over plain http:// to this profile's URL although the host is
+	// not a loopback one (gantry login --insecure saved it).
+	Insecure bool `yaml:"insecure,omitempty"`
 }
 
 // cliConfig is ~/.config/gantry/config.yaml.
@@ -195,8 +199,9 @@ func saveConfig(path string, c cliConfig) error {
 
 // common are the flags every client command takes.
 type common struct {
-	profile string
-	output  string
+	profile  string
+	output   string
+	insecure bool
 }
 
 func (a *app) commonFlags(fs *flag.FlagSet) *common {
@@ -204,6 +209,7 @@ func (a *app) commonFlags(fs *flag.FlagSet) *common {
 	fs.StringVar(&c.profile, "profile", "", "the saved login to use (default: $GANTRY_PROFILE, else the one gantry login saved last)")
 	fs.StringVar(&c.output, "o", "table", "output: table, json (the API's JSON), yaml, or id (the id alone, for scripts)")
 	fs.StringVar(&c.output, "output", "table", "the same as -o")
+	fs.BoolVar(&c.insecure, "insecure", false, insecureHelp)
 	return c
 }
 
@@ -249,8 +255,9 @@ func (a *app) connect(c *common) (*conn, error) {
 	} else if !found {
 		return nil, usagef("no profile %q in %s (gantry login --profile %s --url URL --key KEY saves one)", name, path, name)
 	}
-	if u := a.getenv("GANTRY_URL"); u != "" {
+	if u := a.getenv("GANTRY_URL"); u != "" && u != p.URL {
 		p.URL = u
+		p.Insecure = false // the profile's consent was for its own URL
 	}
 	if k := a.getenv("GANTRY_KEY"); k != "" {
 		p.Key = k
@@ -258,13 +265,19 @@ func (a *app) connect(c *common) (*conn, error) {
 	if p.URL == "" || p.Key == "" {
 		return nil, usagef("not logged in: run `gantry login --url URL --key KEY`, or set GANTRY_URL and GANTRY_KEY")
 	}
+	p.Insecure = p.Insecure || c.insecure || a.getenv("GANTRY_INSECURE") == "1"
 	return a.dial(p, out)
 }
 
+// dial makes the client for p. It refuses, before any connection, to send the key in clear
+// (plain http://) to a host that is not a loopback one, unless p.Insecure.
 func (a *app) dial(p profile, out *printer) (*conn, error) {
 	u, err := url.Parse(p.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, usagef("server URL %q: want http://HOST:PORT or https://HOST", p.URL)
+	}
+	if u.Scheme == "http" && !p.Insecure && !isLoopbackHost(u.Hostname()) {
+		return nil, usagef("refusing to send the API key in clear text to %s: it is a bearer credential, and plain http:// is readable on the way; use https://, or give --insecure (or GANTRY_INSECURE=1) if the network is trusted", u.Host)
 	}
 	hc := a.client
 	if hc == nil {
@@ -345,4 +358,17 @@ func needArgs(pos []string, names ...string) error {
 		return usagef("want %s, got %d argument(s): %s", strings.Join(names, " "), len(pos), strings.Join(pos, " "))
 	}
 	return nil
+}
+
+// insecureHelp documents --insecure.
+const insecureHelp = "allow sending the key over plain http:// to a host that is not loopback (default $GANTRY_INSECURE=1; otherwise refused: the key is a bearer credential)"
+
+// isLoopbackHost reports whether host (a URL's host name, without port or brackets) is
+// localhost or a loopback address: 127.0.0.0/8 or ::1 (with a zone or IPv4-mapped too).
+func isLoopbackHost(host string) bool {
+	if h := strings.TrimSuffix(strings.ToLower(host), "."); h == "localhost" {
+		return true
+	}
+	addr, err := netip.ParseAddr(host)
+	return err == nil && addr.WithZone("").Unmap().IsLoopback()
 }

@@ -18,10 +18,12 @@ import (
 // loginCmd runs `gantry login --url URL --key KEY [--profile NAME]`: it checks the key against
 // the server, then saves the profile and makes it the current one.
 func (a *app) loginCmd(ctx context.Context, args []string) error {
-	fs := a.flagSet("login", "gantry login --url URL --key KEY [--profile NAME]\n\nChecks the key against the server and saves it as a profile (default \"default\") in\n~/.config/gantry/config.yaml (mode 0600), the one later commands use. GANTRY_URL and\nGANTRY_KEY override it.")
+	fs := a.flagSet("login", "gantry login --url URL --key KEY|--key-stdin [--profile NAME] [--insecure]\n\nChecks the key against the server and saves it as a profile (default \"default\") in\n~/.config/gantry/config.yaml (mode 0600), the one later commands use. GANTRY_URL and\nGANTRY_KEY override it. --key-stdin (or --key -) reads the key from stdin, which keeps it\nout of the process list and the shell's history.")
 	u := fs.String("url", "", "the server, e.g. http://127.0.0.1:8080 (default $GANTRY_URL)")
-	key := fs.String("key", "", "an API key (default $GANTRY_KEY)")
+	key := fs.String("key", "", "an API key (default $GANTRY_KEY); - reads it from stdin")
+	keyStdin := fs.Bool("key-stdin", false, "read the API key from stdin (its first line)")
 	name := fs.String("profile", "default", "the profile's name")
+	insecure := fs.Bool("insecure", false, insecureHelp+"; saved in the profile, for its URL")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -29,9 +31,18 @@ func (a *app) loginCmd(ctx context.Context, args []string) error {
 	if err := needArgs(pos); err != nil {
 		return err
 	}
-	p := profile{URL: strings.TrimRight(cmpOr(*u, a.getenv("GANTRY_URL")), "/"), Key: cmpOr(*key, a.getenv("GANTRY_KEY"))}
+	if *keyStdin || *key == "-" {
+		if *key != "" && *key != "-" {
+			return usagef("give either --key KEY or --key-stdin, not both")
+		}
+		if *key, err = a.readKey(); err != nil {
+			return err
+		}
+	}
+	p := profile{URL: strings.TrimRight(cmpOr(*u, a.getenv("GANTRY_URL")), "/"), Key: cmpOr(*key, a.getenv("GANTRY_KEY")),
+		Insecure: *insecure || a.getenv("GANTRY_INSECURE") == "1"}
 	if p.URL == "" || p.Key == "" {
-		return usagef("give --url and --key (gantry key create --data DIR --user NAME issues the first key)")
+		return usagef("give --url and --key (or --key-stdin) (gantry key create --data DIR --user NAME issues the first key)")
 	}
 	out, _ := a.printer("table")
 	cn, err := a.dial(p, out)
@@ -53,6 +64,22 @@ func (a *app) loginCmd(ctx context.Context, args []string) error {
 	}
 	fmt.Fprintf(a.stdout, "Logged in to %s as profile %q (saved in %s).\n", p.URL, *name, path)
 	return nil
+}
+
+// readKey reads an API key from stdin: its first line, without surrounding spaces.
+func (a *app) readKey() (string, error) {
+	if a.stdin == nil {
+		return "", usagef("--key-stdin: no stdin")
+	}
+	line, err := bufio.NewReader(io.LimitReader(a.stdin, 4096)).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", fmt.Errorf("reading the key from stdin: %w", err)
+	}
+	k := strings.TrimSpace(line)
+	if k == "" {
+		return "", usagef("--key-stdin: stdin held no key")
+	}
+	return k, nil
 }
 
 func cmpOr(a, b string) string {
@@ -136,7 +163,7 @@ func (a *app) logs(ctx context.Context, cn *conn, ep, worker string, tail int, f
 		return err
 	}
 	for _, l := range printed {
-		fmt.Fprintln(a.stdout, l)
+		fmt.Fprintln(a.stdout, printable(l))
 	}
 	if !follow {
 		return nil
@@ -154,7 +181,7 @@ func (a *app) logs(ctx context.Context, cn *conn, ep, worker string, tail int, f
 		}
 		fresh := newLines(printed, lines)
 		for _, l := range fresh {
-			fmt.Fprintln(a.stdout, l)
+			fmt.Fprintln(a.stdout, printable(l))
 		}
 		printed = append(printed, fresh...)
 		if len(printed) > window {
