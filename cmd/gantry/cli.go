@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -107,10 +108,36 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// startupHint is the line `gantry serve` prints on how to get an API key.
-func startupHint(data string) string {
+// startupHint is the line `gantry serve` prints on how to get an API key: offline on the data
+// directory, or, when the server runs on a PostgreSQL store (where --data holds no keys and
+// is refused), on that store, its password replaced by a placeholder.
+func startupHint(data, store string) string {
 	exe, _ := os.Executable()
-	return fmt.Sprintf("Get an API key:  %s key create --data %s --user alice   (then gantry login --url <the address above> --key KEY)", invokedAs(os.Args[0], exe), shellQuote(data))
+	where := "--data " + shellQuote(data)
+	if store != "" {
+		where = "--store " + shellQuote(storePlaceholder(store))
+	}
+	login := "(then gantry login --url <the address above> --key-stdin, and paste the key)"
+	return fmt.Sprintf("Get an API key:  %s key create %s --user alice   %s", invokedAs(os.Args[0], exe), where, login)
+}
+
+// storePlaceholder is a PostgreSQL URL fit to print: its password (in the user part or a
+// password= parameter) replaced by PASSWORD. A URL that does not parse is replaced whole.
+func storePlaceholder(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "postgres://USER:PASSWORD@HOST:5432/DATABASE"
+	}
+	if u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "PASSWORD")
+		}
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "PASSWORD")
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
 }
 
 // optDuration is a duration flag that may be left unset (nil).

@@ -30,6 +30,7 @@ const usage = `Gantry: a self-hosted serverless GPU platform.
 Usage:
   gantry serve [flags]                  run the platform (gantry serve --help)
   gantry login --url URL --key KEY      check a key and save it as a profile
+                                        (--key-stdin reads the key from stdin)
   gantry endpoint create|list|get|update|delete
   gantry template create|list|get|update|delete
   gantry run ENDPOINT --input JSON      run a job, show its progress and stream, print its output
@@ -45,7 +46,8 @@ Usage:
   gantry version                        print the version and the revision built from
 
 Client commands take --profile NAME and -o table|json|yaml; GANTRY_URL and GANTRY_KEY
-override the saved profile. Every command takes --help (exit status 0).
+override the saved profile. The key goes over plain http:// only to a loopback host,
+unless --insecure (or GANTRY_INSECURE=1). Every command takes --help (exit status 0).
 Exit status: 0 ok, 1 a usage error, 2 a failed call (or a job that ended FAILED, TIMED_OUT
 or CANCELLED under gantry run), 3 the server unreachable.
 `
@@ -185,7 +187,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		log.Info("pool", "id", p.ID, "gpuType", p.GPUType, "count", p.GPUs, "cudaVersions", strings.Join(p.CUDAVersions, ","), "dataCenter", p.DataCenter)
 	}
 	fmt.Fprintf(stdout, "Gantry is listening on http://%s (data: %s)\n", s.Addr(), cfg.Data)
-	fmt.Fprintln(stdout, startupHint(cfg.Data))
+	fmt.Fprintln(stdout, startupHint(cfg.Data, cfg.Store))
 
 	select {
 	case err := <-s.Failed():
