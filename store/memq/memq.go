@@ -62,6 +62,8 @@ type Store struct {
 
 	workers workers
 
+	listVisits atomic.Int64 // index entries List looked at, for tests
+
 	listeners atomic.Pointer[[]*listener]
 	lmu       sync.Mutex // serialises changes to listeners
 }
@@ -249,6 +251,7 @@ func (s *Store) load(now time.Time) error {
 			s.scheduleTimeout(f.key, rec)
 		}
 		s.shard(f.key).store(f.key, &e)
+		ep.lists.add(rec.Owner, rec.Seq, f.key)
 		s.schedule(&s.expiry, f.key, e.expiresAt)
 	}
 	for _, id := range expired {
@@ -383,6 +386,7 @@ func (s *Store) Insert(ctx context.Context, rec core.Job, input []byte, durable 
 	}
 	sh.store(key, &e)
 	sh.mu.Unlock()
+	ep.lists.add(rec.Owner, rec.Seq, key)
 	ep.count(0, stQueued, e.low())
 	s.schedule(&s.expiry, key, e.expiresAt)
 	s.enqueue(ep, key, rec.QueuedAt.UnixNano(), leaves)
