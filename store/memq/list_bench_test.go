@@ -47,3 +47,19 @@ func BenchmarkListBesideABacklog(b *testing.B) {
 		})
 	}
 }
+
+// insertJobs queues n jobs of owner on the endpoint, queued at t0 on, and returns their ids,
+// oldest first.
+func insertJobs(tb testing.TB, s *memq.Store, endpoint, owner string, n int, t0 time.Time) []string {
+	tb.Helper()
+	ids := make([]string, n)
+	for i := range n {
+		j := core.Job{ID: core.NewJobKey(false).String(), Endpoint: endpoint, Owner: owner, Status: core.InQueue,
+			QueuedAt: t0.Add(time.Duration(i) * time.Millisecond), ExpiresAt: t0.Add(24 * time.Hour)}
+		if _, err := s.Insert(context.Background(), j, []byte(`{}`), false); err != nil {
+			tb.Fatal(err)
+		}
+		ids[i] = j.ID
+	}
+	return ids
+}

@@ -23,22 +23,6 @@ func (r *countingRecords) GetJob(id string) (*core.Job, error) {
 	return r.Records.GetJob(id)
 }
 
-// insertJobs queues n jobs of owner on the endpoint, queued at t0 on, and returns their ids,
-// oldest first.
-func insertJobs(tb testing.TB, s *memq.Store, endpoint, owner string, n int, t0 time.Time) []string {
-	tb.Helper()
-	ids := make([]string, n)
-	for i := range n {
-		j := core.Job{ID: core.NewJobKey(false).String(), Endpoint: endpoint, Owner: owner, Status: core.InQueue,
-			QueuedAt: t0.Add(time.Duration(i) * time.Millisecond), ExpiresAt: t0.Add(24 * time.Hour)}
-		if _, err := s.Insert(context.Background(), j, []byte(`{}`), false); err != nil {
-			tb.Fatal(err)
-		}
-		ids[i] = j.ID
-	}
-	return ids
-}
-
 // A page of a list looks at its own jobs and one more, never at another endpoint's backlog
 // or, on an endpoint several users share (a ready-made model's), at another user's: the
 // index entries List visits and the records it reads are counted. Before the per-endpoint,
