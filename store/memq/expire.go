@@ -99,7 +99,7 @@ func (s *Store) Expire(ctx context.Context, now time.Time) ([]core.ExpiredJob, e
 		if e.x != nil && e.x.rec != nil {
 			owner, known = e.x.rec.Owner, true
 		}
-		seq := e.seq()
+		seq, ended := e.seq(), e.state().terminal()
 		ep.count(e.state(), 0, e.low())
 		s.dropHot(&e)
 		if !e.state().terminal() {
@@ -112,7 +112,7 @@ func (s *Store) Expire(ctx context.Context, now time.Time) ([]core.ExpiredJob, e
 				owner, known = rec.Owner, true
 			}
 		}
-		ep.lists.remove(owner, known, seq)
+		ep.lists.remove(owner, known, seq, ended)
 		if err := s.rec.DeleteJob(x.ID); err != nil { // a delete lost in a crash is redone at Open
 			s.log.Error("deleting an expired job", "job", x.ID, "err", err)
 		}

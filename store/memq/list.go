@@ -14,9 +14,10 @@ import (
 // List returns jobs newest first; see core.JobStore. The cursor is the last Seq handed out.
 //
 // An endpoint's list reads the endpoint's own index (of the filter's owner, on a shared
-// endpoint): a page looks at the jobs it returns, one more to know whether another page
-// follows, and the jobs of that index a status filter passes over; never at other endpoints'
-// or other owners' jobs. The index's lock is held for one batch of entries at a time, and each
+// endpoint; of its live or ended jobs, when the status filter wants only those): a page looks
+// at the jobs it returns, one more to know whether another page follows, and the jobs of
+// that index a status filter passes over (queued ones for IN_PROGRESS, say); never at other
+// endpoints' or other owners' jobs. The index's lock is held for one batch of entries at a time, and each
 // job's shard lock for that job alone. A list of every endpoint (Endpoint "", the engine's
 // restart and webhook sweeps) walks every job.
 func (s *Store) List(ctx context.Context, f core.JobFilter) ([]core.Job, string, error) {
@@ -35,6 +36,10 @@ func (s *Store) List(ctx context.Context, f core.JobFilter) ([]core.Job, string,
 	if ep == nil {
 		return nil, "", nil
 	}
+	// A status filter of live jobs only, or of ended ones only, reads only that list.
+	live := f.Status == 0 || f.Status.Has(core.InQueue) || f.Status.Has(core.InProgress)
+	ended := f.Status == 0 || f.Status.Has(core.Completed) || f.Status.Has(core.Failed) ||
+		f.Status.Has(core.Cancelled) || f.Status.Has(core.TimedOut)
 	var out []core.Job
 	var batch []ixEntry
 	for {
@@ -44,7 +49,7 @@ func (s *Store) List(ctx context.Context, f core.JobFilter) ([]core.Job, string,
 		if f.Limit > 0 {
 			n = min(f.Limit-len(out)+1, listBatch)
 		}
-		batch = ep.lists.page(f.Owner, below, n, batch[:0])
+		batch = ep.lists.page(f.Owner, live, ended, below, n, batch[:0])
 		if len(batch) == 0 {
 			return out, "", nil
 		}

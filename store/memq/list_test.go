@@ -42,7 +42,7 @@ func TestListCostsItsPageNotTheBacklog(t *testing.T) {
 	yours := insertJobs(t, s, "model", "yolanda", 3, t0) // older than the backlog: a walk from the newest passes it all
 	insertJobs(t, s, "busy", "alice", backlog, t0)
 	xs := insertJobs(t, s, "model", "xavier", backlog, t0)
-	// Some of the backlog ends: a status filter looks at the index entry, not the record.
+	// Some of the backlog ends: it moves to the owner's list of ended jobs.
 	for _, id := range xs[backlog-10:] {
 		if _, err := s.Update(ctx, id, core.Statuses(core.InQueue), func(j *core.Job) error {
 			j.Status = core.Cancelled
@@ -66,7 +66,9 @@ func TestListCostsItsPageNotTheBacklog(t *testing.T) {
 		{"the backlog's own page", core.JobFilter{Endpoint: "model", Owner: "xavier", Status: core.Statuses(core.Cancelled), Limit: 4},
 			[]string{xs[backlog-1], xs[backlog-2], xs[backlog-3], xs[backlog-4]}, true, 5},
 		{"the backlog's queued jobs", core.JobFilter{Endpoint: "model", Owner: "xavier", Status: core.Statuses(core.InQueue), Limit: 2},
-			[]string{xs[backlog-11], xs[backlog-12]}, true, 13}, // passes over the 10 cancelled ones
+			[]string{xs[backlog-11], xs[backlog-12]}, true, 3}, // the 10 cancelled ones are in the ended list
+		{"ended jobs beside a queue", core.JobFilter{Endpoint: "busy", Status: core.Statuses(core.Completed, core.Cancelled), Limit: 5},
+			[]string{}, false, 0},
 		{"a busy endpoint's page", core.JobFilter{Endpoint: "busy", Limit: 50}, nil, true, 51},
 	} {
 		visits, reads := s.ListVisits(), recs.reads.Load()
@@ -76,7 +78,7 @@ func TestListCostsItsPageNotTheBacklog(t *testing.T) {
 		}
 		visits, reads = s.ListVisits()-visits, recs.reads.Load()-reads
 		if tc.want != nil {
-			var got []string
+			got := []string{}
 			for _, j := range jobs {
 				got = append(got, j.ID)
 			}
@@ -195,5 +197,65 @@ func TestListBesideInsertsAndTakes(t *testing.T) {
 				t.Fatalf("job %s, queued before the list, was not listed", id)
 			}
 		}
+	}
+}
+
+// A job that ends moves to its owner's list of ended jobs, one queued again after its end
+// moves back, and one that expires leaves whichever it is in: lists by status find each in
+// its place, once, and look at nothing else.
+func TestListFollowsEndsRetriesAndExpiry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t0 := time.Date(2026, time.March, 1, 12, 0, 0, 0, time.UTC)
+	s, err := memq.Open(memq.NewRecords(), memq.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := insertJobs(t, s, "ep", "alice", 3, t0) // 0 completes, 1 is cancelled then retried, 2 stays queued
+	if got, err := s.Take(ctx, "ep", "w", 1, t0); err != nil || len(got) != 1 {
+		t.Fatalf("Take = %v, %v", got, err)
+	}
+	change := func(id string, from core.StatusSet, to core.JobStatus, expires time.Time) {
+		t.Helper()
+		if _, err := s.Update(ctx, id, from, func(j *core.Job) error {
+			j.Status, j.ExpiresAt = to, expires
+			return nil
+		}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	change(ids[0], core.Statuses(core.InProgress), core.Completed, t0.Add(time.Hour))
+	change(ids[1], core.Statuses(core.InQueue), core.Cancelled, t0.Add(2*time.Hour))
+	change(ids[1], core.Statuses(core.Cancelled), core.InQueue, t0.Add(24*time.Hour))
+	list := func(status core.StatusSet) ([]string, int64) {
+		t.Helper()
+		before := s.ListVisits()
+		jobs, _, err := s.List(ctx, core.JobFilter{Endpoint: "ep", Status: status})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := []string{}
+		for _, j := range jobs {
+			got = append(got, j.ID)
+		}
+		return got, s.ListVisits() - before
+	}
+	for _, tc := range []struct {
+		status core.StatusSet
+		want   []string
+	}{
+		{core.Statuses(core.InQueue), []string{ids[2], ids[1]}},
+		{core.Statuses(core.Completed, core.Cancelled), []string{ids[0]}},
+		{0, []string{ids[2], ids[1], ids[0]}},
+	} {
+		if got, visits := list(tc.status); fmt.Sprint(got) != fmt.Sprint(tc.want) || visits != int64(len(tc.want)) {
+			t.Errorf("List(%v) = %v after %d visits; want %v, one visit each", tc.status, got, visits, tc.want)
+		}
+	}
+	if gone, err := s.Expire(ctx, t0.Add(time.Hour)); err != nil || len(gone) != 1 || gone[0].ID != ids[0] {
+		t.Fatalf("Expire = %v, %v; want job 0", gone, err)
+	}
+	if got, visits := list(core.Statuses(core.Completed)); len(got) != 0 || visits != 0 {
+		t.Errorf("List(COMPLETED) after the expiry = %v after %d visits; want none, no visit", got, visits)
 	}
 }

@@ -152,28 +152,56 @@ func (x *seqIndex) below(before uint64, n int, out []ixEntry) []ixEntry {
 	return out
 }
 
-// lists are an endpoint's jobs by owner, each owner's in a seqIndex, for List: a page of one
-// owner's jobs (a ready-made model's endpoint, shared by its users) or of the endpoint's
-// (merged over its owners: one, on a user's own endpoint) reads only those jobs. The lock is
-// held for a few index operations at a time, never while a record is read.
+// lists are an endpoint's jobs by owner, each owner's live jobs (queued or running) and ended
+// ones in a seqIndex each, for List: a page of one owner's jobs (a ready-made model's
+// endpoint is shared by its users) or of the endpoint's (merged over its owners: one, on a
+// user's own endpoint) reads only those jobs, and a status filter of live or of ended jobs
+// reads only those. The lock is held for a few index operations at a time, never while a
+// record is read.
 type lists struct {
 	mu sync.Mutex
-	by map[string]*seqIndex
+	by map[string]*ownerLists
+}
+
+// ownerLists are one owner's jobs on an endpoint: live, then ended.
+type ownerLists [2]seqIndex
+
+// class is the list of a job in a state: 0 live, 1 ended.
+func class(ended bool) int {
+	if ended {
+		return 1
+	}
+	return 0
 }
 
 // add indexes a job of owner.
-func (l *lists) add(owner string, seq uint64, k core.JobKey) {
+func (l *lists) add(owner string, seq uint64, k core.JobKey, ended bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	x := l.by[owner]
-	if x == nil {
+	l.addLocked(owner, newIxEntry(seq, k), ended)
+}
+
+func (l *lists) addLocked(owner string, e ixEntry, ended bool) {
+	o := l.by[owner]
+	if o == nil {
 		if l.by == nil {
-			l.by = map[string]*seqIndex{}
+			l.by = map[string]*ownerLists{}
 		}
-		x = &seqIndex{}
-		l.by[owner] = x
+		o = &ownerLists{}
+		l.by[owner] = o
 	}
-	x.add(newIxEntry(seq, k))
+	o[class(ended)].add(e)
+}
+
+// move moves a job of owner that ended (ended true) or was queued again after its end to
+// the other list.
+func (l *lists) move(owner string, seq uint64, k core.JobKey, ended bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if o := l.by[owner]; o != nil {
+		o[class(!ended)].remove(seq)
+	}
+	l.addLocked(owner, newIxEntry(seq, k), ended)
 }
 
 // single reports whether the jobs indexed have at most one owner: then removing one needs
@@ -184,55 +212,63 @@ func (l *lists) single() bool {
 	return len(l.by) <= 1
 }
 
-// remove drops a job from the index. With known false the owner is not known, and every
-// owner's index is tried (the endpoint has one, but for a ready-made model's).
-func (l *lists) remove(owner string, known bool, seq uint64) {
+// remove drops a job, live or ended, from the index. With known false the owner is not
+// known, and every owner's index is tried (the endpoint has one, but for a ready-made
+// model's).
+func (l *lists) remove(owner string, known bool, seq uint64, ended bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	drop := func(o string, x *seqIndex) bool {
-		if !x.remove(seq) {
+	drop := func(name string, o *ownerLists) bool {
+		if !o[class(ended)].remove(seq) {
 			return false
 		}
-		if x.n == 0 {
-			delete(l.by, o)
+		if o[0].n == 0 && o[1].n == 0 {
+			delete(l.by, name)
 		}
 		return true
 	}
 	if known {
-		if x := l.by[owner]; x != nil {
-			drop(owner, x)
+		if o := l.by[owner]; o != nil {
+			drop(owner, o)
 		}
 		return
 	}
-	for o, x := range l.by {
-		if drop(o, x) {
+	for name, o := range l.by {
+		if drop(name, o) {
 			return
 		}
 	}
 }
 
 // page appends to out, newest first, up to n entries whose Seq is below before (0 = no
-// bound): owner's, or with owner "" every owner's.
-func (l *lists) page(owner string, before uint64, n int, out []ixEntry) []ixEntry {
+// bound): owner's, or with owner "" every owner's; of live jobs, ended ones, or both.
+func (l *lists) page(owner string, live, ended bool, before uint64, n int, out []ixEntry) []ixEntry {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	from, parts := len(out), 0
+	read := func(o *ownerLists) {
+		if live {
+			out = o[0].below(before, n, out)
+			parts++
+		}
+		if ended {
+			out = o[1].below(before, n, out)
+			parts++
+		}
+	}
 	if owner != "" {
-		if x := l.by[owner]; x != nil {
-			out = x.below(before, n, out)
+		if o := l.by[owner]; o != nil {
+			read(o)
 		}
-		return out
-	}
-	if len(l.by) == 1 {
-		for _, x := range l.by {
-			out = x.below(before, n, out)
+	} else {
+		for _, o := range l.by {
+			read(o)
 		}
-		return out
 	}
-	from := len(out)
-	for _, x := range l.by { // n from each, then the newest n of them all
-		out = x.below(before, n, out)
+	if parts > 1 { // n from each, then the newest n of them all
+		got := out[from:]
+		slices.SortFunc(got, func(a, b ixEntry) int { return cmp.Compare(b.seq(), a.seq()) })
+		out = out[:from+min(n, len(got))]
 	}
-	got := out[from:]
-	slices.SortFunc(got, func(a, b ixEntry) int { return cmp.Compare(b.seq(), a.seq()) })
-	return out[:from+min(n, len(got))]
+	return out
 }
