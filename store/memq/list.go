@@ -41,6 +41,9 @@ func (s *Store) List(ctx context.Context, f core.JobFilter) ([]core.Job, string,
 	ended := f.Status == 0 || f.Status.Has(core.Completed) || f.Status.Has(core.Failed) ||
 		f.Status.Has(core.Cancelled) || f.Status.Has(core.TimedOut)
 	var out []core.Job
+	if f.Limit > 0 {
+		out = make([]core.Job, 0, min(f.Limit, listBatch))
+	}
 	var batch []ixEntry
 	for {
 		// A batch is what the page still needs, and one more; at most listBatch, so that
