@@ -386,8 +386,8 @@ func (s *Store) Insert(ctx context.Context, rec core.Job, input []byte, durable 
 		return core.Job{}, fmt.Errorf("memq: job %s exists", rec.ID)
 	}
 	sh.store(key, &e)
+	ep.lists.add(rec.Owner, rec.Seq, key, false) // under the shard's lock: before Expire may find the job
 	sh.mu.Unlock()
-	ep.lists.add(rec.Owner, rec.Seq, key, false)
 	ep.count(0, stQueued, e.low())
 	s.schedule(&s.expiry, key, e.expiresAt)
 	s.enqueue(ep, key, rec.QueuedAt.UnixNano(), leaves)
