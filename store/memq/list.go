@@ -143,50 +143,67 @@ func (s *Store) listAll(ctx context.Context, f core.JobFilter, below uint64) ([]
 	return out, "", nil
 }
 
-// Purge applies change to the endpoint's queued jobs; see core.JobStore.
+// Purge applies change to the endpoint's queued jobs; see core.JobStore. It reads the live
+// jobs of the endpoint's list index (owner's, when given), not every job of the store, and
+// locks one job's shard at a time.
 func (s *Store) Purge(ctx context.Context, endpoint, owner string, change func(*core.Job), durable bool) (int, error) {
 	ep := s.known(endpoint)
 	if ep == nil {
 		return 0, nil
 	}
 	n := 0
-	for i := range s.shards {
-		sh := &s.shards[i]
-		sh.mu.Lock()
-		for k, sl := range sh.jobs {
-			if sl.ep() != ep.id || sl.state() != stQueued {
-				continue
-			}
-			e := sh.entry(k, sl)
-			if owner != "" && e.x != nil && e.x.hot > 0 && e.x.rec.Owner != owner {
-				continue // told by the hot copy, without a read
-			}
-			_, _, err := s.update(k, &e, core.Statuses(core.InQueue), func(j *core.Job) error {
-				if owner != "" && j.Owner != owner {
-					return errSkip
-				}
-				change(j)
-				if j.Status == core.InQueue {
-					return fmt.Errorf("memq: purging job %s left it %s", j.ID, j.Status)
-				}
-				return nil
-			})
-			switch {
-			case errors.Is(err, errSkip):
-				continue
-			case err != nil:
-				sh.mu.Unlock()
+	var batch []ixEntry
+	for below := uint64(0); ; {
+		batch = ep.lists.page(owner, true, false, below, listBatch, batch[:0])
+		if len(batch) == 0 {
+			break
+		}
+		for _, x := range batch {
+			below = x.seq()
+			ok, err := s.purge(x.key(), x.seq(), ep.id, owner, change)
+			if err != nil {
 				return n, err
 			}
-			sh.store(k, &e)
-			n++
+			if ok {
+				n++
+			}
 		}
-		sh.mu.Unlock()
 	}
 	if durable && n > 0 {
 		return n, s.rec.SyncJobs()
 	}
 	return n, nil
+}
+
+// purge applies Purge's change to one job, if it is still the endpoint's and queued.
+func (s *Store) purge(k core.JobKey, seq uint64, ep uint32, owner string, change func(*core.Job)) (bool, error) {
+	s.listVisits.Add(1)
+	sh, e, found := s.lock(k)
+	defer sh.mu.Unlock()
+	if !found || e.seq() != seq || e.ep() != ep || e.state() != stQueued {
+		return false, nil
+	}
+	if owner != "" && e.x != nil && e.x.hot > 0 && e.x.rec.Owner != owner {
+		return false, nil // told by the hot copy, without a read
+	}
+	_, _, err := s.update(k, &e, core.Statuses(core.InQueue), func(j *core.Job) error {
+		if owner != "" && j.Owner != owner {
+			return errSkip
+		}
+		change(j)
+		if j.Status == core.InQueue {
+			return fmt.Errorf("memq: purging job %s left it %s", j.ID, j.Status)
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errSkip):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	sh.store(k, &e)
+	return true, nil
 }
 
 // errSkip leaves a job a purge does not apply to unchanged.

@@ -259,3 +259,35 @@ func TestListFollowsEndsRetriesAndExpiry(t *testing.T) {
 		t.Errorf("List(COMPLETED) after the expiry = %v after %d visits; want none, no visit", got, visits)
 	}
 }
+
+// A purge of an endpoint's queue looks at that endpoint's live jobs (its user's, on a shared
+// endpoint), not at every job of the store.
+func TestPurgeCostsTheEndpointsQueue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t0 := time.Date(2026, time.March, 1, 12, 0, 0, 0, time.UTC)
+	s, err := memq.Open(memq.NewRecords(), memq.Options{HotBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	insertJobs(t, s, "quiet", "bob", 3, t0)
+	insertJobs(t, s, "model", "yolanda", 2, t0)
+	insertJobs(t, s, "busy", "alice", 3000, t0)
+	insertJobs(t, s, "model", "xavier", 3000, t0)
+	cancel := func(j *core.Job) { j.Status = core.Cancelled }
+	for _, tc := range []struct {
+		endpoint, owner string
+		want            int
+	}{{"quiet", "", 3}, {"model", "yolanda", 2}} {
+		before := s.ListVisits()
+		if n, err := s.Purge(ctx, tc.endpoint, tc.owner, cancel, false); err != nil || n != tc.want {
+			t.Errorf("Purge(%s, %q) = %d, %v; want %d", tc.endpoint, tc.owner, n, err, tc.want)
+		}
+		if v := s.ListVisits() - before; v != int64(tc.want) {
+			t.Errorf("Purge(%s, %q) looked at %d jobs; want %d", tc.endpoint, tc.owner, v, tc.want)
+		}
+	}
+	if st, _ := s.Stats(ctx, "model"); st.Queued != 3000 {
+		t.Errorf("model's queue after yolanda's purge = %d; want xavier's 3000", st.Queued)
+	}
+}
