@@ -17,9 +17,9 @@ import (
 // endpoint; of its live or ended jobs, when the status filter wants only those): a page looks
 // at the jobs it returns, one more to know whether another page follows, and the jobs of
 // that index a status filter passes over (queued ones for IN_PROGRESS, say); never at other
-// endpoints' or other owners' jobs. The index's lock is held for one batch of entries at a time, and each
-// job's shard lock for that job alone. A list of every endpoint (Endpoint "", the engine's
-// restart and webhook sweeps) walks every job.
+// endpoints' or other owners' jobs. The index's lock is held for one batch of entries at a
+// time, and each job's shard lock for that job alone. A list of every endpoint (Endpoint "",
+// the engine's restart and webhook sweeps) walks every job.
 func (s *Store) List(ctx context.Context, f core.JobFilter) ([]core.Job, string, error) {
 	var below uint64 // 0 = from the newest
 	if f.Cursor != "" {
