@@ -93,6 +93,13 @@ func (s *Store) Expire(ctx context.Context, now time.Time) ([]core.ExpiredJob, e
 			x.WorkerID = e.x.rec.WorkerID
 			s.workers.release(x.WorkerID, k)
 		}
+		// The job leaves its owner's list. The owner is in the record: the one held in
+		// memory, or read (before it is deleted) on an endpoint whose jobs have several owners.
+		owner, known := "", false
+		if e.x != nil && e.x.rec != nil {
+			owner, known = e.x.rec.Owner, true
+		}
+		seq, ended := e.seq(), e.state().terminal()
 		ep.count(e.state(), 0, e.low())
 		s.dropHot(&e)
 		if !e.state().terminal() {
@@ -100,6 +107,12 @@ func (s *Store) Expire(ctx context.Context, now time.Time) ([]core.ExpiredJob, e
 		}
 		sh.remove(k, &e)
 		sh.mu.Unlock()
+		if !known && !ep.lists.single() {
+			if rec, err := s.rec.GetJob(x.ID); err == nil {
+				owner, known = rec.Owner, true
+			}
+		}
+		ep.lists.remove(owner, known, seq, ended)
 		if err := s.rec.DeleteJob(x.ID); err != nil { // a delete lost in a crash is redone at Open
 			s.log.Error("deleting an expired job", "job", x.ID, "err", err)
 		}

@@ -14,3 +14,6 @@ func EntryFields(seq uint64, ep uint32, st uint8, low bool, next uint8) (uint64,
 	}
 	return e.seq(), e.ep(), uint8(e.state()), e.low()
 }
+
+// ListVisits returns how many index entries (jobs) List has looked at so far.
+func (s *Store) ListVisits() int64 { return s.listVisits.Load() }

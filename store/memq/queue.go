@@ -29,6 +29,8 @@ type endpoint struct {
 
 	c *core.Counters // the job states counted, shared with the engine (core.CountingStore)
 
+	lists lists // every live job of the endpoint, by owner and Seq, for List
+
 	// What lets the autoscaler read the oldest queued job's time without a lock (oldestQueued):
 	// leaves counts the jobs that left the queued state other than by a take (cancelled,
 	// purged, expired); cleanAt is what leaves was, before the job was stored, when a key was

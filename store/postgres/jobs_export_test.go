@@ -1,6 +1,10 @@
 package postgres
 
-import "context"
+import (
+	"context"
+
+	"github.com/gantryhq/gantry/core"
+)
 
 // Parked returns how many takers wait on the endpoint in this store, having found nothing
 // queued.
@@ -45,3 +49,6 @@ func (c *KeyCache) Listening() bool {
 	defer c.mu.RUnlock()
 	return c.listening
 }
+
+// ListQuery returns List's statement for the filter, and its arguments.
+func ListQuery(f core.JobFilter) (string, []any, error) { return listQuery(f) }

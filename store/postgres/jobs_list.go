@@ -14,7 +14,40 @@ import (
 )
 
 // List returns jobs newest first; see core.JobStore. The cursor is the last Seq handed out.
+//
+// A page of an endpoint's jobs reads the (endpoint, seq) index of each table backwards from
+// its cursor, the two merged in seq order, and stops at the page's end (one job more, to know
+// whether another page follows); a page of one user's jobs on a shared endpoint reads the
+// (endpoint, owner, seq) ones (migration 0016). Other endpoints' and other users' jobs are
+// never read: a page costs its own jobs, and those of its endpoint (or owner) that a status
+// filter passes over.
 func (s *Jobs) List(ctx context.Context, f core.JobFilter) ([]core.Job, string, error) {
+	sql, args, err := listQuery(f)
+	if err != nil {
+		return nil, "", err
+	}
+	rows, err := s.db.Pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("postgres: listing jobs: %w", err)
+	}
+	var out []core.Job
+	err = scanAll(rows, func(r pgx.Rows) error {
+		x, err := scanRow(r)
+		out = append(out, x.job)
+		return err
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("postgres: listing jobs: %w", err)
+	}
+	if f.Limit > 0 && len(out) > f.Limit {
+		out = out[:f.Limit]
+		return out, strconv.FormatUint(out[len(out)-1].Seq, 10), nil
+	}
+	return out, "", nil
+}
+
+// listQuery returns List's statement for the filter, and its arguments.
+func listQuery(f core.JobFilter) (string, []any, error) {
 	var conds []string
 	var args []any
 	arg := func(v any) string {
@@ -24,7 +57,7 @@ func (s *Jobs) List(ctx context.Context, f core.JobFilter) ([]core.Job, string, 
 	if f.Cursor != "" {
 		n, err := strconv.ParseInt(f.Cursor, 10, 64)
 		if err != nil || n <= 0 {
-			return nil, "", fmt.Errorf("postgres: cursor %q: %w", f.Cursor, core.ErrBadCursor)
+			return "", nil, fmt.Errorf("postgres: cursor %q: %w", f.Cursor, core.ErrBadCursor)
 		}
 		conds = append(conds, "seq < "+arg(n))
 	}
@@ -44,31 +77,28 @@ func (s *Jobs) List(ctx context.Context, f core.JobFilter) ([]core.Job, string, 
 	if len(conds) > 0 {
 		where = " AND " + strings.Join(conds, " AND ")
 	}
+	// Each table's part is limited to the page too, so that each reads its list index
+	// backwards and stops there, whatever the planner guesses of the horizon or the cursor.
 	limit := ""
 	if f.Limit > 0 {
-		limit = " LIMIT " + arg(f.Limit+1)
+		limit = " ORDER BY seq DESC LIMIT " + arg(f.Limit+1)
 	}
-	rows, err := s.db.Pool.Query(ctx, `SELECT * FROM (
-			SELECT `+jobCols+` FROM gantry_jobs WHERE true`+where+`
-			UNION ALL SELECT `+jobCols+` FROM gantry_jobs_ended WHERE expires_at > `+horizon+where+`
-		) j ORDER BY seq DESC`+limit, args...)
-	if err != nil {
-		return nil, "", fmt.Errorf("postgres: listing jobs: %w", err)
+	// A table whose jobs the status filter cannot match is not read: a list of ended jobs
+	// does not pass over the endpoint's queue, nor a list of queued ones over its history.
+	live := f.Status == 0 || f.Status.Has(core.InQueue) || f.Status.Has(core.InProgress)
+	ended := f.Status == 0 || f.Status.Has(core.Completed) || f.Status.Has(core.Failed) ||
+		f.Status.Has(core.Cancelled) || f.Status.Has(core.TimedOut)
+	var parts []string
+	if live {
+		parts = append(parts, `(SELECT `+jobCols+` FROM gantry_jobs WHERE true`+where+limit+`)`)
 	}
-	var out []core.Job
-	err = scanAll(rows, func(r pgx.Rows) error {
-		x, err := scanRow(r)
-		out = append(out, x.job)
-		return err
-	})
-	if err != nil {
-		return nil, "", fmt.Errorf("postgres: listing jobs: %w", err)
+	if ended || !live {
+		parts = append(parts, `(SELECT `+jobCols+` FROM gantry_jobs_ended WHERE expires_at > `+horizon+where+limit+`)`)
 	}
-	if f.Limit > 0 && len(out) > f.Limit {
-		out = out[:f.Limit]
-		return out, strconv.FormatUint(out[len(out)-1].Seq, 10), nil
+	if limit == "" {
+		limit = " ORDER BY seq DESC"
 	}
-	return out, "", nil
+	return `SELECT * FROM (` + strings.Join(parts, " UNION ALL ") + `) j` + limit, args, nil
 }
 
 // Purge applies change to the endpoint's queued jobs; see core.JobStore. It locks them (passing

@@ -19,12 +19,12 @@ import (
 )
 
 // openJobs opens a job store on a fresh database, closed when t ends.
-func openJobs(t *testing.T, url string) *postgres.Jobs {
+func openJobs(t testing.TB, url string) *postgres.Jobs {
 	t.Helper()
 	return openJobsWith(t, url, postgres.JobOptions{})
 }
 
-func openJobsWith(t *testing.T, url string, o postgres.JobOptions) *postgres.Jobs {
+func openJobsWith(t testing.TB, url string, o postgres.JobOptions) *postgres.Jobs {
 	t.Helper()
 	ctx := context.Background()
 	db, err := postgres.Open(ctx, url)
