@@ -64,8 +64,9 @@ type Config struct {
 // variables of the server's environment (PATH, HOME, LANG, TMPDIR, PYTHONPATH, GOCOVERDIR;
 // HOME is the user's own with Config.User), the spec's env (a name core.RefusedEnv refuses
 // fails the start), and on GPU pools CUDA_VISIBLE_DEVICES set to its device indices ("0,3";
-// "" hides every GPU from a worker given none); on CPU pools nothing is added. Workers die
-// with the server (Pdeathsig).
+// "" hides every GPU from a worker given none); on CPU pools nothing is added. A worker that
+// serves HTTP (spec.PortEnv) gets free ports of the host and HOST=127.0.0.1, the address to
+// listen on, over the spec's env. Workers die with the server (Pdeathsig).
 //
 // Stop sends SIGTERM to the worker's process group, then SIGKILL after StopGrace. When the
 // worker's main process exits, whatever is left of its process group is killed too, so a

@@ -126,6 +126,26 @@ func TestPoolUserChecks(t *testing.T) {
 	}
 }
 
+// TestPoolHostEnv: a worker that serves HTTP is told to listen on the loopback address (HOST),
+// which the endpoint's env cannot change.
+func TestPoolHostEnv(t *testing.T) {
+	t.Parallel()
+	f := setup(t, Config{Pool: cpuPool})
+	spec := f.spec("test/serves")
+	spec.PortEnv = map[string]int{"PORT": 80}
+	spec.Env["HOST"], spec.Env["PORT"] = "0.0.0.0", "80"
+	f.start(spec)
+	env := parseEnv(f.probe(spec))
+	if env["HOST"] != "127.0.0.1" || env["PORT"] == "80" || env["PORT"] == "" {
+		t.Errorf("worker serving HTTP sees HOST=%q PORT=%q; want HOST=127.0.0.1 and a free port", env["HOST"], env["PORT"])
+	}
+	queue := f.spec("test/serves") // no ports: no HOST either
+	f.start(queue)
+	if env := parseEnv(f.probe(queue)); env["HOST"] != "" {
+		t.Errorf("queue worker sees HOST=%q; want none", env["HOST"])
+	}
+}
+
 // TestPoolRefusesEnv: an endpoint stored before the env rule, with LD_PRELOAD, starts no
 // worker.
 func TestPoolRefusesEnv(t *testing.T) {
