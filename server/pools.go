@@ -47,7 +47,7 @@ var adapters = map[string]adapter{
 	"process": {
 		build: func(_ context.Context, env poolEnv, p PoolConfig) (scheduler.Pool, error) {
 			user := workerUser(p.Process, os.Geteuid())
-			if user == "" {
+			if os.Geteuid() != 0 { // then no other user is possible: New refuses one
 				env.log.Warn("process pool workers run as the server's own user: an endpoint's worker can read the data directory; "+
 					"run gantry serve as root (workers then run as process.user, default nobody) to keep them apart",
 					"pool", p.ID, "uid", os.Geteuid())

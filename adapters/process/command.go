@@ -33,6 +33,7 @@ type commands struct {
 	images   map[string][]string // image -> command line, over the built-ins
 	logDir   string              // where LOGDIR/<worker id>.log goes; "" discards the output
 	user     *workerUser         // who workers run as; nil = the server's user
+	selfExec string              // what built-in workers execute when not self ("/proc/self/exe")
 }
 
 // builtin reports whether the image runs a built-in worker (and is not mapped by the config).
@@ -114,6 +115,9 @@ func (c commands) prepare(spec scheduler.WorkerSpec, extraEnv ...string) (*exec.
 	}
 	argv = append(slices.Clone(argv), strings.Fields(spec.Args)...)
 	cmd := exec.Command(argv[0], argv[1:]...)
+	if c.selfExec != "" && c.builtin(spec.Image) {
+		cmd.Path = c.selfExec // argv[0] stays Self, for ps and the worker
+	}
 	env := []string{}
 	for _, k := range hostEnv {
 		if v, ok := os.LookupEnv(k); ok && (k != "HOME" || c.user == nil) {

@@ -49,7 +49,8 @@ type Config struct {
 	// env and args, tenant input, and must not reach the server's data. Another user than the
 	// server's needs a server running as root; the worker then gets that user's group,
 	// supplementary groups and home (HOME), and the user must be able to run Self (New checks)
-	// and the images' commands.
+	// and the images' commands. When Self is the running binary, in a directory the user cannot
+	// search (`go run`, /root/go/bin), built-in workers run it through /proc/self/exe.
 	User string
 	// Devices names the machine's GPUs behind the pool's device indices, as
 	// CUDA_VISIBLE_DEVICES accepts them (GPU UUIDs, or machine indices): device i of the pool
@@ -97,10 +98,11 @@ func New(cfg Config) (*Pool, error) {
 		errs = append(errs, errors.New("built-in workers need Self, the path of this binary"))
 	}
 	u, err := checkUser(cfg.User)
+	selfExec := ""
 	if err != nil {
 		errs = append(errs, err)
 	} else if u != nil && len(cfg.Builtins) > 0 && cfg.Self != "" {
-		if err := u.canRun(cfg.Self); err != nil {
+		if selfExec, err = u.builtinPath(cfg.Self); err != nil {
 			errs = append(errs, fmt.Errorf("built-in workers: %w; install gantry where that user can run it (e.g. /usr/local/bin)", err))
 		}
 	}
@@ -114,7 +116,7 @@ func New(cfg Config) (*Pool, error) {
 	}
 	return &Pool{
 		desc:    d,
-		cmds:    commands{self: cfg.Self, builtins: slices.Clone(cfg.Builtins), images: cloneImages(cfg.Images), logDir: cfg.LogDir, user: u},
+		cmds:    commands{self: cfg.Self, builtins: slices.Clone(cfg.Builtins), images: cloneImages(cfg.Images), logDir: cfg.LogDir, user: u, selfExec: selfExec},
 		grace:   cmp.Or(cfg.StopGrace, DefaultStopGrace),
 		devices: slices.Clone(cfg.Devices),
 		live:    kit.NewLive[*worker](d.GPUs),

@@ -128,6 +128,29 @@ func (u *workerUser) canRun(path string) error {
 	return nil
 }
 
+// thisBinary is the running executable as the kernel names it to each process: a child that
+// executes it reaches the file without searching the directories above it.
+const thisBinary = "/proc/self/exe"
+
+// builtinPath returns what u's workers execute to run self, the built-in workers' binary:
+// "" when they can run self itself, thisBinary when self is the running binary in a
+// directory u cannot search (its file must still be executable by u), or why neither works.
+func (u *workerUser) builtinPath(self string) (string, error) {
+	err := u.canRun(self)
+	if err == nil {
+		return "", nil
+	}
+	a, aerr := os.Stat(self)
+	b, berr := os.Stat(thisBinary)
+	if aerr != nil || berr != nil || !os.SameFile(a, b) {
+		return "", err
+	}
+	if merr := u.may(thisBinary, 0o1); merr != nil {
+		return "", fmt.Errorf("user %s cannot run %s: %w", u, self, merr)
+	}
+	return thisBinary, nil
+}
+
 // may returns an error unless u has the permission bits want (as "other": 4 read, 1 execute
 // or search) on path, through the owner's, the group's or the others' bits as Unix picks them.
 func (u *workerUser) may(path string, want fs.FileMode) error {

@@ -161,3 +161,36 @@ func TestPoolRefusesEnv(t *testing.T) {
 		t.Error("the refused worker is still held")
 	}
 }
+
+// TestPoolRunsThisBinaryOutOfReach: when Self is the running binary in a directory the workers'
+// user cannot search (`go run`, a binary in /root/go/bin; here the test binary in Go's private
+// build directory), built-in workers still start, as that user, through /proc/self/exe.
+func TestPoolRunsThisBinaryOutOfReach(t *testing.T) {
+	t.Parallel()
+	needRoot(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := lookupUser("65534:65534")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.canRun(self) == nil {
+		t.Skipf("the test binary %s is within everyone's reach: nothing to show", self)
+	}
+	logs := t.TempDir()
+	f := setup(t, Config{User: "65534:65534", Self: self, Builtins: []string{"echo"}, LogDir: logs})
+	if f.pool.cmds.selfExec != thisBinary {
+		t.Fatalf("built-in workers execute %q; want %s", f.pool.cmds.selfExec, thisBinary)
+	}
+	spec := f.spec("gantry/echo")
+	f.start(spec)
+	if e := f.rec.Wait(t, spec.ID, scheduler.WorkerExited, waitTimeout); e.Err != nil {
+		t.Fatalf("built-in worker exited with %v", e.Err)
+	}
+	b, err := os.ReadFile(filepath.Join(logs, spec.ID+".log"))
+	if got, want := strings.TrimSpace(string(b)), "worker echo uid=65534"; err != nil || got != want {
+		t.Errorf("built-in worker printed %q, %v; want %q", got, err, want)
+	}
+}
