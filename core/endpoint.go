@@ -281,7 +281,7 @@ func checkContainer(c *Container, imageMissing string) []FieldError {
 			errs = append(errs, FieldError{"$.env." + k, fmt.Sprintf("%q is not a valid environment variable name", k)})
 		}
 	}
-	return errs
+	return append(errs, checkEnvPolicy(c.Env)...)
 }
 
 func sortedKeys(m map[string]string) []string {

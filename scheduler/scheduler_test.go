@@ -679,6 +679,27 @@ func TestWorkerEnvAndGPUs(t *testing.T) {
 	}
 }
 
+// TestWorkerEnvGantryWins: an endpoint's env cannot replace the worker-protocol variables
+// Gantry sets (the worker's token, its URLs, its ids): they stay Gantry's.
+func TestWorkerEnvGantryWins(t *testing.T) {
+	t.Parallel()
+	pool := &fakePool{info: core.Pool{ID: "G", GPUType: "NVIDIA L4", GPUs: 4, DataCenter: "DC-1"}}
+	r := setup(t, pool)
+	forged := map[string]string{}
+	for _, k := range []string{"RUNPOD_WEBHOOK_GET_JOB", "RUNPOD_WEBHOOK_POST_OUTPUT", "RUNPOD_WEBHOOK_POST_STREAM", "RUNPOD_WEBHOOK_PING",
+		"RUNPOD_POD_ID", "RUNPOD_AI_API_KEY", "RUNPOD_ENDPOINT_ID", "RUNPOD_GPU_COUNT", "RUNPOD_PING_INTERVAL"} {
+		forged[k] = "forged"
+	}
+	ep := r.endpoint(func(e *core.Endpoint) { e.GPU = core.GPU{Pools: []string{"G"}, Count: 1}; e.Env = forged })
+	r.submit(ep, 1, false)
+	spec := pool.started[0]
+	for k := range forged {
+		if spec.Env[k] == "forged" || spec.Env[k] == "" {
+			t.Errorf("worker env %s = %q; want Gantry's value over the endpoint's", k, spec.Env[k])
+		}
+	}
+}
+
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	// A pool id that %q escapes as Go does ("\t"), where Prometheus keeps a tab as it is.

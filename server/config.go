@@ -85,6 +85,9 @@ type Config struct {
 // `adapter: docker` the Docker host it runs on.
 type PoolConfig struct {
 	core.Pool `yaml:",inline"`
+	// Process configures a process pool (only with adapter: process, the default); omitted =
+	// the defaults.
+	Process *ProcessConfig `yaml:"process"`
 	// Docker configures a docker pool (only with adapter: docker); omitted = the defaults.
 	Docker *DockerConfig `yaml:"docker"`
 	// RunPod configures a runpod pool (required with adapter: runpod).
@@ -92,6 +95,15 @@ type PoolConfig struct {
 	// Kubernetes configures a kubernetes pool (only with adapter: kubernetes); omitted = the
 	// defaults (in-cluster credentials, namespace default).
 	Kubernetes *KubernetesConfig `yaml:"kubernetes"`
+}
+
+// ProcessConfig is how a process pool runs its workers (see adapters/process.Config).
+type ProcessConfig struct {
+	// User is who the workers run as: a user name, a uid or "uid:gid". Default: nobody when
+	// the server runs as root (uid 65534 where no user nobody exists), else the server's own
+	// user, which a worker shares (it can read the data directory: the server warns). Root is
+	// refused.
+	User string `yaml:"user"`
 }
 
 // RunPodConfig is how a runpod pool rents pods (see adapters/runpod.Config). The pool's
@@ -272,6 +284,8 @@ const ConfigHelp = `Config file (YAML, --config FILE; unknown keys are rejected;
       cudaVersions: ["12.4", "12.6"]  # exact values allowedCudaVersions may name
       dataCenterId: EU-RO-1
       cpu: false                  # true: a pool of CPU slots (then vcpus, memoryPerVcpu)
+      process:                    # optional
+        user: gantry-worker       # who workers run as; default nobody when serving as root (never root)
     - id: docker-gpus             # a pool of containers on a Docker host
       adapter: docker
       gpuType: NVIDIA L4

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -45,9 +46,16 @@ type adapter struct {
 var adapters = map[string]adapter{
 	"process": {
 		build: func(_ context.Context, env poolEnv, p PoolConfig) (scheduler.Pool, error) {
+			user := workerUser(p.Process, os.Geteuid())
+			if os.Geteuid() != 0 { // then no other user is possible: New refuses one
+				env.log.Warn("process pool workers run as the server's own user: an endpoint's worker can read the data directory; "+
+					"run gantry serve as root (workers then run as process.user, default nobody) to keep them apart",
+					"pool", p.ID, "uid", os.Geteuid())
+			}
 			return process.New(process.Config{Pool: p.Pool, Self: env.self, Builtins: env.builtins,
-				Images: env.cfg.Images, LogDir: env.logDir, Devices: env.cfg.devices[p.ID]})
+				Images: env.cfg.Images, LogDir: env.logDir, Devices: env.cfg.devices[p.ID], User: user})
 		},
+		section: func(p PoolConfig) bool { return p.Process != nil },
 	},
 	"docker": {
 		build: func(ctx context.Context, env poolEnv, p PoolConfig) (scheduler.Pool, error) {
@@ -81,6 +89,23 @@ var adapters = map[string]adapter{
 		// terminate answers within seconds, retried on errors.
 		grace: func(PoolConfig) time.Duration { return 30 * time.Second },
 	},
+}
+
+// workerUser is who a process pool's workers run as (process.Config.User) on a server running
+// as euid: the configured user; unset, nobody when the server runs as root (uid and gid 65534,
+// the usual nobody and nogroup, where the user database has no nobody, as in the scratch
+// image), else "" (the server's own user, the only one it can start processes as).
+func workerUser(c *ProcessConfig, euid int) string {
+	if c != nil && c.User != "" {
+		return c.User
+	}
+	if euid != 0 {
+		return ""
+	}
+	if _, err := user.Lookup("nobody"); err != nil {
+		return "65534:65534"
+	}
+	return "nobody"
 }
 
 // adapterNames lists the registered adapters, for messages.

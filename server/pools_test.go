@@ -2,11 +2,15 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gantryhq/gantry/core"
 )
 
 // TestDockerConfig: docker pools and registries in the config file, what is refused, and the
@@ -92,5 +96,49 @@ func TestRunPodConfig(t *testing.T) {
 	r := c.Pools[0].RunPod
 	if r == nil || r.MaxPods != 4 || r.Stock["LOW"] != 2 || r.Stock["MEDIUM"] != 4 || len(r.Stock) != 2 || r.CatalogEvery != 30*time.Second {
 		t.Errorf("runpod section = %+v; want maxPods 4, stock LOW 2 and MEDIUM 4, catalogEvery 30s", r)
+	}
+}
+
+// TestProcessConfig: a process pool's section and the user its workers run as.
+func TestProcessConfig(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "gantry.yaml")
+	if err := os.WriteFile(path, []byte("pools:\n  - {id: local, gpuType: CPU, count: 1, cpu: true, process: {user: gantry-worker}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadConfig(path)
+	if err != nil || c.Pools[0].Process == nil || c.Pools[0].Process.User != "gantry-worker" {
+		t.Fatalf("LoadConfig = %+v, %v; want the process section", c.Pools, err)
+	}
+	if err := os.WriteFile(path, []byte("pools: [{id: p, adapter: docker, gpuType: CPU, count: 1, process: {user: x}}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadConfig(path); err == nil || !strings.Contains(err.Error(), "a process section needs adapter: process") {
+		t.Errorf("a process section on a docker pool: %v; want a refusal", err)
+	}
+
+	nobody := "nobody"
+	if _, err := user.Lookup("nobody"); err != nil {
+		nobody = "65534:65534"
+	}
+	for _, tc := range []struct {
+		cfg  *ProcessConfig
+		euid int
+		want string
+	}{
+		{nil, 0, nobody},
+		{&ProcessConfig{}, 0, nobody},
+		{&ProcessConfig{User: "gantry-worker"}, 0, "gantry-worker"},
+		{nil, 1000, ""}, // the server's own: it can start no other
+		{&ProcessConfig{User: "gantry-worker"}, 1000, "gantry-worker"},
+	} {
+		if got := workerUser(tc.cfg, tc.euid); got != tc.want {
+			t.Errorf("workerUser(%+v, %d) = %q; want %q", tc.cfg, tc.euid, got, tc.want)
+		}
+	}
+
+	cfg := &Config{Data: t.TempDir(), Pools: []PoolConfig{{Pool: core.Pool{ID: "local", GPUType: "CPU", GPUs: 1, CPU: true}, Process: &ProcessConfig{User: "root"}}}}
+	if _, err := newPools(context.Background(), cfg, "", nil, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), `user "root" is root`) {
+		t.Errorf("a process pool with user root: %v; want a refusal", err)
 	}
 }

@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -56,8 +58,8 @@ func (s *Server) openStores(ctx context.Context) error {
 	if cfg.Store != "" {
 		return s.openPostgres(ctx)
 	}
-	if err := os.MkdirAll(cfg.Data, 0o700); err != nil {
-		return fmt.Errorf("creating the data directory: %w", err)
+	if err := privateDataDir(cfg.Data); err != nil {
+		return err
 	}
 	st, err := pebble.Open(filepath.Join(cfg.Data, "pebble"))
 	if err != nil {
@@ -83,6 +85,41 @@ func (s *Server) openStores(ctx context.Context) error {
 		jobs: func(o memq.Options) (core.JobStore, error) { return st.Jobs(o) },
 	}
 	return nil
+}
+
+// privateDataDir creates the data directory, or makes an existing one private: it and
+// everything under it lose every group and other permission (directories 0700, files 0600),
+// so that only the server's user reads the store, the keys and the file-signing key, and no
+// process-pool worker, which runs as another user, does. Files the embedded store creates
+// later inside keep its own modes, out of others' reach below the 0700 directory.
+func privateDataDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating the data directory: %w", err)
+	}
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // gone while we walked
+		}
+		if err != nil {
+			return fmt.Errorf("making the data directory private: %w", err)
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			return nil // chmod would change what it points to
+		}
+		fi, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("making the data directory private: %w", err)
+		}
+		if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+			if err := os.Chmod(path, perm&^0o077); err != nil {
+				return fmt.Errorf("making the data directory private: %w", err)
+			}
+		}
+		return nil
+	})
 }
 
 // openPostgres opens the shared store: everything replicas share, jobs included, lives in

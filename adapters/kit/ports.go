@@ -7,16 +7,25 @@ import (
 	"slices"
 )
 
+// HostEnv is the variable that tells a worker sharing the host's network which address to
+// listen on: LoopbackHost, where Gantry reaches it, and nothing outside the machine does.
+const HostEnv = "HOST"
+
+// LoopbackHost is the address HostPorts gives workers to listen on.
+const LoopbackHost = "127.0.0.1"
+
 // HostPorts gives each port a worker asks for (spec.PortEnv) a free port of this host, for
 // workers that share its network (processes, containers with host networking: two workers
-// cannot both listen on 80). env maps each variable to the host port it now names, and addrs
-// says where each asked-for port is reached ("127.0.0.1:port"). Variables asking for the same
-// port get the same host port.
+// cannot both listen on 80). env maps each variable to the host port it now names, and HostEnv
+// (HOST) to LoopbackHost: a worker listens there only, so that nothing but this machine reaches
+// it past Gantry's keys. addrs says where each asked-for port is reached ("127.0.0.1:port").
+// Variables asking for the same port get the same host port. The caller puts env over the
+// spec's own env, so an endpoint cannot move a worker to every interface.
 func HostPorts(portEnv map[string]int) (env map[string]string, addrs map[int]string, err error) {
 	if len(portEnv) == 0 {
 		return nil, nil, nil
 	}
-	env, addrs = map[string]string{}, map[int]string{}
+	env, addrs = map[string]string{HostEnv: LoopbackHost}, map[int]string{}
 	for _, name := range slices.Sorted(maps.Keys(portEnv)) {
 		want := portEnv[name]
 		addr, ok := addrs[want]

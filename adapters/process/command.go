@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/scheduler"
 )
 
@@ -31,6 +32,8 @@ type commands struct {
 	builtins []string            // names `gantry worker` knows
 	images   map[string][]string // image -> command line, over the built-ins
 	logDir   string              // where LOGDIR/<worker id>.log goes; "" discards the output
+	user     *workerUser         // who workers run as; nil = the server's user
+	selfExec string              // what built-in workers execute when not self ("/proc/self/exe")
 }
 
 // builtin reports whether the image runs a built-in worker (and is not mapped by the config).
@@ -93,9 +96,11 @@ func (c commands) logPath(id string) string {
 }
 
 // prepare builds the process of one worker, not started: the image's command line with the
-// spec's args; an environment of the few host variables in hostEnv, GOMAXPROCS=1 for built-in
-// workers (unless the spec sets it), the spec's env, then extraEnv over them all; its own
-// process group, killed with the server (Pdeathsig); output appended to its log file. The
+// spec's args; an environment of the few host variables in hostEnv (HOME the worker user's),
+// GOMAXPROCS=1 for built-in workers (unless the spec sets it), the spec's env, then extraEnv
+// over them all; the worker user's credentials; its own process group, killed with the
+// server (Pdeathsig); output appended to its log file. A spec whose env has a name
+// core.RefusedEnv refuses (an endpoint stored before the rule) is refused. The
 // caller closes the returned log file (nil when output is discarded) once the process started
 // or failed to: the child has its own descriptor.
 func (c commands) prepare(spec scheduler.WorkerSpec, extraEnv ...string) (*exec.Cmd, *os.File, error) {
@@ -103,13 +108,24 @@ func (c commands) prepare(spec scheduler.WorkerSpec, extraEnv ...string) (*exec.
 	if err != nil {
 		return nil, nil, err
 	}
+	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
+		if why, refused := core.RefusedEnv(k); refused {
+			return nil, nil, fmt.Errorf("the endpoint's env sets %s, which the process pool refuses (%s): remove it from the endpoint's env", k, why)
+		}
+	}
 	argv = append(slices.Clone(argv), strings.Fields(spec.Args)...)
 	cmd := exec.Command(argv[0], argv[1:]...)
+	if c.selfExec != "" && c.builtin(spec.Image) {
+		cmd.Path = c.selfExec // argv[0] stays Self, for ps and the worker
+	}
 	env := []string{}
 	for _, k := range hostEnv {
-		if v, ok := os.LookupEnv(k); ok {
+		if v, ok := os.LookupEnv(k); ok && (k != "HOME" || c.user == nil) {
 			env = append(env, k+"="+v)
 		}
+	}
+	if c.user != nil && c.user.home != "" {
+		env = append(env, "HOME="+c.user.home)
 	}
 	if _, set := spec.Env["GOMAXPROCS"]; !set && c.builtin(spec.Image) {
 		// Built-in workers wait on HTTP, and many share a machine: one thread each is faster
@@ -121,6 +137,10 @@ func (c commands) prepare(spec scheduler.WorkerSpec, extraEnv ...string) (*exec.
 	}
 	cmd.Env = append(env, extraEnv...) // exec keeps the last value of a repeated variable
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if c.user != nil {
+		// Go sets Pdeathsig after it switches credentials (which clear it), so it holds.
+		cmd.SysProcAttr.Credential = c.user.credential()
+	}
 	path := c.logPath(spec.ID)
 	if path == "" {
 		return cmd, nil, nil

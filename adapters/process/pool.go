@@ -44,6 +44,14 @@ type Config struct {
 	// StopGrace is how long Stop waits after SIGTERM before it sends SIGKILL; 0 means
 	// DefaultStopGrace (10 s).
 	StopGrace time.Duration
+	// User is who the workers run as: a user name, a uid, or "uid:gid"; "" = the server's own
+	// user. Root (uid 0) is refused: a worker runs the operator's command with an endpoint's
+	// env and args, tenant input, and must not reach the server's data. Another user than the
+	// server's needs a server running as root; the worker then gets that user's group,
+	// supplementary groups and home (HOME), and the user must be able to run Self (New checks)
+	// and the images' commands. When Self is the running binary, in a directory the user cannot
+	// search (`go run`, /root/go/bin), built-in workers run it through /proc/self/exe.
+	User string
 	// Devices names the machine's GPUs behind the pool's device indices, as
 	// CUDA_VISIBLE_DEVICES accepts them (GPU UUIDs, or machine indices): device i of the pool
 	// is Devices[i]. nil = the indices themselves (the pool holds GPUs 0..count-1). LocalDevices
@@ -52,11 +60,14 @@ type Config struct {
 }
 
 // Pool is the process adapter's scheduler.Pool: it runs each worker as a local process in its
-// own process group. Built-in images run this binary's `worker NAME`; other images run the
-// command the config maps them to. A worker gets a few variables of the server's environment
-// (PATH, HOME, LANG, TMPDIR, PYTHONPATH, GOCOVERDIR), the spec's env, and on GPU pools
-// CUDA_VISIBLE_DEVICES set to its device indices ("0,3"; "" hides every GPU from a worker
-// given none); on CPU pools nothing is added. Workers die with the server (Pdeathsig).
+// own process group, as Config.User when one is given. Built-in images run this binary's
+// `worker NAME`; other images run the command the config maps them to. A worker gets a few
+// variables of the server's environment (PATH, HOME, LANG, TMPDIR, PYTHONPATH, GOCOVERDIR;
+// HOME is the user's own with Config.User), the spec's env (a name core.RefusedEnv refuses
+// fails the start), and on GPU pools CUDA_VISIBLE_DEVICES set to its device indices ("0,3";
+// "" hides every GPU from a worker given none); on CPU pools nothing is added. A worker that
+// serves HTTP (spec.PortEnv) gets free ports of the host and HOST=127.0.0.1, the address to
+// listen on, over the spec's env. Workers die with the server (Pdeathsig).
 //
 // Stop sends SIGTERM to the worker's process group, then SIGKILL after StopGrace. When the
 // worker's main process exits, whatever is left of its process group is killed too, so a
@@ -86,6 +97,15 @@ func New(cfg Config) (*Pool, error) {
 	if len(cfg.Builtins) > 0 && cfg.Self == "" {
 		errs = append(errs, errors.New("built-in workers need Self, the path of this binary"))
 	}
+	u, err := checkUser(cfg.User)
+	selfExec := ""
+	if err != nil {
+		errs = append(errs, err)
+	} else if u != nil && len(cfg.Builtins) > 0 && cfg.Self != "" {
+		if selfExec, err = u.builtinPath(cfg.Self); err != nil {
+			errs = append(errs, fmt.Errorf("built-in workers: %w; install gantry where that user can run it (e.g. /usr/local/bin)", err))
+		}
+	}
 	for img, argv := range cfg.Images {
 		if len(argv) == 0 || argv[0] == "" {
 			errs = append(errs, fmt.Errorf("image %q maps to no command", img))
@@ -96,7 +116,7 @@ func New(cfg Config) (*Pool, error) {
 	}
 	return &Pool{
 		desc:    d,
-		cmds:    commands{self: cfg.Self, builtins: slices.Clone(cfg.Builtins), images: cloneImages(cfg.Images), logDir: cfg.LogDir},
+		cmds:    commands{self: cfg.Self, builtins: slices.Clone(cfg.Builtins), images: cloneImages(cfg.Images), logDir: cfg.LogDir, user: u, selfExec: selfExec},
 		grace:   cmp.Or(cfg.StopGrace, DefaultStopGrace),
 		devices: slices.Clone(cfg.Devices),
 		live:    kit.NewLive[*worker](d.GPUs),
@@ -142,7 +162,10 @@ func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
 	cmd, log, err := p.cmds.prepare(spec, append(p.deviceEnv(spec.GPUs), envList(portEnv)...)...)
 	if err == nil {
 		err = cmd.Start()
-		if err != nil {
+		switch {
+		case err != nil && p.cmds.user != nil && errAccess(err):
+			err = fmt.Errorf("%s, as user %s: %w", cmd.Args[0], p.cmds.user, err)
+		case err != nil:
 			err = fmt.Errorf("%s: %w", cmd.Args[0], err)
 		}
 	}

@@ -33,6 +33,7 @@ var testImages = map[string][]string{
 	"test/ignores": {"sh", "-c", `trap '' TERM; ` + probeScript + `; while :; do sleep 3600 & wait $!; done`},
 	"test/crashes": {"sh", "-c", "exit " + strconv.Itoa(adaptertest.CrashStatus)},
 	"test/talks":   {"sh", "-c", `echo out; echo err >&2`},
+	"test/whoami":  {"sh", "-c", `echo "uid=$(id -u) gid=$(id -g) home=$HOME"`},
 	// pids writes "<shell pid> <child pid>" to $PROBE, then serves.
 	"test/pids": {"sh", "-c", `trap 'echo bye; exit 0' TERM; sleep 3600 & echo "$$ $!" > "$PROBE.tmp" && mv "$PROBE.tmp" "$PROBE"; while :; do wait $!; done`},
 	// orphan leaves a child behind and crashes.

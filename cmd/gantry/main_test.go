@@ -31,6 +31,11 @@ func buildGantry(t *testing.T) string {
 	t.Helper()
 	built.once.Do(func() {
 		dir, err := os.MkdirTemp("", "gantry-test-bin-")
+		if err == nil {
+			// Run as root (as CI does), the server starts its workers as nobody, who must
+			// reach the binary.
+			err = os.Chmod(dir, 0o755)
+		}
 		if err != nil {
 			built.err = err
 			return

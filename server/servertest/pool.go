@@ -109,7 +109,7 @@ func (p *Pool) startHTTP(_ context.Context, spec scheduler.WorkerSpec) error {
 		}
 		_, ports[name], _ = net.SplitHostPort(addrs[want])
 	}
-	cfg := httpecho.Config{Port: ports["PORT"], HealthPort: cmp.Or(ports["PORT_HEALTH"], ports["PORT"]),
+	cfg := httpecho.Config{Host: "127.0.0.1", Port: ports["PORT"], HealthPort: cmp.Or(ports["PORT_HEALTH"], ports["PORT"]),
 		HealthPath: cmp.Or(spec.Env["HEALTH_CHECK_PATH"], "/ping"), WorkerID: spec.ID, Log: slog.New(slog.DiscardHandler)}
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &poolWorker{cancel: cancel, addr: net.JoinHostPort("127.0.0.1", cfg.Port), endpoint: spec.Endpoint}

@@ -1,7 +1,9 @@
 // Package httpecho is gantry/http-echo, the built-in worker of LOAD_BALANCER endpoints, for
-// tests and docs: an HTTP server on PORT that echoes requests, streams, sinks large bodies,
-// sleeps, fails on demand and echoes WebSocket messages, with its health on PORT_HEALTH at
-// HEALTH_CHECK_PATH.
+// tests and docs: an HTTP server on HOST:PORT that echoes requests, streams, sinks large
+// bodies, sleeps, fails on demand and echoes WebSocket messages, with its health on
+// PORT_HEALTH at HEALTH_CHECK_PATH. It listens on HOST only (the process pool sets it to
+// 127.0.0.1: it answers anyone who reaches it, without a key), on every interface when HOST is
+// unset (in a pod or container of its own).
 package httpecho
 
 import (
@@ -24,6 +26,7 @@ import (
 
 // Config is what the worker reads from its environment.
 type Config struct {
+	Host       string        // HOST, the address to listen on; default "" = every interface
 	Port       string        // PORT; default 80
 	HealthPort string        // PORT_HEALTH; default Port
 	HealthPath string        // HEALTH_CHECK_PATH; default /ping
@@ -34,7 +37,7 @@ type Config struct {
 
 // ConfigFromEnv reads the Config from the environment.
 func ConfigFromEnv() (Config, error) {
-	c := Config{Port: cmp.Or(os.Getenv("PORT"), "80"), HealthPath: cmp.Or(os.Getenv("HEALTH_CHECK_PATH"), "/ping"),
+	c := Config{Host: os.Getenv("HOST"), Port: cmp.Or(os.Getenv("PORT"), "80"), HealthPath: cmp.Or(os.Getenv("HEALTH_CHECK_PATH"), "/ping"),
 		WorkerID: os.Getenv("RUNPOD_POD_ID")}
 	c.HealthPort = cmp.Or(os.Getenv("PORT_HEALTH"), c.Port)
 	if v := os.Getenv("HTTPECHO_INIT_MS"); v != "" {
@@ -59,12 +62,12 @@ type Server struct {
 func Run(ctx context.Context, cfg Config) error {
 	cfg.Log = cmp.Or(cfg.Log, slog.Default())
 	s := &Server{cfg: cfg, started: time.Now()}
-	main := &http.Server{Addr: net.JoinHostPort("", cfg.Port), Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	main := &http.Server{Addr: net.JoinHostPort(cfg.Host, cfg.Port), Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	servers := []*http.Server{main}
 	if cfg.HealthPort != cfg.Port {
 		mux := http.NewServeMux()
 		mux.HandleFunc(cfg.HealthPath, s.serveHealth)
-		servers = append(servers, &http.Server{Addr: net.JoinHostPort("", cfg.HealthPort), Handler: mux, ReadHeaderTimeout: 10 * time.Second})
+		servers = append(servers, &http.Server{Addr: net.JoinHostPort(cfg.Host, cfg.HealthPort), Handler: mux, ReadHeaderTimeout: 10 * time.Second})
 	}
 	errc := make(chan error, len(servers))
 	for _, srv := range servers {

@@ -3,14 +3,20 @@ package httpecho
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/gantryhq/gantry/internal/testkit"
 )
 
 func newServer(t *testing.T, init time.Duration) (*Server, *httptest.Server) {
@@ -165,4 +171,68 @@ func FuzzReadFrame(f *testing.F) {
 			t.Fatalf("round trip of %d bytes = %v %d %d bytes, %v", len(payload), fin, op, len(got), err)
 		}
 	})
+}
+
+// lockedBuffer is a log sink safe for the server's goroutines and the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestListensOnHost: with HOST set (the process pool sets 127.0.0.1), the worker listens on
+// that address only, not on every interface, both on PORT and on a PORT_HEALTH of its own.
+func TestListensOnHost(t *testing.T) {
+	t.Setenv("HOST", "127.0.0.1")
+	t.Setenv("PORT", "0")
+	t.Setenv("PORT_HEALTH", "00") // another port than PORT: a second listener
+	cfg, err := ConfigFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Host != "127.0.0.1" {
+		t.Fatalf("ConfigFromEnv().Host = %q; want HOST", cfg.Host)
+	}
+	var logs lockedBuffer
+	cfg.Log = slog.New(slog.NewTextHandler(&logs, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v", err)
+		}
+	}()
+	re := regexp.MustCompile(`msg="http-echo listening" addr=(\S+)`)
+	var addrs [][]string
+	testkit.EventuallyWithin(t, 10*time.Second, "the worker logs both its listeners", func() bool {
+		addrs = re.FindAllStringSubmatch(logs.String(), -1)
+		return len(addrs) == 2
+	})
+	for _, m := range addrs {
+		host, _, _ := net.SplitHostPort(m[1])
+		if host != "127.0.0.1" {
+			t.Errorf("the worker listens on %s; want 127.0.0.1 only", m[1])
+		}
+	}
+	resp, err := http.Get("http://" + addrs[0][1] + "/ping")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /ping on %s = %d; want 200", addrs[0][1], resp.StatusCode)
+	}
 }
