@@ -84,6 +84,9 @@ type Config struct {
 	// runfast.go's path, which has no hooks.
 	TracerProvider trace.TracerProvider
 	JobSpans       JobSpans
+	// ExpiredKeyGrace is how long an expired API key stays in the key list before it is
+	// deleted; 0 = core.DefaultExpiredKeyGrace (7 days).
+	ExpiredKeyGrace time.Duration
 }
 
 // JobSpans hears of the jobs submitted, with the context of the submit request's span.
