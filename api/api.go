@@ -84,6 +84,13 @@ type Config struct {
 	// runfast.go's path, which has no hooks.
 	TracerProvider trace.TracerProvider
 	JobSpans       JobSpans
+	// StoreCheck tells whether the store the server needs answers (nil = nothing to check):
+	// while it fails, /healthz answers 503, so that a load balancer sends this replica no
+	// requests it could only refuse. Its answer is kept StoreCheckTTL (health.go).
+	StoreCheck func(context.Context) error
+	// ExpiredKeyGrace is how long an expired API key stays in the key list before it is
+	// deleted; 0 = core.DefaultExpiredKeyGrace (7 days).
+	ExpiredKeyGrace time.Duration
 }
 
 // JobSpans hears of the jobs submitted, with the context of the submit request's span.
@@ -103,6 +110,8 @@ type API struct {
 	requests *requests    // requests by operation and status (requests.go)
 	draining atomic.Bool  // a graceful stop: only the workers' requests are served (drain.go)
 	inflight atomic.Int64 // request-body bytes held against cfg.BodyBudget (body.go)
+
+	storeHealth storeHealth // the last answer of cfg.StoreCheck (health.go)
 }
 
 // New builds the API. It answers 503 on /healthz until SetReady(true).
@@ -141,7 +150,7 @@ func New(cfg Config) (*API, error) {
 	return a, nil
 }
 
-// SetReady flips /healthz between 503 and 200.
+// SetReady flips /healthz between 503 and 200 (503 all the same while Config.StoreCheck fails).
 func (a *API) SetReady(ready bool) { a.ready.Store(ready) }
 
 // ServeHTTP routes /healthz itself and hands the rest to the generated server, after the
@@ -149,15 +158,7 @@ func (a *API) SetReady(ready bool) { a.ready.Store(ready) }
 // routes' Content-Type (RunPod workers post JSON as a form).
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/healthz" {
-		if !a.healthzMethod(w, r) {
-			return
-		}
-		if !a.ready.Load() {
-			a.writeProblem(w, r, &core.Error{Kind: core.KindUnavailable, Detail: a.notReady()})
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+		a.serveHealthz(w, r) // health.go
 		return
 	}
 	if strings.HasPrefix(r.URL.Path, LBPrefix) && !a.draining.Load() {

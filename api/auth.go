@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 
@@ -117,8 +118,28 @@ const LimiterRetryAfter = 1
 func (h *handler) authenticate(ctx context.Context, op oas.OperationName, key string) (context.Context, error) {
 	p, err := h.cfg.Auth.Authenticate(ctx, key)
 	if err != nil {
+		return ctx, h.outage(ctx, err)
+	}
+	if err := h.count(ctx, &p); err != nil {
 		return ctx, err
 	}
+	if a, ok := access[op]; !(ok && p.Allows(a)) && p.Scope != core.ScopeAll {
+		return ctx, core.Errorf(core.KindForbidden, "this key's scope %q does not allow %s", p.Scope, op)
+	}
+	return context.WithValue(ctx, principalKey{}, &p), nil
+}
+
+// outage logs err when it is an outage of a store (KindUnavailable with a cause), and returns it.
+func (h *handler) outage(ctx context.Context, err error) error {
+	if e, ok := errors.AsType[*core.Error](err); ok && e.Kind == core.KindUnavailable && e.Err != nil && ctx.Err() == nil {
+		h.cfg.Log.Error("a store cannot answer", "err", err)
+	}
+	return err
+}
+
+// count counts one request of p against the user's rate-limit windows, setting the RateLimit
+// headers on the response; KindRateLimited when a window is used up.
+func (h *handler) count(ctx context.Context, p *core.Principal) error {
 	d, err := h.cfg.Limiter.Allow(ctx, p.User, p.Quota, h.cfg.Clock.Now())
 	if err != nil {
 		// Fail closed: a request the limiter cannot count is refused, not waved through. A
@@ -128,18 +149,15 @@ func (h *handler) authenticate(ctx context.Context, op oas.OperationName, key st
 		if ctx.Err() == nil { // not merely a client gone
 			h.cfg.Log.Error("counting a request against the rate limit", "user", p.User, "err", err)
 		}
-		return ctx, &core.Error{Kind: core.KindUnavailable, RetryAfter: LimiterRetryAfter, Err: err,
+		return &core.Error{Kind: core.KindUnavailable, RetryAfter: LimiterRetryAfter, Err: err,
 			Detail: "the rate limiter cannot count this request now; retry in a second"}
 	}
 	setRateLimitHeaders(headerOf(ctx), d)
 	if !d.Allowed {
-		return ctx, &core.Error{Kind: core.KindRateLimited, RetryAfter: d.RetryAfter,
+		return &core.Error{Kind: core.KindRateLimited, RetryAfter: d.RetryAfter,
 			Detail: "rate limit exceeded: the " + d.Exceeded + " window's quota is used up"}
 	}
-	if a, ok := access[op]; !(ok && p.Allows(a)) && p.Scope != core.ScopeAll {
-		return ctx, core.Errorf(core.KindForbidden, "this key's scope %q does not allow %s", p.Scope, op)
-	}
-	return context.WithValue(ctx, principalKey{}, &p), nil
+	return nil
 }
 
 // setRateLimitHeaders writes RateLimit and RateLimit-Policy as RFC 9651 lists, one member per

@@ -10,7 +10,8 @@ import (
 
 // keyAdmin is the key management the keys operations delegate to.
 func (h *handler) keyAdmin() *core.KeyAdmin {
-	return &core.KeyAdmin{Keys: h.cfg.Auth.Keys, Endpoints: h.cfg.Management, Defaults: h.cfg.Auth.Defaults, Clock: h.cfg.Clock}
+	return &core.KeyAdmin{Keys: h.cfg.Auth.Keys, Endpoints: h.cfg.Management, Defaults: h.cfg.Auth.Defaults, Clock: h.cfg.Clock,
+		ExpiredGrace: h.cfg.ExpiredKeyGrace}
 }
 
 // keyLimit counts a key operation of the caller against core.KeyManageQuota, on top of the
@@ -30,14 +31,15 @@ func (h *handler) keyLimit(ctx context.Context) (*core.Principal, error) {
 	return p, nil
 }
 
-// CreateKey implements createKey: a key for the caller's own user.
+// CreateKey implements createKey: a key for the caller's own user, made with (a child of) the
+// caller's key, so that it expires no later and is revoked with it.
 func (h *handler) CreateKey(ctx context.Context, req *oas.CreateKeyRequest) (oas.CreateKeyRes, error) {
 	p, err := h.keyLimit(ctx)
 	if err != nil {
 		return nil, err
 	}
 	r := core.KeyRequest{Scope: core.Scope(req.Scope.Or(oas.KeyScopeAll)), Endpoints: req.Endpoints,
-		ExpiresIn: time.Duration(req.ExpiresIn.Or(0)) * time.Second}
+		ExpiresIn: time.Duration(req.ExpiresIn.Or(0)) * time.Second, Parent: p.KeyID}
 	if q, ok := req.Quota.Get(); ok {
 		r.Quota = &core.QuotaChange{Minute: optInt(q.Minute), Hour: optInt(q.Hour), Day: optInt(q.Day)}
 	}

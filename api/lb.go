@@ -97,34 +97,51 @@ func (l lbAdmission) Admit(ctx context.Context, id, authorization string) (t lbp
 }
 
 // check checks a request for endpoint id: the key (with or without "Bearer "), its scope, and
-// that the endpoint is the key's and takes LOAD_BALANCER requests; with count, the request
-// also counts against the rate limits (the replica that serves it counts it, not the one that
-// forwards it to the leader). The ctx returned carries the key's principal.
+// that the endpoint is the key's and takes LOAD_BALANCER requests. With count (the replica
+// that serves it), the request counts against the rate limits once the key is known, as every
+// operation does. Without count (a replica that forwards it to the leader, which counts it),
+// a request refused here never reaches the leader, so this replica counts it: a caller
+// sending requests that are bound to be refused still spends their quota, and gets 429 once
+// it is used up. The ctx returned carries the key's principal.
 func (l lbAdmission) check(ctx context.Context, id, authorization string, count bool) (core.Endpoint, context.Context, error) {
 	a := l.a
 	if id == "" {
 		return core.Endpoint{}, ctx, core.Errorf(core.KindNotFound, "name an endpoint: %s{endpoint_id}/...", LBPrefix)
 	}
-	var err error
-	if count {
-		ctx, err = a.h.authenticate(ctx, lbOperation, bearerless(authorization))
-	} else {
-		ctx, err = a.h.authenticateUncounted(ctx, lbOperation, bearerless(authorization))
-	}
+	p, err := a.cfg.Auth.Authenticate(ctx, bearerless(authorization))
 	if err != nil {
-		return core.Endpoint{}, ctx, err
+		return core.Endpoint{}, ctx, a.h.outage(ctx, err)
 	}
-	p := principalOf(ctx)
-	ep, err := a.cfg.Management.GetEndpoint(ctx, p.User, id)
+	if count {
+		if err := a.h.count(ctx, &p); err != nil {
+			return core.Endpoint{}, ctx, err
+		}
+	}
+	ep, err := l.endpoint(ctx, &p, id)
+	if err != nil && !count {
+		if cerr := a.h.count(ctx, &p); cerr != nil {
+			return core.Endpoint{}, ctx, cerr
+		}
+	}
+	return ep, context.WithValue(ctx, principalKey{}, &p), err
+}
+
+// endpoint checks that p's scope allows LOAD_BALANCER requests, and returns p's endpoint id
+// when p may use it and it takes them.
+func (l lbAdmission) endpoint(ctx context.Context, p *core.Principal, id string) (core.Endpoint, error) {
+	if !p.Allows(access[lbOperation]) && p.Scope != core.ScopeAll {
+		return core.Endpoint{}, core.Errorf(core.KindForbidden, "this key's scope %q does not allow %s", p.Scope, lbOperation)
+	}
+	ep, err := l.a.cfg.Management.GetEndpoint(ctx, p.User, id)
 	switch {
 	case err != nil:
-		return core.Endpoint{}, ctx, err
+		return core.Endpoint{}, err
 	case !p.AllowsEndpoint(ep.ID):
-		return core.Endpoint{}, ctx, core.Errorf(core.KindForbidden, "this key may not use endpoint %q", ep.ID)
+		return core.Endpoint{}, core.Errorf(core.KindForbidden, "this key may not use endpoint %q", ep.ID)
 	case ep.Type != core.TypeLoadBalancer:
-		return core.Endpoint{}, ctx, core.Errorf(core.KindConflict, "endpoint %q is a QUEUE endpoint: send jobs to /v2/%s/run", ep.ID, ep.ID)
+		return core.Endpoint{}, core.Errorf(core.KindConflict, "endpoint %q is a QUEUE endpoint: send jobs to /v2/%s/run", ep.ID, ep.ID)
 	}
-	return ep, ctx, nil
+	return ep, nil
 }
 
 // Refuse renders err as a problem: a worker's failure as a 502, anything else as every
@@ -146,7 +163,8 @@ type forwardTo struct {
 type forwardKey struct{}
 
 // forwardLB serves a LOAD_BALANCER request on a replica that does not lead: it checks the
-// key, scope and endpoint here (a bad key gets its 401 from this replica), then forwards the
+// key, scope and endpoint here (a bad key gets its 401 from this replica, and a request refused
+// here counts against the caller's rate limits here), then forwards the
 // request to the leader, holder, at peer, marked with ForwardedHeader, and relays the leader's
 // answer. The leader admits it as any other (its rate limits count it once) and proxies it to
 // a worker, whose in-flight count, idle timer and scale from zero it keeps. Bodies stream
@@ -161,7 +179,9 @@ func (a *API) forwardLB(w http.ResponseWriter, r *http.Request, holder, peer str
 		return
 	}
 	id, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, LBPrefix), "/")
-	if _, _, err := (lbAdmission{a}).check(r.Context(), id, r.Header.Get("Authorization"), false); err != nil {
+	// The writer is where a refusal counted here puts its RateLimit headers.
+	ctx := context.WithValue(r.Context(), writerKey{}, w)
+	if _, _, err := (lbAdmission{a}).check(ctx, id, r.Header.Get("Authorization"), false); err != nil {
 		a.renderError(r.Context(), w, r, err)
 		return
 	}
@@ -219,17 +239,4 @@ func (a *API) newLBForward() *httputil.ReverseProxy {
 				Detail: fmt.Sprintf("this replica forwards LOAD_BALANCER requests to the leading replica (%s), which could not be reached: %v", to.holder, err)})
 		},
 	}
-}
-
-// authenticateUncounted is authenticate without the rate limits: the key and its scope. A
-// replica that forwards a request to the leader checks it so, and the leader counts it.
-func (h *handler) authenticateUncounted(ctx context.Context, op oas.OperationName, key string) (context.Context, error) {
-	p, err := h.cfg.Auth.Authenticate(ctx, key)
-	if err != nil {
-		return ctx, err
-	}
-	if a, ok := access[op]; !(ok && p.Allows(a)) && p.Scope != core.ScopeAll {
-		return ctx, core.Errorf(core.KindForbidden, "this key's scope %q does not allow %s", p.Scope, op)
-	}
-	return context.WithValue(ctx, principalKey{}, &p), nil
 }

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -61,5 +62,31 @@ func TestLoadBalancerLeaderStepsDown(t *testing.T) {
 		if resp.StatusCode != tc.status || resp.Header.Get("Content-Type") != "application/problem+json" || !strings.Contains(b, tc.want) {
 			t.Errorf("%s: GET on a new connection = %d %s %q; want %d problem+json with %q", tc.name, resp.StatusCode, resp.Header.Get("Content-Type"), b, tc.status, tc.want)
 		}
+	}
+}
+
+// TestLoadBalancerFollowerCountsRefusals: a replica that does not lead refuses a request for
+// an endpoint that is not the caller's (or does not take LOAD_BALANCER requests) itself, and
+// counts it against the caller's rate limits: such refusals use up the window and then get
+// 429, as on the leader, and other calls find the window used.
+func TestLoadBalancerFollowerCountsRefusals(t *testing.T) {
+	t.Parallel()
+	const quota = 5
+	e := setup(t, setupOpts{quota: core.Quota{Minute: quota}, balancer: &fakeBalancer{},
+		leader: func() (bool, string, string) { return false, "replica-b", "http://127.0.0.1:1" }})
+	queue := e.create(minimalQueue) // alice's QUEUE endpoint
+	for i, path := range []string{"/nope/x", "/nope", "/" + queue + "/x", "/nope/y", "/nope/z"} {
+		r := e.as(e.bob, "GET", api.LBPrefix[:len(api.LBPrefix)-1]+path, "")
+		wantR := fmt.Sprintf(`"minute";r=%d;`, quota-1-i)
+		if r.status != 404 || !strings.Contains(r.header.Get("RateLimit"), wantR) {
+			t.Errorf("refusal %d (%s) = %d RateLimit %q %s; want 404 with %s", i+1, path, r.status, r.header.Get("RateLimit"), r.body, wantR)
+		}
+	}
+	r := e.as(e.bob, "GET", api.LBPrefix+"nope/x", "")
+	if r.status != 429 || r.header.Get("Retry-After") == "" || r.header.Get("Content-Type") != "application/problem+json" {
+		t.Errorf("refusal past the quota = %d (Retry-After %q) %s; want 429 problem+json with Retry-After", r.status, r.header.Get("Retry-After"), r.body)
+	}
+	if r := e.as(e.bob, "GET", "/v2/serverless", ""); r.status != 429 {
+		t.Errorf("another call after the refusals = %d; want 429: they used the window", r.status)
 	}
 }

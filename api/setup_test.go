@@ -75,6 +75,10 @@ type setupOpts struct {
 	limiter core.RateLimits
 	// leader is Config.Leader (nil: this replica always leads).
 	leader func() (self bool, holder, peerURL string)
+	// keyStore, when set, wraps the key directory the server authenticates with.
+	keyStore func(core.KeyStore) core.KeyStore
+	// storeCheck is Config.StoreCheck (nil: none).
+	storeCheck func(context.Context) error
 }
 
 func setup(t testing.TB, opts ...setupOpts) *env {
@@ -100,8 +104,13 @@ func setup(t testing.TB, opts ...setupOpts) *env {
 		t.Fatal(err)
 	}
 	jc := core.JobsConfig{Store: js, Clock: clock, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	var authKeys core.KeyStore = keys
+	if o.keyStore != nil {
+		authKeys = o.keyStore(keys)
+	}
 	cfg := api.Config{
-		Auth:            &core.Authenticator{Keys: keys, Defaults: o.quota, Clock: clock},
+		Auth:            &core.Authenticator{Keys: authKeys, Defaults: o.quota, Clock: clock},
+		StoreCheck:      o.storeCheck,
 		Limiter:         o.limiter,
 		Clock:           clock,
 		PublicURL:       "https://gantry.example",

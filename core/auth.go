@@ -52,7 +52,15 @@ type Key struct {
 	Endpoints []string   `json:"endpoints,omitempty"` // ScopeJobs: allowed endpoint ids; empty = all
 	CreatedAt time.Time  `json:"createdAt"`
 	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	// Ancestors are the hashes of the keys this key was made with over the API: its parent
+	// first, then the parent's parent, and so on; empty for a key the operator made. The key
+	// works only while every ancestor does: revoking one, or its expiry, ends it too.
+	Ancestors []string `json:"ancestors,omitempty"`
 }
+
+// MaxKeyAncestors bounds a key's Ancestors: a key made through that many keys may make no
+// more, so that checking a key costs a bounded number of (cached) lookups.
+const MaxKeyAncestors = 8
 
 // Quota is the number of requests a user may make per window; 0 = unlimited in that window.
 type Quota struct {
@@ -77,9 +85,10 @@ type KeyStore interface {
 	// ID): their hashes, never secrets.
 	ListKeys(ctx context.Context, user string) ([]Key, error)
 	// DeleteKey removes the key with the given id (not its hash) when it belongs to user (""
-	// = any user), and returns it; ErrNotFound when there is no such key. Lookups of it in
-	// this process fail at once; a caching store of another process may still answer from
-	// its cache for a short while (keydir: 10 s).
+	// = any user), and every key of that user whose Ancestors hold its hash, and returns the
+	// key named; ErrNotFound when there is no such key. Lookups of them in this process fail
+	// at once; a caching store of another process may still answer from its cache for a
+	// short while (keydir: 10 s).
 	DeleteKey(ctx context.Context, user, id string) (Key, error)
 	GetUser(ctx context.Context, name string) (User, error) // ErrNotFound
 	PutUser(ctx context.Context, u User) error
@@ -139,7 +148,9 @@ type Authenticator struct {
 	Clock    Clock
 }
 
-// Authenticate checks a key secret: an unknown, malformed or expired key is KindUnauthorized.
+// Authenticate checks a key secret: an unknown, malformed or expired key is KindUnauthorized,
+// and so is a key made with a key that was revoked or has expired. A key store that cannot
+// answer is KindUnavailable (503, Retry-After), as a rate limiter that cannot count is.
 func (a *Authenticator) Authenticate(ctx context.Context, secret string) (Principal, error) {
 	if secret == "" || len(secret) > 256 {
 		return Principal{}, &Error{Kind: KindUnauthorized, Detail: MissingKeyDetail}
@@ -149,10 +160,14 @@ func (a *Authenticator) Authenticate(ctx context.Context, secret string) (Princi
 		return Principal{}, Errorf(KindUnauthorized, "the API key is not valid")
 	}
 	if err != nil {
-		return Principal{}, Internal("looking up the API key", err)
+		return Principal{}, Unavailable("looking up the API key", err)
 	}
-	if k.ExpiresAt != nil && !a.Clock.Now().Before(*k.ExpiresAt) {
+	now := a.Clock.Now()
+	if k.ExpiresAt != nil && !now.Before(*k.ExpiresAt) {
 		return Principal{}, Errorf(KindUnauthorized, "the API key expired at %s", k.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	if err := a.checkAncestors(ctx, k, now); err != nil {
+		return Principal{}, err
 	}
 	p := Principal{User: k.User, KeyID: k.ID, Scope: k.Scope, Endpoints: k.Endpoints, Quota: a.Defaults}
 	u, err := a.Keys.GetUser(ctx, k.User)
@@ -160,7 +175,29 @@ func (a *Authenticator) Authenticate(ctx context.Context, secret string) (Princi
 	case err == nil && u.Quota != nil:
 		p.Quota = *u.Quota
 	case err != nil && !errors.Is(err, ErrNotFound):
-		return Principal{}, Internal("looking up the key's user", err)
+		return Principal{}, Unavailable("looking up the key's user", err)
 	}
 	return p, nil
+}
+
+// checkAncestors refuses k unless every key it was made with is still there and unexpired: a
+// child never outlives its parent, even one revoked while the child was being made (which the
+// revocation's own sweep of the children may miss).
+func (a *Authenticator) checkAncestors(ctx context.Context, k Key, now time.Time) error {
+	if len(k.Ancestors) > MaxKeyAncestors {
+		return Errorf(KindUnauthorized, "the API key is not valid: it was made through more than %d keys", MaxKeyAncestors)
+	}
+	for _, hash := range k.Ancestors {
+		anc, err := a.Keys.LookupKey(ctx, hash)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			return Errorf(KindUnauthorized, "the API key is not valid: a key it was made with has been revoked")
+		case err != nil:
+			return Unavailable("looking up the key the API key was made with", err)
+		case anc.ExpiresAt != nil && !now.Before(*anc.ExpiresAt):
+			return Errorf(KindUnauthorized, "the API key expired at %s, with the key %s it was made with",
+				anc.ExpiresAt.UTC().Format(time.RFC3339), anc.ID)
+		}
+	}
+	return nil
 }

@@ -37,7 +37,7 @@ type Error struct {
 	Kind   Kind
 	Detail string       // human-readable explanation, shown to the caller
 	Fields []FieldError // validation failures, for KindInvalid and KindMalformed
-	// RetryAfter is the number of seconds to wait, for KindRateLimited.
+	// RetryAfter is the number of seconds to wait, for KindRateLimited and KindUnavailable.
 	RetryAfter int64
 	// Err is the underlying cause, for KindInternal; never shown to the caller.
 	Err error
@@ -79,6 +79,18 @@ func Errorf(kind Kind, format string, args ...any) *Error {
 // Internal wraps a fault of ours: the caller sees a generic detail, the log sees err.
 func Internal(what string, err error) *Error {
 	return &Error{Kind: KindInternal, Detail: what, Err: err}
+}
+
+// StoreRetryAfter is the Retry-After, in seconds, of a request refused because a store could
+// not answer it.
+const StoreRetryAfter = 1
+
+// Unavailable wraps a store's failure to answer: an outage, not a fault of the request. The
+// caller gets 503 with Retry-After (StoreRetryAfter), as a request the rate limiter cannot
+// count does, so that one outage answers one status; err is for the log, never shown.
+func Unavailable(what string, err error) *Error {
+	return &Error{Kind: KindUnavailable, RetryAfter: StoreRetryAfter, Err: err,
+		Detail: what + ": the store cannot answer now; retry in a second"}
 }
 
 // KindOf returns the kind of err, KindInternal for errors that are not *Error.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 )
 
@@ -22,7 +23,16 @@ type KeyRequest struct {
 	ExpiresIn time.Duration // 0 = never expires
 	// Quota, when set, changes the user's own quota: each window set (non-nil) replaces it.
 	Quota *QuotaChange
+	// Parent is the id of the key that makes this one (the caller's own, over the API); ""
+	// for a key the operator makes. A child never outlives its parent: its expiry is capped
+	// at the parent's, and it stops working when the parent (or any key above it) is revoked
+	// or expires.
+	Parent string
 }
+
+// DefaultExpiredKeyGrace is how long an expired key stays in the key list, so that its owner
+// sees that it expired, before List deletes it.
+const DefaultExpiredKeyGrace = 7 * 24 * time.Hour
 
 // QuotaChange sets some of a user's quota windows; nil leaves a window as it is. 0 = unlimited.
 type QuotaChange struct{ Minute, Hour, Day *int }
@@ -35,11 +45,15 @@ type KeyAdmin struct {
 	Endpoints *Management
 	Defaults  Quota // the quota of users without their own
 	Clock     Clock
+	// ExpiredGrace is how long an expired key stays listed before List deletes it;
+	// 0 = DefaultExpiredKeyGrace.
+	ExpiredGrace time.Duration
 }
 
 // Create issues a key for user (created if needed) and returns it with its secret, which is
 // stored only as a hash. With lowerOnly (a user over the API), a quota change may only lower
-// the user's quota, so that no key can lift its own rate limit.
+// the user's quota, so that no key can lift its own rate limit. A key made by a key (r.Parent)
+// expires no later than its parent and records its ancestry, so that it ends with them.
 func (a *KeyAdmin) Create(ctx context.Context, user string, r KeyRequest, lowerOnly bool) (Key, string, error) {
 	var errs []FieldError
 	if !UserNameRE.MatchString(user) {
@@ -69,13 +83,17 @@ func (a *KeyAdmin) Create(ctx context.Context, user string, r KeyRequest, lowerO
 		return Key{}, "", Invalid(errs...)
 	}
 	now := a.Clock.Now().UTC()
+	parent, err := a.parent(ctx, user, r.Parent, now)
+	if err != nil {
+		return Key{}, "", err
+	}
 	u, err := a.Keys.GetUser(ctx, user)
 	created := errors.Is(err, ErrNotFound)
 	switch {
 	case created:
 		u = User{Name: user, CreatedAt: now}
 	case err != nil:
-		return Key{}, "", Internal("reading the user", err)
+		return Key{}, "", Unavailable("reading the user", err)
 	}
 	if r.Quota != nil {
 		q := a.Defaults
@@ -90,7 +108,7 @@ func (a *KeyAdmin) Create(ctx context.Context, user string, r KeyRequest, lowerO
 	}
 	if created || r.Quota != nil {
 		if err := a.Keys.PutUser(ctx, u); err != nil {
-			return Key{}, "", Internal("storing the user", err)
+			return Key{}, "", Unavailable("storing the user", err)
 		}
 	}
 	secret := NewKeySecret()
@@ -99,10 +117,39 @@ func (a *KeyAdmin) Create(ctx context.Context, user string, r KeyRequest, lowerO
 		t := now.Add(r.ExpiresIn)
 		k.ExpiresAt = &t
 	}
+	if parent != nil {
+		k.Ancestors = append([]string{parent.Hash}, parent.Ancestors...)
+		if pe := parent.ExpiresAt; pe != nil && (k.ExpiresAt == nil || k.ExpiresAt.After(*pe)) {
+			t := pe.UTC()
+			k.ExpiresAt = &t
+		}
+	}
 	if err := a.Keys.PutKey(ctx, k); err != nil {
-		return Key{}, "", Internal("storing the key", err)
+		return Key{}, "", Unavailable("storing the key", err)
 	}
 	return k, secret, nil
+}
+
+// parent returns user's key id, the parent of a key being made (nil for id ""), refusing one
+// that is gone, expired or already at the end of the longest chain of keys.
+func (a *KeyAdmin) parent(ctx context.Context, user, id string, now time.Time) (*Key, error) {
+	if id == "" {
+		return nil, nil
+	}
+	keys, err := a.Keys.ListKeys(ctx, user)
+	if err != nil {
+		return nil, Unavailable("reading the key that makes the new one", err)
+	}
+	i := slices.IndexFunc(keys, func(k Key) bool { return k.ID == id })
+	switch {
+	case i < 0:
+		return nil, Errorf(KindUnauthorized, "the API key making this request has been revoked")
+	case keys[i].ExpiresAt != nil && !now.Before(*keys[i].ExpiresAt):
+		return nil, Errorf(KindUnauthorized, "the API key expired at %s", keys[i].ExpiresAt.UTC().Format(time.RFC3339))
+	case len(keys[i].Ancestors) >= MaxKeyAncestors:
+		return nil, Errorf(KindForbidden, "this key was made through %d keys, the most a chain may hold: make the new key with a key nearer the one the operator issued", len(keys[i].Ancestors))
+	}
+	return &keys[i], nil
 }
 
 func (a *KeyAdmin) endpoint(ctx context.Context, user, id string) (Endpoint, bool, error) {
@@ -140,23 +187,49 @@ func (c *QuotaChange) apply(q Quota, lowerOnly bool) (Quota, error) {
 	return q, nil
 }
 
-// List returns user's keys, oldest first.
+// List returns user's keys ("" = every user's), oldest first. A key that expired more than
+// ExpiredGrace ago, or whose ancestor is gone (revoked while it was being made), is left out
+// and deleted: the list shows what works, and lately expired keys, not every key ever made.
 func (a *KeyAdmin) List(ctx context.Context, user string) ([]Key, error) {
 	keys, err := a.Keys.ListKeys(ctx, user)
 	if err != nil {
-		return nil, Internal("listing the keys", err)
+		return nil, Unavailable("listing the keys", err)
 	}
-	return keys, nil
+	grace := a.ExpiredGrace
+	if grace <= 0 {
+		grace = DefaultExpiredKeyGrace
+	}
+	cutoff := a.Clock.Now().Add(-grace)
+	present := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		present[k.Hash] = true
+	}
+	live := keys[:0]
+	var gone []Key
+	for _, k := range keys {
+		orphan := slices.ContainsFunc(k.Ancestors, func(h string) bool { return !present[h] })
+		if orphan || k.ExpiresAt != nil && k.ExpiresAt.Before(cutoff) {
+			gone = append(gone, k)
+			continue
+		}
+		live = append(live, k)
+	}
+	for _, k := range gone {
+		// Best effort: a key left behind is refused all the same, and the next list tries again.
+		_, _ = a.Keys.DeleteKey(ctx, k.User, k.ID)
+	}
+	return live, nil
 }
 
-// Revoke deletes user's key id; KindNotFound when user has no such key.
+// Revoke deletes user's key id and every key made with it (and with those, and so on);
+// KindNotFound when user has no such key.
 func (a *KeyAdmin) Revoke(ctx context.Context, user, id string) (Key, error) {
 	k, err := a.Keys.DeleteKey(ctx, user, id)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return Key{}, Errorf(KindNotFound, "user %s has no key %q (see GET /v2/keys)", user, id)
 	case err != nil:
-		return Key{}, Internal("revoking the key", err)
+		return Key{}, Unavailable("revoking the key", err)
 	}
 	return k, nil
 }

@@ -58,6 +58,9 @@ type Config struct {
 	// FileTTL is how long the files models produce are kept, and their signed URLs work.
 	// Default 1h.
 	FileTTL time.Duration `yaml:"fileTtl"`
+	// ExpiredKeyGrace is how long an expired API key stays in the key list before it is
+	// deleted. Default core.DefaultExpiredKeyGrace (7 days).
+	ExpiredKeyGrace time.Duration `yaml:"expiredKeyGrace"`
 	// ShutdownGrace is how long a graceful stop (SIGTERM, SIGINT) lets running jobs finish
 	// before it puts them back in the queue, their retries unchanged; 0 = at once; omitted =
 	// DefaultShutdownGrace (30 s).
@@ -335,6 +338,7 @@ const ConfigHelp = `Config file (YAML, --config FILE; unknown keys are rejected;
       isServerless: true
       env: {MODEL: small}
   fileTtl: 1h                     # how long files models produce (and their URLs) last
+  expiredKeyGrace: 168h           # an expired API key stays listed this long, then is deleted
   shutdownGrace: 30s              # on SIGTERM, running jobs may finish this long; then back in the queue
   webhooks:                       # job webhooks (POSTed when a job ends)
     allowPrivate: false           # true: may reach loopback/private/link-local addresses
@@ -468,6 +472,9 @@ func (c *Config) Validate() error {
 	}
 	if c.FileTTL < 0 {
 		return fmt.Errorf("fileTtl %v must not be negative", c.FileTTL)
+	}
+	if c.ExpiredKeyGrace < 0 {
+		return fmt.Errorf("expiredKeyGrace %v must not be negative", c.ExpiredKeyGrace)
 	}
 	specs, err := models.Catalog(models.Builtin, c.Models)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gantryhq/gantry/core"
 )
@@ -74,5 +75,22 @@ func TestConfigQuotaDefaults(t *testing.T) {
 		if err != nil || c.Quota == nil || *c.Quota != *tc.want {
 			t.Errorf("LoadConfig(%q) = quota %+v, %v; want %+v", tc.yaml, c.Quota, err, *tc.want)
 		}
+	}
+}
+
+// TestConfigExpiredKeyGrace: expiredKeyGrace sets how long expired keys stay listed; a
+// negative one is refused.
+func TestConfigExpiredKeyGrace(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "gantry.yaml")
+	if err := os.WriteFile(path, []byte("expiredKeyGrace: 48h\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := LoadConfig(path); err != nil || c.ExpiredKeyGrace != 48*time.Hour {
+		t.Errorf("LoadConfig(expiredKeyGrace: 48h) = %v, %v; want 48h", c.ExpiredKeyGrace, err)
+	}
+	c := Config{ExpiredKeyGrace: -time.Hour}
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "expiredKeyGrace -1h0m0s must not be negative") {
+		t.Errorf("Validate(expiredKeyGrace -1h) = %v; want it refused", err)
 	}
 }

@@ -320,6 +320,9 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 		PublicURL:  cfg.PublicURL,
 		Log:        log,
 		Webhooks:   cfg.Webhooks.policy(),
+
+		ExpiredKeyGrace: cfg.ExpiredKeyGrace,
+		StoreCheck:      s.st.check,
 	}
 	if observer.Spans != nil {
 		apiCfg.TracerProvider, apiCfg.JobSpans = tracer, observer.Spans

@@ -37,6 +37,9 @@ type stores struct {
 	leases core.Leases
 	// jobs opens the job store.
 	jobs func(memq.Options) (core.JobStore, error)
+	// check tells whether the shared store answers, for /healthz; nil on the embedded store,
+	// which is this process's own files.
+	check func(context.Context) error
 
 	pebble *pebble.Store // the embedded store, when one is open
 	pg     *postgres.DB  // the shared store, when Config.Store names one
@@ -138,6 +141,8 @@ func (s *Server) openPostgres(ctx context.Context) error {
 	s.closers = append(s.closers, tokens.Close)
 	keys := db.KeyCache(s.log) // every request reads its key and user: from memory, once seen
 	s.closers = append(s.closers, keys.Close)
+	pinger := db.Pinger() // /healthz: one connection of its own, never the busy pool's
+	s.closers = append(s.closers, pinger.Close)
 	fresh := make([]byte, filedir.KeySize)
 	_, _ = rand.Read(fresh)
 	fileKey, err := db.Secret(ctx, fileKeyName, fresh)
@@ -146,7 +151,7 @@ func (s *Server) openPostgres(ctx context.Context) error {
 	}
 	s.st = stores{
 		endpoints: db, templates: db, source: db, keys: keys, usage: db, files: db, fileKey: fileKey,
-		tokens: tokens, limits: db.RateLimits(), leases: db.Leases(), pg: db,
+		tokens: tokens, limits: db.RateLimits(), leases: db.Leases(), pg: db, check: pinger.Ping,
 		jobs: func(o memq.Options) (core.JobStore, error) {
 			jobs, err := postgres.OpenJobs(ctx, db, postgres.JobOptions{Log: o.Log})
 			if err != nil {

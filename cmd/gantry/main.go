@@ -308,7 +308,9 @@ func keysList(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer dir.close()
-	keys, err := dir.ListKeys(ctx, "")
+	// As over the API: keys expired past the grace period (and keys whose parent is gone)
+	// are left out, and deleted.
+	keys, err := (&core.KeyAdmin{Keys: dir, Clock: core.SystemClock{}}).List(ctx, "")
 	if err != nil {
 		return err
 	}
@@ -350,7 +352,7 @@ func keysRevoke(args []string, stdout, stderr io.Writer) error {
 	} else if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "Revoked key %s; %s.\n", fs.Arg(0), dir.revoked)
+	fmt.Fprintf(stdout, "Revoked key %s and any keys made with it; %s.\n", fs.Arg(0), dir.revoked)
 	return nil
 }
 

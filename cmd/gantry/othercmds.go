@@ -287,7 +287,7 @@ func (a *app) keyCmd(ctx context.Context, args []string) error {
 			}
 		})
 	}
-	fs := a.flagSet("key revoke", "gantry key revoke KEY_ID [--data DIR]\n\nRevokes one of your user's keys; servers refuse it within 10 s.")
+	fs := a.flagSet("key revoke", "gantry key revoke KEY_ID [--data DIR]\n\nRevokes one of your user's keys, and the keys made with it; servers refuse them within 10 s.")
 	c := a.commonFlags(fs)
 	offlineFlag(fs)
 	pos, err := parseFlags(fs, rest)
@@ -305,7 +305,7 @@ func (a *app) keyCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	if cn.out.format == "table" {
-		_, err := fmt.Fprintf(a.stdout, "Revoked key %s; servers refuse it within 10 s.\n", pos[0])
+		_, err := fmt.Fprintf(a.stdout, "Revoked key %s and any keys made with it; servers refuse them within 10 s.\n", pos[0])
 		return err
 	}
 	return cn.out.raw([]byte(fmt.Sprintf(`{"id":%q,"revoked":true}`, pos[0])))

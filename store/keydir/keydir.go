@@ -131,24 +131,40 @@ func (d *Dir) ListKeys(ctx context.Context, user string) ([]core.Key, error) {
 }
 
 // DeleteKey removes the key with the given id (not its secret: the id `gantry key list`
-// shows) when it is user's ("" = anyone's). Another process's Dir (a running server) stops
-// accepting it within its cache's 10 s.
+// shows) when it is user's ("" = anyone's), then the keys made with it (their Ancestors hold
+// its hash). The key itself goes first: its children are refused from then on (core checks a
+// key's ancestors), even if removing them fails. Another process's Dir (a running server)
+// stops accepting them within its cache's 10 s.
 func (d *Dir) DeleteKey(ctx context.Context, user, id string) (core.Key, error) {
 	keys, err := d.ListKeys(ctx, user)
 	if err != nil {
 		return core.Key{}, err
 	}
-	for _, k := range keys {
-		if k.ID == id {
-			err := os.Remove(filepath.Join(d.root, "keys", k.Hash+".json"))
-			d.keys.Del(k.Hash)
-			if errors.Is(err, fs.ErrNotExist) {
-				return core.Key{}, core.ErrNotFound
+	i := slices.IndexFunc(keys, func(k core.Key) bool { return k.ID == id })
+	if i < 0 {
+		return core.Key{}, core.ErrNotFound
+	}
+	k := keys[i]
+	if err := d.removeKey(k.Hash); errors.Is(err, fs.ErrNotExist) {
+		return core.Key{}, core.ErrNotFound
+	} else if err != nil {
+		return core.Key{}, err
+	}
+	for _, c := range keys {
+		if c.User == k.User && slices.Contains(c.Ancestors, k.Hash) {
+			if err := d.removeKey(c.Hash); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return k, fmt.Errorf("removing key %s, made with %s: %w", c.ID, k.ID, err)
 			}
-			return k, err
 		}
 	}
-	return core.Key{}, core.ErrNotFound
+	return k, nil
+}
+
+// removeKey removes the file of the key hash, and its cached copy.
+func (d *Dir) removeKey(hash string) error {
+	err := os.Remove(filepath.Join(d.root, "keys", hash+".json"))
+	d.keys.Del(hash)
+	return err
 }
 
 // GetUser reads a user.

@@ -273,7 +273,8 @@ func TestAuthenticator(t *testing.T) {
 		{"hash instead of secret", aliceKey.Hash, core.KindUnauthorized},
 		{"expired", expiredSecret, core.KindUnauthorized},
 		{"expiring now", nowSecret, core.KindUnauthorized},
-		{"unreadable key file", brokenSecret, core.KindInternal},
+		// A store that cannot answer is an outage, as for the rate limiter: 503, Retry-After.
+		{"unreadable key file", brokenSecret, core.KindUnavailable},
 	}
 	for _, tt := range refused {
 		p, err := a.Authenticate(ctx, tt.secret)

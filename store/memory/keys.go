@@ -40,24 +40,35 @@ func (s *Store) ListKeys(ctx context.Context, user string) ([]core.Key, error) {
 	return keys, nil
 }
 
-// DeleteKey removes the key with the given id when it is user's ("" = anyone's).
+// DeleteKey removes the key with the given id when it is user's ("" = anyone's), and the
+// keys of that user made with it (their Ancestors hold its hash).
 func (s *Store) DeleteKey(ctx context.Context, user, id string) (core.Key, error) {
 	if err := ctx.Err(); err != nil {
 		return core.Key{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	keys := make(map[string]core.Key, len(s.keys))
+	var named *core.Key
 	for hash, b := range s.keys {
 		var k core.Key
 		if err := json.Unmarshal(b, &k); err != nil {
 			return core.Key{}, err
 		}
+		keys[hash] = k
 		if k.ID == id && (user == "" || k.User == user) {
-			delete(s.keys, hash)
-			return k, nil
+			named = &k
 		}
 	}
-	return core.Key{}, core.ErrNotFound
+	if named == nil {
+		return core.Key{}, core.ErrNotFound
+	}
+	for hash, k := range keys {
+		if hash == named.Hash || k.User == named.User && slices.Contains(k.Ancestors, named.Hash) {
+			delete(s.keys, hash)
+		}
+	}
+	return *named, nil
 }
 
 // GetUser reads a user.

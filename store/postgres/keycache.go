@@ -155,11 +155,15 @@ func (c *KeyCache) ListKeys(ctx context.Context, user string) ([]core.Key, error
 	return c.db.ListKeys(ctx, user)
 }
 
-// DeleteKey implements core.KeyStore; every replica's cache hears of it, this one at once.
+// DeleteKey implements core.KeyStore; every replica's cache hears of it and of the keys made
+// with it, this one at once.
 func (c *KeyCache) DeleteKey(ctx context.Context, user, id string) (core.Key, error) {
-	k, err := c.db.DeleteKey(ctx, user, id)
+	k, children, err := c.db.deleteKey(ctx, user, id)
 	if err == nil {
 		c.forget("k", k.Hash)
+		for _, h := range children {
+			c.forget("k", h)
+		}
 	}
 	return k, err
 }

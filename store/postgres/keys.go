@@ -75,26 +75,48 @@ func (db *DB) ListKeys(ctx context.Context, user string) ([]core.Key, error) {
 }
 
 // DeleteKey removes the key with the given id when it belongs to user ("" = any user), and
-// returns it. Every replica refuses it from the next request on.
+// the keys of that user made with it (their ancestors hold its hash), in one statement, and
+// returns it. Every replica refuses them from the next request on.
 func (db *DB) DeleteKey(ctx context.Context, user, id string) (core.Key, error) {
+	k, _, err := db.deleteKey(ctx, user, id)
+	return k, err
+}
+
+// deleteKey is DeleteKey, returning also the hashes of the keys made with it that went too.
+func (db *DB) deleteKey(ctx context.Context, user, id string) (core.Key, []string, error) {
 	var k core.Key
-	var body []byte
-	var announced string
-	err := db.q(ctx).QueryRow(ctx, `WITH d AS (
-		DELETE FROM gantry_keys WHERE hash = (
-			SELECT hash FROM gantry_keys WHERE id = $1 AND ($2 = '' OR user_name = $2) ORDER BY created_at LIMIT 1)
-		RETURNING hash, body)
-		SELECT body, pg_notify('`+keysChannel+`', 'k:' || hash)::text FROM d`, id, user).Scan(&body, &announced)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return k, core.ErrNotFound
-	}
+	rows, err := db.q(ctx).Query(ctx, `WITH t AS (
+			SELECT hash, user_name FROM gantry_keys WHERE id = $1 AND ($2 = '' OR user_name = $2)
+			ORDER BY created_at LIMIT 1),
+		d AS (
+			DELETE FROM gantry_keys k USING t
+			WHERE k.hash = t.hash OR (k.user_name = t.user_name AND k.body->'ancestors' ? t.hash)
+			RETURNING k.hash, k.body, k.hash = t.hash AS named)
+		SELECT hash, body, named, pg_notify('`+keysChannel+`', 'k:' || hash)::text FROM d`, id, user)
 	if err != nil {
-		return k, fmt.Errorf("deleting key %s: %w", id, err)
+		return k, nil, fmt.Errorf("deleting key %s: %w", id, err)
 	}
-	if err := json.Unmarshal(body, &k); err != nil {
-		return k, fmt.Errorf("decoding key %s: %w", id, err)
+	var (
+		hash, announced string
+		body            []byte
+		named, found    bool
+		children        []string
+	)
+	_, err = pgx.ForEachRow(rows, []any{&hash, &body, &named, &announced}, func() error {
+		if !named {
+			children = append(children, hash)
+			return nil
+		}
+		found = true
+		return json.Unmarshal(body, &k)
+	})
+	switch {
+	case err != nil:
+		return k, nil, fmt.Errorf("deleting key %s: %w", id, err)
+	case !found:
+		return k, nil, core.ErrNotFound
 	}
-	return k, nil
+	return k, children, nil
 }
 
 // GetUser reads a user.

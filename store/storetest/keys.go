@@ -24,6 +24,7 @@ func RunKeyStore(t *testing.T, open Opener[core.KeyStore]) {
 		return core.Key{
 			ID: id, Hash: core.HashKey("gk_secret_" + id), User: user, Scope: core.ScopeJobs,
 			Endpoints: []string{"ep1", "ep2"}, CreatedAt: base, ExpiresAt: &expires,
+			Ancestors: []string{core.HashKey("gk_parent_" + id), core.HashKey("gk_grandparent_" + id)},
 		}
 	}
 	sampleUser := func(name string) core.User {
@@ -238,6 +239,59 @@ func RunKeyStore(t *testing.T, open Opener[core.KeyStore]) {
 			t.Errorf("ListKeys after the deletes = %v; want [kb]", got)
 		}
 		lookup(t, st, kb, "after the others' deletes")
+	})
+
+	t.Run("KeyDeleteTakesTheKeysMadeWithIt", func(t *testing.T) {
+		t.Parallel()
+		st, _ := open(t)
+		// root made child, which made grand; root also made sibling. other is another root,
+		// and bob's key names child as an ancestor (keys are made within one user, so this
+		// never happens; a delete still takes only its own user's keys).
+		key := func(id, user string, ancestors ...core.Key) core.Key {
+			k := sampleKey(id, user)
+			k.Ancestors = nil
+			for _, a := range ancestors {
+				k.Ancestors = append(k.Ancestors, a.Hash)
+			}
+			return k
+		}
+		root := key("root", "alice")
+		child := key("child", "alice", root)
+		grand := key("grand", "alice", child, root)
+		sibling := key("sibling", "alice", root)
+		other := key("other", "alice")
+		bobs := key("bobs", "bob", child)
+		for _, k := range []core.Key{root, child, grand, sibling, other, bobs} {
+			putKey(t, st, k)
+			lookup(t, st, k, "before the deletes") // cached, where the store caches
+		}
+		gone := func(when string, keys ...core.Key) {
+			t.Helper()
+			for _, k := range keys {
+				if _, err := st.LookupKey(ctx, k.Hash); !errors.Is(err, core.ErrNotFound) {
+					t.Errorf("LookupKey(%s) %s err = %v; want core.ErrNotFound (no stale cache hit)", k.ID, when, err)
+				}
+			}
+		}
+		got, err := st.DeleteKey(ctx, "alice", "child")
+		if err != nil || !sameKey(got, child) {
+			t.Fatalf("DeleteKey(alice, child) = %+v, %v; want %+v, nil", got, err, child)
+		}
+		gone("after deleting its parent", child, grand)
+		for _, k := range []core.Key{root, sibling, other, bobs} {
+			lookup(t, st, k, "after deleting child")
+		}
+		if got, want := listIDs(t, st, "alice"), []string{"other", "root", "sibling"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("ListKeys(alice) after deleting child = %v; want %v", got, want)
+		}
+		if got, err := st.DeleteKey(ctx, "", "root"); err != nil || !sameKey(got, root) {
+			t.Fatalf("DeleteKey(\"\", root) = %+v, %v; want %+v, nil", got, err, root)
+		}
+		gone("after deleting root", root, sibling)
+		lookup(t, st, other, "after deleting root")
+		if got, want := listIDs(t, st, ""), []string{"bobs", "other"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("ListKeys after deleting root = %v; want %v", got, want)
+		}
 	})
 
 	t.Run("Concurrent", func(t *testing.T) {
