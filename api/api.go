@@ -184,7 +184,7 @@ func (a *API) serveAPI(w http.ResponseWriter, r *http.Request) (op string) {
 		ctx = traceContext.Extract(ctx, propagation.HeaderCarrier(r.Header))
 	}
 	ctx = context.WithValue(context.WithValue(ctx, writerKey{}, w), requestKey{}, r)
-	route, ok := a.oas.FindPath(r.Method, r.URL)
+	route, ok := a.oas.FindPath(headAsGet(r).Method, r.URL)
 	op = route.OperationID()
 	if ok {
 		var err error
@@ -278,6 +278,9 @@ func (a *API) notFound(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) methodNotAllowed(w http.ResponseWriter, r *http.Request, allowed string) {
+	if allowed == http.MethodGet && headable(r.URL.Path) { // the router knows only the GET
+		allowed = HeadAllow
+	}
 	w.Header().Set("Allow", allowed)
 	a.writeProblem(w, r, &core.Error{Kind: kindMethodNotAllowed, Detail: r.Method + " is not allowed here; allowed: " + allowed})
 }
