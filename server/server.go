@@ -19,7 +19,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/gantryhq/gantry/adapters/process"
@@ -350,8 +349,7 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 
 	mux := http.NewServeMux()
 	mux.Handle("/", s.api)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics, promhttp.HandlerOpts{
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError), ErrorHandling: promhttp.ContinueOnError}))
+	mux.Handle("GET /metrics", metricsHandler(s.metrics, log))
 	mux.Handle("/metrics", s.api.NotAllowed(api.HeadAllow)) // the other methods: 405 problem+json
 	s.http = &http.Server{
 		BaseContext:       func(net.Listener) context.Context { return s.serveCtx },
