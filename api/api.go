@@ -216,7 +216,7 @@ func (a *API) serveAPI(w http.ResponseWriter, r *http.Request) (op string) {
 			r.Header.Set("Content-Type", "application/json")
 		}
 		if len(bytes.TrimSpace(body)) > 0 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") && !jx.Valid(body) {
-			a.writeProblem(w, r, core.Errorf(core.KindMalformed, "the body is not valid JSON"))
+			a.writeProblem(w, r, jsonError(body))
 			return op
 		}
 		if e := checkBodyText(op, r.Header.Get("Content-Type"), body); e != nil {
