@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/internal/testkit"
 	"github.com/gantryhq/gantry/server"
 	"github.com/gantryhq/gantry/server/servertest"
@@ -94,5 +96,41 @@ func TestMetricsClientHangsUp(t *testing.T) {
 	}
 	if n := len(rec.matching("/metrics client left", slog.LevelDebug)); n != 1 {
 		t.Errorf("%d debug lines that the client left; want 1", n)
+	}
+}
+
+// TestMetricsForgetDeletedEndpoint: a deleted endpoint's series (job histograms and ends, cold
+// starts, scaling decisions, queue and worker gauges) leave /metrics; another endpoint's stay.
+func TestMetricsForgetDeletedEndpoint(t *testing.T) {
+	t.Parallel()
+	s := servertest.New(t, server.Config{}, server.Options{Tick: time.Hour})
+	key := servertest.Key(t, s, "alice", core.ScopeAll)
+	gone, _ := echoJobs(t, s, key, nil)
+	kept, _ := echoJobs(t, s, key, nil)
+	series := func(ep string) []string {
+		t.Helper()
+		_, body := servertest.Call(t, "GET", s.URL()+"/metrics", "", "")
+		var out []string
+		for _, line := range strings.Split(body, "\n") {
+			if strings.Contains(line, `"`+ep+`"`) {
+				out = append(out, line)
+			}
+		}
+		return out
+	}
+	before := series(gone)
+	for _, name := range []string{"gantry_job_delay_seconds_count", "gantry_jobs_ended_total", "gantry_cold_start_seconds_count", "gantry_scaling_decisions_total"} {
+		if !slices.ContainsFunc(before, func(l string) bool { return strings.HasPrefix(l, name+"{") }) {
+			t.Fatalf("before the delete, /metrics has no %s of %s", name, gone)
+		}
+	}
+	if code, body := servertest.Call(t, "DELETE", s.URL()+"/v2/serverless/"+gone, key, ""); code != 200 && code != 204 {
+		t.Fatalf("delete = %d %s", code, body)
+	}
+	if after := series(gone); len(after) != 0 {
+		t.Errorf("after the delete, /metrics still has %d of %d series of %s; the first: %s", len(after), len(before), gone, after[0])
+	}
+	if n := len(series(kept)); n < len(before)/2 {
+		t.Errorf("the endpoint kept has %d series; want its own (about %d)", n, len(before))
 	}
 }

@@ -254,7 +254,8 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 		Scheduler: scheduler.Config{Pools: s.pools, BaseURL: "http://" + loopback(s.ln.Addr().String()), Clock: clock, Log: log,
 			StableWindow: cfg.Autoscaler.StableWindow, PanicWindow: cfg.Autoscaler.PanicWindow,
 			InitTimeout: time.Duration(cfg.Autoscaler.InitTimeout) * time.Second,
-			VolumeDC:    func(id string) (string, bool) { v, ok := catalog.NetworkVolume(id); return v.DataCenter, ok }},
+			VolumeDC:    func(id string) (string, bool) { v, ok := catalog.NetworkVolume(id); return v.DataCenter, ok },
+			Removed:     observer.Forget}, // a deleted endpoint's job series leave /metrics
 	})
 	if err != nil {
 		return err
