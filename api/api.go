@@ -172,6 +172,9 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serveAPI serves a request of the API (not /healthz, not /lb/) and returns the operation that
 // answered it ("" when none did).
 func (a *API) serveAPI(w http.ResponseWriter, r *http.Request) (op string) {
+	if strings.HasPrefix(r.URL.Path, "/files/") {
+		fileHeaders(w.Header())
+	}
 	if a.draining.Load() && a.refuseDraining(w, r) {
 		return ""
 	}

@@ -85,3 +85,12 @@ func headAsGet(r *http.Request) *http.Request {
 func headable(path string) bool {
 	return path == "/openapi.yaml" || strings.HasPrefix(path, "/files/")
 }
+
+// fileHeaders are the headers of every answer under /files/: a produced file is served from
+// the console's origin, and a file is checked by its first bytes alone (GIF89a<html>... is a
+// GIF to that check), so the browser must neither sniff another type from it (nosniff) nor
+// run it as a page of the origin (a sandbox CSP: no script, no same-origin access).
+func fileHeaders(h http.Header) {
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "sandbox")
+}

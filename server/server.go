@@ -154,7 +154,8 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *Server, err error) {
 	if err := s.openStores(ctx); err != nil {
 		return nil, err
 	}
-	s.files = &core.Files{Store: s.st.files, Key: s.st.fileKey, TTL: cfg.FileTTL, Clock: s.clock}
+	s.files = &core.Files{Store: s.st.files, Key: s.st.fileKey, TTL: cfg.FileTTL, Clock: s.clock,
+		JobQuota: cfg.FileJobQuotaMB << 20, UserQuota: cfg.FileUserQuotaMB << 20}
 	if err := s.listen(opts.Listener); err != nil {
 		return nil, err
 	}
