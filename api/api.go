@@ -173,6 +173,9 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serveAPI serves a request of the API (not /healthz, not /lb/) and returns the operation that
 // answered it ("" when none did).
 func (a *API) serveAPI(w http.ResponseWriter, r *http.Request) (op string) {
+	if strings.HasPrefix(r.URL.Path, "/files/") {
+		fileHeaders(w.Header())
+	}
 	if a.draining.Load() && a.refuseDraining(w, r) {
 		return ""
 	}
@@ -185,7 +188,7 @@ func (a *API) serveAPI(w http.ResponseWriter, r *http.Request) (op string) {
 		ctx = traceContext.Extract(ctx, propagation.HeaderCarrier(r.Header))
 	}
 	ctx = context.WithValue(context.WithValue(ctx, writerKey{}, w), requestKey{}, r)
-	route, ok := a.oas.FindPath(r.Method, r.URL)
+	route, ok := a.oas.FindPath(headAsGet(r).Method, r.URL)
 	op = route.OperationID()
 	if ok {
 		var err error
@@ -217,7 +220,7 @@ func (a *API) serveAPI(w http.ResponseWriter, r *http.Request) (op string) {
 			r.Header.Set("Content-Type", "application/json")
 		}
 		if len(bytes.TrimSpace(body)) > 0 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") && !jx.Valid(body) {
-			a.writeProblem(w, r, core.Errorf(core.KindMalformed, "the body is not valid JSON"))
+			a.writeProblem(w, r, jsonError(body))
 			return op
 		}
 		if e := checkBodyText(op, r.Header.Get("Content-Type"), body); e != nil {
@@ -279,6 +282,9 @@ func (a *API) notFound(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) methodNotAllowed(w http.ResponseWriter, r *http.Request, allowed string) {
+	if allowed == http.MethodGet && headable(r.URL.Path) { // the router knows only the GET
+		allowed = HeadAllow
+	}
 	w.Header().Set("Allow", allowed)
 	a.writeProblem(w, r, &core.Error{Kind: kindMethodNotAllowed, Detail: r.Method + " is not allowed here; allowed: " + allowed})
 }

@@ -89,6 +89,9 @@ func TestGoldenErrors(t *testing.T) {
 	}{
 		{"400 malformed JSON", "POST", "/v2/serverless", "Bearer " + e.alice, "application/json", `{"name":`, 400,
 			`{"title":"Bad Request","status":400,"detail":"the body is not valid JSON"}`},
+		{"400 JSON nested too deep", "POST", "/v2/" + id + "/run", "Bearer " + e.alice, "application/json",
+			`{"input":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`, 400,
+			`{"title":"Bad Request","status":400,"detail":"the body's JSON is nested too deep: arrays and objects may nest 10000 deep, and byte 10008 opens level 10001","error":"the body's JSON is nested too deep: arrays and objects may nest 10000 deep, and byte 10008 opens level 10001"}`},
 		{"400 empty body", "POST", "/v2/serverless", "Bearer " + e.alice, "application/json", ``, 400,
 			`{"title":"Bad Request","status":400,"detail":"a JSON body is required"}`},
 		{"400 unparsable parameter", "GET", "/v2/serverless?limit=many", "Bearer " + e.alice, "", "", 400,

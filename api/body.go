@@ -160,6 +160,9 @@ func (rb *readBuffer) Read(p []byte) (int, error) {
 
 func (rb *readBuffer) Close() error { return nil }
 
+// Len is the bytes left to read: a produced file's size, known before it is stored.
+func (rb *readBuffer) Len() int { return len(rb.b) }
+
 // bodyHolder lets a handler reach the request the generated server decoded its body from.
 type bodyHolder struct{ r *http.Request }
 

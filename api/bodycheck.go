@@ -212,3 +212,47 @@ func typeError(r *http.Request, err error) *core.Error {
 	}
 	return contentTypeError(ct)
 }
+
+// MaxJSONDepth is how deeply a JSON body may nest arrays and objects: the limit of the decoder
+// (go-faster/jx) that every operation's body goes through.
+const MaxJSONDepth = 10000
+
+// jsonError is the problem of a JSON body that is not valid: too deep, naming the limit and
+// where it was passed, or otherwise not JSON.
+func jsonError(body []byte) *core.Error {
+	if at := tooDeepAt(body, MaxJSONDepth); at >= 0 {
+		return core.Errorf(core.KindMalformed, "the body's JSON is nested too deep: arrays and objects may nest %d deep, and byte %d opens level %d",
+			MaxJSONDepth, at, MaxJSONDepth+1)
+	}
+	return core.Errorf(core.KindMalformed, "the body is not valid JSON")
+}
+
+// tooDeepAt returns the offset of the first '[' or '{' outside strings that opens more than
+// limit levels of nesting in body, or -1 when none does. It does not check the rest of the
+// syntax.
+func tooDeepAt(body []byte, limit int) int {
+	depth, inString := 0, false
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++ // the escaped byte
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case '[', '{':
+			if depth++; depth > limit {
+				return i
+			}
+		case ']', '}':
+			depth--
+		}
+	}
+	return -1
+}

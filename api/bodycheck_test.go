@@ -58,3 +58,38 @@ func BenchmarkTextError(b *testing.B) {
 		})
 	}
 }
+
+// TestTooDeepAt: the nesting scan counts brackets outside strings only, escapes included.
+func TestTooDeepAt(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		body  string
+		limit int
+		want  int
+	}{
+		{`[[]]`, 2, -1},
+		{`[[[]]]`, 2, 2},
+		{`{"a":{"b":[1]}}`, 2, 10},
+		{`["[[[[", "\"[[["]`, 1, -1},
+		{`["\\", [[]]]`, 2, 8},
+		{`[] [] []`, 1, -1},
+	}
+	for _, tc := range tests {
+		if got := tooDeepAt([]byte(tc.body), tc.limit); got != tc.want {
+			t.Errorf("tooDeepAt(%s, %d) = %d; want %d", tc.body, tc.limit, got, tc.want)
+		}
+	}
+}
+
+// TestMaxJSONDepthIsTheDecoders: MaxJSONDepth is the decoder's own limit, so a body refused for
+// its depth is one the decoder refuses, and every body it accepts passes.
+func TestMaxJSONDepthIsTheDecoders(t *testing.T) {
+	t.Parallel()
+	nest := func(n int) []byte { return []byte(strings.Repeat("[", n) + strings.Repeat("]", n)) }
+	if !jx.Valid(nest(MaxJSONDepth)) || tooDeepAt(nest(MaxJSONDepth), MaxJSONDepth) >= 0 {
+		t.Errorf("a body nested %d deep is refused", MaxJSONDepth)
+	}
+	if jx.Valid(nest(MaxJSONDepth+1)) || tooDeepAt(nest(MaxJSONDepth+1), MaxJSONDepth) != MaxJSONDepth {
+		t.Errorf("a body nested %d deep is not refused as too deep at byte %d", MaxJSONDepth+1, MaxJSONDepth)
+	}
+}

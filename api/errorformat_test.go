@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/api"
+	"github.com/gantryhq/gantry/core"
 )
 
 // TestReadKeyTTL: a read key gets a job's status but may not change its ttl (a short one would
@@ -285,5 +286,60 @@ func TestProblemListener(t *testing.T) {
 		if resp.ContentLength != int64(len(b)) {
 			t.Errorf("%s: Content-Length %d; the body has %d bytes", tc.name, resp.ContentLength, len(b))
 		}
+	}
+}
+
+// TestFileAnswersAreInert: a file that only starts as a GIF (GIF89a<html><script>...) is
+// served as image/gif, with nosniff and a sandbox CSP, so that no browser runs it as a page of
+// the console's origin; the refusals under /files carry both headers too.
+func TestFileAnswersAreInert(t *testing.T) {
+	t.Parallel()
+	e := modelEnv(t)
+	id := e.do("POST", "/v2/gantry-image/run", e.alice, `{"input":{"prompt":"a cat","width":512,"height":512}}`).json(t)["id"].(string)
+	job, tok := e.takeModelJob("gantry-image", "w1")
+	if job != id {
+		t.Fatalf("took %s; want %s", job, id)
+	}
+	r := e.putFile("gantry-image", "w1", id, tok, "gif", []byte("GIF89a<html><script>alert(document.domain)</script></html>"))
+	if r.status != 200 {
+		t.Fatalf("job-file = %d %s", r.status, r.body)
+	}
+	path := strings.TrimPrefix(r.json(t)["url"].(string), "https://gantry.example")
+	for _, tc := range []struct {
+		name, method, path string
+		status             int
+	}{
+		{"GET the file", "GET", path, 200},
+		{"HEAD the file", "HEAD", path, 200},
+		{"a changed signature", "GET", path[:len(path)-2] + "xx", 403},
+		{"no such file", "GET", "/files/nope.gif?expires=1&sig=x", 403},
+		{"another method", "POST", path, 405},
+	} {
+		r := e.do(tc.method, tc.path, "", "")
+		if r.status != tc.status || r.header.Get("X-Content-Type-Options") != "nosniff" || r.header.Get("Content-Security-Policy") != "sandbox" {
+			t.Errorf("%s: %s = %d, X-Content-Type-Options %q, Content-Security-Policy %q; want %d, nosniff, sandbox", tc.name, tc.method,
+				r.status, r.header.Get("X-Content-Type-Options"), r.header.Get("Content-Security-Policy"), tc.status)
+		}
+	}
+}
+
+// TestFileQuotaRefusal: a worker's file past its job's file quota gets 413 problem+json that
+// names the quota, and is not stored.
+func TestFileQuotaRefusal(t *testing.T) {
+	t.Parallel()
+	e := setup(t, setupOpts{quota: core.Quota{Minute: 1000, Hour: 10000, Day: 100000}, models: true, fileJobQuota: 1 << 20})
+	id := e.do("POST", "/v2/gantry-image/run", e.alice, `{"input":{"prompt":"a cat","width":512,"height":512}}`).json(t)["id"].(string)
+	job, tok := e.takeModelJob("gantry-image", "w1")
+	if job != id {
+		t.Fatalf("took %s; want %s", job, id)
+	}
+	file := append([]byte("\x89PNG\r\n\x1a\n"), make([]byte, 600<<10)...)
+	if r := e.putFile("gantry-image", "w1", id, tok, "png", file); r.status != 200 {
+		t.Fatalf("the first file = %d %s; want 200", r.status, r.body)
+	}
+	r := e.putFile("gantry-image", "w1", id, tok, "png", file)
+	if r.status != http.StatusRequestEntityTooLarge || r.header.Get("Content-Type") != "application/problem+json" ||
+		!strings.Contains(r.body, "per-job file quota") || !strings.Contains(r.body, "1 MiB") {
+		t.Errorf("the second file = %d %s; want 413 problem+json naming the per-job quota of 1 MiB", r.status, r.body)
 	}
 }

@@ -95,10 +95,11 @@ func (h *handler) WorkerJobFile(ctx context.Context, req oas.WorkerJobFileReq, p
 	if h.cfg.Files == nil {
 		return nil, core.Errorf(core.KindUnavailable, "this Gantry stores no files")
 	}
-	if err := h.cfg.Jobs.Holds(p.EndpointId, p.WorkerId, p.JobId); err != nil {
+	owner, err := h.cfg.Jobs.HeldOwner(p.EndpointId, p.WorkerId, p.JobId)
+	if err != nil {
 		return nil, err
 	}
-	f, err := h.cfg.Files.Put(ctx, p.JobId, string(p.Ext), req.Data)
+	f, err := h.cfg.Files.PutFor(ctx, p.JobId, owner, string(p.Ext), req.Data)
 	if err != nil {
 		return nil, err
 	}

@@ -61,6 +61,8 @@ type setupOpts struct {
 	quota    core.Quota
 	balancer core.Balancer
 	models   bool // serve the built-in ready-made models (metered, with a file store)
+	// fileJobQuota sets the file store's Files.JobQuota (0 = the default).
+	fileJobQuota int64
 	// base, when set, is the server's base context, as gantry serve sets one it cancels when
 	// it stops serving.
 	base context.Context
@@ -132,7 +134,7 @@ func setup(t testing.TB, opts ...setupOpts) *env {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.Files = &core.Files{Store: fd, Key: []byte("0123456789abcdef0123456789abcdef"), Clock: clock}
+		cfg.Files = &core.Files{Store: fd, Key: []byte("0123456789abcdef0123456789abcdef"), Clock: clock, JobQuota: o.fileJobQuota}
 		specs = models.Builtin
 		cfg.Models = models.CoreCatalog(specs)
 		cfg.Billing = &core.Billing{Usage: st, Models: cfg.Models}

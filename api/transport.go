@@ -68,13 +68,29 @@ func cleanPath(p string) string {
 	return np
 }
 
-// headAsGet is the request the router sees for r: a HEAD of a produced file is routed as the
-// GET it stands for (GetFile answers it without a body, from the request in its context).
+// headAsGet is the request the router sees for r: a HEAD of a produced file or of
+// /openapi.yaml is routed as the GET it stands for (net/http drops the body of a HEAD answer;
+// GetFile also reads the request in its context, for Range and conditional requests).
 func headAsGet(r *http.Request) *http.Request {
-	if r.Method != http.MethodHead || !strings.HasPrefix(r.URL.Path, "/files/") {
+	if r.Method != http.MethodHead || !headable(r.URL.Path) {
 		return r
 	}
 	g := *r
 	g.Method = http.MethodGet
 	return &g
+}
+
+// headable reports whether path is a GET route of the API that answers HEAD as well: a produced
+// file and /openapi.yaml, as /healthz and /metrics do.
+func headable(path string) bool {
+	return path == "/openapi.yaml" || strings.HasPrefix(path, "/files/")
+}
+
+// fileHeaders are the headers of every answer under /files/: a produced file is served from
+// the console's origin, and a file is checked by its first bytes alone (GIF89a<html>... is a
+// GIF to that check), so the browser must neither sniff another type from it (nosniff) nor
+// run it as a page of the origin (a sandbox CSP: no script, no same-origin access).
+func fileHeaders(h http.Header) {
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "sandbox")
 }

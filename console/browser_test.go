@@ -158,3 +158,15 @@ func TestConsoleInChromium(t *testing.T) {
 	}
 	t.Logf("screenshots in %s", out)
 }
+
+// TestMetricsJS runs the unit tests of static/metrics.js (e2e/metrics.test.mjs) under Node's
+// test runner: the console keeps the shown endpoint's series alone, not every endpoint's.
+func TestMetricsJS(t *testing.T) {
+	t.Parallel()
+	need(t, "Node.js", "node")
+	cmd := exec.Command("node", "--test", "metrics.test.mjs")
+	cmd.Dir = "e2e"
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("node --test metrics.test.mjs: %v\n%s", err, out)
+	}
+}

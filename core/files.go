@@ -89,6 +89,14 @@ type Files struct {
 	Key   []byte        // the HMAC key: secret, at least 32 bytes
 	TTL   time.Duration // how long a URL works, and the file is kept; 0 = DefaultFileTTL
 	Clock Clock
+	// JobQuota is the bytes all the files of one job may take; 0 = DefaultJobFileQuota.
+	JobQuota int64
+	// UserQuota is the bytes the files of one user's jobs may take at once, counting those
+	// stored in the last TTL (the sweep removes older ones); 0 = DefaultUserFileQuota. Each
+	// replica counts the files it stored, since it started.
+	UserQuota int64
+
+	ledger fileLedger
 }
 
 func (fs *Files) ttl() time.Duration { return cmp.Or(fs.TTL, DefaultFileTTL) }
@@ -100,12 +108,25 @@ func (fs *Files) sign(name string, expires int64) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// Put stores a file that job jobID produced, in the format ext names (its first bytes must
-// match), and returns it with a URL signature valid for the TTL.
+// Put stores a file that job jobID produced, as PutFor does for a job whose owner is unknown
+// (its files count against the quota of user "").
 func (fs *Files) Put(ctx context.Context, jobID, ext string, r io.Reader) (StoredFile, error) {
+	return fs.PutFor(ctx, jobID, "", ext, r)
+}
+
+// PutFor stores a file that job jobID of user owner produced, in the format ext names (its
+// first bytes must match), and returns it with a URL signature valid for the TTL. A file that
+// would take the job's or the user's files past JobQuota or UserQuota is refused
+// (KindTooLarge, naming the quota). When r has a Len method (a buffered body), the file's
+// size is known before it is written; otherwise it may take what the quotas leave.
+func (fs *Files) PutFor(ctx context.Context, jobID, owner, ext string, r io.Reader) (StoredFile, error) {
 	f, ok := FileFormats[ext]
 	if !ok {
 		return StoredFile{}, Invalid(FieldError{"query.ext", fmt.Sprintf("unknown file format %q (png, gif or wav)", ext)})
+	}
+	size := int64(-1)
+	if l, ok := r.(interface{ Len() int }); ok {
+		size = int64(l.Len())
 	}
 	br := bufio.NewReaderSize(r, 512)
 	head, _ := br.Peek(12)
@@ -116,14 +137,26 @@ func (fs *Files) Put(ctx context.Context, jobID, ext string, r io.Reader) (Store
 	if !fileNameRE.MatchString(name) {
 		return StoredFile{}, Errorf(KindInvalid, "job id %q cannot name a file", jobID)
 	}
-	now := fs.Clock.Now()
-	size, err := fs.Store.CreateFile(ctx, name, br, MaxFileBytes, now)
+	if size > MaxFileBytes {
+		return StoredFile{}, Errorf(KindTooLarge, "a file may take at most %s; this one takes %s", bytesText(MaxFileBytes), bytesText(size))
+	}
+	room, err := fs.reserve(strings.ToLower(jobID), owner, size)
 	if err != nil {
+		return StoredFile{}, err
+	}
+	now := fs.Clock.Now()
+	size, err = fs.Store.CreateFile(ctx, name, br, min(MaxFileBytes, room.size), now)
+	if err != nil {
+		fs.settle(room, 0)
 		if KindOf(err) == KindTooLarge {
+			if room.size < MaxFileBytes {
+				return StoredFile{}, Errorf(KindTooLarge, "the file does not fit in the %s its job's and its user's file quotas leave", bytesText(room.size))
+			}
 			return StoredFile{}, err
 		}
 		return StoredFile{}, Internal("storing the file", err)
 	}
+	fs.settle(room, size)
 	expires := now.Add(fs.ttl()).Truncate(time.Second)
 	return StoredFile{Name: name, Size: size, ContentType: f.ContentType, Expires: expires,
 		Sig: fs.sign(name, expires.Unix())}, nil

@@ -143,3 +143,45 @@ func TestOpenJobFile(t *testing.T) {
 		}
 	}
 }
+
+// TestFilesQuotas: a job's files, and the live files of a user's jobs, may take so many bytes
+// in all; the file that would pass either is refused (too large, naming the quota) and not
+// stored; a failed write and the files older than the TTL free their room.
+func TestFilesQuotas(t *testing.T) {
+	t.Parallel()
+	fs, c := newFiles(t)
+	fs.JobQuota, fs.UserQuota = 10<<10, 25<<10 // 10 KiB a job, 25 KiB a user
+	png := func(n int) io.Reader { return strings.NewReader(pngHead + strings.Repeat("x", n-len(pngHead))) }
+	unsized := func(n int) io.Reader { return io.MultiReader(png(n)) } // no Len: the size is learnt by writing
+	put := func(job, user string, r io.Reader) error {
+		_, err := fs.PutFor(t.Context(), job, user, "png", r)
+		return err
+	}
+	steps := []struct {
+		name, job, user string
+		r               io.Reader
+		refused         string // a part of the error; "" = stored
+	}{
+		{"a job's first file", "job-a", "alice", png(4 << 10), ""},
+		{"its second", "job-a", "alice", png(4 << 10), ""},
+		{"a third past the job's quota", "job-a", "alice", png(4 << 10), "the per-job file quota"},
+		{"of unknown size, past it", "job-a", "alice", unsized(4 << 10), "quotas leave"},
+		{"what is left of it", "job-a", "alice", unsized(2 << 10), ""},
+		{"another job of the user", "job-b", "alice", png(9 << 10), ""},
+		{"a third job past the user's quota", "job-c", "alice", png(8 << 10), "the per-user file quota"},
+		{"another user's job", "job-d", "bob", png(10 << 10), ""},
+	}
+	for _, st := range steps {
+		err := put(st.job, st.user, st.r)
+		switch {
+		case st.refused == "" && err != nil:
+			t.Fatalf("%s: PutFor = %v; want it stored", st.name, err)
+		case st.refused != "" && (core.KindOf(err) != core.KindTooLarge || !strings.Contains(err.Error(), st.refused)):
+			t.Fatalf("%s: PutFor = %v; want too large, saying %q", st.name, err, st.refused)
+		}
+	}
+	c.Advance(time.Hour + time.Second) // the files' links expired: the sweep removes them
+	if err := put("job-c", "alice", png(8<<10)); err != nil {
+		t.Errorf("after the TTL, PutFor = %v; want the user's room back", err)
+	}
+}

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -546,13 +547,20 @@ func (js *Jobs) lostJob(worker, id string) (requeued bool) {
 // Holds returns nil when the worker holds the job (IN_PROGRESS, taken by it), else the error a
 // post for the job would get: a worker may store files only for a job it runs.
 func (js *Jobs) Holds(endpoint, worker, id string) error {
+	_, err := js.HeldOwner(endpoint, worker, id)
+	return err
+}
+
+// HeldOwner is Holds, and returns the user whose job it is (the endpoint's id for a job
+// without one): the files the job stores count against that user's quota.
+func (js *Jobs) HeldOwner(endpoint, worker, id string) (string, error) {
 	ref := JobRef{Endpoint: endpoint, ID: id}
 	j, err := js.read(ref)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if j.Status != InProgress || j.WorkerID != worker {
-		return js.notHeld(ref, worker, errNotHeld)
+		return "", js.notHeld(ref, worker, errNotHeld)
 	}
-	return nil
+	return cmp.Or(j.Owner, "endpoint "+endpoint), nil
 }

@@ -33,6 +33,17 @@ func (m *metrics) decision(endpoint, direction, reason string) {
 	v.(*atomic.Int64).Add(1)
 }
 
+// forget drops a deleted endpoint's decisions and cold starts.
+func (m *metrics) forget(endpoint string) {
+	m.decisions.Range(func(k, _ any) bool {
+		if k.(decisionKey).endpoint == endpoint {
+			m.decisions.Delete(k)
+		}
+		return true
+	})
+	m.coldVec().DeletePartialMatch(prometheus.Labels{"endpoint": endpoint})
+}
+
 func (m *metrics) coldVec() *prometheus.HistogramVec {
 	m.coldOnce.Do(func() {
 		m.cold = prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -116,6 +127,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	})
 	s.metrics.decisions.Range(func(k, v any) bool {
 		d := k.(decisionKey)
+		if _, ok := s.eps.Load(d.endpoint); !ok {
+			return true // a decision that came after its endpoint's removal
+		}
 		ch <- prometheus.MustNewConstMetric(decisionsDesc, prometheus.CounterValue,
 			float64(v.(*atomic.Int64).Load()), d.endpoint, d.direction, d.reason)
 		return true

@@ -48,6 +48,10 @@ type Config struct {
 	// VolumeDC returns a network volume's data center: an endpoint's volumes pin its workers
 	// there. nil = no volumes are known.
 	VolumeDC func(id string) (string, bool)
+	// Removed, when set, is called with the id of each endpoint Remove dropped (deleted here,
+	// on another replica, or found missing by Sync), after its workers were told to stop: the
+	// series other components keep of it (the job metrics) go too.
+	Removed func(endpoint string)
 	// BaseURL is where workers reach Gantry, e.g. "http://127.0.0.1:8080".
 	BaseURL string
 	Clock   core.Clock
@@ -250,7 +254,8 @@ func revision(ep *core.Endpoint) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// Remove stops every worker of a deleted endpoint, suspended ones too.
+// Remove stops every worker of a deleted endpoint, suspended ones too, and drops its series
+// from the metrics.
 func (s *Scheduler) Remove(id string) {
 	v, ok := s.eps.LoadAndDelete(id)
 	if !ok {
@@ -268,6 +273,10 @@ func (s *Scheduler) Remove(id string) {
 	es.deleted = true
 	for _, w := range es.workers {
 		s.stopLocked(w, "its endpoint was deleted")
+	}
+	s.metrics.forget(id) // its series leave /metrics; its workers, stopping, count no more
+	if s.cfg.Removed != nil {
+		s.cfg.Removed(id)
 	}
 }
 

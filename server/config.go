@@ -61,6 +61,12 @@ type Config struct {
 	// ExpiredKeyGrace is how long an expired API key stays in the key list before it is
 	// deleted. Default core.DefaultExpiredKeyGrace (7 days).
 	ExpiredKeyGrace time.Duration `yaml:"expiredKeyGrace"`
+	// FileJobQuotaMB is the MiB all the files one job stores may take; 0 = 64
+	// (core.DefaultJobFileQuota). A worker's file past it is refused with 413.
+	FileJobQuotaMB int64 `yaml:"fileJobQuotaMB"`
+	// FileUserQuotaMB is the MiB the live files (those stored in the last fileTtl) of one
+	// user's jobs may take at once; 0 = 1024 (core.DefaultUserFileQuota). Counted per replica.
+	FileUserQuotaMB int64 `yaml:"fileUserQuotaMB"`
 	// ShutdownGrace is how long a graceful stop (SIGTERM, SIGINT) lets running jobs finish
 	// before it puts them back in the queue, their retries unchanged; 0 = at once; omitted =
 	// DefaultShutdownGrace (30 s).
@@ -339,6 +345,8 @@ const ConfigHelp = `Config file (YAML, --config FILE; unknown keys are rejected;
       env: {MODEL: small}
   fileTtl: 1h                     # how long files models produce (and their URLs) last
   expiredKeyGrace: 168h           # an expired API key stays listed this long, then is deleted
+  fileJobQuotaMB: 64              # MiB all the files of one job may take
+  fileUserQuotaMB: 1024           # MiB the live files of one user's jobs may take at once
   shutdownGrace: 30s              # on SIGTERM, running jobs may finish this long; then back in the queue
   webhooks:                       # job webhooks (POSTed when a job ends)
     allowPrivate: false           # true: may reach loopback/private/link-local addresses
@@ -475,6 +483,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ExpiredKeyGrace < 0 {
 		return fmt.Errorf("expiredKeyGrace %v must not be negative", c.ExpiredKeyGrace)
+	}
+	if c.FileJobQuotaMB < 0 || c.FileUserQuotaMB < 0 {
+		return fmt.Errorf("fileJobQuotaMB %d and fileUserQuotaMB %d must not be negative", c.FileJobQuotaMB, c.FileUserQuotaMB)
 	}
 	specs, err := models.Catalog(models.Builtin, c.Models)
 	if err != nil {

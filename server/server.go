@@ -19,7 +19,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/gantryhq/gantry/adapters/process"
@@ -155,7 +154,8 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *Server, err error) {
 	if err := s.openStores(ctx); err != nil {
 		return nil, err
 	}
-	s.files = &core.Files{Store: s.st.files, Key: s.st.fileKey, TTL: cfg.FileTTL, Clock: s.clock}
+	s.files = &core.Files{Store: s.st.files, Key: s.st.fileKey, TTL: cfg.FileTTL, Clock: s.clock,
+		JobQuota: cfg.FileJobQuotaMB << 20, UserQuota: cfg.FileUserQuotaMB << 20}
 	if err := s.listen(opts.Listener); err != nil {
 		return nil, err
 	}
@@ -255,7 +255,8 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 		Scheduler: scheduler.Config{Pools: s.pools, BaseURL: "http://" + loopback(s.ln.Addr().String()), Clock: clock, Log: log,
 			StableWindow: cfg.Autoscaler.StableWindow, PanicWindow: cfg.Autoscaler.PanicWindow,
 			InitTimeout: time.Duration(cfg.Autoscaler.InitTimeout) * time.Second,
-			VolumeDC:    func(id string) (string, bool) { v, ok := catalog.NetworkVolume(id); return v.DataCenter, ok }},
+			VolumeDC:    func(id string) (string, bool) { v, ok := catalog.NetworkVolume(id); return v.DataCenter, ok },
+			Removed:     observer.Forget}, // a deleted endpoint's job series leave /metrics
 	})
 	if err != nil {
 		return err
@@ -353,8 +354,7 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 
 	mux := http.NewServeMux()
 	mux.Handle("/", s.api)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics, promhttp.HandlerOpts{
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError), ErrorHandling: promhttp.ContinueOnError}))
+	mux.Handle("GET /metrics", metricsHandler(s.metrics, log))
 	mux.Handle("/metrics", s.api.NotAllowed(api.HeadAllow)) // the other methods: 405 problem+json
 	s.http = &http.Server{
 		BaseContext:       func(net.Listener) context.Context { return s.serveCtx },

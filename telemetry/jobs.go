@@ -6,6 +6,8 @@
 package telemetry
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gantryhq/gantry/core"
@@ -23,6 +25,39 @@ type Jobs struct {
 	ended            *prometheus.CounterVec
 	// Spans, when set, turns takes and ends into spans (traces.go); nil = no traces.
 	Spans *JobSpans
+
+	// gone holds the endpoints deleted lately (Forget), whose jobs still running when they
+	// end are not observed: their series would come back. goneOrder bounds it to
+	// forgottenKept, oldest first.
+	gone      sync.Map // endpoint id -> struct{}
+	goneMu    sync.Mutex
+	goneOrder []string
+}
+
+// forgottenKept is how many deleted endpoints Jobs remembers, to ignore their late jobs.
+const forgottenKept = 4096
+
+// Forget drops a deleted endpoint's series, and ignores its jobs that end afterwards.
+func (m *Jobs) Forget(endpoint string) {
+	m.goneMu.Lock()
+	if _, loaded := m.gone.LoadOrStore(endpoint, struct{}{}); !loaded {
+		m.goneOrder = append(m.goneOrder, endpoint)
+		if len(m.goneOrder) > forgottenKept {
+			m.gone.Delete(m.goneOrder[0])
+			m.goneOrder = m.goneOrder[1:]
+		}
+	}
+	m.goneMu.Unlock()
+	l := prometheus.Labels{"endpoint": endpoint}
+	m.delay.DeletePartialMatch(l)
+	m.execution.DeletePartialMatch(l)
+	m.ended.DeletePartialMatch(l)
+}
+
+// forgotten reports whether endpoint was deleted lately.
+func (m *Jobs) forgotten(endpoint string) bool {
+	_, ok := m.gone.Load(endpoint)
+	return ok
 }
 
 // NewJobs returns the job metrics, empty.
@@ -47,7 +82,7 @@ func NewJobs() *Jobs {
 
 // JobTaken observes the job's delay.
 func (m *Jobs) JobTaken(j *core.Job) {
-	if !j.StartedAt.IsZero() {
+	if !j.StartedAt.IsZero() && !m.forgotten(j.Endpoint) {
 		m.delay.WithLabelValues(j.Endpoint).Observe(max(j.StartedAt.Sub(j.QueuedAt).Seconds(), 0))
 	}
 	if m.Spans != nil {
@@ -57,10 +92,13 @@ func (m *Jobs) JobTaken(j *core.Job) {
 
 // JobEnded observes the job's execution time (when it ran) and its end.
 func (m *Jobs) JobEnded(j *core.Job, from core.JobStatus) {
-	if from == core.InProgress && !j.StartedAt.IsZero() && !j.EndedAt.IsZero() {
+	gone := m.forgotten(j.Endpoint)
+	if from == core.InProgress && !j.StartedAt.IsZero() && !j.EndedAt.IsZero() && !gone {
 		m.execution.WithLabelValues(j.Endpoint).Observe(max(j.EndedAt.Sub(j.StartedAt).Seconds(), 0))
 	}
-	m.ended.WithLabelValues(j.Endpoint, string(j.Status)).Inc()
+	if !gone {
+		m.ended.WithLabelValues(j.Endpoint, string(j.Status)).Inc()
+	}
 	if m.Spans != nil {
 		m.Spans.ended(j)
 	}

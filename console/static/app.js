@@ -52,6 +52,7 @@ async function render() {
   }
   nav.hidden = false;
   metrics.start();
+  metrics.watch(parts[0] === "endpoints" && parts.length > 1 ? parts[1] : null); // its series alone
   for (const a of nav.querySelectorAll("a")) a.classList.toggle("active", a.dataset.nav === parts[0]);
   const view = {endpoints: parts.length > 1 ? endpointView : endpointsView, keys: keysView, usage: usageView}[parts[0]];
   replace(main, h("p", {class: "muted"}, "Loading…"));

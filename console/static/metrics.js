@@ -1,21 +1,36 @@
-// metrics.js: the console's view of /metrics. While the console is open it reads /metrics
-// every few seconds (without the key: /metrics needs none) and keeps the gantry_* series of
-// the last 30 minutes in memory; the charts are drawn from these samples. Rates come from the
-// difference of two samples, percentiles from the histogram buckets' difference over a window,
-// as Prometheus's rate() and histogram_quantile() would compute them.
+// metrics.js: the console's view of /metrics. While the console shows an endpoint it reads
+// /metrics every few seconds (without the key: /metrics needs none) and keeps that endpoint's
+// gantry_* series of the last 30 minutes in memory, and no other's: a server with many
+// endpoints serves megabytes of series, and keeping them all grew an open tab by megabytes
+// each sample. The charts are drawn from these samples. Rates come from the difference of two
+// samples, percentiles from the histogram buckets' difference over a window, as Prometheus's
+// rate() and histogram_quantile() would compute them.
 
 export const EVERY_MS = 5000;
 const KEEP = 360; // samples: 30 min at 5 s
 
 const samples = [];
 let timer = null;
+let shown = null; // the endpoint whose series are kept; null = none (nothing is read)
 const listeners = new Set();
 
-// parse reads the Prometheus text format into [{name, labels, value}], gantry_* series only.
-export function parse(text) {
+// watch keeps the series of endpoint id from now on (null: none, and /metrics is not read).
+// Another endpoint's samples are dropped.
+export function watch(id) {
+  if (id === shown) return;
+  shown = id;
+  samples.length = 0;
+  if (id !== null && timer) sampleNow();
+}
+
+// parse reads the Prometheus text format into [{name, labels, value}], gantry_* series only;
+// with endpoint set, only the series whose endpoint label is that id.
+export function parse(text, endpoint) {
   const out = [];
+  const label = endpoint == null ? null : 'endpoint="' + endpoint + '"';
   for (const line of text.split("\n")) {
     if (!line.startsWith("gantry_")) continue;
+    if (label !== null && !line.includes(label)) continue; // cheap: most lines are other endpoints'
     let i = 0;
     while (i < line.length && line[i] !== "{" && line[i] !== " ") i++;
     const name = line.slice(0, i);
@@ -39,17 +54,22 @@ export function parse(text) {
       i++;
     }
     const value = parseFloat(line.slice(i).trim().split(" ")[0]);
+    if (endpoint != null && labels.endpoint !== endpoint) continue; // the text was in another label
     out.push({name, labels, value});
   }
   return out;
 }
 
-// sampleNow reads /metrics once and keeps the sample.
+// sampleNow reads /metrics once and keeps the shown endpoint's series as a sample.
 export async function sampleNow() {
+  const id = shown;
+  if (id === null) return;
   try {
     const resp = await fetch("/metrics", {cache: "no-store", credentials: "omit"});
     if (!resp.ok) return;
-    samples.push({t: Date.now(), series: parse(await resp.text())});
+    const series = parse(await resp.text(), id);
+    if (id !== shown) return; // another endpoint was shown meanwhile
+    samples.push({t: Date.now(), series});
     if (samples.length > KEEP) samples.shift();
     for (const fn of listeners) fn();
   } catch (e) { /* the next tick tries again */ }
@@ -61,7 +81,7 @@ export function start() {
   sampleNow();
   timer = setInterval(sampleNow, EVERY_MS);
 }
-export function stop() { clearInterval(timer); timer = null; samples.length = 0; }
+export function stop() { clearInterval(timer); timer = null; samples.length = 0; shown = null; }
 
 // onSample calls fn after each new sample; it returns the function that stops that.
 export function onSample(fn) { listeners.add(fn); return () => listeners.delete(fn); }
@@ -163,3 +183,6 @@ export function total(name, want) {
 }
 
 export function count() { return samples.length; }
+
+// held is how many series the samples hold, all together (what the tab's memory grows with).
+export function held() { return samples.reduce((n, s) => n + s.series.length, 0); }
