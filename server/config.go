@@ -207,6 +207,19 @@ type DockerConfig struct {
 	// Init runs docker-init as each container's PID 1, so that workers without a SIGTERM
 	// handler stop at once.
 	Init bool `yaml:"init"`
+	// Timeouts bound each kind of call to the Docker engine, so that a wedged dockerd fails
+	// the call with an error naming it instead of holding the scheduler; omitted = defaults.
+	Timeouts DockerTimeouts `yaml:"timeouts"`
+}
+
+// DockerTimeouts are a docker pool's engine call deadlines (adapters/docker.Timeouts); 0 = the
+// default.
+type DockerTimeouts struct {
+	Pull    time.Duration `yaml:"pull"`    // an image pull, to its end; default 30m
+	Inspect time.Duration `yaml:"inspect"` // ping, inspect, list, a wait's acknowledgement; default 30s
+	Change  time.Duration `yaml:"change"`  // create, start, pause, unpause, remove; default 1m
+	Stop    time.Duration `yaml:"stop"`    // a stop, beyond stopGrace; default 30s
+	Logs    time.Duration `yaml:"logs"`    // reading a container's log; default 1m
 }
 
 // RegistryConfig is a registry credential: an endpoint whose `registry` is ID pulls its image
@@ -286,6 +299,7 @@ const ConfigHelp = `Config file (YAML, --config FILE; unknown keys are rejected;
         gpusByEnv: false          # true: NVIDIA_VISIBLE_DEVICES (nvidia default runtime), not device requests
         diskQuota: false          # true: endpoint disk limits the container (xfs+pquota, btrfs, zfs)
         init: false               # true: docker-init as PID 1 (workers without a SIGTERM handler)
+        timeouts: {pull: 30m, inspect: 30s, change: 1m, stop: 30s, logs: 1m}  # engine call deadlines (these are the defaults)
     - id: burst                   # rented GPUs: each worker a RunPod pod (see the README)
       adapter: runpod
       gpuType: NVIDIA GeForce RTX 4090  # RunPod's GPU type id
@@ -405,6 +419,17 @@ func (c *Config) Validate() error {
 		for _, v := range p.CUDAVersions {
 			if !strings.Contains(v, ".") {
 				return fmt.Errorf("pool %q: CUDA version %q is not major.minor", p.ID, v)
+			}
+		}
+		if d := p.Docker; d != nil {
+			for _, t := range []struct {
+				key string
+				v   time.Duration
+			}{{"pull", d.Timeouts.Pull}, {"inspect", d.Timeouts.Inspect}, {"change", d.Timeouts.Change},
+				{"stop", d.Timeouts.Stop}, {"logs", d.Timeouts.Logs}} {
+				if t.v < 0 {
+					return c.errAt(fmt.Sprintf("pools[%d].docker.timeouts.%s", i, t.key), "%s is negative: give a duration, or 0 for the default", t.v)
+				}
 			}
 		}
 		seen[p.ID] = true
