@@ -25,7 +25,10 @@ type Config struct {
 	// Store is the PostgreSQL database replicas share (postgres://user:pass@host:5432/db);
 	// "" = the embedded store in Data, for one server. Also --store and GANTRY_STORE.
 	Store string `yaml:"store"`
-	// PublicURL is the base of the request URLs handed out. Default http://<listen address>.
+	// PublicURL is the base of the URLs handed out (requestUrls, file URLs, a Kubernetes
+	// pool's default workerUrl). Default http://<listen address>; required when the listen
+	// address is every interface (0.0.0.0, [::]), which no client can reach. Also
+	// --public-url and GANTRY_PUBLIC_URL.
 	PublicURL string `yaml:"publicUrl"`
 	// PeerURL is where the other replicas sharing the store reach this one, e.g.
 	// http://10.0.0.5:8080: a replica that does not lead forwards the LOAD_BALANCER requests
@@ -271,7 +274,7 @@ const ConfigHelp = `Config file (YAML, --config FILE; unknown keys are rejected;
   listen: 127.0.0.1:8080          # address of every API
   data: ./gantry-data             # state directory
   store: postgres://gantry@db:5432/gantry  # shared PostgreSQL for replicas; omitted = embedded
-  publicUrl: http://127.0.0.1:8080 # base of the requestUrls handed out
+  publicUrl: http://127.0.0.1:8080 # base of the URLs handed out; required when listening on 0.0.0.0
   peerUrl: http://10.0.0.5:8080   # where other replicas reach this one (LOAD_BALANCER forwarding)
   quota: {minute: 600, hour: 20000, day: 200000}  # default per-user limits; 0 = unlimited
   pools:                          # replaces the discovered "local" pool when given
@@ -395,6 +398,9 @@ func (c *Config) Validate() error {
 	if err := c.validatePeerURL(); err != nil {
 		return err
 	}
+	if err := c.validatePublicURL(); err != nil {
+		return err
+	}
 	a := c.Autoscaler
 	switch {
 	case a.PanicWindow > cmp.Or(a.StableWindow, scheduler.StableWindow):
@@ -485,6 +491,30 @@ func (c *Config) Validate() error {
 		return err
 	}
 	c.catalog = specs
+	return nil
+}
+
+// validatePublicURL checks publicUrl, when given: an absolute http or https URL naming a host
+// that is not every interface, without credentials, query or fragment; a path is kept (a
+// reverse proxy's prefix), without its trailing slash.
+func (c *Config) validatePublicURL() error {
+	if c.PublicURL == "" {
+		return nil
+	}
+	const example = "e.g. https://gantry.example.com or http://10.0.0.5:8080"
+	u, err := url.Parse(c.PublicURL)
+	switch {
+	case err != nil || u.Scheme != "http" && u.Scheme != "https":
+		return c.errAt("publicUrl", "%q: want an http:// or https:// URL where clients reach this server, %s", c.PublicURL, example)
+	case u.Host == "" || u.Hostname() == "":
+		return c.errAt("publicUrl", "%q names no host: want %s", c.PublicURL, example)
+	case u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return c.errAt("publicUrl", "%q: want a base URL without credentials, query or fragment, %s", c.PublicURL, example)
+	}
+	if ip := net.ParseIP(u.Hostname()); ip != nil && ip.IsUnspecified() {
+		return c.errAt("publicUrl", "%q names every interface, which no client can reach: give the address clients use, %s", c.PublicURL, example)
+	}
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
 	return nil
 }
 

@@ -239,7 +239,13 @@ func TestLoadBalancerFollowerWithoutPeerURL(t *testing.T) {
 	t.Parallel()
 	lns := loopbackListeners(t, 2)
 	urls := []string{"http://" + lns[0].Addr().String(), "http://" + lns[1].Addr().String()}
-	rs := lbReplicas(t, []net.Listener{anyAddr{lns[0]}, anyAddr{lns[1]}}, "")
+	rs := make([]*server.Server, 2)
+	store := pgtest.URL(t)
+	for i, ln := range lns { // on every interface, publicUrl is required
+		cfg := server.Config{Store: store, PublicURL: urls[i]}
+		cfg.Autoscaler.LBHold = 10
+		rs[i] = servertest.New(t, cfg, server.Options{Tick: 100 * time.Millisecond, LeaseTTL: leaseTTL, Listener: anyAddr{ln}})
+	}
 	l := leader(t, rs)
 	if got := rs[l].Config().PeerURL; got != "" {
 		t.Fatalf("peerUrl of a replica on 0.0.0.0 = %q; want none", got)
