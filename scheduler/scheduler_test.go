@@ -901,3 +901,19 @@ func TestStopPodAfterACancelRetiresAtOnce(t *testing.T) {
 		t.Errorf("worker %s still runs after its job asked for stopPod; want it retired", w)
 	}
 }
+
+// A worker's spec carries its endpoint's allowedCudaVersions, for pools that rent machines
+// (RunPod) to ask for them (issue 29, item 18).
+func TestWorkerSpecCarriesCUDAVersions(t *testing.T) {
+	t.Parallel()
+	r := setup(t, &fakePool{info: core.Pool{ID: "P", GPUType: "L4", GPUs: 4, CUDAVersions: []string{"12.2", "12.4"}}})
+	r.endpoint(func(e *core.Endpoint) {
+		e.AllowedCudaVersions = []string{"12.4", "12.8"}
+		e.Workers = core.Workers{Min: 1, Max: 1, IdleTimeout: 5}
+	})
+	r.tick(time.Second)
+	r.running(1)
+	if got := r.pool.started[0].CUDAVersions; !slices.Equal(got, []string{"12.4", "12.8"}) {
+		t.Errorf("the spec's CUDA versions = %v; want the endpoint's [12.4 12.8]", got)
+	}
+}
