@@ -21,7 +21,8 @@ type Timeouts struct {
 	// DefaultPullTimeout.
 	Pull time.Duration
 	// Inspect bounds a look at the engine: ping, image and container inspect, container
-	// list: DefaultInspectTimeout.
+	// list, and the engine's acknowledgement of a wait for a container's exit:
+	// DefaultInspectTimeout.
 	Inspect time.Duration
 	// Change bounds a change to a container: create, start, pause, unpause, remove:
 	// DefaultChangeTimeout.
