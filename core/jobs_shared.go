@@ -92,6 +92,15 @@ func (sh *shared) leads() (epoch int64, ok, told bool) {
 	return epoch, ok, true
 }
 
+// notedStopPod reports whether this replica noted a stopPod for a worker it did not register:
+// the worker is to be recycled, and is given no further job here.
+func (sh *shared) notedStopPod(worker string) bool {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	st, ok := sh.notes[worker]
+	return ok && st.stopPod
+}
+
 // noteRemote records in the store what this replica heard from a worker it did not register,
 // when that is news: its first contact, a poll not noted for notePollEvery, a stopPod, a new
 // unhealthy reason. Nothing is written otherwise. js.shared is not nil.
@@ -233,7 +242,7 @@ func (js *Jobs) mergeActivity(a *SharedActivity, before []string, now time.Time)
 		}
 	}
 	if a.StopPod {
-		w.stopPod = true
+		js.stopPodLocked(w)
 	}
 	if a.Unhealthy != "" {
 		w.unhealthy = a.Unhealthy

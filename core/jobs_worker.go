@@ -101,8 +101,7 @@ func (js *Jobs) AuthWorker(ctx context.Context, token, endpoint, worker string) 
 	if ok {
 		w.lastSeen = now
 		if !w.stopPod && exp.Sub(now) < WorkerTokenRecycle {
-			w.stopPod = true
-			w.publishActivity()
+			js.stopPodLocked(w)
 		}
 	}
 	sh.mu.Unlock()
@@ -110,6 +109,25 @@ func (js *Jobs) AuthWorker(ctx context.Context, token, endpoint, worker string) 
 		js.noteRemote(worker, WorkerNote{StopPod: true}) // another replica's worker: its registrar recycles it
 	}
 	return nil
+}
+
+// stopPodLocked marks the worker to be recycled (stopPod): it takes no further job, the polls
+// it has in flight end with nothing, and the stopped jobs it may still run no longer keep it
+// busy (see busy), so the scheduler retires it once the jobs it holds end. Its shard's lock is
+// held.
+func (js *Jobs) stopPodLocked(w *workerState) {
+	if w.stopPod {
+		return
+	}
+	busy := w.busy()
+	w.stopPod = true
+	for _, cancel := range w.takes {
+		cancel()
+	}
+	if busy > 0 && w.busy() == 0 {
+		w.idleSince = js.clock.Now()
+	}
+	w.publishActivity()
 }
 
 // WorkerStopPod reports whether the worker asked to be recycled (stopPod) and holds no job.
@@ -131,8 +149,10 @@ type Taken struct {
 func (js *Jobs) Take(ctx context.Context, endpoint, worker string, max int) []Taken {
 	sh, w := js.workers.lock(worker)
 	ok := w != nil
-	for ok && (w.suspended || w.lost) {
-		if w.lost { // it is being stopped: its poll ends with nothing
+	for ok && (w.suspended || w.lost || w.stopPod) {
+		// Lost, it is being stopped; asked to be recycled (stopPod), it is about to be:
+		// either way its poll ends with nothing, and it is given no further job.
+		if w.lost || w.stopPod {
 			sh.mu.Unlock()
 			<-ctx.Done()
 			return nil
@@ -182,6 +202,10 @@ func (js *Jobs) Take(ctx context.Context, endpoint, worker string, max int) []Ta
 		js.signals.post(WorkerSignal{Worker: worker, Kind: WorkerReady, At: now})
 	}
 	if !ok && js.shared != nil { // another replica's worker: its registrar learns it polls
+		if js.shared.notedStopPod(worker) { // its last job, posted here, asked for stopPod
+			<-ctx.Done()
+			return nil
+		}
 		js.noteRemote(worker, WorkerNote{Polled: true})
 	}
 	for ctx.Err() == nil {
@@ -349,8 +373,7 @@ func (js *Jobs) Done(endpoint, worker, id string, r Result) error {
 		sh, w := js.workers.lock(worker)
 		ok := w != nil
 		if ok && r.StopPod {
-			w.stopPod = true
-			w.publishActivity()
+			js.stopPodLocked(w)
 		}
 		sh.mu.Unlock()
 		if !ok && js.shared != nil { // another replica's worker: its registrar learns the job ended

@@ -34,8 +34,15 @@ type liveness struct {
 }
 
 // busy is how many jobs the worker is running as far as the engine knows; its shard's lock is
-// held.
-func (w *workerState) busy() int { return len(w.held) + len(w.stopHeld) }
+// held. A worker to be recycled (stopPod) counts only the jobs it holds: a stopped job it may
+// still run ends with it, and waiting for its next ping to drop that job (the runpod SDK pings
+// every 10 s) would leave it running, and polling, meanwhile.
+func (w *workerState) busy() int {
+	if w.stopPod {
+		return len(w.held)
+	}
+	return len(w.held) + len(w.stopHeld)
+}
 
 // silentWorkers returns the workers holding work that have been silent too long at now.
 func (js *Jobs) silentWorkers(now time.Time) []string {

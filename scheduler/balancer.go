@@ -230,14 +230,20 @@ func (es *epState) lbFence(b *backend) bool {
 // Acquire hands a request for a LOAD_BALANCER endpoint to its ready worker with the fewest
 // requests in flight, and returns that worker's base URL and the release to call when the
 // request ends. With no ready worker it starts one (scale from zero) and waits up to hold for
-// it; then it answers a KindUnavailable error. It implements core.Balancer.
+// it; then it answers a KindUnavailable error. An endpoint the scheduler has not heard of yet
+// (created a moment ago through another replica) is read from the endpoint source, or waited
+// for, up to EndpointLearnWait. It implements core.Balancer.
 func (s *Scheduler) Acquire(ctx context.Context, endpoint string, hold time.Duration) (*url.URL, func(), error) {
-	es := s.state(endpoint)
-	if es == nil {
-		return nil, nil, core.Errorf(core.KindUnavailable, "endpoint %s has no workers yet; retry shortly", endpoint)
-	}
 	if hold <= 0 {
 		hold = DefaultLBHold
+	}
+	es := s.state(endpoint)
+	if es == nil {
+		began := time.Now()
+		if es = s.learnEndpoint(ctx, endpoint, min(hold, EndpointLearnWait)); es == nil {
+			return nil, nil, core.Errorf(core.KindUnavailable, "endpoint %s is not known to the scheduler yet (created on another replica a moment ago?); retry shortly", endpoint)
+		}
+		hold = max(hold-time.Since(began), time.Millisecond) // the wait counts against the hold
 	}
 	var deadline <-chan time.Time
 	for {

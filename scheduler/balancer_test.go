@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -165,4 +166,89 @@ func TestLBScaleUpOnInFlightAndDownAfterIdle(t *testing.T) {
 	if alive, _, _ := r.pool.counts(); alive != 0 {
 		t.Errorf("%d workers alive after a minute idle; want 0 (workers.min 0)", alive)
 	}
+}
+
+// getter is an endpoint source that reads single endpoints.
+type getter struct{ eps map[string]core.Endpoint }
+
+func (g getter) ScanEndpoints(_ context.Context, fn func(core.Endpoint) error) error {
+	for _, ep := range g.eps {
+		if err := fn(ep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g getter) GetEndpoint(_ context.Context, id string) (core.Endpoint, error) {
+	ep, ok := g.eps[id]
+	if !ok {
+		return core.Endpoint{}, core.ErrNotFound
+	}
+	return ep, nil
+}
+
+// lbEndpoint is a LOAD_BALANCER endpoint the scheduler has not been told of (created through
+// another replica a moment ago).
+func lbEndpoint(id string) core.Endpoint {
+	return core.Endpoint{ID: id, Owner: "alice", Type: core.TypeLoadBalancer,
+		Container: core.Container{Image: "gantry/http-echo", Env: map[string]string{"PORT": "8000"}},
+		GPU:       core.GPU{Pools: []string{"P"}, Count: 1}, Workers: core.Workers{Min: 0, Max: 2, IdleTimeout: 5},
+		Scaling: core.Scaling{Type: core.ScaleRequestCount, RequestCount: 1}, Flashboot: core.FlashbootOff}
+}
+
+// A request for a LOAD_BALANCER endpoint the leader's scheduler has not heard of yet (created
+// on another replica, the change still on its way) is not answered 503: the scheduler reads
+// the endpoint from its source, or waits for the change, and serves it (issue 29, item 16).
+func TestLBAcquireLearnsANewEndpoint(t *testing.T) {
+	t.Parallel()
+	t.Run("read from the source", func(t *testing.T) {
+		t.Parallel()
+		r, _, _ := lbSetup(t)
+		ep := lbEndpoint("ep-new")
+		r.s.useSource(getter{eps: map[string]core.Endpoint{ep.ID: ep}})
+		base, release, err := r.s.Acquire(context.Background(), ep.ID, 10*time.Second)
+		if err != nil {
+			t.Fatalf("Acquire of an endpoint the source has = %v; want a worker", err)
+		}
+		release()
+		if base == nil || base.Host == "" {
+			t.Errorf("Acquire = %v; want the worker's address", base)
+		}
+	})
+	t.Run("the change arrives", func(t *testing.T) {
+		t.Parallel()
+		r, _, _ := lbSetup(t) // no source read single endpoints
+		ep := lbEndpoint("ep-late")
+		got := make(chan error, 1)
+		go func() {
+			_, release, err := r.s.Acquire(context.Background(), ep.ID, 10*time.Second)
+			if release != nil {
+				release()
+			}
+			got <- err
+		}()
+		testkit.Eventually(t, "Acquire to wait for the endpoint", func() bool {
+			r.s.learn.mu.Lock()
+			defer r.s.learn.mu.Unlock()
+			return r.s.learn.setCh != nil
+		})
+		r.s.Set(ep)
+		if err := <-got; err != nil {
+			t.Errorf("Acquire while the endpoint's change arrives = %v; want a worker", err)
+		}
+	})
+	t.Run("never known", func(t *testing.T) {
+		t.Parallel()
+		r, _, _ := lbSetup(t)
+		r.s.useSource(getter{eps: map[string]core.Endpoint{}})
+		start := time.Now()
+		_, _, err := r.s.Acquire(context.Background(), "ep-gone", 200*time.Millisecond)
+		if core.KindOf(err) != core.KindUnavailable || !strings.Contains(err.Error(), "ep-gone is not known to the scheduler yet") {
+			t.Errorf("Acquire of an unknown endpoint = %v; want 503 saying it is not known yet", err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("Acquire of an unknown endpoint took %s; want at most about its hold", d)
+		}
+	})
 }

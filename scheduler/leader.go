@@ -23,6 +23,7 @@ func (s *Scheduler) Follow() { s.following.Store(true) }
 func (s *Scheduler) Lead(ctx context.Context, src EndpointSource, interval, resync time.Duration) {
 	s.following.Store(false)
 	defer s.following.Store(true)
+	s.useSource(src)
 	s.syncAndReap(ctx, src)
 	s.loop(ctx, src, interval, resync)
 }

@@ -151,7 +151,8 @@ func (s *Scheduler) startLocked(es *epState, now time.Time, code string) error {
 	id := ep.ID + "-" + core.NewID(8)
 	w := &workerRec{id: id, es: es, res: res, gen: es.gen, state: phaseBooting, startedAt: now, starting: true}
 	spec := WorkerSpec{ID: id, Endpoint: ep.ID, Image: ep.Image, Args: ep.Args, Ports: ep.Ports, Disk: ep.Disk,
-		GPUs: res.GPUs, GPUCount: res.Count, Report: func(ev WorkerEvent) { s.event(w, ev) }}
+		GPUs: res.GPUs, GPUCount: res.Count, CUDAVersions: slices.Clone(ep.AllowedCudaVersions),
+		Report: func(ev WorkerEvent) { s.event(w, ev) }}
 	if ep.Registry != nil {
 		spec.Registry = *ep.Registry
 	}

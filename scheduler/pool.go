@@ -120,6 +120,10 @@ type WorkerSpec struct {
 	// GPUCount is how many GPUs (or CPU slots) the worker holds: len(GPUs) where the pool
 	// has device indices.
 	GPUCount int
+	// CUDAVersions are the endpoint's allowedCudaVersions ("12.4"; empty = any). Placement
+	// chose a pool that offers one of them; a pool that rents machines (RunPod) asks for one
+	// that runs one of them.
+	CUDAVersions []string
 	// PortEnv names the environment variables that carry the ports the worker serves HTTP on,
 	// each with the port it asks for (a LOAD_BALANCER worker: {"PORT": 80, "PORT_HEALTH": 80}).
 	// The pool makes each port reachable from Gantry: it may change the variables' values (the

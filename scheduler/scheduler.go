@@ -107,6 +107,7 @@ type Scheduler struct {
 	following atomic.Bool // Follow: another replica leads; none start here (leader.go)
 
 	metrics metrics
+	learn   learner // endpoints Acquire has not heard of yet (learn.go)
 }
 
 // epState is one endpoint as the scheduler runs it. mu guards everything but active.
@@ -204,10 +205,21 @@ func (s *Scheduler) Placer() *Placer { return s.placer }
 // Set adds an endpoint or applies its new settings: scaling, worker bounds and GPU choice take
 // effect at the next tick; workers running an old image, env or GPU choice are replaced as
 // they become idle.
-func (s *Scheduler) Set(ep core.Endpoint) {
+func (s *Scheduler) Set(ep core.Endpoint) { s.set(ep, true) }
+
+// setIfAbsent is Set for an endpoint the scheduler does not know: one it knows meanwhile (a
+// change that arrived since it was read) is left as it is.
+func (s *Scheduler) setIfAbsent(ep core.Endpoint) { s.set(ep, false) }
+
+// set is Set; with !update, an endpoint already known is left as it is.
+func (s *Scheduler) set(ep core.Endpoint, update bool) {
+	defer s.endpointSet()
 	v, loaded := s.eps.LoadOrStore(ep.ID, &epState{ep: ep, queueType: ep.Type == core.TypeQueue,
 		queueDelay: ep.Scaling.Type == core.ScaleQueueDelay, scaler: newScaler(s.cfg.StableWindow, s.cfg.PanicWindow), load: s.cfg.Jobs.LoadCounter(ep.ID)})
 	es := v.(*epState)
+	if loaded && !update {
+		return
+	}
 	if !loaded {
 		s.listMu.Lock()
 		var l []*epState
@@ -322,6 +334,7 @@ func (s *Scheduler) syncAndReap(ctx context.Context, src EndpointSource) {
 // every interval and resyncs endpoints from src every resync, until ctx ends; then it stops
 // every worker and waits for them.
 func (s *Scheduler) Run(ctx context.Context, src EndpointSource, interval, resync time.Duration) {
+	s.useSource(src)
 	s.syncAndReap(ctx, src)
 	s.loop(ctx, src, interval, resync)
 	s.Close()

@@ -892,3 +892,49 @@ func TestCatchUpEqualsSkippedTicks(t *testing.T) {
 		}
 	}
 }
+
+// A worker whose job asked for stopPod (runpod's refresh_worker) right after one of its jobs
+// was cancelled is retired at the next tick: the cancelled job it may still be running until
+// its next ping does not keep it in service (issue 29, item 14).
+func TestStopPodAfterACancelRetiresAtOnce(t *testing.T) {
+	t.Parallel()
+	r := setup(t)
+	ep := r.endpoint(func(e *core.Endpoint) { e.Workers = core.Workers{Min: 1, Max: 1, IdleTimeout: 60} })
+	r.tick(time.Second)
+	w := r.running(1)[0]
+	r.poll()
+	r.tick(time.Second)
+	ids := r.submit(ep, 2, false)
+	if got := r.take(ep, w); got != ids[0] {
+		t.Fatalf("took %s; want %s", got, ids[0])
+	}
+	if _, err := r.jobs.Cancel(core.JobRef{Endpoint: ep.ID, ID: ids[0]}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.take(ep, w); got != ids[1] {
+		t.Fatalf("took %s; want %s", got, ids[1])
+	}
+	if err := r.jobs.Done(ep.ID, w, ids[1], core.Result{Output: []byte(`1`), StopPod: true}); err != nil {
+		t.Fatal(err)
+	}
+	r.tick(time.Second)
+	if slices.Contains(r.pool.running(), w) {
+		t.Errorf("worker %s still runs after its job asked for stopPod; want it retired", w)
+	}
+}
+
+// A worker's spec carries its endpoint's allowedCudaVersions, for pools that rent machines
+// (RunPod) to ask for them (issue 29, item 18).
+func TestWorkerSpecCarriesCUDAVersions(t *testing.T) {
+	t.Parallel()
+	r := setup(t, &fakePool{info: core.Pool{ID: "P", GPUType: "L4", GPUs: 4, CUDAVersions: []string{"12.2", "12.4"}}})
+	r.endpoint(func(e *core.Endpoint) {
+		e.AllowedCudaVersions = []string{"12.4", "12.8"}
+		e.Workers = core.Workers{Min: 1, Max: 1, IdleTimeout: 5}
+	})
+	r.tick(time.Second)
+	r.running(1)
+	if got := r.pool.started[0].CUDAVersions; !slices.Equal(got, []string{"12.4", "12.8"}) {
+		t.Errorf("the spec's CUDA versions = %v; want the endpoint's [12.4 12.8]", got)
+	}
+}

@@ -25,7 +25,10 @@ type Config struct {
 	// Store is the PostgreSQL database replicas share (postgres://user:pass@host:5432/db);
 	// "" = the embedded store in Data, for one server. Also --store and GANTRY_STORE.
 	Store string `yaml:"store"`
-	// PublicURL is the base of the request URLs handed out. Default http://<listen address>.
+	// PublicURL is the base of the URLs handed out (requestUrls, file URLs, a Kubernetes
+	// pool's default workerUrl). Default http://<listen address>; required when the listen
+	// address is every interface (0.0.0.0, [::]), which no client can reach. Also
+	// --public-url and GANTRY_PUBLIC_URL.
 	PublicURL string `yaml:"publicUrl"`
 	// PeerURL is where the other replicas sharing the store reach this one, e.g.
 	// http://10.0.0.5:8080: a replica that does not lead forwards the LOAD_BALANCER requests
@@ -228,6 +231,19 @@ type DockerConfig struct {
 	// Init runs docker-init as each container's PID 1, so that workers without a SIGTERM
 	// handler stop at once.
 	Init bool `yaml:"init"`
+	// Timeouts bound each kind of call to the Docker engine, so that a wedged dockerd fails
+	// the call with an error naming it instead of holding the scheduler; omitted = defaults.
+	Timeouts DockerTimeouts `yaml:"timeouts"`
+}
+
+// DockerTimeouts are a docker pool's engine call deadlines (adapters/docker.Timeouts); 0 = the
+// default.
+type DockerTimeouts struct {
+	Pull    time.Duration `yaml:"pull"`    // an image pull, to its end; default 30m
+	Inspect time.Duration `yaml:"inspect"` // ping, inspect, list, a wait's acknowledgement; default 30s
+	Change  time.Duration `yaml:"change"`  // create, start, pause, unpause, remove; default 1m
+	Stop    time.Duration `yaml:"stop"`    // a stop, beyond stopGrace; default 30s
+	Logs    time.Duration `yaml:"logs"`    // reading a container's log; default 1m
 }
 
 // RegistryConfig is a registry credential: an endpoint whose `registry` is ID pulls its image
@@ -279,7 +295,7 @@ const ConfigHelp = `Config file (YAML, --config FILE; unknown keys are rejected;
   listen: 127.0.0.1:8080          # address of every API
   data: ./gantry-data             # state directory
   store: postgres://gantry@db:5432/gantry  # shared PostgreSQL for replicas; omitted = embedded
-  publicUrl: http://127.0.0.1:8080 # base of the requestUrls handed out
+  publicUrl: http://127.0.0.1:8080 # base of the URLs handed out; required when listening on 0.0.0.0
   peerUrl: http://10.0.0.5:8080   # where other replicas reach this one (LOAD_BALANCER forwarding)
   quota: {minute: 600, hour: 20000, day: 200000}  # default per-user limits; 0 = unlimited
   pools:                          # replaces the discovered "local" pool when given
@@ -309,6 +325,7 @@ const ConfigHelp = `Config file (YAML, --config FILE; unknown keys are rejected;
         gpusByEnv: false          # true: NVIDIA_VISIBLE_DEVICES (nvidia default runtime), not device requests
         diskQuota: false          # true: endpoint disk limits the container (xfs+pquota, btrfs, zfs)
         init: false               # true: docker-init as PID 1 (workers without a SIGTERM handler)
+        timeouts: {pull: 30m, inspect: 30s, change: 1m, stop: 30s, logs: 1m}  # engine call deadlines (these are the defaults)
     - id: burst                   # rented GPUs: each worker a RunPod pod (see the README)
       adapter: runpod
       gpuType: NVIDIA GeForce RTX 4090  # RunPod's GPU type id
@@ -407,6 +424,9 @@ func (c *Config) Validate() error {
 	if err := c.validatePeerURL(); err != nil {
 		return err
 	}
+	if err := c.validatePublicURL(); err != nil {
+		return err
+	}
 	a := c.Autoscaler
 	switch {
 	case a.PanicWindow > cmp.Or(a.StableWindow, scheduler.StableWindow):
@@ -431,6 +451,17 @@ func (c *Config) Validate() error {
 		for _, v := range p.CUDAVersions {
 			if !strings.Contains(v, ".") {
 				return fmt.Errorf("pool %q: CUDA version %q is not major.minor", p.ID, v)
+			}
+		}
+		if d := p.Docker; d != nil {
+			for _, t := range []struct {
+				key string
+				v   time.Duration
+			}{{"pull", d.Timeouts.Pull}, {"inspect", d.Timeouts.Inspect}, {"change", d.Timeouts.Change},
+				{"stop", d.Timeouts.Stop}, {"logs", d.Timeouts.Logs}} {
+				if t.v < 0 {
+					return c.errAt(fmt.Sprintf("pools[%d].docker.timeouts.%s", i, t.key), "%s is negative: give a duration, or 0 for the default", t.v)
+				}
 			}
 		}
 		seen[p.ID] = true
@@ -492,6 +523,30 @@ func (c *Config) Validate() error {
 		return err
 	}
 	c.catalog = specs
+	return nil
+}
+
+// validatePublicURL checks publicUrl, when given: an absolute http or https URL naming a host
+// that is not every interface, without credentials, query or fragment; a path is kept (a
+// reverse proxy's prefix), without its trailing slash.
+func (c *Config) validatePublicURL() error {
+	if c.PublicURL == "" {
+		return nil
+	}
+	const example = "e.g. https://gantry.example.com or http://10.0.0.5:8080"
+	u, err := url.Parse(c.PublicURL)
+	switch {
+	case err != nil || u.Scheme != "http" && u.Scheme != "https":
+		return c.errAt("publicUrl", "%q: want an http:// or https:// URL where clients reach this server, %s", c.PublicURL, example)
+	case u.Host == "" || u.Hostname() == "":
+		return c.errAt("publicUrl", "%q names no host: want %s", c.PublicURL, example)
+	case u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return c.errAt("publicUrl", "%q: want a base URL without credentials, query or fragment, %s", c.PublicURL, example)
+	}
+	if ip := net.ParseIP(u.Hostname()); ip != nil && ip.IsUnspecified() {
+		return c.errAt("publicUrl", "%q names every interface, which no client can reach: give the address clients use, %s", c.PublicURL, example)
+	}
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
 	return nil
 }
 

@@ -36,6 +36,11 @@ func TestConfigErrors(t *testing.T) {
 		{"a peer URL without a scheme", "listen: a\npeerUrl: 10.0.0.5:8080\n", `:2: peerUrl: "10.0.0.5:8080": want an http:// or https:// URL`},
 		{"a peer URL without a host", "peerUrl: http://:8080\n", `:1: peerUrl: "http://:8080" names no host`},
 		{"a peer URL with a query", "peerUrl: http://10.0.0.5:8080/?a=1\n", `:1: peerUrl: "http://10.0.0.5:8080/?a=1": want a base URL without credentials, query or fragment`},
+		{"a negative docker timeout", "pools:\n  - id: a\n    gpuType: x\n    count: 1\n    adapter: docker\n    docker:\n      timeouts: {inspect: 5s, pull: -1m}\n",
+			":7: pools[0].docker.timeouts.pull: -1m0s is negative"},
+		{"a public URL of every interface", "publicUrl: http://0.0.0.0:8080\n", `:1: publicUrl: "http://0.0.0.0:8080" names every interface`},
+		{"a public URL without a scheme", "listen: a\npublicUrl: gantry.example.com\n", `:2: publicUrl: "gantry.example.com": want an http:// or https:// URL`},
+		{"a public URL with a query", "publicUrl: https://gantry.example.com/?a=1\n", `:1: publicUrl: "https://gantry.example.com/?a=1": want a base URL without credentials`},
 		{"a peer URL of every interface", "peerUrl: http://0.0.0.0:8080\n", `:1: peerUrl: "http://0.0.0.0:8080" names every interface`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

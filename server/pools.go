@@ -63,7 +63,8 @@ var adapters = map[string]adapter{
 			return docker.New(ctx, docker.Config{Pool: p.Pool, Host: d.Host, Network: d.Network,
 				Devices: d.Devices, GPUsByEnv: d.GPUsByEnv, Pull: docker.PullPolicy(d.Pull),
 				Credentials: env.cfg.credential, StopGrace: d.StopGrace, Suspend: docker.SuspendMode(d.Suspend),
-				LogDir: env.logDir, DiskQuota: d.DiskQuota, Init: d.Init, Log: env.log})
+				LogDir: env.logDir, DiskQuota: d.DiskQuota, Init: d.Init, Log: env.log,
+				Timeouts: docker.Timeouts(d.Timeouts)})
 		},
 		section: func(p PoolConfig) bool { return p.Docker != nil },
 		grace: func(p PoolConfig) time.Duration {

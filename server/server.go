@@ -178,17 +178,29 @@ func (s *Server) listen(ln net.Listener) error {
 	s.closers = append(s.closers, func() { ln.Close() })
 	s.cfg.Webhooks.listensOn(ln.Addr())
 	if s.cfg.PublicURL == "" {
-		s.cfg.PublicURL = "http://" + ln.Addr().String()
+		if s.cfg.PublicURL = listenURL(ln.Addr()); s.cfg.PublicURL == "" {
+			return fmt.Errorf("publicUrl is required when listening on every interface (%s): the URLs handed out (requestUrls, file URLs, a Kubernetes pool's workerUrl) need an address clients can reach; set publicUrl (--public-url, GANTRY_PUBLIC_URL), e.g. http://gantry.example.com:%s",
+				ln.Addr(), portOf(ln.Addr()))
+		}
 	}
 	if s.cfg.PeerURL == "" {
-		s.cfg.PeerURL = peerURL(ln.Addr())
+		s.cfg.PeerURL = listenURL(ln.Addr())
 	}
 	return nil
 }
 
-// peerURL is the default peerUrl of a replica listening on addr: http://addr when addr names
-// one host, "" (none) when it is every interface, which names no address a peer can dial.
-func peerURL(addr net.Addr) string {
+// portOf returns the port of a listen address ("8080" when it names none).
+func portOf(addr net.Addr) string {
+	if _, port, err := net.SplitHostPort(addr.String()); err == nil && port != "" {
+		return port
+	}
+	return "8080"
+}
+
+// listenURL is the default publicUrl and peerUrl of a server listening on addr: http://addr
+// when addr names one host, "" (none) when it is every interface (0.0.0.0, [::]), which names
+// no address a client or a peer can dial.
+func listenURL(addr net.Addr) string {
 	host, _, err := net.SplitHostPort(addr.String())
 	if err != nil || host == "" {
 		return ""

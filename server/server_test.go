@@ -87,3 +87,50 @@ func TestNewRefusesAndReleases(t *testing.T) {
 		t.Errorf("/healthz of a server on the data directory a failed New opened = %d %s; want 200", code, body)
 	}
 }
+
+// everyInterface is a loopback listener that reports the unspecified address, as a server
+// listening on 0.0.0.0 (or [::]) does; it still listens on 127.0.0.1 only.
+type everyInterface struct {
+	net.Listener
+	ip net.IP
+}
+
+func (l everyInterface) Addr() net.Addr {
+	a := *l.Listener.Addr().(*net.TCPAddr)
+	a.IP = l.ip
+	return &a
+}
+
+// TestPublicURLOnEveryInterface: a server listening on every interface has no address to hand
+// out, so it refuses to start without publicUrl, saying to set it; with one it hands that out
+// (issue 29, item 17). On one host, the default is that host.
+func TestPublicURLOnEveryInterface(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pools := []scheduler.Pool{servertest.LocalPool(2)}
+	for _, ip := range []net.IP{net.IPv4zero, net.IPv6unspecified} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		any := everyInterface{ln, ip}
+		_, err = server.New(ctx, server.Config{Data: t.TempDir()}, server.Options{Pools: pools, Listener: any})
+		if err == nil || !strings.Contains(err.Error(), "publicUrl is required when listening on every interface ("+any.Addr().String()+")") ||
+			!strings.Contains(err.Error(), "--public-url") {
+			t.Errorf("New on %s without publicUrl = %v; want a refusal saying to set publicUrl", any.Addr(), err)
+		}
+		ln.Close()
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := servertest.New(t, server.Config{PublicURL: "https://gantry.example/"}, server.Options{Pools: pools, Listener: everyInterface{ln, net.IPv4zero}})
+	if got := s.Config().PublicURL; got != "https://gantry.example" {
+		t.Errorf("publicUrl on 0.0.0.0 with one given = %q; want https://gantry.example", got)
+	}
+	one := servertest.New(t, server.Config{}, server.Options{Pools: pools})
+	if got := one.Config().PublicURL; got != one.URL() {
+		t.Errorf("default publicUrl on one host = %q; want %q", got, one.URL())
+	}
+}

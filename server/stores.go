@@ -45,6 +45,13 @@ type stores struct {
 	pg     *postgres.DB  // the shared store, when Config.Store names one
 }
 
+// Both stores read single endpoints too: the leader's scheduler reads one it has not heard of
+// yet when a LOAD_BALANCER request for it arrives (scheduler.EndpointGetter).
+var (
+	_ scheduler.EndpointGetter = (*pebble.Store)(nil)
+	_ scheduler.EndpointGetter = (*postgres.DB)(nil)
+)
+
 // IsPostgresURL reports whether store names a PostgreSQL database (postgres:// or
 // postgresql://), as Config.Store may.
 func IsPostgresURL(store string) bool {

@@ -14,7 +14,9 @@ import (
 // server that started them. Each removal is logged.
 func (p *Pool) cleanup(ctx context.Context) error {
 	filters := make(client.Filters).Add("label", LabelManaged+"=true", LabelPool+"="+p.desc.ID)
-	list, err := p.api.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filters})
+	list, err := engineCall(ctx, p, kindInspect, "ContainerList", func(ctx context.Context) (client.ContainerListResult, error) {
+		return p.api.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: filters})
+	})
 	if err != nil {
 		return err
 	}
@@ -25,7 +27,7 @@ func (p *Pool) cleanup(ctx context.Context) error {
 				p.log.Warn("saving the log of a leftover container", "pool", p.desc.ID, "worker", worker, "err", err)
 			}
 		}
-		if _, err := p.api.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		if err := p.removeContainer(ctx, c.ID); err != nil && !cerrdefs.IsNotFound(err) {
 			return fmt.Errorf("container %s (worker %s): %w", c.ID[:min(12, len(c.ID))], worker, err)
 		}
 		p.log.Info("removed a worker container an earlier run left", "pool", p.desc.ID, "container", c.ID[:min(12, len(c.ID))],

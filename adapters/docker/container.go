@@ -97,7 +97,9 @@ func (p *Pool) createOptions(spec scheduler.WorkerSpec, name string, portEnv map
 // ensureImage makes sure the host has image, pulling it with the endpoint's registry
 // credential when it lacks it (unless the pool never pulls).
 func (p *Pool) ensureImage(ctx context.Context, image, endpoint, registryID string) error {
-	_, err := p.api.ImageInspect(ctx, image)
+	_, err := engineCall(ctx, p, kindInspect, "ImageInspect", func(ctx context.Context) (client.ImageInspectResult, error) {
+		return p.api.ImageInspect(ctx, image)
+	})
 	if err == nil {
 		return nil
 	}
@@ -111,11 +113,13 @@ func (p *Pool) ensureImage(ctx context.Context, image, endpoint, registryID stri
 	if err != nil {
 		return fmt.Errorf("image %q is not on this Docker host and could not be pulled: %w", image, err)
 	}
-	resp, err := p.api.ImagePull(ctx, image, client.ImagePullOptions{RegistryAuth: auth})
+	pctx, cancel, timedOut := p.bound(ctx, kindPull, "ImagePull")
+	defer cancel()
+	resp, err := p.api.ImagePull(pctx, image, client.ImagePullOptions{RegistryAuth: auth})
 	if err == nil {
-		err = resp.Wait(ctx) // the pull's own errors come in its stream
+		err = resp.Wait(pctx) // the pull's own errors come in its stream
 	}
-	if err != nil {
+	if err = timedOut(err); err != nil {
 		return fmt.Errorf("image %q is not on this Docker host and could not be pulled: %w", image, err)
 	}
 	return nil

@@ -58,7 +58,9 @@ func (p *Pool) engineLogs(ctx context.Context, ctr string, tail int) (io.ReadClo
 	if tail > 0 {
 		opts.Tail = strconv.Itoa(tail)
 	}
-	rc, err := p.api.ContainerLogs(ctx, ctr, opts)
+	rc, err := p.openStream(ctx, "ContainerLogs", func(ctx context.Context) (io.ReadCloser, error) {
+		return p.api.ContainerLogs(ctx, ctr, opts)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -96,9 +98,11 @@ func (p *Pool) saveLogOf(ctx context.Context, id, ctr string) error {
 	if err := os.MkdirAll(p.cfg.LogDir, 0o700); err != nil {
 		return err
 	}
+	ctx, cancel, timedOut := p.bound(ctx, kindLogs, "ContainerLogs")
+	defer cancel()
 	rc, err := p.api.ContainerLogs(ctx, ctr, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
 	if err != nil {
-		return err
+		return timedOut(err)
 	}
 	defer rc.Close()
 	f, err := os.CreateTemp(p.cfg.LogDir, id+".log.*")
@@ -113,12 +117,14 @@ func (p *Pool) saveLogOf(ctx context.Context, id, ctr string) error {
 	if err == nil {
 		err = os.Rename(f.Name(), path)
 	}
-	return err
+	return timedOut(err)
 }
 
 // lastLines returns the last n lines a worker's container wrote, joined with " | " and cut to
 // a few hundred bytes; "" when it wrote nothing or the engine does not say.
 func (p *Pool) lastLines(ctx context.Context, w *worker, n int) string {
+	ctx, cancel, _ := p.bound(ctx, kindLogs, "ContainerLogs")
+	defer cancel()
 	rc, err := p.engineLogs(ctx, w.container, n)
 	if err != nil {
 		return ""

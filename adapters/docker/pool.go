@@ -126,6 +126,9 @@ type Config struct {
 	// worker that installs no signal handler (a plain Python handler) still dies on the stop
 	// signal instead of waiting out the grace.
 	Init bool
+	// Timeouts bound each kind of call to the engine; the zero value takes the defaults
+	// (Default*Timeout).
+	Timeouts Timeouts
 	// Log receives what the pool does outside its events: leftover containers it removed,
 	// failures it could only log. nil = slog.Default().
 	Log *slog.Logger
@@ -157,15 +160,16 @@ type Config struct {
 // range, twice, or held by a live worker, with an error wrapping scheduler.ErrNoCapacity. A
 // worker's indices are free again before its WorkerExited event is sent.
 type Pool struct {
-	desc    core.Pool
-	api     *client.Client
-	host    string
-	grace   time.Duration
-	suspend SuspendMode
-	pull    PullPolicy
-	devices []string // machine device names by pool index; nil = the index
-	cfg     Config   // the rest: Network, GPUsByEnv, Credentials, LogDir, DiskQuota, Init
-	log     *slog.Logger
+	desc     core.Pool
+	api      *client.Client
+	host     string
+	grace    time.Duration
+	timeouts Timeouts // with the defaults filled in
+	suspend  SuspendMode
+	pull     PullPolicy
+	devices  []string // machine device names by pool index; nil = the index
+	cfg      Config   // the rest: Network, GPUsByEnv, Credentials, LogDir, DiskQuota, Init
+	log      *slog.Logger
 
 	live *kit.Live[*worker] // live workers and the devices they hold
 }
@@ -174,10 +178,6 @@ type Pool struct {
 // calls come in bursts (a start, a stop); short-lived idle connections keep the goroutines
 // the pool starts bounded in time once its workers have exited.
 const idleConnTimeout = time.Second
-
-// apiTimeout bounds the engine calls the pool makes in the background (removing a container,
-// saving its log), where no caller's context applies.
-const apiTimeout = time.Minute
 
 // New returns a pool on the Docker host cfg names, or what is wrong with cfg, or why the
 // engine does not answer. It removes the containers an earlier run of Gantry left on the host
@@ -196,6 +196,9 @@ func New(ctx context.Context, cfg Config) (*Pool, error) {
 	if pull != PullMissing && pull != PullNever {
 		errs = append(errs, fmt.Errorf("pull policy %q; want %q or %q", cfg.Pull, PullMissing, PullNever))
 	}
+	if err := cfg.Timeouts.check(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("docker pool %q: %w", d.ID, err)
 	}
@@ -206,11 +209,14 @@ func New(ctx context.Context, cfg Config) (*Pool, error) {
 	}
 	p := &Pool{
 		desc: d, api: api, host: host,
-		grace: cmp.Or(cfg.StopGrace, DefaultStopGrace), suspend: suspend, pull: pull,
+		grace: cmp.Or(cfg.StopGrace, DefaultStopGrace), timeouts: cfg.Timeouts.withDefaults(), suspend: suspend, pull: pull,
 		devices: slices.Clone(cfg.Devices), cfg: cfg, log: cmp.Or(cfg.Log, slog.Default()),
 		live: kit.NewLive[*worker](d.GPUs),
 	}
-	if _, err := api.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+	ping := func(ctx context.Context) (client.PingResult, error) {
+		return api.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
+	}
+	if _, err := engineCall(ctx, p, kindInspect, "Ping", ping); err != nil {
 		api.Close()
 		return nil, fmt.Errorf("docker pool %q: the Docker engine at %s does not answer: %w", d.ID, host, err)
 	}

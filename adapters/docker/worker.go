@@ -111,7 +111,9 @@ func (p *Pool) create(ctx context.Context, w *worker, spec scheduler.WorkerSpec)
 	if err := p.ensureImage(ctx, spec.Image, spec.Endpoint, spec.Registry); err != nil {
 		return nil, err
 	}
-	created, err := p.api.ContainerCreate(ctx, p.createOptions(spec, w.name, portEnv))
+	created, err := engineCall(ctx, p, kindChange, "ContainerCreate", func(ctx context.Context) (client.ContainerCreateResult, error) {
+		return p.api.ContainerCreate(ctx, p.createOptions(spec, w.name, portEnv))
+	})
 	if err != nil {
 		return nil, fmt.Errorf("creating its container from %q: %w", spec.Image, err)
 	}
@@ -131,8 +133,16 @@ func (p *Pool) run(ctx context.Context, w *worker) (watch func(), err error) {
 	// The wait is registered before the start, so that no exit can slip between the two; it
 	// lives as long as the container runs, not as long as ctx.
 	waitCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	wait := p.api.ContainerWait(waitCtx, w.container, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
-	if _, err := p.api.ContainerStart(ctx, w.container, client.ContainerStartOptions{}); err != nil {
+	wait := p.containerWait(waitCtx, w.container, container.WaitConditionNextExit)
+	select {
+	case err := <-wait.Error: // not acknowledged: the start would go unwatched
+		cancel()
+		return nil, fmt.Errorf("starting its container: %w", err)
+	default: // the wait's errors are the watch's from here on
+	}
+	if _, err := engineCall(ctx, p, kindChange, "ContainerStart", func(ctx context.Context) (client.ContainerStartResult, error) {
+		return p.api.ContainerStart(ctx, w.container, client.ContainerStartOptions{})
+	}); err != nil {
 		cancel()
 		return nil, fmt.Errorf("starting its container: %w", err)
 	}
@@ -182,9 +192,7 @@ func (p *Pool) await(ctx context.Context, w *worker, wait client.ContainerWaitRe
 			return res.StatusCode, nil
 		case waitErr = <-wait.Error:
 		}
-		ictx, icancel := context.WithTimeout(ctx, apiTimeout)
-		info, err := p.api.ContainerInspect(ictx, w.container, client.ContainerInspectOptions{})
-		icancel()
+		info, err := p.inspect(ctx, w.container)
 		switch {
 		case cerrdefs.IsNotFound(err):
 			return -1, fmt.Errorf("its container %s is gone (removed outside Gantry?)", w.name)
@@ -198,7 +206,7 @@ func (p *Pool) await(ctx context.Context, w *worker, wait client.ContainerWaitRe
 			return -1, fmt.Errorf("lost the Docker engine while watching its container (%v; then %v)", waitErr, err)
 		}
 		time.Sleep(backoff)
-		wait = p.api.ContainerWait(ctx, w.container, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+		wait = p.containerWait(ctx, w.container, container.WaitConditionNotRunning)
 	}
 }
 
@@ -206,8 +214,7 @@ func (p *Pool) await(ctx context.Context, w *worker, wait client.ContainerWaitRe
 // was stopped or exited with status 0), saves its log, removes its container, frees its
 // devices, then reports WorkerExited.
 func (p *Pool) finish(w *worker, code int64, cause error, stopped bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
-	defer cancel()
+	ctx := context.Background() // each engine call has its deadline
 	var err error
 	if !stopped && (code != 0 || cause != nil) {
 		err = p.exitError(ctx, w, code, cause)
@@ -227,7 +234,7 @@ func (p *Pool) exitError(ctx context.Context, w *worker, code int64, cause error
 	var exit error = cause
 	if cause == nil {
 		e := &ExitError{Code: int(code)}
-		if info, err := p.api.ContainerInspect(ctx, w.container, client.ContainerInspectOptions{}); err == nil && info.Container.State != nil {
+		if info, err := p.inspect(ctx, w.container); err == nil && info.Container.State != nil {
 			e.OOMKilled = info.Container.State.OOMKilled
 		}
 		exit = e
@@ -244,11 +251,33 @@ func (p *Pool) exitError(ctx context.Context, w *worker, code int64, cause error
 	return fmt.Errorf("worker %s exited: %w (%s)", w.id, exit, hint)
 }
 
+// inspect asks the engine about a container.
+func (p *Pool) inspect(ctx context.Context, ctr string) (client.ContainerInspectResult, error) {
+	return engineCall(ctx, p, kindInspect, "ContainerInspect", func(ctx context.Context) (client.ContainerInspectResult, error) {
+		return p.api.ContainerInspect(ctx, ctr, client.ContainerInspectOptions{})
+	})
+}
+
+// removeContainer removes a container by force, whatever its state.
+func (p *Pool) removeContainer(ctx context.Context, ctr string) error {
+	_, err := engineCall(ctx, p, kindChange, "ContainerRemove", func(ctx context.Context) (client.ContainerRemoveResult, error) {
+		return p.api.ContainerRemove(ctx, ctr, client.ContainerRemoveOptions{Force: true})
+	})
+	return err
+}
+
+// stopContainer stops a container: its stop signal, then SIGKILL after the pool's grace.
+func (p *Pool) stopContainer(ctx context.Context, ctr string) error {
+	secs := p.graceSeconds()
+	_, err := engineCall(ctx, p, kindStop, "ContainerStop", func(ctx context.Context) (client.ContainerStopResult, error) {
+		return p.api.ContainerStop(ctx, ctr, client.ContainerStopOptions{Timeout: &secs})
+	})
+	return err
+}
+
 // remove removes the worker's container, whatever its state.
 func (p *Pool) remove(w *worker) {
-	ctx, cancel := context.WithTimeout(context.Background(), apiTimeout)
-	defer cancel()
-	_, err := p.api.ContainerRemove(ctx, w.container, client.ContainerRemoveOptions{Force: true})
+	err := p.removeContainer(context.Background(), w.container)
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		p.log.Error("removing a worker's container", "pool", p.desc.ID, "worker", w.id, "container", w.name, "err", err)
 	}
@@ -289,10 +318,7 @@ func (p *Pool) halt(w *worker) {
 	case kept: // no watch: the container is stopped already
 		p.finish(w, 0, nil, true)
 	default: // running or paused: the watch reports the exit
-		ctx, cancel := context.WithTimeout(context.Background(), p.grace+apiTimeout)
-		defer cancel()
-		secs := p.graceSeconds()
-		if _, err := p.api.ContainerStop(ctx, w.container, client.ContainerStopOptions{Timeout: &secs}); err != nil && !cerrdefs.IsNotFound(err) {
+		if err := p.stopContainer(context.Background(), w.container); err != nil && !cerrdefs.IsNotFound(err) {
 			p.log.Error("stopping a worker's container; removing it by force", "pool", p.desc.ID, "worker", w.id, "container", w.name, "err", err)
 			p.remove(w)
 		}
@@ -340,7 +366,9 @@ func (p *Pool) Suspend(ctx context.Context, id string) error {
 	}
 	if p.suspend == SuspendPause {
 		w.mu.Unlock()
-		if _, err := p.api.ContainerPause(ctx, w.container, client.ContainerPauseOptions{}); err != nil {
+		if _, err := engineCall(ctx, p, kindChange, "ContainerPause", func(ctx context.Context) (client.ContainerPauseResult, error) {
+			return p.api.ContainerPause(ctx, w.container, client.ContainerPauseOptions{})
+		}); err != nil {
 			return fmt.Errorf("suspending worker %s: pausing its container: %w", id, err)
 		}
 		return w.become(suspended, scheduler.WorkerSuspended, "suspending")
@@ -348,8 +376,7 @@ func (p *Pool) Suspend(ctx context.Context, id string) error {
 	w.phase = suspending // the watch sees the exit and keeps the worker
 	done := w.watched
 	w.mu.Unlock()
-	secs := p.graceSeconds()
-	if _, err := p.api.ContainerStop(ctx, w.container, client.ContainerStopOptions{Timeout: &secs}); err != nil {
+	if err := p.stopContainer(ctx, w.container); err != nil {
 		w.mu.Lock()
 		if w.phase == suspending {
 			w.phase = running
@@ -383,7 +410,9 @@ func (p *Pool) Resume(ctx context.Context, id string) error {
 	}
 	w.mu.Unlock()
 	if p.suspend == SuspendPause {
-		if _, err := p.api.ContainerUnpause(ctx, w.container, client.ContainerUnpauseOptions{}); err != nil {
+		if _, err := engineCall(ctx, p, kindChange, "ContainerUnpause", func(ctx context.Context) (client.ContainerUnpauseResult, error) {
+			return p.api.ContainerUnpause(ctx, w.container, client.ContainerUnpauseOptions{})
+		}); err != nil {
 			return fmt.Errorf("resuming worker %s: unpausing its container: %w", id, err)
 		}
 		return w.become(running, scheduler.WorkerResumed, "resuming")

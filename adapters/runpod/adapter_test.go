@@ -671,3 +671,46 @@ func TestACreateCutOffLeavesNoPod(t *testing.T) {
 		t.Errorf("events of the refused worker: %s; want none", adaptertest.FormatEvents(evs))
 	}
 }
+
+// An endpoint's allowedCudaVersions reach its pods, within the pool's own versions when the
+// pool's config names some (issue 29, item 18).
+func TestPodsRunTheEndpointsCUDAVersions(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name           string
+		pool, endpoint []string
+		want           []string // allowedCudaVersions sent
+		err            string   // or the start's error
+	}{
+		{"endpoint only", nil, []string{"12.8", "12.4"}, []string{"12.4", "12.8"}, ""},
+		{"both", []string{"12.4", "12.8"}, []string{"12.8", "11.8"}, []string{"12.8"}, ""},
+		{"pool only", []string{"12.4"}, nil, []string{"12.4"}, ""},
+		{"neither", nil, nil, nil, ""},
+		{"none in common", []string{"12.4"}, []string{"11.8"}, nil, "the endpoint allows CUDA 11.8, and the pool's pods run 12.4: none in common"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t, Config{Pool: core.Pool{CUDAVersions: tc.pool}}, runpodfake.Config{})
+			spec := f.spec()
+			spec.CUDAVersions = tc.endpoint
+			if tc.err != "" {
+				if err := f.pool.Start(context.Background(), spec); err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Errorf("Start = %v; want an error containing %q", err, tc.err)
+				}
+				if _, ok := f.cloud.podOf(spec.ID); ok {
+					t.Error("a pod was created; want none")
+				}
+				return
+			}
+			f.start(spec)
+			pod, ok := f.cloud.podOf(spec.ID)
+			if !ok {
+				t.Fatal("no pod for the worker")
+			}
+			if !slices.Equal(pod.CUDA, tc.want) {
+				t.Errorf("the pod's allowedCudaVersions = %v; want %v", pod.CUDA, tc.want)
+			}
+			f.stop(spec.ID)
+		})
+	}
+}

@@ -22,7 +22,7 @@ func (p *Pool) readCatalog(ctx context.Context) error {
 		Include: []rpapi.ListGpuTypesIncludeItem{rpapi.ListGpuTypesIncludeItemAVAILABILITY},
 		Product: []rpapi.ListGpuTypesProductItem{rpapi.ListGpuTypesProductItemPOD},
 		Count:   rpapi.NewOptInt(1), Cloud: rpapi.NewOptListGpuTypesCloud(rpapi.ListGpuTypesCloud(p.cfg.Cloud)),
-		CudaVersions: p.allowedCUDA(),
+		CudaVersions: p.poolCUDA(),
 	})
 	if err != nil {
 		return fmt.Errorf("reading RunPod's GPU catalog: %w", err)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/adapters/runpod/rpapi"
+	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/scheduler"
 )
 
@@ -126,9 +127,13 @@ func (p *Pool) admit(w *worker) error {
 
 // podRequest is the create body for a worker: the image, args and env (the worker-protocol
 // URLs pointed at the public URL, and the pool's identity variables), the ports, the GPU type
-// and count with the allowed CUDA versions, the data centers, cloud, registry credential and
-// container disk.
+// and count with the allowed CUDA versions (the endpoint's and the pool's), the data centers,
+// cloud, registry credential and container disk.
 func (p *Pool) podRequest(spec scheduler.WorkerSpec, count int) (*rpapi.CreatePod, error) {
+	cuda, err := p.allowedCUDA(spec.CUDAVersions)
+	if err != nil {
+		return nil, err
+	}
 	env := rpapi.CreatePodEnv{}
 	for k, v := range spec.Env {
 		env[k] = v
@@ -154,7 +159,7 @@ func (p *Pool) podRequest(spec scheduler.WorkerSpec, count int) (*rpapi.CreatePo
 		Ports: ports, Disk: rpapi.NewOptInt(p.cfg.Disk),
 		Cloud: rpapi.NewOptCloud(rpapi.Cloud(p.cfg.Cloud)), DataCenterIds: slices.Clone(p.cfg.DataCenters),
 		Gpu: rpapi.NewOptGpuRequest(rpapi.GpuRequest{ID: p.desc.GPUType, Count: rpapi.NewOptInt(count),
-			AllowedCudaVersions: p.allowedCUDA()})}
+			AllowedCudaVersions: cuda})}
 	if spec.Disk > 0 {
 		req.Disk = rpapi.NewOptInt(spec.Disk)
 	}
@@ -171,9 +176,35 @@ func (p *Pool) podRequest(spec scheduler.WorkerSpec, count int) (*rpapi.CreatePo
 	return req, nil
 }
 
-// allowedCUDA is the CUDA versions a pod may run: those the pool's config names (sorted), or
-// none (any) when the pool took its versions from the catalog.
-func (p *Pool) allowedCUDA() []string {
+// allowedCUDA is the CUDA versions a pod of an endpoint that allows endpoint (its
+// allowedCudaVersions; empty = any) may run, sorted: those of the endpoint that the pool's
+// config names too, the endpoint's when the pool names none (it took its versions from the
+// catalog), the pool's when the endpoint names none, or none (any) when neither does. An
+// endpoint and a pool with no version in common is an error (placement does not choose such a
+// pool).
+func (p *Pool) allowedCUDA(endpoint []string) ([]string, error) {
+	pool := p.poolCUDA()
+	if len(endpoint) == 0 {
+		return pool, nil
+	}
+	want, err := core.SortCUDAVersions(endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("the endpoint's allowedCudaVersions: %w", err)
+	}
+	if pool == nil {
+		return want, nil
+	}
+	both := slices.DeleteFunc(want, func(v string) bool { return !slices.Contains(pool, v) })
+	if len(both) == 0 {
+		return nil, fmt.Errorf("the endpoint allows CUDA %s, and the pool's pods run %s: none in common",
+			strings.Join(endpoint, ", "), strings.Join(pool, ", "))
+	}
+	return both, nil
+}
+
+// poolCUDA is the CUDA versions the pool's pods may run: those the pool's config names
+// (sorted), or none (any) when the pool took its versions from the catalog.
+func (p *Pool) poolCUDA() []string {
 	if len(p.cfg.Pool.CUDAVersions) == 0 {
 		return nil
 	}

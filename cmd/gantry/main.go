@@ -128,7 +128,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	data := fs.String("data", "", "state directory (default ./gantry-data)")
 	store := fs.String("store", "", "PostgreSQL URL of the store replicas share, postgres://user:password@host:5432/db (default $GANTRY_STORE, else the config's store:, else the embedded store in --data)")
 	configPath := fs.String("config", "", "YAML config file (see below)")
-	publicURL := fs.String("public-url", "", "base of the requestUrls handed out (default http://<listen address>)")
+	publicURL := fs.String("public-url", "", "base of the URLs handed out, where clients reach this server (default $GANTRY_PUBLIC_URL, else the config's publicUrl:, else http://<listen address>; required when that is 0.0.0.0 or [::])")
 	peerURL := fs.String("peer-url", "", "where the other replicas on the store reach this one, for LOAD_BALANCER requests they forward to the leader (default $GANTRY_PEER_URL, else the config's peerUrl:, else http://<listen address> unless it is 0.0.0.0 or [::])")
 	var qMinute, qHour, qDay quotaFlag
 	fs.Var(&qMinute, "quota-minute", fmt.Sprintf("default requests per user per minute, a whole `number`; 0 = unlimited (default %d, or the config file's)", server.DefaultQuota.Minute))
@@ -157,7 +157,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	cfg.Listen = cmp.Or(*listen, cfg.Listen, server.DefaultListen)
 	cfg.Data = cmp.Or(*data, cfg.Data, server.DefaultData)
 	cfg.Store = cmp.Or(*store, os.Getenv("GANTRY_STORE"), cfg.Store)
-	cfg.PublicURL = cmp.Or(*publicURL, cfg.PublicURL)
+	cfg.PublicURL = cmp.Or(*publicURL, os.Getenv("GANTRY_PUBLIC_URL"), cfg.PublicURL)
 	cfg.PeerURL = cmp.Or(*peerURL, os.Getenv("GANTRY_PEER_URL"), cfg.PeerURL)
 	cfg.ShutdownGrace = grace.or(cfg.ShutdownGrace)
 	cfg.Webhooks.AllowPrivate = cfg.Webhooks.AllowPrivate || *webhookAllowPrivate

@@ -110,13 +110,13 @@ func TestLoadBalancerThroughFollower(t *testing.T) {
 	base := fl.URL() + api.LBPrefix + id
 
 	// Scale from zero, through the follower: the leader starts the worker and answers. Until
-	// the follower has seen the leader's lease, and the leader has heard of the endpoint made
-	// on the follower (a NOTIFY away), the answer is a 503 that says to retry shortly.
+	// the follower has seen the leader's lease the answer is a 503 that says to retry shortly;
+	// the leader reads the endpoint made on the follower if its NOTIFY has not arrived yet.
 	var resp *http.Response
 	var body string
 	testkit.Eventually(t, "the follower to know the leader, and the leader the endpoint", func() bool {
 		resp, body = lbSend(t, "POST", base+"/hello/world?x=1", "Bearer "+key, `{"a":1}`, map[string]string{"X-Custom": "v"})
-		return !(resp.StatusCode == 503 && (strings.Contains(body, "no replica leads yet") || strings.Contains(body, "has no workers yet")))
+		return !(resp.StatusCode == 503 && strings.Contains(body, "no replica leads yet"))
 	})
 	var echo struct {
 		Worker, Method, Path, Query, Body string
@@ -239,7 +239,13 @@ func TestLoadBalancerFollowerWithoutPeerURL(t *testing.T) {
 	t.Parallel()
 	lns := loopbackListeners(t, 2)
 	urls := []string{"http://" + lns[0].Addr().String(), "http://" + lns[1].Addr().String()}
-	rs := lbReplicas(t, []net.Listener{anyAddr{lns[0]}, anyAddr{lns[1]}}, "")
+	rs := make([]*server.Server, 2)
+	store := pgtest.URL(t)
+	for i, ln := range lns { // on every interface, publicUrl is required
+		cfg := server.Config{Store: store, PublicURL: urls[i]}
+		cfg.Autoscaler.LBHold = 10
+		rs[i] = servertest.New(t, cfg, server.Options{Tick: 100 * time.Millisecond, LeaseTTL: leaseTTL, Listener: anyAddr{ln}})
+	}
 	l := leader(t, rs)
 	if got := rs[l].Config().PeerURL; got != "" {
 		t.Fatalf("peerUrl of a replica on 0.0.0.0 = %q; want none", got)
