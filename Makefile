@@ -15,7 +15,7 @@ help: ## list the targets
 # prints no error (make itself, interrupted too, then ends as an interrupted command does).
 run: ## build bin/gantry (the first build: ~1,200 packages, minutes) and run it on 127.0.0.1:8080 with embedded defaults (state in ./gantry-data; SERVE_FLAGS="--listen ..." adds flags)
 	@echo "Building $(BIN): the first build compiles about 1,200 packages (several minutes on 2 cores); later ones take seconds."
-	@{ $(GO) build -v -o $(BIN) ./cmd/gantry 2>&1; echo "go build exit $$?"; } | awk ' \
+	@{ CGO_ENABLED=0 $(GO) build -v -o $(BIN) ./cmd/gantry 2>&1; echo "go build exit $$?"; } | awk ' \
 	  /^go build exit [0-9]+$$/ { code = $$4; next } \
 	  /^[^ :]+$$/ { n++; printf "\r  packages compiled: %d", n; fflush(); next } \
 	  { if (n) { print ""; n = 0 } print } \
