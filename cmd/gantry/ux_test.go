@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -298,5 +300,50 @@ func TestServeInterruptStops(t *testing.T) {
 	s := out.String()
 	if !strings.Contains(s, "Gantry stopped") || !strings.Contains(s, bin+" key create --data ") || !strings.Contains(s, bin+" login --url http://127.0.0.1:") {
 		t.Errorf("gantry serve printed:\n%s\nwant the hint calling %s, and a stopped line", s, bin)
+	}
+}
+
+// TestMakeRun runs the Makefile's run target with a stand-in go command (it names two packages
+// compiled) and this package's binary: make says what the first build costs before it starts,
+// counts the packages, and on Ctrl-C (SIGINT to the whole process group, as a terminal sends
+// it) the server stops with its "stopped" line, exits 0, and make reports no Error.
+func TestMakeRun(t *testing.T) {
+	t.Parallel()
+	mk, err := exec.LookPath("make")
+	if err != nil {
+		t.Skip("no make on PATH")
+	}
+	bin := buildGantry(t)
+	dir := t.TempDir()
+	fakeGo := filepath.Join(dir, "go")
+	if err := os.WriteFile(fakeGo, []byte("#!/bin/sh\necho example.com/a\necho example.com/b >&2\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var out lockedBuffer
+	cmd := exec.Command(mk, "-C", "../..", "run", "GO="+fakeGo, "BIN="+bin, "SERVE_FLAGS=--listen 127.0.0.1:0 --data "+filepath.Join(dir, "data"))
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	testkit.Eventually(t, "make run to start the server", func() bool { return strings.Contains(out.String(), "Then log in:") })
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("make run did not end within 60 s of SIGINT")
+	}
+	s := out.String()
+	if !strings.Contains(s, "the first build compiles about 1,200 packages") || !strings.Contains(s, "packages compiled: 2\n") ||
+		!strings.Contains(s, "Gantry stopped") || strings.Contains(s, "Error") || strings.Contains(s, "*** [") {
+		t.Errorf("make run printed:\n%s\nwant the build's cost said first, a count of 2 packages, Gantry stopped, and no make error", s)
+	}
+	if i, j := strings.Index(s, "1,200 packages"), strings.Index(s, "packages compiled"); i < 0 || j < i {
+		t.Errorf("make run said what the build costs after it began:\n%s", s)
 	}
 }
