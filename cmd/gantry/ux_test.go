@@ -173,11 +173,16 @@ func TestCLIRunAndStreamTell(t *testing.T) {
 	r := newRig(t, server.Options{})
 	var ep struct{ ID string }
 	r.okJSON(&ep, "endpoint", "create", "--name", "echo", "--image", "gantry/echo", "--pool", "local")
-	res := r.run("run", ep.ID, "--input", `{"progress":[{"step":1}],"sleep_ms":2500,"stream":["a"],"echo":"done"}`)
+	// The progress update shows in the job's status for the 4 s the job then takes.
+	res := r.run("run", ep.ID, "--input", `{"progress":[{"step":1}],"sleep_ms":4000,"echo":"done"}`)
 	if res.code != 0 || !strings.Contains(res.err, `IN_PROGRESS  queue `) || !strings.Contains(res.err, `progress {"step":1}`) {
 		t.Errorf("run with a progress update: %v; want the progress value on its IN_PROGRESS line", res)
 	}
 	checkElapsed(t, res.err)
+	res = r.run("run", ep.ID, "--input", `{"stream":["a"]}`)
+	if res.out != "\"a\"\n[\n  \"a\"\n]\n" {
+		t.Errorf("run of a streaming job: %v; want its part, then its output", res)
+	}
 	id := regexp.MustCompile(`^\S+`).FindString(res.err)
 	res = r.run("job", "stream", ep.ID, id)
 	if res.code != 0 || res.out != "" || !strings.Contains(res.err, "ended COMPLETED with no stream parts left to hand out") ||
