@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -108,17 +107,17 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// startupHint is the line `gantry serve` prints on how to get an API key: offline on the data
-// directory, or, when the server runs on a PostgreSQL store (where --data holds no keys and
-// is refused), on that store, its password replaced by a placeholder.
-func startupHint(data, store string) string {
-	exe, _ := os.Executable()
+// startupHint is the line `gantry serve` prints on how to get an API key and log in: the key
+// offline on the data directory, or, when the server runs on a PostgreSQL store (where --data
+// holds no keys and is refused), on that store, its password replaced by a placeholder. Both
+// commands call the binary the one way self says (invokedAs), and the login names base, the
+// address the server listens on.
+func startupHint(self, base, data, store string) string {
 	where := "--data " + shellQuote(data)
 	if store != "" {
 		where = "--store " + shellQuote(storePlaceholder(store))
 	}
-	login := "(then gantry login --url <the address above> --key-stdin, and paste the key)"
-	return fmt.Sprintf("Get an API key:  %s key create %s --user alice   %s", invokedAs(os.Args[0], exe), where, login)
+	return fmt.Sprintf("Get an API key:  %s key create %s --user alice\nThen log in:     %s login --url %s --key-stdin   (and paste the key)", self, where, self, base)
 }
 
 // storePlaceholder is a PostgreSQL URL fit to print: its password (in the user part or a

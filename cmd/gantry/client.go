@@ -82,26 +82,6 @@ func exitCode(err error) int {
 	return exitFailed
 }
 
-// parseFlags parses args with fs, flags and positional arguments in any order, and returns
-// the positional ones. A bad flag is a usage error.
-func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, &usageError{err}
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
-}
-
 // app is one run of the CLI: its streams and environment, so that tests run it in process.
 type app struct {
 	stdout, stderr io.Writer
@@ -350,14 +330,6 @@ func problemOf(res any) (oas.Problem, bool) {
 		return f.Interface().(oas.Problem), true
 	}
 	return oas.Problem{}, false
-}
-
-// needArgs checks the number of positional arguments.
-func needArgs(pos []string, names ...string) error {
-	if len(pos) != len(names) {
-		return usagef("want %s, got %d argument(s): %s", strings.Join(names, " "), len(pos), strings.Join(pos, " "))
-	}
-	return nil
 }
 
 // insecureHelp documents --insecure.

@@ -181,10 +181,19 @@ func TestCLIEndpointsAndTemplates(t *testing.T) {
 	if tpl.Name != "renamed" {
 		t.Errorf("template update: name %q; want renamed", tpl.Name)
 	}
-	var list struct{ Items []struct{ ID string } }
-	r.okJSON(&list, "template", "list")
+	var list struct {
+		Items []struct {
+			ID       string
+			IsPublic bool
+		}
+	}
+	r.okJSON(&list, "template", "list", "--public=false")
 	if len(list.Items) != 1 {
-		t.Errorf("template list -o json = %+v; want the one template", list)
+		t.Errorf("template list --public=false -o json = %+v; want the one template", list)
+	}
+	r.okJSON(&list, "template", "list") // the public ones follow, marked so
+	if len(list.Items) < 2 || list.Items[0].ID != tpl.ID || list.Items[0].IsPublic || list.Items[1].ID != "gantry-echo" || !list.Items[1].IsPublic {
+		t.Errorf("template list -o json = %+v; want the one template, then the public ones", list)
 	}
 	if out := r.ok("template", "delete", tpl.ID, "-o", "json"); !strings.Contains(out, `"deleted": true`) {
 		t.Errorf("template delete -o json = %s", out)
@@ -203,8 +212,8 @@ func TestCLIErrorsAndExitCodes(t *testing.T) {
 		{"a rule broken", []string{"endpoint", "create", "--name", "x", "--image", "gantry/echo", "--pool", "nope", "--pool", "local", "--workers-min", "5", "--workers-max", "1"},
 			exitFailed, []string{"422", "\n  $.gpu.pools[0]: unknown pool \"nope\"", "\n  $.workers"}},
 		{"not found", []string{"job", "status", "nope", "j1"}, exitFailed, []string{"404"}},
-		{"an unknown flag", []string{"endpoint", "list", "--nope"}, exitUsage, []string{"flag provided but not defined: -nope"}},
-		{"a missing argument", []string{"job", "status", "ep"}, exitUsage, []string{"want ENDPOINT JOB_ID"}},
+		{"an unknown flag", []string{"endpoint", "list", "--nope"}, exitUsage, []string{"unknown flag --nope"}},
+		{"a missing argument", []string{"job", "status", "ep"}, exitUsage, []string{"missing JOB_ID"}},
 		{"a bad input", []string{"run", "ep", "--input", "[1]"}, exitUsage, []string{"not a JSON object"}},
 		{"an unknown field in a file", []string{"endpoint", "create", "-f", "/dev/null", "--name", "x"}, exitUsage, nil},
 		{"an unknown command", []string{"nonsense"}, exitUsage, []string{`unknown command "nonsense"`}},
@@ -356,8 +365,8 @@ func TestCLIJobs(t *testing.T) {
 	if len(fails.Items) != 1 || fails.Items[0].ID != failed {
 		t.Errorf("job list --status FAILED = %+v; want %s", fails, failed)
 	}
-	if res := r.run("job", "list", ep.ID, "--status", "DONE"); res.code != exitFailed || !strings.Contains(res.err, "query.status") {
-		t.Errorf("job list --status DONE: %v; want exit 2 naming query.status", res)
+	if res := r.run("job", "list", ep.ID, "--status", "DONE"); res.code != exitUsage || !strings.Contains(res.err, `--status "DONE": want one of IN_QUEUE,`) {
+		t.Errorf("job list --status DONE: %v; want exit 1 listing the states", res)
 	}
 
 	// Status, retry, stream.

@@ -53,7 +53,7 @@ func (a *app) runCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := needArgs(pos, "ENDPOINT"); err != nil {
+	if err := needArgs(fs, pos, "ENDPOINT"); err != nil {
 		return err
 	}
 	raw, err := a.readInput(*input, *file)
@@ -62,6 +62,20 @@ func (a *app) runCmd(ctx context.Context, args []string) error {
 	}
 	if *sync && *noWait {
 		return usagef("--sync and --no-wait exclude each other")
+	}
+	for _, d := range []struct {
+		flag     string
+		v        time.Duration
+		min, max time.Duration
+		set      bool
+	}{ // the bounds of openapi.yaml's JobPolicy and runsync's wait
+		{"--timeout", *timeout, 5 * time.Second, 7 * 24 * time.Hour, *timeout != 0},
+		{"--ttl", *ttl, 10 * time.Second, 7 * 24 * time.Hour, *ttl != 0},
+		{"--wait", *wait, time.Second, 5 * time.Minute, *sync},
+	} {
+		if err := inBounds(d.flag, d.v, d.min, d.max, d.set); err != nil {
+			return err
+		}
 	}
 	req := &oas.JobRequest{Input: raw}
 	if *webhook != "" {
@@ -113,6 +127,33 @@ func (a *app) runCmd(ctx context.Context, args []string) error {
 	}
 	first.ID = id
 	return a.follow(ctx, cn, ep, id, start, first)
+}
+
+// inBounds checks a duration flag that was given against the API's bounds, in the flag's
+// words (the server would name a JSON path, in milliseconds).
+func inBounds(flag string, v, lo, hi time.Duration, set bool) error {
+	switch {
+	case !set:
+		return nil
+	case v < lo:
+		return usagef("%s: at least %s, got %s", flag, shortDuration(lo), shortDuration(v))
+	case v > hi:
+		return usagef("%s: at most %s, got %s", flag, shortDuration(hi), shortDuration(v))
+	}
+	return nil
+}
+
+// shortDuration is d as a duration flag takes it, without zero minutes or seconds: 5s, 5m,
+// 168h, 1h30m.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // readInput returns the job input from --input or -f, checked to be a JSON object.
@@ -202,7 +243,15 @@ func (a *app) finish(cn *conn, j *oas.Job) error {
 	if j.Status != oas.JobStatusCOMPLETED {
 		return &jobEndedError{id: j.ID, status: j.Status, reason: j.Error.Or("")}
 	}
+	if c, ok := j.Cost.Get(); ok && cn.out.format == "table" {
+		fmt.Fprintf(a.stderr, "cost: %s\n", costLine(c))
+	}
 	return nil
+}
+
+// costLine says what a model job was charged: 0.000630 USD (0.262144 megapixel at 0.0024 USD).
+func costLine(c oas.JobCost) string {
+	return printable(fmt.Sprintf("%s %s (%s %s at %s %s)", c.Cost, c.Currency, c.Units, c.Unit, c.UnitPrice, c.Currency))
 }
 
 // progress is `gantry run`'s progress line on stderr: redrawn in place on a terminal, else a
@@ -218,9 +267,17 @@ type progress struct {
 func (p *progress) show(j *oas.Job) {
 	line := fmt.Sprintf("%s  %s", p.id, printable(string(j.Status)))
 	key := string(j.Status) + " " + j.WorkerId.Or("")
-	line += "  queue " + ms(j.DelayTime.Or(0)) + "  elapsed " + time.Since(p.start).Round(100*time.Millisecond).String()
+	// Elapsed is this client's clock since it submitted; it is never shown as less than the
+	// server's queue and execution times, and both are rounded alike.
+	elapsed := max(time.Since(p.start).Milliseconds(), j.DelayTime.Or(0)+j.ExecutionTime.Or(0))
+	line += "  queue " + ms(j.DelayTime.Or(0)) + "  elapsed " + ms(elapsed)
 	if w, ok := j.WorkerId.Get(); ok {
 		line += "  worker " + printable(w)
+	}
+	if j.Status == oas.JobStatusINPROGRESS && len(j.Output) > 0 {
+		v := firstLine(compact(j.Output), 60) // the handler's last progress update
+		line += "  progress " + v
+		key += " " + v
 	}
 	if r, ok := j.Reason.Get(); ok && j.Status == oas.JobStatusINQUEUE {
 		line += "  (" + printable(r) + ")"
@@ -254,7 +311,7 @@ func (p *progress) done() {
 
 // jobCmd runs `gantry job status|cancel|retry|stream|list ENDPOINT [JOB]`.
 func (a *app) jobCmd(ctx context.Context, args []string) error {
-	sub, args, err := subcommand("job", args, "status", "cancel", "retry", "stream", "list")
+	sub, args, err := a.subcommand("job", args, "status", "cancel", "retry", "stream", "list")
 	if err != nil {
 		return err
 	}
@@ -277,15 +334,18 @@ func (a *app) jobCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	if sub == "list" {
-		err = needArgs(pos, "ENDPOINT")
+		err = needArgs(fs, pos, "ENDPOINT")
 	} else {
-		err = needArgs(pos, "ENDPOINT", "JOB_ID")
+		err = needArgs(fs, pos, "ENDPOINT", "JOB_ID")
 	}
 	if err != nil {
 		return err
 	}
 	if limit < 1 && sub == "list" {
 		return usagef("--limit %d: want at least 1", limit)
+	}
+	if _, err := jobStatuses(statuses); err != nil {
+		return err
 	}
 	cn, err := a.connect(c)
 	if err != nil {
@@ -314,10 +374,18 @@ func (a *app) jobCmd(ctx context.Context, args []string) error {
 			t.row(ack.Response.ID, string(ack.Response.Status))
 		})
 	case "stream":
+		parts := 0
 		for {
 			s, err := answer[oas.StreamResponseHeaders](cn.api.GetJobStream(ctx, oas.GetJobStreamParams{EndpointId: ep, JobId: pos[1]})).get(cn, "reading the job's stream")
 			if err != nil {
 				return err
+			}
+			parts += len(s.Response.Stream)
+			if parts == 0 && ended(s.Response.Status) && cn.out.format == "table" {
+				// Each part is handed out once: a client that read them (gantry run, a
+				// program polling /stream) took them all.
+				fmt.Fprintf(a.stderr, "gantry: job %s ended %s with no stream parts left to hand out: each part is handed out once, and this job's were already delivered (or it streamed none); gantry job status %s %s shows its output\n",
+					pos[1], s.Response.Status, ep, pos[1])
 			}
 			if cn.out.format == "table" {
 				for _, part := range s.Response.Stream {
@@ -334,11 +402,9 @@ func (a *app) jobCmd(ctx context.Context, args []string) error {
 			}
 		}
 	}
-	var want []oas.JobStatus
-	for _, s := range statuses {
-		for _, part := range strings.Split(s, ",") {
-			want = append(want, oas.JobStatus(strings.ToUpper(strings.TrimSpace(part))))
-		}
+	want, err := jobStatuses(statuses)
+	if err != nil {
+		return err
 	}
 	var items []oas.JobSummary
 	next := cursor
@@ -372,6 +438,26 @@ func (a *app) jobCmd(ctx context.Context, args []string) error {
 	return nil
 }
 
+// jobStatuses parses --status values (repeated or comma-separated, any case); a value that
+// is no job state is a usage error that lists the states.
+func jobStatuses(flags []string) ([]oas.JobStatus, error) {
+	var want []oas.JobStatus
+	for _, f := range flags {
+		for _, part := range strings.Split(f, ",") {
+			st := oas.JobStatus(strings.ToUpper(strings.TrimSpace(part)))
+			if err := st.Validate(); err != nil {
+				var valid []string
+				for _, v := range st.AllValues() {
+					valid = append(valid, string(v))
+				}
+				return nil, usagef("--status %q: want one of %s (repeat --status, or separate them with commas)", part, strings.Join(valid, ", "))
+			}
+			want = append(want, st)
+		}
+	}
+	return want, nil
+}
+
 // job prints one job: a FIELD VALUE table, or the API's JSON.
 func (p *printer) job(j *oas.Job) error {
 	return p.emit(j, func(t *table) {
@@ -384,12 +470,13 @@ func (p *printer) job(j *oas.Job) error {
 		if e, ok := j.Error.Get(); ok {
 			fmt.Fprintf(p.w, "error: %s\n", printable(e))
 		}
-		if len(j.Output) > 0 {
+		if len(j.Output) > 0 && j.Status == oas.JobStatusINPROGRESS {
+			fmt.Fprintf(p.w, "progress: %s\n", compact(j.Output))
+		} else if len(j.Output) > 0 {
 			fmt.Fprintf(p.w, "output: %s\n", compact(j.Output))
 		}
 		if c, ok := j.Cost.Get(); ok {
-			b, _ := c.MarshalJSON()
-			fmt.Fprintf(p.w, "cost: %s\n", compact(b))
+			fmt.Fprintf(p.w, "cost: %s\n", costLine(c))
 		}
 	})
 }

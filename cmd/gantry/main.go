@@ -41,13 +41,15 @@ Usage:
                                         --store URL), offline (gantry keys ... is the same)
   gantry usage                          your usage of ready-made models
   gantry model list                     the ready-made models
+  gantry catalog gpus|templates|cpus    the GPU types per pool, the public templates, the CPU flavors
   gantry worker NAME                    run a built-in worker (gantry worker --help)
   gantry completion bash|zsh|fish       a shell completion script
   gantry version                        print the version and the revision built from
 
 Client commands take --profile NAME and -o table|json|yaml; GANTRY_URL and GANTRY_KEY
 override the saved profile. The key goes over plain http:// only to a loopback host,
-unless --insecure (or GANTRY_INSECURE=1). Every command takes --help (exit status 0).
+unless --insecure (or GANTRY_INSECURE=1). Every command and command group takes --help
+(exit status 0), e.g. gantry endpoint --help.
 Exit status: 0 ok, 1 a usage error, 2 a failed call (or a job that ended FAILED, TIMED_OUT
 or CANCELLED under gantry run), 3 the server unreachable.
 `
@@ -105,9 +107,15 @@ func (a *app) run(ctx context.Context, args []string) error {
 		return a.modelCmd(ctx, args[1:])
 	case "completion":
 		return a.completionCmd(args[1:])
+	case "catalog":
+		return a.catalogCmd(ctx, args[1:])
 	case "worker":
 		if len(args) > 1 && (args[1] == "list" || args[1] == "logs") {
 			return a.workerCmd(ctx, args[1:])
+		}
+		if len(args) > 1 && isHelp(args[1]) {
+			fmt.Fprint(stdout, groupHelp("worker"))
+			return flag.ErrHelp
 		}
 		return runWorker(args[1:], stderr)
 	case "version", "--version":
@@ -144,8 +152,8 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		fs.PrintDefaults()
 		fmt.Fprintf(stderr, "\n%s", server.ConfigHelp)
 	}
-	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+	if err := parseQuiet(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usagef("serve takes no arguments, got %q", fs.Args())
@@ -187,7 +195,9 @@ func serve(args []string, stdout, stderr io.Writer) error {
 		log.Info("pool", "id", p.ID, "gpuType", p.GPUType, "count", p.GPUs, "cudaVersions", strings.Join(p.CUDAVersions, ","), "dataCenter", p.DataCenter)
 	}
 	fmt.Fprintf(stdout, "Gantry is listening on http://%s (data: %s)\n", s.Addr(), cfg.Data)
-	fmt.Fprintln(stdout, startupHint(cfg.Data, cfg.Store))
+	exe, _ := os.Executable()
+	fmt.Fprintln(stdout, startupHint(invokedAs(os.Args[0], exe), "http://"+s.Addr(), cfg.Data, cfg.Store))
+	fmt.Fprintln(stdout, "Ctrl-C (SIGINT) or SIGTERM stops it gracefully.")
 
 	select {
 	case err := <-s.Failed():
@@ -197,7 +207,19 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	// A second signal cuts the grace period short.
 	cut, stopCut := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stopCut()
-	return s.Shutdown(cut)
+	if err := s.Shutdown(cut); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "Gantry stopped (its state is kept in %s).\n", stateWhere(cfg))
+	return nil
+}
+
+// stateWhere names where a server keeps its state: the data directory, or the store.
+func stateWhere(cfg server.Config) string {
+	if cfg.Store != "" {
+		return "the PostgreSQL store"
+	}
+	return cfg.Data
 }
 
 // stringList is a repeatable string flag.
@@ -225,8 +247,8 @@ func keysCreate(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stderr, "Usage: gantry keys create --user NAME [flags]\n\nIssues an API key and prints it as the last line of stdout. The key is shown once;\nonly its SHA-256 is stored. Works while `gantry serve` runs on the same --data.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+	if err := parseQuiet(fs, args); err != nil {
+		return err
 	}
 	if *user == "" {
 		fs.Usage()
@@ -299,8 +321,8 @@ func keysList(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	data := fs.String("data", "./gantry-data", "state directory of the server")
 	store := fs.String("store", "", storeFlagHelp)
-	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+	if err := parseQuiet(fs, args); err != nil {
+		return err
 	}
 	ctx := context.Background()
 	dir, err := openKeys(ctx, *data, *store, false)
@@ -335,8 +357,8 @@ func keysRevoke(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	data := fs.String("data", "./gantry-data", "state directory of the server")
 	store := fs.String("store", "", storeFlagHelp)
-	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+	if err := parseQuiet(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() != 1 {
 		return usagef("name one key id (see gantry keys list)")
@@ -354,12 +376,4 @@ func keysRevoke(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "Revoked key %s and any keys made with it; %s.\n", fs.Arg(0), dir.revoked)
 	return nil
-}
-
-// flagError makes a flag package error a usage error (help stays help).
-func flagError(err error) error {
-	if errors.Is(err, flag.ErrHelp) {
-		return err
-	}
-	return &usageError{err}
 }

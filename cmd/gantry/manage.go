@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"strconv"
@@ -12,7 +13,7 @@ import (
 
 // endpointCmd runs `gantry endpoint create|list|get|update|delete`.
 func (a *app) endpointCmd(ctx context.Context, args []string) error {
-	sub, args, err := subcommand("endpoint", args, "create", "list", "get", "update", "delete")
+	sub, args, err := a.subcommand("endpoint", args, "create", "list", "get", "update", "delete")
 	if err != nil {
 		return err
 	}
@@ -34,11 +35,11 @@ func (a *app) endpointCmd(ctx context.Context, args []string) error {
 		return err
 	}
 	if sub == "list" {
-		err = needArgs(pos)
+		err = needArgs(fs, pos)
 	} else if sub != "create" {
-		err = needArgs(pos, "ENDPOINT_ID")
+		err = needArgs(fs, pos, "ENDPOINT_ID")
 	} else {
-		err = needArgs(pos)
+		err = needArgs(fs, pos)
 	}
 	if err != nil {
 		return err
@@ -175,7 +176,7 @@ func (p *printer) deleted(what, id string) error {
 
 // templateCmd runs `gantry template create|list|get|update|delete`.
 func (a *app) templateCmd(ctx context.Context, args []string) error {
-	sub, args, err := subcommand("template", args, "create", "list", "get", "update", "delete")
+	sub, args, err := a.subcommand("template", args, "create", "list", "get", "update", "delete")
 	if err != nil {
 		return err
 	}
@@ -185,14 +186,18 @@ func (a *app) templateCmd(ctx context.Context, args []string) error {
 	if sub == "create" || sub == "update" {
 		body = addBodyFlags(fs, templateFields)
 	}
+	public := true
+	if sub == "list" {
+		fs.BoolVar(&public, "public", true, "also list the public templates (marked yes under PUBLIC); --public=false lists only yours")
+	}
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if sub == "list" || sub == "create" {
-		err = needArgs(pos)
+		err = needArgs(fs, pos)
 	} else {
-		err = needArgs(pos, "TEMPLATE_ID")
+		err = needArgs(fs, pos, "TEMPLATE_ID")
 	}
 	if err != nil {
 		return err
@@ -228,6 +233,13 @@ func (a *app) templateCmd(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
+		if public {
+			pub, err := answer[oas.ListCatalogTemplatesOKHeaders](cn.api.ListCatalogTemplates(ctx)).get(cn, "listing the public templates")
+			if err != nil {
+				return err
+			}
+			all = append(all, pub.Response...)
+		}
 		return cn.out.templates(&oas.TemplateList{Items: all}, all...)
 	case "get":
 		t, err := answer[oas.TemplateHeaders](cn.api.GetTemplate(ctx, oas.GetTemplateParams{TemplateId: pos[0]})).get(cn, "getting the template")
@@ -258,7 +270,7 @@ func (a *app) templateCmd(ctx context.Context, args []string) error {
 
 var templateUsage = map[string]string{
 	"create": "gantry template create --name NAME --image IMAGE [flags] | -f FILE\n\nCreates a template of your own; a flag for every field of the body.",
-	"list":   "gantry template list\n\nLists your templates.",
+	"list":   "gantry template list [--public=false]\n\nLists your templates, then the public ones (PUBLIC yes) that endpoint create --template\ntakes too, such as gantry-echo.",
 	"get":    "gantry template get TEMPLATE_ID",
 	"update": "gantry template update TEMPLATE_ID [flags] | -f FILE",
 	"delete": "gantry template delete TEMPLATE_ID",
@@ -269,27 +281,11 @@ func (p *printer) templates(v interface{ MarshalJSON() ([]byte, error) }, ts ...
 		ts = []oas.Template{*t}
 	}
 	return p.emit(v, func(t *table) {
-		t.row("ID", "NAME", "IMAGE", "SERVERLESS", "CREATED")
+		t.row("ID", "NAME", "IMAGE", "SERVERLESS", "PUBLIC", "CREATED")
 		for _, tp := range ts {
-			t.row(tp.ID, tp.Name, tp.Image, strconv.FormatBool(tp.IsServerless), when(tp.CreatedAt))
+			t.row(tp.ID, tp.Name, tp.Image, strconv.FormatBool(tp.IsServerless), yesNo(tp.IsPublic), when(tp.CreatedAt))
 		}
 	})
-}
-
-// subcommand splits off args[0], one of subs.
-func subcommand(cmd string, args []string, subs ...string) (string, []string, error) {
-	if len(args) > 0 {
-		for _, s := range subs {
-			if args[0] == s {
-				return s, args[1:], nil
-			}
-		}
-		if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-			return "", nil, usagef("gantry %s takes a subcommand: %s (each takes --help)", cmd, strings.Join(subs, ", "))
-		}
-		return "", nil, usagef("unknown %s subcommand %q (want %s)", cmd, args[0], strings.Join(subs, ", "))
-	}
-	return "", nil, usagef("gantry %s takes a subcommand: %s", cmd, strings.Join(subs, ", "))
 }
 
 // flagSet returns a command's flag set, whose --help prints usage and the flags.
@@ -331,4 +327,110 @@ func listAll[T any](limit int, page func(cursor string) ([]T, oas.OptString, err
 		all = all[:limit]
 	}
 	return all, nil
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// catalogCmd runs `gantry catalog gpus|templates|cpus`: the public catalog lookups.
+func (a *app) catalogCmd(ctx context.Context, args []string) error {
+	sub, args, err := a.subcommand("catalog", args, "gpus", "templates", "cpus")
+	if err != nil {
+		return err
+	}
+	fs := a.flagSet("catalog "+sub, catalogUsage[sub])
+	c := a.commonFlags(fs)
+	var avail bool
+	if sub == "gpus" {
+		fs.BoolVar(&avail, "availability", false, "add the CUDA versions, the GPUs free now and the largest gpu count that fits")
+	}
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := needArgs(fs, pos); err != nil {
+		return err
+	}
+	cn, err := a.connect(c)
+	if err != nil {
+		return err
+	}
+	switch sub {
+	case "gpus":
+		var p oas.ListCatalogGpusParams
+		if avail {
+			p.Include = oas.NewOptListCatalogGpusInclude(oas.ListCatalogGpusIncludeAVAILABILITY)
+		}
+		g, err := answer[oas.ListCatalogGpusOKHeaders](cn.api.ListCatalogGpus(ctx, p)).get(cn, "listing the GPU types")
+		if err != nil {
+			return err
+		}
+		return cn.out.emit(jsonList{g.Response}, func(t *table) {
+			head := []string{"POOL", "GPU TYPE", "MEMORY", "COUNT", "DATA CENTER"}
+			if avail {
+				head = append(head, "AVAILABLE", "MAX GPU COUNT", "CUDA")
+			}
+			t.row(append(head, "UNHEALTHY")...)
+			for _, gt := range g.Response {
+				mem := ""
+				if v, ok := gt.MemoryInGb.Get(); ok {
+					mem = strconv.Itoa(v) + " GB"
+				}
+				row := []string{gt.Pool, gt.ID, mem, strconv.Itoa(gt.Count), gt.DataCenterId}
+				if avail {
+					row = append(row, optInt(gt.Available), optInt(gt.MaxGpuCount), strings.Join(gt.CudaVersions, ","))
+				}
+				t.row(append(row, gt.Unhealthy.Or(""))...)
+			}
+		})
+	case "templates":
+		ts, err := answer[oas.ListCatalogTemplatesOKHeaders](cn.api.ListCatalogTemplates(ctx)).get(cn, "listing the public templates")
+		if err != nil {
+			return err
+		}
+		return cn.out.templates(jsonList{ts.Response}, ts.Response...)
+	}
+	cpus, err := answer[oas.ListCatalogCpusOKHeaders](cn.api.ListCatalogCpus(ctx)).get(cn, "listing the CPU flavors")
+	if err != nil {
+		return err
+	}
+	return cn.out.emit(jsonList{cpus.Response}, func(t *table) {
+		t.row("ID", "NAME", "VCPU COUNTS", "GB PER VCPU", "POOL")
+		for _, f := range cpus.Response {
+			counts := make([]string, len(f.VcpuCounts))
+			for i, n := range f.VcpuCounts {
+				counts[i] = strconv.Itoa(n)
+			}
+			t.row(f.ID, f.DisplayName, strings.Join(counts, ","), strconv.Itoa(f.MemoryPerVcpu), f.Pool)
+		}
+	})
+}
+
+var catalogUsage = map[string]string{
+	"gpus":      "gantry catalog gpus [--availability]\n\nThe GPU types of each serverless pool; the POOL column is what endpoint create --pool takes.",
+	"templates": "gantry catalog templates\n\nThe public templates: endpoint create --template ID takes them.",
+	"cpus":      "gantry catalog cpus\n\nThe CPU flavors.",
+}
+
+func optInt(v oas.OptInt) string {
+	if n, ok := v.Get(); ok {
+		return strconv.Itoa(n)
+	}
+	return ""
+}
+
+// jsonList is a catalog answer (a JSON array) for -o json and yaml: each item encodes as
+// the generated type does (encoding/json calls its MarshalJSON).
+type jsonList struct{ items any }
+
+func (l jsonList) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(l.items)
+	if string(b) == "null" {
+		return []byte("[]"), err
+	}
+	return b, err
 }

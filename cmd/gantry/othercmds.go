@@ -28,7 +28,7 @@ func (a *app) loginCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := needArgs(pos); err != nil {
+	if err := needArgs(fs, pos); err != nil {
 		return err
 	}
 	if *keyStdin || *key == "-" {
@@ -91,7 +91,7 @@ func cmpOr(a, b string) string {
 
 // workerCmd runs `gantry worker list ENDPOINT` and `gantry worker logs ENDPOINT WORKER [-f]`.
 func (a *app) workerCmd(ctx context.Context, args []string) error {
-	sub, args, err := subcommand("worker", args, "list", "logs")
+	sub, args, err := a.subcommand("worker", args, "list", "logs")
 	if err != nil {
 		return err
 	}
@@ -101,16 +101,20 @@ func (a *app) workerCmd(ctx context.Context, args []string) error {
 	}
 	fs := a.flagSet("worker "+sub, usage)
 	c := a.commonFlags(fs)
-	follow := fs.Bool("f", false, "follow the log until the worker exits")
-	tail := fs.Int("tail", 200, "print the last N lines first (1 to 100000)")
+	var follow bool
+	var tail int
+	if sub == "logs" {
+		fs.BoolVar(&follow, "f", false, "follow the log until the worker exits")
+		fs.IntVar(&tail, "tail", 200, "print the last N lines first (1 to 100000)")
+	}
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if sub == "list" {
-		err = needArgs(pos, "ENDPOINT")
+		err = needArgs(fs, pos, "ENDPOINT")
 	} else {
-		err = needArgs(pos, "ENDPOINT", "WORKER")
+		err = needArgs(fs, pos, "ENDPOINT", "WORKER")
 	}
 	if err != nil {
 		return err
@@ -139,7 +143,7 @@ func (a *app) workerCmd(ctx context.Context, args []string) error {
 			}
 		})
 	}
-	return a.logs(ctx, cn, pos[0], pos[1], *tail, *follow)
+	return a.logs(ctx, cn, pos[0], pos[1], tail, follow)
 }
 
 // logs prints a worker's log; with follow, it asks again each poll interval, prints the lines
@@ -233,7 +237,7 @@ func newLines(printed, cur []string) []string {
 // with --data on the server's data directory (the offline bootstrap of the first key), or with
 // --store (or $GANTRY_STORE) on the PostgreSQL store replicas share.
 func (a *app) keyCmd(ctx context.Context, args []string) error {
-	sub, rest, err := subcommand("key", args, "create", "list", "revoke")
+	sub, rest, err := a.subcommand("key", args, "create", "list", "revoke")
 	if err != nil {
 		return err
 	}
@@ -265,7 +269,7 @@ func (a *app) keyCmd(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		if err := needArgs(pos); err != nil {
+		if err := needArgs(fs, pos); err != nil {
 			return err
 		}
 		cn, err := a.connect(c)
@@ -294,7 +298,7 @@ func (a *app) keyCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := needArgs(pos, "KEY_ID"); err != nil {
+	if err := needArgs(fs, pos, "KEY_ID"); err != nil {
 		return err
 	}
 	cn, err := a.connect(c)
@@ -339,7 +343,7 @@ func (a *app) keyCreate(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := needArgs(pos); err != nil {
+	if err := needArgs(fs, pos); err != nil {
 		return err
 	}
 	if *user != "" {
@@ -392,7 +396,7 @@ func (a *app) usageCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := needArgs(pos); err != nil {
+	if err := needArgs(fs, pos); err != nil {
 		return err
 	}
 	cn, err := a.connect(c)
@@ -410,12 +414,14 @@ func (a *app) usageCmd(ctx context.Context, args []string) error {
 		for _, it := range r.Items {
 			t.row(it.JobId, when(it.CompletedAt), it.Model, it.Units, it.Unit, it.Cost+" "+string(it.Currency))
 		}
-		t.row("", "", "", "", "", "")
-		t.row("TOTAL", "JOBS", "MODEL", "UNITS", "UNIT", "COST")
+		// The totals in the same columns: one row per model (over every record the filters
+		// select, not only this page), and the sum when there are several models.
 		for _, tot := range r.Totals {
-			t.row("", strconv.FormatInt(tot.Jobs, 10), tot.Model, tot.Units, tot.Unit, tot.Cost+" "+string(r.Currency))
+			t.row("TOTAL", plural(tot.Jobs, "job"), tot.Model, tot.Units, tot.Unit, tot.Cost+" "+string(r.Currency))
 		}
-		t.row("", "", "", "", "", r.Cost+" "+string(r.Currency))
+		if len(r.Totals) != 1 {
+			t.row("TOTAL", "", "all models", "", "", r.Cost+" "+string(r.Currency))
+		}
 	}); err != nil {
 		return err
 	}
@@ -427,7 +433,7 @@ func (a *app) usageCmd(ctx context.Context, args []string) error {
 
 // modelCmd runs `gantry model list`.
 func (a *app) modelCmd(ctx context.Context, args []string) error {
-	sub, args, err := subcommand("model", args, "list")
+	sub, args, err := a.subcommand("model", args, "list")
 	if err != nil {
 		return err
 	}
@@ -437,7 +443,7 @@ func (a *app) modelCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := needArgs(pos); err != nil {
+	if err := needArgs(fs, pos); err != nil {
 		return err
 	}
 	cn, err := a.connect(c)
@@ -458,7 +464,12 @@ func (a *app) modelCmd(ctx context.Context, args []string) error {
 
 // completionCmd prints a shell completion script: gantry completion bash|zsh|fish.
 func (a *app) completionCmd(args []string) error {
+	if len(args) == 1 && isHelp(args[0]) {
+		fmt.Fprint(a.stdout, groupHelp("completion"))
+		return flag.ErrHelp
+	}
 	if len(args) != 1 {
+		fmt.Fprint(a.stderr, groupHelp("completion"))
 		return usagef("gantry completion takes a shell: bash, zsh or fish (e.g. source <(gantry completion bash))")
 	}
 	script, ok := completions[args[0]]
@@ -474,7 +485,7 @@ var commandTree = [][2]string{
 	{"serve", ""}, {"login", ""}, {"run", ""}, {"usage", ""}, {"version", ""}, {"completion", "bash zsh fish"},
 	{"endpoint", "create list get update delete"}, {"template", "create list get update delete"},
 	{"job", "status cancel retry stream list"}, {"worker", "list logs"}, {"key", "create list revoke"},
-	{"keys", "create list revoke"}, {"model", "list"},
+	{"keys", "create list revoke"}, {"model", "list"}, {"catalog", "gpus templates cpus"},
 }
 
 var completions = func() map[string]string {
@@ -501,3 +512,11 @@ var completions = func() map[string]string {
 }()
 
 var errNoCommand = errors.New("no command given")
+
+// plural is "1 job", "3 jobs".
+func plural(n int64, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.FormatInt(n, 10) + " " + what + "s"
+}

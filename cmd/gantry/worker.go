@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/gantryhq/gantry/models"
@@ -52,10 +53,10 @@ func runWorker(args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("gantry worker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: gantry worker NAME\n\nRuns a built-in worker; Gantry's process pool starts these for images gantry/NAME.\nIt reads RUNPOD_WEBHOOK_GET_JOB, RUNPOD_WEBHOOK_POST_OUTPUT, RUNPOD_WEBHOOK_POST_STREAM,\nRUNPOD_WEBHOOK_PING, RUNPOD_AI_API_KEY, RUNPOD_POD_ID and RUNPOD_PING_INTERVAL.\n\nBuilt-in workers: %v\n", builtinWorkerNames())
+		fmt.Fprint(stderr, groupHelp("worker"))
 	}
-	if err := fs.Parse(args); err != nil {
-		return flagError(err)
+	if err := parseQuiet(fs, args); err != nil {
+		return err
 	}
 	args = fs.Args()
 	if len(args) == 0 && os.Getenv("GANTRY_WORKER") != "" {
@@ -63,7 +64,7 @@ func runWorker(args []string, stderr io.Writer) error {
 	}
 	if len(args) != 1 {
 		fs.Usage()
-		return usagef("name one built-in worker")
+		return usagef("gantry worker takes list, logs, or the name of a built-in worker (%s)", strings.Join(builtinWorkerNames(), ", "))
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	if serve, ok := builtinServers[args[0]]; ok {
@@ -73,7 +74,7 @@ func runWorker(args []string, stderr io.Writer) error {
 	}
 	h, ok := builtinWorkers[args[0]]
 	if !ok {
-		return usagef("no built-in worker %q (built-in: %v)", args[0], builtinWorkerNames())
+		return usagef("no built-in worker %q (built-in: %s)", args[0], strings.Join(builtinWorkerNames(), ", "))
 	}
 	cfg, err := worker.ConfigFromEnv()
 	if err != nil {
