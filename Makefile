@@ -34,7 +34,7 @@ test: ## run every test (race detector on), then the fuzz targets briefly
 
 # Its own module (k8s.io/kubernetes needs a replace per staging module); no -race: the race
 # detector doubles the build of kube-apiserver and slows its start several times on 2 cores.
-test-kubernetes: ## the Kubernetes pool against kube-apiserver and kube-scheduler started in process (nested module)
+test-kubernetes: ## the Kubernetes pool and the Helm chart (deploy/helm) against kube-apiserver and kube-scheduler started in process (nested module)
 	cd adapters/kubernetes/kubecluster && $(GO) vet ./... && $(GO) test -count=1 -timeout 30m ./...
 
 # Counts, not durations: go1.26's fuzz coordinator can fail a clean run with "context deadline
@@ -53,9 +53,10 @@ fuzz: ## run each fuzz target for an execution count (~10 s each on 2 cores), or
 	$(GO) test ./adapters/runpod -run '^$$' -fuzz '^FuzzResetAfter$$' -fuzztime $(or $(FUZZTIME),100000x)
 	$(GO) test ./adapters/runpod/runpodfake -run '^$$' -fuzz '^FuzzPodStateMachine$$' -fuzztime $(or $(FUZZTIME),2000x)
 
-lint: ## gofmt and go vet
+lint: ## gofmt, go vet, and systemd-analyze verify on deploy/systemd
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' | grep -v -e '^oas/' -e '^adapters/runpod/rpapi/'))" || (gofmt -l $$(git ls-files '*.go' | grep -v -e '^oas/' -e '^adapters/runpod/rpapi/'); exit 1)
 	$(GO) vet ./...
+	deploy/systemd/verify.sh
 
 generate: ## regenerate oas/ from openapi.yaml and adapters/runpod/rpapi/ from its subset (pinned ogen)
 	$(GO) generate ./...

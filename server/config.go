@@ -182,6 +182,11 @@ type KubernetesConfig struct {
 	ShmGB int `yaml:"shmGb"`
 	// StopGrace is the pods' termination grace period; default 10s.
 	StopGrace time.Duration `yaml:"stopGrace"`
+	// Capacity is where the pool's capacity comes from: "nodes" (the default: the
+	// allocatable GPUs of its nodes minus other pods' requests, which needs list and watch
+	// on nodes and on pods in every namespace) or "count" (the pool's count: Gantry then
+	// reads nothing outside Namespace, and a Role there is enough).
+	Capacity string `yaml:"capacity"`
 	// UnschedulableAfter is how long a pod may stay unschedulable before its worker counts
 	// as throttled with the cluster scheduler's message; default 30s.
 	UnschedulableAfter time.Duration `yaml:"unschedulableAfter"`

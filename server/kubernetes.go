@@ -47,7 +47,7 @@ var kubernetesAdapter = adapter{
 			Installation: k.Installation, NodeSelector: k.NodeSelector, Tolerations: tols,
 			RuntimeClassName: k.RuntimeClassName, PriorityClassName: k.PriorityClassName,
 			ServiceAccount: k.ServiceAccount, Labels: k.Labels, Annotations: k.Annotations, CPU: k.CPU,
-			Memory: k.Memory, ShmGB: k.ShmGB, StopGrace: k.StopGrace, UnschedulableAfter: k.UnschedulableAfter,
+			Memory: k.Memory, ShmGB: k.ShmGB, StopGrace: k.StopGrace, Capacity: k.Capacity, UnschedulableAfter: k.UnschedulableAfter,
 			WorkerURL: cmp.Or(k.WorkerURL, env.cfg.PublicURL), Credentials: env.cfg.kubeCredential, Log: env.log})
 	},
 	section: func(p PoolConfig) bool { return p.Kubernetes != nil },

@@ -2,8 +2,9 @@
 // worker (restartPolicy Never, no Deployment or Job), so that scaling down deletes exactly the
 // idle worker and no controller is needed. The pool's capacity is the cluster's: the
 // allocatable nvidia.com/gpu of the nodes that match the pool's selector, minus what other
-// pods request there, kept current by watches. Worker events come from a label-filtered pod
-// informer.
+// pods request there, kept current by watches; or, with Config.Capacity = CapacityCount, the
+// pool's configured count, and then the pool touches nothing outside its namespace. Worker
+// events come from a label-filtered pod informer.
 //
 // FLASHBOOT: a pod cannot be paused, so Suspend and Resume answer scheduler.ErrUnsupported
 // and a retired worker's pod is deleted. Keeping retired pods running but unrouted would
@@ -73,6 +74,18 @@ const (
 	DefaultBurst              = 100
 )
 
+// Where a pool's capacity comes from (Config.Capacity).
+const (
+	// CapacityNodes is the cluster's: the allocatable resource of the pool's nodes minus
+	// what other pods request there. It watches nodes and the pods of every namespace, so
+	// Gantry's account needs list and watch on both cluster-wide (a ClusterRole).
+	CapacityNodes = "nodes"
+	// CapacityCount is the pool's configured count, fixed: the pool reads nothing outside
+	// its namespace, and a Role there is all its account needs. A pod the cluster cannot
+	// place still waits, throttled with the scheduler's reason.
+	CapacityCount = "count"
+)
+
 // Credential is a registry login for pulling a private image.
 type Credential struct {
 	Username, Password string
@@ -112,6 +125,9 @@ type Config struct {
 	// StopGrace is the pods' termination grace period, in whole seconds; default
 	// DefaultStopGrace.
 	StopGrace time.Duration
+	// Capacity is where the pool's capacity comes from: CapacityNodes (the default) or
+	// CapacityCount.
+	Capacity string
 	// UnschedulableAfter is how long a pod may stay Pending and unschedulable before the
 	// worker is reported waiting (throttled, with the cluster scheduler's message); default
 	// DefaultUnschedulableAfter.
@@ -137,7 +153,7 @@ type Pool struct {
 	mine     labels.Selector // the pool's pods
 
 	factory  informers.SharedInformerFactory // the pool's pods
-	cluster  informers.SharedInformerFactory // nodes, and pods that are not finished
+	cluster  informers.SharedInformerFactory // nodes, and pods that are not finished (CapacityNodes; else nil)
 	pods     cache.SharedIndexInformer
 	nodes    cache.SharedIndexInformer
 	allPods  cache.SharedIndexInformer
@@ -172,6 +188,7 @@ func New(ctx context.Context, cfg Config) (*Pool, error) {
 	cfg.Installation = cmp.Or(cfg.Installation, DefaultInstallation)
 	cfg.StopGrace = cmp.Or(cfg.StopGrace, DefaultStopGrace)
 	cfg.UnschedulableAfter = cmp.Or(cfg.UnschedulableAfter, DefaultUnschedulableAfter)
+	cfg.Capacity = cmp.Or(cfg.Capacity, CapacityNodes)
 	cfg.ShmGB = cmp.Or(cfg.ShmGB, DefaultShmGB)
 	cfg.CPU, cfg.Memory = cmp.Or(cfg.CPU, "1"), cmp.Or(cfg.Memory, "2Gi")
 	cfg.Log = cmp.Or(cfg.Log, slog.Default())
@@ -179,6 +196,10 @@ func New(ctx context.Context, cfg Config) (*Pool, error) {
 	d, errs := kit.CheckPool(cfg.Pool, "kubernetes", nil, cfg.StopGrace)
 	if cfg.StopGrace%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("stopGrace %v: want whole seconds (Kubernetes counts grace periods in seconds)", cfg.StopGrace))
+	}
+	if cfg.Capacity != CapacityNodes && cfg.Capacity != CapacityCount {
+		errs = append(errs, fmt.Errorf("capacity %q: want %s (the nodes' allocatable GPUs; needs a ClusterRole) or %s (the pool's count; its namespace alone)",
+			cfg.Capacity, CapacityNodes, CapacityCount))
 	}
 	if u, err := url.Parse(cfg.WorkerURL); cfg.WorkerURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
 		errs = append(errs, fmt.Errorf("workerUrl %q: want http(s)://host[:port][/prefix]", cfg.WorkerURL))
@@ -202,21 +223,25 @@ func New(ctx context.Context, cfg Config) (*Pool, error) {
 	p.factory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithNamespace(cfg.Namespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = p.mine.String() }))
 	p.pods = p.factory.Core().V1().Pods().Informer()
-	p.cluster = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0)
-	p.nodes = p.cluster.Core().V1().Nodes().Informer()
-	p.allPods = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.FieldSelector = "status.phase!=Succeeded,status.phase!=Failed"
-		})).Core().V1().Pods().Informer()
-	recount := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { p.recount() },
-		UpdateFunc: func(any, any) { p.recount() },
-		DeleteFunc: func(any) { p.recount() },
-	}
-	for _, inf := range []cache.SharedIndexInformer{p.nodes, p.allPods} {
-		if _, err := inf.AddEventHandler(recount); err != nil {
-			return nil, fmt.Errorf("kubernetes pool %q: %w", d.ID, err)
+	synced := []cache.InformerSynced{p.pods.HasSynced}
+	if cfg.Capacity == CapacityNodes {
+		p.cluster = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0)
+		p.nodes = p.cluster.Core().V1().Nodes().Informer()
+		p.allPods = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0,
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+				o.FieldSelector = "status.phase!=Succeeded,status.phase!=Failed"
+			})).Core().V1().Pods().Informer()
+		recount := cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { p.recount() },
+			UpdateFunc: func(any, any) { p.recount() },
+			DeleteFunc: func(any) { p.recount() },
 		}
+		for _, inf := range []cache.SharedIndexInformer{p.nodes, p.allPods} {
+			if _, err := inf.AddEventHandler(recount); err != nil {
+				return nil, fmt.Errorf("kubernetes pool %q: %w", d.ID, err)
+			}
+		}
+		synced = append(synced, p.nodes.HasSynced, p.allPods.HasSynced)
 	}
 	if _, err := p.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(o any) { p.observe(o) },
@@ -228,9 +253,11 @@ func New(ctx context.Context, cfg Config) (*Pool, error) {
 	run, stop := context.WithCancel(context.Background())
 	p.stop = stop
 	go p.pods.Run(run.Done())
-	go p.nodes.Run(run.Done())
-	go p.allPods.Run(run.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), p.pods.HasSynced, p.nodes.HasSynced, p.allPods.HasSynced) {
+	if p.nodes != nil {
+		go p.nodes.Run(run.Done())
+		go p.allPods.Run(run.Done())
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		stop()
 		return nil, fmt.Errorf("kubernetes pool %q: the watches did not sync: %w", d.ID, cmp.Or(ctx.Err(), errors.New("stopped")))
 	}
@@ -266,11 +293,16 @@ func (p *Pool) Describe() core.Pool {
 
 // Capacity returns the GPUs (or CPU slots) the pool's workers may hold in all: the
 // allocatable resource of the ready, schedulable nodes that match the selector, minus what
-// pods that are not this pool's request there (implements scheduler.Elastic).
+// pods that are not this pool's request there; with CapacityCount the pool's count
+// (implements scheduler.Elastic).
 func (p *Pool) Capacity() int { return int(p.capacity.Load()) }
 
-// recount computes Capacity from the watches' caches.
+// recount computes Capacity from the watches' caches (CapacityNodes; with CapacityCount it
+// stays the pool's count).
 func (p *Pool) recount() {
+	if p.nodes == nil {
+		return
+	}
 	res := GPUResource
 	if p.desc.CPU {
 		res = corev1.ResourceCPU

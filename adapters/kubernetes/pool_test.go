@@ -9,10 +9,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/scheduler"
@@ -201,4 +204,64 @@ func TestState(t *testing.T) {
 			t.Errorf("State(%s) = %+v (%s); want %s", tc.name, st, got, tc.want)
 		}
 	}
+}
+
+// TestCapacityCountReadsOnlyItsNamespace: with capacity "count" the pool starts on an account
+// that may not read nodes or other namespaces (a Role in its namespace), its capacity is its
+// count, and it lists and watches only its own namespace's pods.
+func TestCapacityCountReadsOnlyItsNamespace(t *testing.T) {
+	t.Parallel()
+	client := fake.NewClientset(gpuNode("a", "NVIDIA-H100-80GB-HBM3", 8))
+	var mu sync.Mutex
+	var outside []string
+	client.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetNamespace() == "gpu" {
+			return false, nil, nil
+		}
+		mu.Lock()
+		outside = append(outside, a.GetVerb()+" "+a.GetResource().Resource+" in "+cmpNS(a.GetNamespace()))
+		mu.Unlock()
+		return true, nil, apierrors.NewForbidden(a.GetResource().GroupResource(), "", errors.New("outside the pool's namespace"))
+	})
+	client.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		if a.GetNamespace() == "gpu" {
+			return false, nil, nil
+		}
+		mu.Lock()
+		outside = append(outside, "watch "+a.GetResource().Resource+" in "+cmpNS(a.GetNamespace()))
+		mu.Unlock()
+		return true, nil, apierrors.NewForbidden(a.GetResource().GroupResource(), "", errors.New("outside the pool's namespace"))
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	p, err := New(ctx, Config{Pool: core.Pool{ID: "k8s", GPUType: "NVIDIA H100 80GB HBM3", GPUs: 3}, Client: client,
+		Namespace: "gpu", Capacity: CapacityCount})
+	if err != nil {
+		t.Fatalf("New with capacity count on a namespace-only account: %v", err)
+	}
+	defer p.Close()
+	if got := p.Capacity(); got != 3 {
+		t.Errorf("Capacity() = %d; want the pool's count, 3 (the node's 8 GPUs are not read)", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(outside) > 0 {
+		t.Errorf("the pool asked outside its namespace: %v", outside)
+	}
+}
+
+func TestCapacityModeIsChecked(t *testing.T) {
+	t.Parallel()
+	_, err := New(t.Context(), Config{Pool: core.Pool{ID: "k8s", GPUType: "NVIDIA H100 80GB HBM3", GPUs: 3},
+		Client: fake.NewClientset(), Capacity: "nodez"})
+	if err == nil || !strings.Contains(err.Error(), `capacity "nodez": want nodes`) {
+		t.Errorf("New with capacity nodez = %v; want the mode refused", err)
+	}
+}
+
+func cmpNS(ns string) string {
+	if ns == "" {
+		return "the cluster"
+	}
+	return ns
 }

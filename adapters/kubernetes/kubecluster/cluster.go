@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/storage/etcd3/testserver"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/client-go/kubernetes"
@@ -47,8 +49,11 @@ func Start(t testing.TB) *Cluster {
 	storage.Transport.ServerList = etcdClient.Endpoints()
 	// No service-account controller runs: worker pods do not mount a token, and the
 	// ServiceAccount admission plugin would refuse pods whose account does not exist yet.
+	// Authorization is RBAC, as in a real cluster: the test's own clients are the loopback
+	// administrator (system:masters), and a service account's token (ServiceAccountToken)
+	// gets what its Roles grant.
 	srv, err := kubeapiserver.StartTestServer(t, kubeapiserver.NewDefaultTestServerOptions(),
-		[]string{"--disable-admission-plugins=ServiceAccount", "--bind-address=127.0.0.1"}, storage)
+		[]string{"--disable-admission-plugins=ServiceAccount", "--bind-address=127.0.0.1", "--authorization-mode=RBAC"}, storage)
 	if err != nil {
 		t.Fatalf("starting kube-apiserver: %v", err)
 	}
@@ -86,11 +91,30 @@ func Start(t testing.TB) *Cluster {
 // temporary directory of the test and returns its path: what an operator hands Gantry.
 func (c *Cluster) Kubeconfig(t testing.TB) string {
 	t.Helper()
+	return c.writeKubeconfig(t, &clientcmdapi.AuthInfo{Token: c.Config.BearerToken,
+		ClientCertificateData: c.Config.CertData, ClientKeyData: c.Config.KeyData})
+}
+
+// ServiceAccountKubeconfig writes a kubeconfig file that authenticates as a service account
+// with a token the TokenRequest API issues for it (an hour's), as the token a pod of that
+// account mounts, and returns its path.
+func (c *Cluster) ServiceAccountKubeconfig(t testing.TB, namespace, name string) string {
+	t.Helper()
+	tr, err := c.Client.CoreV1().ServiceAccounts(namespace).CreateToken(context.Background(), name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: new(int64(3600))}},
+		metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("a token of service account %s/%s: %v", namespace, name, err)
+	}
+	return c.writeKubeconfig(t, &clientcmdapi.AuthInfo{Token: tr.Status.Token})
+}
+
+func (c *Cluster) writeKubeconfig(t testing.TB, user *clientcmdapi.AuthInfo) string {
+	t.Helper()
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["test"] = &clientcmdapi.Cluster{Server: c.Config.Host, CertificateAuthorityData: c.Config.CAData,
 		TLSServerName: c.Config.ServerName, InsecureSkipTLSVerify: c.Config.Insecure}
-	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: c.Config.BearerToken,
-		ClientCertificateData: c.Config.CertData, ClientKeyData: c.Config.KeyData}
+	cfg.AuthInfos["admin"] = user
 	cfg.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "admin"}
 	cfg.CurrentContext = "test"
 	path := filepath.Join(t.TempDir(), "kubeconfig")

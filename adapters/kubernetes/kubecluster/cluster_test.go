@@ -42,6 +42,7 @@ func TestKubernetes(t *testing.T) {
 		{"Found", testFound},
 		{"Spec", testSpec},
 		{"Jobs", testJobs},
+		{"Chart", testChart},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
