@@ -445,12 +445,12 @@ func TestStream(t *testing.T) {
 	_, chunks, err := r.jobs.ReadStream(context.Background(), core.JobRef{Endpoint: "ep1", ID: j.ID}, time.Second)
 	if err != nil || len(chunks) != 2 || string(chunks[1].Output) != `{"text":["b"]}` ||
 		chunks[0].Metrics != nil || string(chunks[1].Metrics) != `{"output_tokens":1}` {
-		t.Fatalf("ReadStream = %q, %v; want the two parts, the second with its metrics", chunks, err)
+		t.Fatalf("ReadStream = %+v, %v; want the two parts, the second with its metrics", chunks, err)
 	}
 	_ = r.jobs.Done("ep1", "w", j.ID, core.Result{Output: json.RawMessage(`["a"]`)})
 	st, chunks, _ := r.jobs.ReadStream(context.Background(), core.JobRef{Endpoint: "ep1", ID: j.ID}, time.Second)
 	if st.Status != core.Completed || len(chunks) != 0 {
-		t.Errorf("second read = %s %q; want COMPLETED with nothing (chunks are handed out once)", st.Status, chunks)
+		t.Errorf("second read = %s %+v; want COMPLETED with nothing (chunks are handed out once)", st.Status, chunks)
 	}
 }
 

@@ -1,0 +1,4 @@
+-- Drained stream chunks are kept, marked delivered, so that a reader that takes nothing (the
+-- console) can still show them: the newest core.MaxStreamKept bytes of them per job, until
+-- the job is queued again or removed. Only undelivered chunks count as unread.
+ALTER TABLE gantry_job_chunks ADD COLUMN delivered boolean NOT NULL DEFAULT false;
