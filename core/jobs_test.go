@@ -454,6 +454,32 @@ func TestStream(t *testing.T) {
 	}
 }
 
+// TestStreamPeek: PeekStream takes nothing (ReadStream after it gets every part) and still
+// shows the parts ReadStream handed out, from a given Seq on.
+func TestStreamPeek(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	j := r.submit(`{}`)
+	r.take("w")
+	ref := core.JobRef{Endpoint: "ep1", ID: j.ID}
+	ctx := context.Background()
+	for _, p := range []string{`"a"`, `"b"`} {
+		if err := r.jobs.StreamPart("ep1", "w", j.ID, json.RawMessage(p), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, peeked, err := r.jobs.PeekStream(ctx, ref, 0)
+	if err != nil || st.Status != core.InProgress || len(peeked) != 2 {
+		t.Fatalf("PeekStream = %s %+v, %v; want IN_PROGRESS with both parts", st.Status, peeked, err)
+	}
+	if _, taken, err := r.jobs.ReadStream(ctx, ref, time.Second); err != nil || len(taken) != 2 {
+		t.Errorf("ReadStream after a peek = %+v, %v; want both parts (a peek takes nothing)", taken, err)
+	}
+	if _, again, err := r.jobs.PeekStream(ctx, ref, peeked[0].Seq); err != nil || len(again) != 1 || string(again[0].Output) != `"b"` {
+		t.Errorf("PeekStream after the first Seq, once read = %+v, %v; want the second part, kept", again, err)
+	}
+}
+
 func TestSplitChunk(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("é", 3000) // 6000 bytes
