@@ -18,11 +18,14 @@ type StreamChunk struct {
 	Seq int64
 }
 
-// MaxStreamKept is how many bytes of a job's delivered stream chunks stay readable to
-// PeekStream (the console's read that takes nothing): the newest ones, at least the last.
-// They stay until the job is queued again or removed at its expiry; unread chunks count
-// against MaxStreamBacklog instead.
-const MaxStreamKept = 1 << 20
+// MaxStreamKept and MaxStreamKeptParts bound a job's delivered stream chunks that stay
+// readable to PeekStream (the console's read that takes nothing): the newest ones, within both
+// bounds, at least the last. They stay until the job is queued again or removed at its
+// expiry; unread chunks count against MaxStreamBacklog instead.
+const (
+	MaxStreamKept      = 1 << 20 // bytes
+	MaxStreamKeptParts = 1000    // chunks (a token stream's are small and many)
+)
 
 // StreamPart records one part a worker streamed, split into chunks of at most MaxStreamChunk;
 // metrics (nil = none) go with the last of them.

@@ -56,7 +56,7 @@ func (s *Store) DrainChunks(ctx context.Context, id string) ([]core.StreamChunk,
 		x.keptBytes += x.chunkBytes
 		x.chunks, x.chunkBytes = nil, 0
 		drop := 0
-		for x.keptBytes > core.MaxStreamKept && drop < len(x.kept)-1 {
+		for (x.keptBytes > core.MaxStreamKept || len(x.kept)-drop > core.MaxStreamKeptParts) && drop < len(x.kept)-1 {
 			x.keptBytes -= len(x.kept[drop].Output) + len(x.kept[drop].Metrics)
 			drop++
 		}

@@ -54,7 +54,8 @@ func (s *Jobs) AppendChunks(ctx context.Context, id, worker string, chunks []cor
 }
 
 // DrainChunks hands out the job's unread chunks once; see core.JobStore. They are marked
-// delivered, and the delivered ones past core.MaxStreamKept bytes (newest kept) are deleted.
+// delivered, and the delivered ones past core.MaxStreamKept bytes or core.MaxStreamKeptParts
+// chunks (newest kept) are deleted.
 func (s *Jobs) DrainChunks(ctx context.Context, id string) ([]core.StreamChunk, error) {
 	out, err := s.chunks(ctx, `WITH gone AS (UPDATE gantry_job_chunks SET delivered = true
 		WHERE job_id = $1 AND NOT delivered RETURNING n, output, metrics)
@@ -72,7 +73,7 @@ func (s *Jobs) DrainChunks(ctx context.Context, id string) ([]core.StreamChunk, 
 	_, err = s.db.Pool.Exec(ctx, `DELETE FROM gantry_job_chunks WHERE n IN (
 		SELECT n FROM (SELECT n, sum(size) OVER (ORDER BY n DESC) AS upto, row_number() OVER (ORDER BY n DESC) AS r
 			FROM gantry_job_chunks WHERE job_id = $1 AND delivered) t
-		WHERE upto > $2 AND r > 1)`, id, core.MaxStreamKept)
+		WHERE (upto > $2 OR r > $3) AND r > 1)`, id, core.MaxStreamKept, core.MaxStreamKeptParts)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: trimming job %s's delivered stream: %w", id, err)
 	}

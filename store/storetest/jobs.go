@@ -587,7 +587,8 @@ func jobsStream(t *testing.T, s core.JobStore) {
 }
 
 // jobsStreamPeek: PeekChunks hands nothing out (a drain after it still gets every chunk), and
-// drained chunks stay readable to it, the newest core.MaxStreamKept bytes of them.
+// drained chunks stay readable to it, the newest within core.MaxStreamKept bytes and
+// core.MaxStreamKeptParts chunks.
 func jobsStreamPeek(t *testing.T, s core.JobStore) {
 	ctx := context.Background()
 	j := reach(t, s, "ep", core.InProgress)
@@ -641,8 +642,21 @@ func jobsStreamPeek(t *testing.T, s core.JobStore) {
 		t.Errorf("PeekChunks after %d bytes delivered = %d chunks, %d bytes, %v; want the newest within %d bytes",
 			2*len(big)+10, len(kept), size, err, core.MaxStreamKept)
 	}
+	many := make([]core.StreamChunk, core.MaxStreamKeptParts+5)
+	for i := range many {
+		many[i].Output = json.RawMessage(fmt.Sprint(i))
+	}
+	if _, err := s.AppendChunks(ctx, j.ID, "w", many); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.DrainChunks(ctx, j.ID); err != nil || len(got) != len(many) {
+		t.Fatalf("DrainChunks = %d chunks, %v; want %d", len(got), err, len(many))
+	}
+	if kept, err := s.PeekChunks(ctx, j.ID, 0); err != nil || len(kept) != core.MaxStreamKeptParts || string(kept[0].Output) != "5" {
+		t.Errorf("PeekChunks after %d small chunks = %d chunks, %v; want the newest %d", len(many), len(kept), err, core.MaxStreamKeptParts)
+	}
 	update(t, s, j.ID, core.EvDone, t0)
-	if got, err := s.PeekChunks(ctx, j.ID, 0); err != nil || !strings.HasSuffix(outs(got), `"c""d"`) {
+	if got, err := s.PeekChunks(ctx, j.ID, 0); err != nil || !strings.HasSuffix(outs(got), fmt.Sprint(len(many)-1)) {
 		t.Errorf("PeekChunks after the end = %d chunks, %v; want the kept chunks", len(got), err)
 	}
 }
