@@ -48,6 +48,7 @@ type Store struct {
 	rec      core.JobRecords
 	hotMax   int64
 	hotBytes atomic.Int64
+	chunkSeq atomic.Int64 // the last stream chunk's Seq: one order for every job, every run
 	seq      atomic.Uint64
 	log      *slog.Logger
 

@@ -24,8 +24,7 @@ func (s *Store) AppendChunks(ctx context.Context, id, worker string, chunks []co
 	x := e.x
 	x.rec.Streamed = true
 	for _, c := range chunks {
-		x.seq++
-		c.Seq = x.seq
+		c.Seq = s.chunkSeq.Add(1)
 		x.chunks = append(x.chunks, c)
 		x.chunkBytes += len(c.Output) + len(c.Metrics)
 	}
