@@ -342,6 +342,19 @@ function peeker(p, id) {
   };
 }
 
+// runWatch returns a function that says, of each status read of one job, whether the job was
+// queued again since the read before (retried, or taken back from a lost worker): the store
+// drops a run's parts then.
+function runWatch() {
+  let status = "", retries;
+  return (j) => {
+    const again = (j.status === "IN_QUEUE" && status !== "" && status !== "IN_QUEUE") || (retries !== undefined && (j.retries || 0) !== retries);
+    status = j.status;
+    retries = j.retries || 0;
+    return again;
+  };
+}
+
 // progressOf is the last progress value of an IN_PROGRESS job, or undefined.
 function progressOf(j) { return j.status === "IN_PROGRESS" ? j.output : undefined; }
 
@@ -385,7 +398,7 @@ function playgroundTab(ep) {
   // stops when another job is sent or the page is left (following moves on).
   const follow = async (id, me) => {
     const parts = peeker(p, id);
-    let last = "";
+    const newRun = runWatch();
     const shown = () => me === following;
     const append = (list) => {
       for (const c of list) { streamBox.hidden = false; stream.appendChild(document.createTextNode(JSON.stringify(c.output) + "\n")); }
@@ -395,9 +408,8 @@ function playgroundTab(ep) {
         const got = await parts.next();
         const j = await api.get(p + "/status/" + api.enc(id));
         if (!shown()) return;
-        if (j.status === "IN_QUEUE" && last && last !== "IN_QUEUE") { parts.reset(); replace(stream); streamBox.hidden = true; } // queued again
+        if (newRun(j)) { parts.reset(); replace(stream); streamBox.hidden = true; } // queued again: its parts are gone
         else append(got);
-        last = j.status;
         showStatus(j);
         if (TERMINAL.includes(j.status)) {
           append(await parts.next()); // any part read after the one before the end
@@ -461,7 +473,8 @@ async function jobDetail(ep, jobId) {
   const out = h("div");
   const streamed = h("pre", {id: "job-stream"});
   const parts = peeker(p, jobId);
-  let nparts = 0, last = "", busy = false;
+  let nparts = 0, busy = false;
+  const newRun = runWatch();
   const cancel = h("button", {class: "danger", id: "job-cancel", disabled: true}, "Cancel");
   const retry = h("button", {class: "secondary", id: "job-retry", disabled: true}, "Retry");
   const show = (j) => {
@@ -483,8 +496,7 @@ async function jobDetail(ep, jobId) {
   };
   const refresh = async () => {
     const j = await api.get(p + "/status/" + api.enc(jobId));
-    if (j.status === "IN_QUEUE" && last && last !== "IN_QUEUE") { parts.reset(); replace(streamed); nparts = 0; } // queued again: a new run
-    last = j.status;
+    if (newRun(j)) { parts.reset(); replace(streamed); nparts = 0; } // queued again: its parts are gone
     const got = await parts.next().catch(() => []);
     for (const c of got) streamed.appendChild(document.createTextNode(JSON.stringify(c.output) + "\n"));
     nparts += got.length;
