@@ -122,7 +122,7 @@ async function apiCall(method, path, body) {
 async function shots(name) {
   for (const width of [1400, 390]) {
     await page.setViewportSize({width, height: 900});
-    await page.waitForTimeout(100); // layout settles
+    await page.evaluate(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))); // laid out at the new width
     await page.screenshot({path: `${OUT}/${name}-${width}.png`, fullPage: true});
   }
   await page.setViewportSize({width: 1280, height: 900});
