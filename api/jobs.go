@@ -181,18 +181,29 @@ func (h *handler) PostJobStatusSync(ctx context.Context, p oas.PostJobStatusSync
 	return h.status(ctx, p.EndpointId, p.JobId, p.TTL.Or(0), time.Duration(p.Wait.Or(90000))*time.Millisecond)
 }
 
-func (h *handler) stream(ctx context.Context, endpointID, jobID string) (*oas.StreamResponseHeaders, error) {
+// stream reads a job's stream: it takes the chunks it returns, or with peek takes nothing and
+// returns the chunks numbered after after, each with its seq (the console's read).
+func (h *handler) stream(ctx context.Context, endpointID, jobID string, peek bool, after int64) (*oas.StreamResponseHeaders, error) {
 	t, err := h.jobEndpoint(ctx, endpointID)
 	if err != nil {
 		return nil, err
 	}
-	j, chunks, err := h.cfg.Jobs.ReadStream(ctx, t.ref(jobID), StreamWait)
+	var j core.Job
+	var chunks []core.StreamChunk
+	if peek {
+		j, chunks, err = h.cfg.Jobs.PeekStream(ctx, t.ref(jobID), after)
+	} else {
+		j, chunks, err = h.cfg.Jobs.ReadStream(ctx, t.ref(jobID), StreamWait)
+	}
 	if err != nil {
 		return nil, err
 	}
 	out := oas.StreamResponse{Status: oas.JobStatus(j.Status), Stream: make([]oas.StreamChunk, len(chunks))}
 	for i, c := range chunks {
 		out.Stream[i] = oas.StreamChunk{Output: jx.Raw(c.Output)}
+		if peek {
+			out.Stream[i].Seq = oas.NewOptInt64(c.Seq)
+		}
 		if len(c.Metrics) > 0 {
 			var m oas.StreamMetrics
 			if m.Decode(jx.DecodeBytes(c.Metrics)) == nil {
@@ -208,12 +219,12 @@ func (h *handler) stream(ctx context.Context, endpointID, jobID string) (*oas.St
 
 // GetJobStream implements stream.
 func (h *handler) GetJobStream(ctx context.Context, p oas.GetJobStreamParams) (oas.GetJobStreamRes, error) {
-	return h.stream(ctx, p.EndpointId, p.JobId)
+	return h.stream(ctx, p.EndpointId, p.JobId, p.Peek.Or(false), p.After.Or(0))
 }
 
 // PostJobStream implements stream by POST.
 func (h *handler) PostJobStream(ctx context.Context, p oas.PostJobStreamParams) (oas.PostJobStreamRes, error) {
-	return h.stream(ctx, p.EndpointId, p.JobId)
+	return h.stream(ctx, p.EndpointId, p.JobId, p.Peek.Or(false), p.After.Or(0))
 }
 
 // CancelJob implements cancel.

@@ -113,8 +113,11 @@ func serve(t *testing.T) (string, string) {
 
 // TestConsoleInChromium drives the console in a real headless Chromium (e2e/console.mjs):
 // sign in, create an endpoint from the gantry-echo template, send a job from the playground
-// and see it complete with its stream and output, find it in the jobs list and open it, see
-// the worker and its log lines, see a chart drawn from real metrics, read the model prices,
+// and see it complete with its stream and output, find it in the jobs list and open it; stream
+// a job from an API client while its job page is open and get every part (the console reads
+// with peek and takes nothing); follow a job's badge and progress; see a failed job's error and
+// retry it, Cancel and Retry enabled as the job's state allows; see the open job list refresh;
+// read the API tab's URLs and copy a snippet; see the worker and its log lines, see a chart drawn from real metrics, read the model prices,
 // and create a key, revoke the one signed in with and be signed out. Every step leaves a
 // screenshot in the artifacts directory; a failing step leaves failure-<step>.png.
 func TestConsoleInChromium(t *testing.T) {
@@ -153,7 +156,7 @@ func TestConsoleInChromium(t *testing.T) {
 			t.Logf("step %s: ok", s.Step)
 		}
 	}
-	if err != nil || steps < 11 {
+	if err != nil || steps < 16 {
 		t.Errorf("node console.mjs: %v (%d steps reported)\n%s", err, steps, stderr.String())
 	}
 	t.Logf("screenshots in %s", out)

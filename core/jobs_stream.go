@@ -13,7 +13,19 @@ import (
 type StreamChunk struct {
 	Output  json.RawMessage
 	Metrics json.RawMessage // nil = none
+	// Seq orders a job's chunks: it grows with each chunk appended (not always by one). The
+	// store sets it; PeekStream's readers pass the last one they saw to read on from it.
+	Seq int64
 }
+
+// MaxStreamKept and MaxStreamKeptParts bound a job's delivered stream chunks that stay
+// readable to PeekStream (the console's read that takes nothing): the newest ones, within both
+// bounds, at least the last. They stay until the job is queued again or removed at its
+// expiry; unread chunks count against MaxStreamBacklog instead.
+const (
+	MaxStreamKept      = 1 << 20 // bytes
+	MaxStreamKeptParts = 1000    // chunks (a token stream's are small and many)
+)
 
 // StreamPart records one part a worker streamed, split into chunks of at most MaxStreamChunk;
 // metrics (nil = none) go with the last of them.
@@ -66,6 +78,21 @@ func (js *Jobs) ReadStream(ctx context.Context, ref JobRef, wait time.Duration) 
 			return snap, nil, err
 		}
 	}
+}
+
+// PeekStream returns the job's stream chunks after the one numbered after (0 = from the
+// first kept), delivered or not, and hands none out: a /stream reader still gets every chunk.
+// Delivered chunks stay readable within MaxStreamKept. The console reads streams this way.
+func (js *Jobs) PeekStream(ctx context.Context, ref JobRef, after int64) (Job, []StreamChunk, error) {
+	if _, err := js.read(ref); err != nil { // the caller may see the job
+		return Job{}, nil, err
+	}
+	chunks, err := js.store.PeekChunks(ctx, ref.ID, after)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return Job{}, nil, Internal("reading the job's stream", err)
+	}
+	j, err := js.Get(ref, 0)
+	return j, chunks, err
 }
 
 // SplitChunk splits a streamed part over several chunks when it is larger than limit: a

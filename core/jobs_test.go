@@ -445,12 +445,38 @@ func TestStream(t *testing.T) {
 	_, chunks, err := r.jobs.ReadStream(context.Background(), core.JobRef{Endpoint: "ep1", ID: j.ID}, time.Second)
 	if err != nil || len(chunks) != 2 || string(chunks[1].Output) != `{"text":["b"]}` ||
 		chunks[0].Metrics != nil || string(chunks[1].Metrics) != `{"output_tokens":1}` {
-		t.Fatalf("ReadStream = %q, %v; want the two parts, the second with its metrics", chunks, err)
+		t.Fatalf("ReadStream = %+v, %v; want the two parts, the second with its metrics", chunks, err)
 	}
 	_ = r.jobs.Done("ep1", "w", j.ID, core.Result{Output: json.RawMessage(`["a"]`)})
 	st, chunks, _ := r.jobs.ReadStream(context.Background(), core.JobRef{Endpoint: "ep1", ID: j.ID}, time.Second)
 	if st.Status != core.Completed || len(chunks) != 0 {
-		t.Errorf("second read = %s %q; want COMPLETED with nothing (chunks are handed out once)", st.Status, chunks)
+		t.Errorf("second read = %s %+v; want COMPLETED with nothing (chunks are handed out once)", st.Status, chunks)
+	}
+}
+
+// TestStreamPeek: PeekStream takes nothing (ReadStream after it gets every part) and still
+// shows the parts ReadStream handed out, from a given Seq on.
+func TestStreamPeek(t *testing.T) {
+	t.Parallel()
+	r := newRig(t)
+	j := r.submit(`{}`)
+	r.take("w")
+	ref := core.JobRef{Endpoint: "ep1", ID: j.ID}
+	ctx := context.Background()
+	for _, p := range []string{`"a"`, `"b"`} {
+		if err := r.jobs.StreamPart("ep1", "w", j.ID, json.RawMessage(p), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, peeked, err := r.jobs.PeekStream(ctx, ref, 0)
+	if err != nil || st.Status != core.InProgress || len(peeked) != 2 {
+		t.Fatalf("PeekStream = %s %+v, %v; want IN_PROGRESS with both parts", st.Status, peeked, err)
+	}
+	if _, taken, err := r.jobs.ReadStream(ctx, ref, time.Second); err != nil || len(taken) != 2 {
+		t.Errorf("ReadStream after a peek = %+v, %v; want both parts (a peek takes nothing)", taken, err)
+	}
+	if _, again, err := r.jobs.PeekStream(ctx, ref, peeked[0].Seq); err != nil || len(again) != 1 || string(again[0].Output) != `"b"` {
+		t.Errorf("PeekStream after the first Seq, once read = %+v, %v; want the second part, kept", again, err)
 	}
 }
 

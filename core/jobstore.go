@@ -74,9 +74,15 @@ type JobStore interface {
 	// AppendChunks adds stream chunks to an IN_PROGRESS job that worker holds and marks the
 	// job Streamed; otherwise a *StateError (or ErrNotFound). It returns the bytes now unread.
 	AppendChunks(ctx context.Context, id, worker string, chunks []StreamChunk) (int, error)
-	// DrainChunks hands out the job's unread chunks; each chunk is handed out once. Chunks
-	// stay after the job ends, until drained or the job is queued again or removed.
+	// DrainChunks hands out the job's unread chunks, with their Seq; each chunk is handed out
+	// once. Chunks stay after the job ends, until drained or the job is queued again or
+	// removed. Drained chunks stay readable to PeekChunks: the newest of them within
+	// MaxStreamKept bytes and MaxStreamKeptParts chunks (at least the last one), until the job
+	// is queued again or removed.
 	DrainChunks(ctx context.Context, id string) ([]StreamChunk, error)
+	// PeekChunks returns the job's chunks with a Seq above after, drained ones still kept
+	// and unread ones alike, in order, and changes nothing: it hands nothing out.
+	PeekChunks(ctx context.Context, id string, after int64) ([]StreamChunk, error)
 
 	// Held returns the ids of the IN_PROGRESS jobs that worker holds.
 	Held(ctx context.Context, worker string) ([]string, error)

@@ -28,6 +28,7 @@ func TestSharedEndpointOwners(t *testing.T) {
 		"Get ttl":    func() error { _, err := r.jobs.Get(ref(alice.ID, "bob"), time.Minute); return err },
 		"Wait":       func() error { _, err := r.jobs.Wait(ctx, ref(alice.ID, "bob"), time.Hour); return err },
 		"ReadStream": func() error { _, _, err := r.jobs.ReadStream(ctx, ref(alice.ID, "bob"), time.Hour); return err },
+		"PeekStream": func() error { _, _, err := r.jobs.PeekStream(ctx, ref(alice.ID, "bob"), 0); return err },
 		"Cancel":     func() error { _, err := r.jobs.Cancel(ref(alice.ID, "bob")); return err },
 		"Retry":      func() error { _, err := r.jobs.Retry(ref(alice.ID, "bob")); return err },
 	}
@@ -57,6 +58,9 @@ func TestSharedEndpointOwners(t *testing.T) {
 	}
 	if _, _, err := r.jobs.ReadStream(ctx, ref(tk.ID, other), time.Second); core.KindOf(err) != core.KindNotFound {
 		t.Errorf("ReadStream(failed job as the other user) = %v; want not found", err)
+	}
+	if _, _, err := r.jobs.PeekStream(ctx, ref(tk.ID, other), 0); core.KindOf(err) != core.KindNotFound {
+		t.Errorf("PeekStream(failed job as the other user) = %v; want not found", err)
 	}
 
 	// Purge for one owner cancels only their queued jobs.

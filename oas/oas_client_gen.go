@@ -99,7 +99,11 @@ type Invoker interface {
 	GetJobStatusSync(ctx context.Context, params GetJobStatusSyncParams) (GetJobStatusSyncRes, error)
 	// GetJobStream invokes getJobStream operation.
 	//
-	// Stream chunks not yet handed out (each at most 1 MB).
+	// Each chunk is handed out once: a call takes the chunks it returns. With `peek=true` the call takes
+	// nothing (it does not wait either): it returns the chunks numbered after `after`, handed out already
+	// or not, each with its `seq`; chunks already handed out stay readable this way, the newest 1,000 of
+	// them per job within 1 MiB, until the job is queued again or removed. The web console reads streams
+	// so, leaving every chunk to the API's clients.
 	//
 	// GET /v2/{endpointId}/stream/{jobId}
 	GetJobStream(ctx context.Context, params GetJobStreamParams) (GetJobStreamRes, error)
@@ -2061,7 +2065,11 @@ func (c *Client) sendGetJobStatusSync(ctx context.Context, params GetJobStatusSy
 
 // GetJobStream invokes getJobStream operation.
 //
-// Stream chunks not yet handed out (each at most 1 MB).
+// Each chunk is handed out once: a call takes the chunks it returns. With `peek=true` the call takes
+// nothing (it does not wait either): it returns the chunks numbered after `after`, handed out already
+// or not, each with its `seq`; chunks already handed out stay readable this way, the newest 1,000 of
+// them per job within 1 MiB, until the job is queued again or removed. The web console reads streams
+// so, leaving every chunk to the API's clients.
 //
 // GET /v2/{endpointId}/stream/{jobId}
 func (c *Client) GetJobStream(ctx context.Context, params GetJobStreamParams) (GetJobStreamRes, error) {
@@ -2146,6 +2154,44 @@ func (c *Client) sendGetJobStream(ctx context.Context, params GetJobStreamParams
 		pathParts[3] = encoded
 	}
 	uri.AddPathParts(u, pathParts[:]...)
+
+	stage = "EncodeQueryParams"
+	q := uri.NewQueryEncoder()
+	{
+		// Encode "peek" parameter.
+		cfg := uri.QueryParameterEncodingConfig{
+			Name:    "peek",
+			Style:   uri.QueryStyleForm,
+			Explode: true,
+		}
+
+		if err := q.EncodeParam(cfg, func(e uri.Encoder) error {
+			if val, ok := params.Peek.Get(); ok {
+				return e.EncodeValue(conv.BoolToString(val))
+			}
+			return nil
+		}); err != nil {
+			return res, errors.Wrap(err, "encode query")
+		}
+	}
+	{
+		// Encode "after" parameter.
+		cfg := uri.QueryParameterEncodingConfig{
+			Name:    "after",
+			Style:   uri.QueryStyleForm,
+			Explode: true,
+		}
+
+		if err := q.EncodeParam(cfg, func(e uri.Encoder) error {
+			if val, ok := params.After.Get(); ok {
+				return e.EncodeValue(conv.Int64ToString(val))
+			}
+			return nil
+		}); err != nil {
+			return res, errors.Wrap(err, "encode query")
+		}
+	}
+	u.RawQuery = q.Values().Encode()
 
 	stage = "EncodeRequest"
 	r, err := ht.NewRequest(ctx, "GET", u)
@@ -4451,6 +4497,44 @@ func (c *Client) sendPostJobStream(ctx context.Context, params PostJobStreamPara
 		pathParts[3] = encoded
 	}
 	uri.AddPathParts(u, pathParts[:]...)
+
+	stage = "EncodeQueryParams"
+	q := uri.NewQueryEncoder()
+	{
+		// Encode "peek" parameter.
+		cfg := uri.QueryParameterEncodingConfig{
+			Name:    "peek",
+			Style:   uri.QueryStyleForm,
+			Explode: true,
+		}
+
+		if err := q.EncodeParam(cfg, func(e uri.Encoder) error {
+			if val, ok := params.Peek.Get(); ok {
+				return e.EncodeValue(conv.BoolToString(val))
+			}
+			return nil
+		}); err != nil {
+			return res, errors.Wrap(err, "encode query")
+		}
+	}
+	{
+		// Encode "after" parameter.
+		cfg := uri.QueryParameterEncodingConfig{
+			Name:    "after",
+			Style:   uri.QueryStyleForm,
+			Explode: true,
+		}
+
+		if err := q.EncodeParam(cfg, func(e uri.Encoder) error {
+			if val, ok := params.After.Get(); ok {
+				return e.EncodeValue(conv.Int64ToString(val))
+			}
+			return nil
+		}); err != nil {
+			return res, errors.Wrap(err, "encode query")
+		}
+	}
+	u.RawQuery = q.Values().Encode()
 
 	stage = "EncodeRequest"
 	r, err := ht.NewRequest(ctx, "POST", u)

@@ -2434,7 +2434,11 @@ func (s *Server) handleGetJobStatusSyncRequest(args [2]string, argsEscaped bool,
 
 // handleGetJobStreamRequest handles getJobStream operation.
 //
-// Stream chunks not yet handed out (each at most 1 MB).
+// Each chunk is handed out once: a call takes the chunks it returns. With `peek=true` the call takes
+// nothing (it does not wait either): it returns the chunks numbered after `after`, handed out already
+// or not, each with its `seq`; chunks already handed out stay readable this way, the newest 1,000 of
+// them per job within 1 MiB, until the job is queued again or removed. The web console reads streams
+// so, leaving every chunk to the API's clients.
 //
 // GET /v2/{endpointId}/stream/{jobId}
 func (s *Server) handleGetJobStreamRequest(args [2]string, argsEscaped bool, w http.ResponseWriter, r *http.Request) {
@@ -2575,6 +2579,14 @@ func (s *Server) handleGetJobStreamRequest(args [2]string, argsEscaped bool, w h
 			Body:             nil,
 			RawBody:          rawBody,
 			Params: middleware.Parameters{
+				{
+					Name: "peek",
+					In:   "query",
+				}: params.Peek,
+				{
+					Name: "after",
+					In:   "query",
+				}: params.After,
 				{
 					Name: "endpointId",
 					In:   "path",
@@ -5505,6 +5517,14 @@ func (s *Server) handlePostJobStreamRequest(args [2]string, argsEscaped bool, w 
 			Body:             nil,
 			RawBody:          rawBody,
 			Params: middleware.Parameters{
+				{
+					Name: "peek",
+					In:   "query",
+				}: params.Peek,
+				{
+					Name: "after",
+					In:   "query",
+				}: params.After,
 				{
 					Name: "endpointId",
 					In:   "path",

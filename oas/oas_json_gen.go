@@ -8988,11 +8988,18 @@ func (s *StreamChunk) encodeFields(e *jx.Encoder) {
 			s.Metrics.Encode(e)
 		}
 	}
+	{
+		if s.Seq.Set {
+			e.FieldStart("seq")
+			s.Seq.Encode(e)
+		}
+	}
 }
 
-var jsonFieldsNameOfStreamChunk = [2]string{
+var jsonFieldsNameOfStreamChunk = [3]string{
 	0: "output",
 	1: "metrics",
+	2: "seq",
 }
 
 // Decode decodes StreamChunk from json.
@@ -9025,6 +9032,16 @@ func (s *StreamChunk) Decode(d *jx.Decoder) error {
 				return nil
 			}(); err != nil {
 				return errors.Wrap(err, "decode field \"metrics\"")
+			}
+		case "seq":
+			if err := func() error {
+				s.Seq.Reset()
+				if err := s.Seq.Decode(d); err != nil {
+					return err
+				}
+				return nil
+			}(); err != nil {
+				return errors.Wrap(err, "decode field \"seq\"")
 			}
 		default:
 			return d.Skip()

@@ -1373,12 +1373,34 @@ func decodeGetJobStatusSyncParams(args [2]string, argsEscaped bool, r *http.Requ
 
 // GetJobStreamParams is parameters of getJobStream operation.
 type GetJobStreamParams struct {
+	// Read without taking (see above). Not part of RunPod's API.
+	Peek OptBool `json:",omitempty,omitzero"`
+	// With `peek`, the `seq` of the last chunk already seen (default 0, from the first kept).
+	After OptInt64 `json:",omitempty,omitzero"`
 	// Endpoint id (or, on job operations, a ready-made model slug).
 	EndpointId string
 	JobId      string
 }
 
 func unpackGetJobStreamParams(packed middleware.Parameters) (params GetJobStreamParams) {
+	{
+		key := middleware.ParameterKey{
+			Name: "peek",
+			In:   "query",
+		}
+		if v, ok := packed[key]; ok {
+			params.Peek = v.(OptBool)
+		}
+	}
+	{
+		key := middleware.ParameterKey{
+			Name: "after",
+			In:   "query",
+		}
+		if v, ok := packed[key]; ok {
+			params.After = v.(OptInt64)
+		}
+	}
 	{
 		key := middleware.ParameterKey{
 			Name: "endpointId",
@@ -1397,6 +1419,124 @@ func unpackGetJobStreamParams(packed middleware.Parameters) (params GetJobStream
 }
 
 func decodeGetJobStreamParams(args [2]string, argsEscaped bool, r *http.Request) (params GetJobStreamParams, _ error) {
+	q := uri.NewQueryDecoder(r.URL.Query())
+	// Set default value for query: peek.
+	{
+		val := bool(false)
+		params.Peek.SetTo(val)
+	}
+	// Decode query: peek.
+	if err := func() error {
+		cfg := uri.QueryParameterDecodingConfig{
+			Name:    "peek",
+			Style:   uri.QueryStyleForm,
+			Explode: true,
+		}
+
+		if err := q.HasParam(cfg); err == nil {
+			if err := q.DecodeParam(cfg, func(d uri.Decoder) error {
+				var paramsDotPeekVal bool
+				if err := func() error {
+					val, err := d.DecodeValue()
+					if err != nil {
+						return err
+					}
+
+					c, err := conv.ToBool(val)
+					if err != nil {
+						return err
+					}
+
+					paramsDotPeekVal = c
+					return nil
+				}(); err != nil {
+					return err
+				}
+				params.Peek.SetTo(paramsDotPeekVal)
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}(); err != nil {
+		return params, &ogenerrors.DecodeParamError{
+			Name: "peek",
+			In:   "query",
+			Err:  err,
+		}
+	}
+	// Set default value for query: after.
+	{
+		val := int64(0)
+		params.After.SetTo(val)
+	}
+	// Decode query: after.
+	if err := func() error {
+		cfg := uri.QueryParameterDecodingConfig{
+			Name:    "after",
+			Style:   uri.QueryStyleForm,
+			Explode: true,
+		}
+
+		if err := q.HasParam(cfg); err == nil {
+			if err := q.DecodeParam(cfg, func(d uri.Decoder) error {
+				var paramsDotAfterVal int64
+				if err := func() error {
+					val, err := d.DecodeValue()
+					if err != nil {
+						return err
+					}
+
+					c, err := conv.ToInt64(val)
+					if err != nil {
+						return err
+					}
+
+					paramsDotAfterVal = c
+					return nil
+				}(); err != nil {
+					return err
+				}
+				params.After.SetTo(paramsDotAfterVal)
+				return nil
+			}); err != nil {
+				return err
+			}
+			if err := func() error {
+				if value, ok := params.After.Get(); ok {
+					if err := func() error {
+						if err := (validate.Int{
+							MinSet:        true,
+							Min:           0,
+							MaxSet:        false,
+							Max:           0,
+							MinExclusive:  false,
+							MaxExclusive:  false,
+							MultipleOfSet: false,
+							MultipleOf:    0,
+							Pattern:       nil,
+						}).Validate(int64(value)); err != nil {
+							return errors.Wrap(err, "int")
+						}
+						return nil
+					}(); err != nil {
+						return err
+					}
+				}
+				return nil
+			}(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}(); err != nil {
+		return params, &ogenerrors.DecodeParamError{
+			Name: "after",
+			In:   "query",
+			Err:  err,
+		}
+	}
 	// Decode path: endpointId.
 	if err := func() error {
 		param := args[0]
@@ -3670,12 +3810,34 @@ func decodePostJobStatusSyncParams(args [2]string, argsEscaped bool, r *http.Req
 
 // PostJobStreamParams is parameters of postJobStream operation.
 type PostJobStreamParams struct {
+	// Read without taking (see above). Not part of RunPod's API.
+	Peek OptBool `json:",omitempty,omitzero"`
+	// With `peek`, the `seq` of the last chunk already seen (default 0, from the first kept).
+	After OptInt64 `json:",omitempty,omitzero"`
 	// Endpoint id (or, on job operations, a ready-made model slug).
 	EndpointId string
 	JobId      string
 }
 
 func unpackPostJobStreamParams(packed middleware.Parameters) (params PostJobStreamParams) {
+	{
+		key := middleware.ParameterKey{
+			Name: "peek",
+			In:   "query",
+		}
+		if v, ok := packed[key]; ok {
+			params.Peek = v.(OptBool)
+		}
+	}
+	{
+		key := middleware.ParameterKey{
+			Name: "after",
+			In:   "query",
+		}
+		if v, ok := packed[key]; ok {
+			params.After = v.(OptInt64)
+		}
+	}
 	{
 		key := middleware.ParameterKey{
 			Name: "endpointId",
@@ -3694,6 +3856,124 @@ func unpackPostJobStreamParams(packed middleware.Parameters) (params PostJobStre
 }
 
 func decodePostJobStreamParams(args [2]string, argsEscaped bool, r *http.Request) (params PostJobStreamParams, _ error) {
+	q := uri.NewQueryDecoder(r.URL.Query())
+	// Set default value for query: peek.
+	{
+		val := bool(false)
+		params.Peek.SetTo(val)
+	}
+	// Decode query: peek.
+	if err := func() error {
+		cfg := uri.QueryParameterDecodingConfig{
+			Name:    "peek",
+			Style:   uri.QueryStyleForm,
+			Explode: true,
+		}
+
+		if err := q.HasParam(cfg); err == nil {
+			if err := q.DecodeParam(cfg, func(d uri.Decoder) error {
+				var paramsDotPeekVal bool
+				if err := func() error {
+					val, err := d.DecodeValue()
+					if err != nil {
+						return err
+					}
+
+					c, err := conv.ToBool(val)
+					if err != nil {
+						return err
+					}
+
+					paramsDotPeekVal = c
+					return nil
+				}(); err != nil {
+					return err
+				}
+				params.Peek.SetTo(paramsDotPeekVal)
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}(); err != nil {
+		return params, &ogenerrors.DecodeParamError{
+			Name: "peek",
+			In:   "query",
+			Err:  err,
+		}
+	}
+	// Set default value for query: after.
+	{
+		val := int64(0)
+		params.After.SetTo(val)
+	}
+	// Decode query: after.
+	if err := func() error {
+		cfg := uri.QueryParameterDecodingConfig{
+			Name:    "after",
+			Style:   uri.QueryStyleForm,
+			Explode: true,
+		}
+
+		if err := q.HasParam(cfg); err == nil {
+			if err := q.DecodeParam(cfg, func(d uri.Decoder) error {
+				var paramsDotAfterVal int64
+				if err := func() error {
+					val, err := d.DecodeValue()
+					if err != nil {
+						return err
+					}
+
+					c, err := conv.ToInt64(val)
+					if err != nil {
+						return err
+					}
+
+					paramsDotAfterVal = c
+					return nil
+				}(); err != nil {
+					return err
+				}
+				params.After.SetTo(paramsDotAfterVal)
+				return nil
+			}); err != nil {
+				return err
+			}
+			if err := func() error {
+				if value, ok := params.After.Get(); ok {
+					if err := func() error {
+						if err := (validate.Int{
+							MinSet:        true,
+							Min:           0,
+							MaxSet:        false,
+							Max:           0,
+							MinExclusive:  false,
+							MaxExclusive:  false,
+							MultipleOfSet: false,
+							MultipleOf:    0,
+							Pattern:       nil,
+						}).Validate(int64(value)); err != nil {
+							return errors.Wrap(err, "int")
+						}
+						return nil
+					}(); err != nil {
+						return err
+					}
+				}
+				return nil
+			}(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}(); err != nil {
+		return params, &ogenerrors.DecodeParamError{
+			Name: "after",
+			In:   "query",
+			Err:  err,
+		}
+	}
 	// Decode path: endpointId.
 	if err := func() error {
 		param := args[0]

@@ -5608,6 +5608,8 @@ type StreamChunk struct {
 	// Handler-defined; for a text model `input_tokens`, `output_tokens`, `text`.
 	Output  jx.Raw           `json:"output"`
 	Metrics OptStreamMetrics `json:"metrics"`
+	// With `peek` only: the chunk's number, to pass as `after`.
+	Seq OptInt64 `json:"seq"`
 }
 
 // GetOutput returns the value of Output.
@@ -5620,6 +5622,11 @@ func (s *StreamChunk) GetMetrics() OptStreamMetrics {
 	return s.Metrics
 }
 
+// GetSeq returns the value of Seq.
+func (s *StreamChunk) GetSeq() OptInt64 {
+	return s.Seq
+}
+
 // SetOutput sets the value of Output.
 func (s *StreamChunk) SetOutput(val jx.Raw) {
 	s.Output = val
@@ -5628,6 +5635,11 @@ func (s *StreamChunk) SetOutput(val jx.Raw) {
 // SetMetrics sets the value of Metrics.
 func (s *StreamChunk) SetMetrics(val OptStreamMetrics) {
 	s.Metrics = val
+}
+
+// SetSeq sets the value of Seq.
+func (s *StreamChunk) SetSeq(val OptInt64) {
+	s.Seq = val
 }
 
 // Ref: #/components/schemas/StreamMetrics

@@ -124,7 +124,11 @@ func (UnimplementedHandler) GetJobStatusSync(ctx context.Context, params GetJobS
 
 // GetJobStream implements getJobStream operation.
 //
-// Stream chunks not yet handed out (each at most 1 MB).
+// Each chunk is handed out once: a call takes the chunks it returns. With `peek=true` the call takes
+// nothing (it does not wait either): it returns the chunks numbered after `after`, handed out already
+// or not, each with its `seq`; chunks already handed out stay readable this way, the newest 1,000 of
+// them per job within 1 MiB, until the job is queued again or removed. The web console reads streams
+// so, leaving every chunk to the API's clients.
 //
 // GET /v2/{endpointId}/stream/{jobId}
 func (UnimplementedHandler) GetJobStream(ctx context.Context, params GetJobStreamParams) (r GetJobStreamRes, _ error) {

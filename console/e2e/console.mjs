@@ -105,8 +105,108 @@ await step("jobs-list", async () => {
 await step("job-detail", async () => {
   await page.goto(BASE + `/#/endpoints/${state.ep}/jobs/${state.job}`);
   await page.waitForSelector("#job-detail .badge:text('COMPLETED')");
-  await page.click("#job-retry"); // only a failed job can be retried: the refusal is shown
-  await page.waitForSelector(".error[role=alert]");
+  // a COMPLETED job can be neither cancelled nor retried: both buttons are disabled
+  if (!(await page.isDisabled("#job-retry")) || !(await page.isDisabled("#job-cancel"))) throw new Error("Cancel or Retry is enabled on a COMPLETED job");
+  await shots("job-detail");
+});
+
+// The API as a client uses it, from Node (not the page): the key in the header.
+async function apiCall(method, path, body) {
+  const resp = await fetch(BASE + path, {method, headers: {Authorization: "Bearer " + KEY, "Content-Type": "application/json"},
+    body: body === undefined ? undefined : JSON.stringify(body)});
+  if (!resp.ok) throw new Error(`${method} ${path}: ${resp.status} ${await resp.text()}`);
+  return resp.json();
+}
+
+// shots saves the page at 1400 and 390 px wide (name-1400.png, name-390.png).
+async function shots(name) {
+  for (const width of [1400, 390]) {
+    await page.setViewportSize({width, height: 900});
+    await page.evaluate(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))); // laid out at the new width
+    await page.screenshot({path: `${OUT}/${name}-${width}.png`, fullPage: true});
+  }
+  await page.setViewportSize({width: 1280, height: 900});
+}
+
+await step("stream-not-taken", async () => {
+  // A client streams a job while its job page is open: the client gets every part, and the
+  // page shows them all too (the console reads with peek=true and takes nothing).
+  const parts = ["p1", "p2", "p3", "p4", "p5", "p6"];
+  const {id} = await apiCall("POST", `/v2/${state.ep}/run`, {input: {stream: parts, sleep_ms: 6000}});
+  await page.goto(BASE + `/#/endpoints/${state.ep}/jobs/${id}`);
+  await page.waitForSelector("#job-detail");
+  const got = [];
+  for (const deadline = Date.now() + 90000; Date.now() < deadline;) {
+    const s = await apiCall("GET", `/v2/${state.ep}/stream/${id}`);
+    for (const c of s.stream) got.push(c.output);
+    if (["COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"].includes(s.status)) {
+      for (const c of (await apiCall("GET", `/v2/${state.ep}/stream/${id}`)).stream) got.push(c.output);
+      break;
+    }
+  }
+  if (got.join(" ") !== parts.join(" ")) throw new Error("the client got " + JSON.stringify(got) + " while the job page was open; want every part");
+  await page.waitForSelector("#job-detail .badge:text('COMPLETED')");
+  await page.waitForFunction((n) => (document.querySelector("#job-stream") || {}).textContent?.trim().split("\n").length === n, parts.length);
+  const shown = await page.textContent("#job-stream");
+  for (const p of parts) if (!shown.includes(p)) throw new Error("the job page does not show " + p + ": " + JSON.stringify(shown));
+});
+
+await step("playground-live", async () => {
+  // the badge follows the job (queued or running, then done), a progress value shows
+  await page.goto(BASE + `/#/endpoints/${state.ep}/playground`);
+  await page.fill("#pg-input", JSON.stringify({progress: [{percent: 50}], sleep_ms: 4000, echo: "done"}));
+  await page.click("#pg-send");
+  await page.waitForSelector("#pg-status .badge:text('IN_PROGRESS')", {timeout: 60000});
+  await page.waitForSelector("#pg-progress:has-text('50')");
+  await page.waitForSelector("#pg-status .badge:text('COMPLETED')", {timeout: 60000});
+  if (await page.locator("#pg-stream").isVisible()) throw new Error("an empty Stream box is shown for a job that streamed nothing");
+  if (!(await page.textContent("#pg-output")).includes("done")) throw new Error("the output is not shown");
+  await shots("playground");
+});
+
+await step("failed-job", async () => {
+  // a failed job's error is shown as an error; Retry is enabled, Cancel is not
+  await page.fill("#pg-input", JSON.stringify({error: "boom"}));
+  await page.click("#pg-send");
+  await page.waitForSelector("#pg-error:has-text('boom')", {timeout: 60000});
+  const id = await page.textContent("#pg-status a.mono");
+  await page.goto(BASE + `/#/endpoints/${state.ep}/jobs/${id}`);
+  await page.waitForSelector("#job-detail .badge:text('FAILED')");
+  if (!(await page.textContent("#job-error.error")).includes("boom")) throw new Error("the error is not shown as an error");
+  if (await page.locator("#job-stream").count()) throw new Error("an empty Stream box is shown");
+  if (await page.isDisabled("#job-retry") || !(await page.isDisabled("#job-cancel"))) throw new Error("a FAILED job: Retry must be enabled and Cancel disabled");
+  await shots("job-failed");
+  await page.click("#job-retry");
+  await page.waitForSelector(".notice:text('Queued again.')");
+  await page.waitForSelector("#job-detail .badge:text('FAILED')", {timeout: 60000}); // it fails again
+});
+
+await step("jobs-refresh", async () => {
+  // the job list shows a job sent elsewhere while it is open, without a reload
+  await page.goto(BASE + `/#/endpoints/${state.ep}/jobs`);
+  await page.waitForSelector("#jobs table");
+  const {id} = await apiCall("POST", `/v2/${state.ep}/run`, {input: {echo: "later"}});
+  await page.waitForSelector(`#jobs tr[data-id="${id}"]`, {timeout: 15000});
+  await page.waitForSelector(`#jobs tr[data-id="${id}"][data-status="COMPLETED"]`, {timeout: 60000});
+});
+
+await step("api-tab", async () => {
+  await context.grantPermissions(["clipboard-read", "clipboard-write"], {origin});
+  await page.click("a[data-tab=api]");
+  await page.waitForSelector("#request-urls tr[data-op=run]");
+  const run = await page.textContent("#request-urls tr[data-op=run] .url");
+  if (run !== `${BASE}/v2/${state.ep}/run`) throw new Error("the run URL shown is " + JSON.stringify(run));
+  for (const id of ["curl", "python", "js"]) {
+    const text = await page.textContent("#snippet-" + id);
+    if (!text.includes(state.ep) || !text.includes("GANTRY_API_KEY")) throw new Error(`the ${id} snippet does not name the endpoint and the key variable: ${text}`);
+  }
+  if ((await page.textContent("main")).includes(KEY)) throw new Error("the page shows the real key");
+  if (!(await page.textContent("#snippet-python")).includes("runpod.Endpoint(")) throw new Error("the Python snippet does not use the runpod SDK");
+  await page.click("#copy-curl");
+  await page.waitForSelector("#api :text('Copied.')");
+  const copied = await page.evaluate(() => navigator.clipboard.readText());
+  if (copied !== await page.textContent("#snippet-curl")) throw new Error("Copy put something else on the clipboard: " + copied);
+  await shots("api");
 });
 
 await step("workers", async () => {

@@ -174,17 +174,18 @@ async function createForm() {
 
 // --- one endpoint ----------------------------------------------------------------------------
 
-const TABS = ["settings", "playground", "jobs", "workers", "metrics"];
+const TABS = ["settings", "playground", "jobs", "workers", "metrics", "api"];
+const TAB_LABELS = {api: "API"};
 
 async function endpointView(parts) {
   const id = parts[1];
   const tab = TABS.includes(parts[2]) ? parts[2] : "playground";
   const ep = await api.get("/v2/serverless/" + api.enc(id));
   const base = "#/endpoints/" + api.enc(id) + "/";
-  const body = await {settings: settingsTab, playground: playgroundTab, jobs: jobsTab, workers: workersTab, metrics: metricsTab}[tab](ep, parts.slice(3));
+  const body = await {settings: settingsTab, playground: playgroundTab, jobs: jobsTab, workers: workersTab, metrics: metricsTab, api: apiTab}[tab](ep, parts.slice(3));
   return h("div", {},
     h("div", {class: "row"}, h("h1", {}, ep.name), h("span", {class: "mono muted"}, ep.id), h("span", {class: "muted"}, ep.type || "QUEUE")),
-    h("div", {class: "tabs"}, TABS.map((t) => h("a", {href: base + t, class: t === tab ? "active" : null, dataset: {tab: t}}, t[0].toUpperCase() + t.slice(1)))),
+    h("div", {class: "tabs"}, TABS.map((t) => h("a", {href: base + t, class: t === tab ? "active" : null, dataset: {tab: t}}, TAB_LABELS[t] || t[0].toUpperCase() + t.slice(1)))),
     body);
 }
 
@@ -232,52 +233,199 @@ function settingsTab(ep) {
   h("div", {class: "full"}, out));
 }
 
+// --- how to call an endpoint ----------------------------------------------------------------
+
+const KEY_VAR = "GANTRY_API_KEY"; // the snippets name the key by this variable, never its value
+
+// snippet is a titled code block with a Copy button.
+function snippet(id, title, text) {
+  const pre = h("pre", {id: "snippet-" + id, class: "snippet"}, text);
+  const note = h("span", {class: "muted", "aria-live": "polite"});
+  const copy = async () => {
+    try {
+      await navigator.clipboard.writeText(text);
+      replace(note, "Copied.");
+    } catch (e) { // no clipboard (a page not served from localhost or https): select the text
+      const range = document.createRange();
+      range.selectNodeContents(pre);
+      getSelection().removeAllRanges();
+      getSelection().addRange(range);
+      replace(note, "Selected: press Ctrl+C (⌘C) to copy.");
+    }
+  };
+  return h("div", {class: "card snippet-card"}, h("div", {class: "row"}, h("h3", {}, title),
+    h("button", {type: "button", class: "secondary", id: "copy-" + id, onclick: copy}, "Copy"), note), pre);
+}
+
+function apiTab(ep) {
+  const origin = location.origin;
+  const urls = ep.requestUrls || {};
+  const input = '{"input": {"prompt": "hello"}}';
+  const key = "$" + KEY_VAR;
+  const intro = h("p", {class: "muted"}, "Set ", h("code", {}, KEY_VAR), " to one of your API keys (the ", h("a", {href: "#/keys"}, "Keys"),
+    " page creates one); the snippets read it from there and never hold the key itself.");
+  if (ep.type === "LOAD_BALANCER") {
+    const base = urls.base || origin + "/lb/" + ep.id;
+    return h("div", {id: "api"}, intro,
+      h("table", {id: "request-urls"}, h("thead", {}, h("tr", {}, h("th", {}, "Request"), h("th", {}, "URL"))), h("tbody", {},
+        h("tr", {}, h("td", {}, "any method and path"), h("td", {class: "mono"}, base + "/…")), h("tr", {}, h("td", {}, "GET health"), h("td", {class: "mono"}, urls.health || "")))),
+      snippet("curl", "curl", `export ${KEY_VAR}=your-api-key\ncurl -s ${base}/ping \\\n  -H "Authorization: Bearer ${key}"`),
+      snippet("js", "JavaScript (fetch)", `const resp = await fetch("${base}/ping", {\n  headers: {Authorization: "Bearer " + process.env.${KEY_VAR}},\n});\nconsole.log(resp.status, await resp.text());`));
+  }
+  const job = (u) => (u || "").replace("{job_id}", "JOB_ID");
+  const rows = [["POST", "run", "queue a job; answers its id", urls.run], ["POST", "runsync", "run a job and wait for its result", urls.runSync],
+    ["GET", "status", "a job's status and output", job(urls.status)], ["GET", "stream", "a job's stream parts (each handed out once)", job(urls.stream)],
+    ["POST", "cancel", "cancel a queued or running job", job(urls.cancel)], ["POST", "retry", "queue a FAILED or TIMED_OUT job again", job(urls.retry)],
+    ["POST", "purge-queue", "cancel every queued job", urls.purgeQueue], ["GET", "health", "workers and job counts", urls.health]];
+  const runpodBase = urls.run ? urls.run.replace(/\/[^/]+\/run$/, "") : origin + "/v2"; // the SDKs' base URL
+  return h("div", {id: "api"},
+    h("h2", {}, "Request URLs"),
+    h("table", {id: "request-urls"}, h("thead", {}, h("tr", {}, ["Method", "Operation", "URL", "What it does"].map((t) => h("th", {}, t)))),
+      h("tbody", {}, rows.map(([m, op, what, u]) => h("tr", {dataset: {op}}, h("td", {class: "mono"}, m), h("td", {}, op), h("td", {class: "mono url"}, u || ""), h("td", {class: "muted"}, what))))),
+    intro,
+    snippet("curl", "curl", `export ${KEY_VAR}=your-api-key
+
+# run a job and wait for its result
+curl -s -X POST ${urls.runSync} \\
+  -H "Authorization: Bearer ${key}" -H "Content-Type: application/json" \\
+  -d '${input}'
+
+# or queue it, then read its status and stream
+curl -s -X POST ${urls.run} \\
+  -H "Authorization: Bearer ${key}" -H "Content-Type: application/json" \\
+  -d '${input}'
+curl -s ${job(urls.status)} -H "Authorization: Bearer ${key}"
+curl -s ${job(urls.stream)} -H "Authorization: Bearer ${key}"`),
+    snippet("python", "Python (the runpod SDK: pip install runpod)", `import os
+import runpod
+
+runpod.api_key = os.environ["${KEY_VAR}"]
+runpod.endpoint_url_base = "${runpodBase}"
+endpoint = runpod.Endpoint("${ep.id}")
+
+print(endpoint.run_sync(${input}, timeout=60))
+
+job = endpoint.run(${input})
+for part in job.stream():
+    print(part)
+print(job.status(), job.output())`),
+    snippet("js", "JavaScript (the runpod-sdk package: npm install runpod-sdk)", `import runpodSdk from "runpod-sdk";
+
+const runpod = runpodSdk(process.env.${KEY_VAR}, {baseUrl: "${runpodBase}"});
+const endpoint = runpod.endpoint("${ep.id}");
+
+console.log(await endpoint.runSync(${input}));
+
+const {id} = await endpoint.run(${input});
+for await (const part of endpoint.stream(id)) console.log(part);
+console.log(await endpoint.status(id));`));
+}
+
+// --- following a job ----------------------------------------------------------------------
+
+const ACTIVE = ["IN_QUEUE", "IN_PROGRESS"];  // cancel is allowed
+const RETRYABLE = ["FAILED", "TIMED_OUT"];    // retry is allowed (core.Transitions, spec 3)
+const TERMINAL = ["COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"];
+
+// peeker reads a job's stream without taking it (/stream?peek=true): every part stays for the
+// API client that waits for it, and the console may read a part again. Each next() returns
+// the parts after those it returned before; reset() starts over (a job queued again).
+function peeker(p, id) {
+  let after = 0;
+  return {
+    reset() { after = 0; },
+    async next() {
+      const s = await api.get(p + "/stream/" + api.enc(id) + "?peek=true&after=" + after);
+      const parts = s.stream || [];
+      if (parts.length) after = parts[parts.length - 1].seq;
+      return parts;
+    },
+  };
+}
+
+// runWatch returns a function that says, of each status read of one job, whether the job was
+// queued again since the read before (retried, or taken back from a lost worker): the store
+// drops a run's parts then.
+function runWatch() {
+  let status = "", retries;
+  return (j) => {
+    const again = (j.status === "IN_QUEUE" && status !== "" && status !== "IN_QUEUE") || (retries !== undefined && (j.retries || 0) !== retries);
+    status = j.status;
+    retries = j.retries || 0;
+    return again;
+  };
+}
+
+// progressOf is the last progress value of an IN_PROGRESS job, or undefined.
+function progressOf(j) { return j.status === "IN_PROGRESS" ? j.output : undefined; }
+
+const sleep = (msec) => new Promise((done) => setTimeout(done, msec));
+
 function playgroundTab(ep) {
+  const p = "/v2/" + api.enc(ep.id);
   const input = h("textarea", {id: "pg-input"}, '{\n  "prompt": "hello"\n}');
   const status = h("div", {id: "pg-status"});
-  const stream = h("pre", {id: "pg-stream", hidden: true});
-  const output = h("pre", {id: "pg-output", hidden: true});
+  const stream = h("pre", {id: "pg-stream"});
+  const streamBox = h("div", {hidden: true}, h("h2", {}, "Stream"), stream);
+  const output = h("pre", {id: "pg-output"});
+  const outputBox = h("div", {hidden: true}, h("h2", {}, "Output"), output);
+  const failure = h("div");
   const out = h("div");
-  let polling = false;
-  onLeave(() => { polling = false; });
+  let following = 0; // the follow loop that may still show what it reads
+  onLeave(() => { following = -1; });
   const send = async (ev) => {
     ev.preventDefault();
     let parsed;
     try { parsed = JSON.parse(input.value); } catch (e) { return replace(out, errorBox(new Error("input: not JSON: " + e.message))); }
-    replace(out); replace(stream); stream.hidden = true; output.hidden = true;
+    following++; // a job followed before is no longer shown
+    replace(out); replace(stream); replace(output); replace(failure); replace(status);
+    streamBox.hidden = true; outputBox.hidden = true;
     try {
-      const ack = await api.post("/v2/" + api.enc(ep.id) + "/run", {input: parsed});
+      const ack = await api.post(p + "/run", {input: parsed});
       submitted.set(ack.id, parsed);
       showStatus(ack);
-      polling = true;
-      follow(ack.id);
+      follow(ack.id, ++following);
     } catch (e) { replace(out, errorBox(e)); }
   };
-  const showStatus = (j) => replace(status, h("div", {class: "row"}, "Job ", h("a", {class: "mono", href: "#/endpoints/" + api.enc(ep.id) + "/jobs/" + api.enc(j.id)}, j.id), " ",
-    badge(j.status, statusKind(j.status)), j.delayTime !== undefined ? h("span", {class: "muted"}, `delay ${ms(j.delayTime)} · execution ${ms(j.executionTime)}`) : null,
-    j.workerId ? h("span", {class: "muted mono"}, "worker " + j.workerId) : null));
-  const follow = async (id) => {
-    const p = "/v2/" + api.enc(ep.id);
-    while (polling) {
+  const showStatus = (j) => {
+    const progress = progressOf(j);
+    replace(status, h("div", {class: "row"}, "Job ", h("a", {class: "mono", href: "#/endpoints/" + api.enc(ep.id) + "/jobs/" + api.enc(j.id)}, j.id), " ",
+      badge(j.status, statusKind(j.status)), j.delayTime !== undefined ? h("span", {class: "muted"}, `delay ${ms(j.delayTime)} · execution ${ms(j.executionTime)}`) : null,
+      j.workerId ? h("span", {class: "muted mono"}, "worker " + j.workerId) : null,
+      progress !== undefined ? h("span", {id: "pg-progress"}, "progress ", h("code", {}, JSON.stringify(progress))) : null),
+      j.reason ? h("p", {class: "muted"}, j.reason) : null);
+  };
+  // follow shows the job's status, parts and result until it ends, reading every second; it
+  // stops when another job is sent or the page is left (following moves on).
+  const follow = async (id, me) => {
+    const parts = peeker(p, id);
+    const newRun = runWatch();
+    const shown = () => me === following;
+    const append = (list) => {
+      for (const c of list) { streamBox.hidden = false; stream.appendChild(document.createTextNode(JSON.stringify(c.output) + "\n")); }
+    };
+    while (shown()) {
       try {
-        const s = await api.get(p + "/stream/" + api.enc(id));
-        for (const c of s.stream || []) { stream.hidden = false; stream.appendChild(document.createTextNode(JSON.stringify(c.output) + "\n")); }
-        const j = await api.get(p + "/status-sync/" + api.enc(id) + "?wait=2000");
+        const got = await parts.next();
+        const j = await api.get(p + "/status/" + api.enc(id));
+        if (!shown()) return;
+        if (newRun(j)) { parts.reset(); replace(stream); streamBox.hidden = true; } // queued again: its parts are gone
+        else append(got);
         showStatus(j);
-        if (["COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"].includes(j.status)) {
-          const rest = await api.get(p + "/stream/" + api.enc(id)).catch(() => ({stream: []}));
-          for (const c of rest.stream || []) { stream.hidden = false; stream.appendChild(document.createTextNode(JSON.stringify(c.output) + "\n")); }
-          output.hidden = false;
-          replace(output, j.error ? "error: " + j.error + "\n" + json(j.output) : json(j.output));
-          polling = false;
+        if (TERMINAL.includes(j.status)) {
+          append(await parts.next()); // any part read after the one before the end
+          if (j.error) replace(failure, h("div", {class: "error", role: "alert", id: "pg-error"}, j.status + ": " + j.error));
+          if (j.output !== undefined) { outputBox.hidden = false; replace(output, json(j.output)); }
+          return;
         }
-      } catch (e) { replace(out, errorBox(e)); polling = false; }
+      } catch (e) { if (shown() && e.status !== 401) replace(out, errorBox(e)); return; }
+      await sleep(1000);
     }
   };
   return h("form", {class: "card", id: "playground", onsubmit: send},
     h("label", {for: "pg-input"}, "Input (the job's ", h("code", {}, "input"), " object)"), input,
     h("p", {}, h("button", {type: "submit", id: "pg-send"}, "Send")),
-    status, h("h2", {}, "Stream"), stream, h("h2", {}, "Output"), output, out);
+    status, failure, streamBox, outputBox, out);
 }
 
 const STATUSES = ["", "IN_QUEUE", "IN_PROGRESS", "COMPLETED", "FAILED", "CANCELLED", "TIMED_OUT"];
@@ -286,13 +434,18 @@ async function jobsTab(ep, rest) {
   if (rest[0]) return jobDetail(ep, rest[0]);
   const wrap = h("div", {id: "jobs"});
   const filter = h("select", {id: "jobs-status"}, STATUSES.map((s) => h("option", {value: s}, s || "any status")));
+  let shown; // the cursor of the page shown (undefined = the newest)
+  let loading = false;
   const load = async (cursor) => {
+    if (loading) return;
+    loading = true;
     const q = new URLSearchParams({limit: "50"});
     if (filter.value) q.set("status", filter.value);
     if (cursor) q.set("cursor", cursor);
     try {
       const list = await api.get("/v2/" + api.enc(ep.id) + "/jobs?" + q);
-      const rows = (list.items || []).map((j) => h("tr", {class: "clickable", dataset: {id: j.id}, onclick: () => { location.hash = "#/endpoints/" + api.enc(ep.id) + "/jobs/" + api.enc(j.id); }},
+      shown = cursor;
+      const rows = (list.items || []).map((j) => h("tr", {class: "clickable", dataset: {id: j.id, status: j.status}, onclick: () => { location.hash = "#/endpoints/" + api.enc(ep.id) + "/jobs/" + api.enc(j.id); }},
         h("td", {class: "mono"}, j.id), h("td", {}, badge(j.status, statusKind(j.status))), h("td", {}, j.createdAt ? new Date(j.createdAt).toLocaleString() : ""),
         h("td", {}, ms(j.delayTime)), h("td", {}, ms(j.executionTime)), h("td", {}, j.retries || 0), h("td", {class: "mono"}, j.workerId || "")));
       replace(wrap, rows.length ? h("table", {}, h("thead", {}, h("tr", {}, ["Job", "Status", "Created", "Delay", "Execution", "Retries", "Worker"].map((t) => h("th", {}, t)))), h("tbody", {}, rows))
@@ -300,11 +453,13 @@ async function jobsTab(ep, rest) {
         list.nextCursor ? h("button", {class: "secondary", onclick: () => load(list.nextCursor)}, "Older jobs") : null);
     } catch (e) {
       if (e.status !== 401) replace(wrap, errorBox(e));
-    }
+    } finally { loading = false; }
   };
   filter.addEventListener("change", () => load());
   await load();
-  return h("div", {}, h("div", {class: "row"}, h("label", {for: "jobs-status"}, "Status"), h("span", {}, filter), jobIdForm(ep)), wrap);
+  every(3000, () => load(shown)); // the page shown, refreshed while open
+  return h("div", {}, h("div", {class: "row"}, h("label", {for: "jobs-status"}, "Status"), h("span", {}, filter), jobIdForm(ep),
+    h("span", {class: "muted"}, "refreshed every 3 s")), wrap);
 }
 
 function jobIdForm(ep) {
@@ -318,29 +473,52 @@ async function jobDetail(ep, jobId) {
   const box = h("div", {id: "job-detail"});
   const out = h("div");
   const streamed = h("pre", {id: "job-stream"});
-  const show = (j) => replace(box, h("dl", {class: "kv card"},
-    h("dt", {}, "Job"), h("dd", {class: "mono"}, j.id),
-    h("dt", {}, "Status"), h("dd", {}, badge(j.status, statusKind(j.status)), j.reason ? h("span", {class: "muted"}, j.reason) : null),
-    h("dt", {}, "Delay"), h("dd", {}, ms(j.delayTime)), h("dt", {}, "Execution"), h("dd", {}, ms(j.executionTime)),
-    h("dt", {}, "Retries"), h("dd", {}, j.retries || 0), h("dt", {}, "Worker"), h("dd", {class: "mono"}, j.workerId || "–"),
-    h("dt", {}, "Input"), h("dd", {}, submitted.has(j.id) ? h("pre", {}, json(submitted.get(j.id))) : h("span", {class: "muted"}, "not returned by the API (sent from another client)")),
-    h("dt", {}, "Output"), h("dd", {}, j.output !== undefined ? h("pre", {id: "job-output"}, json(j.output)) : h("span", {class: "muted"}, "–")),
-    h("dt", {}, "Error"), h("dd", {}, j.error ? h("pre", {}, j.error) : h("span", {class: "muted"}, "–")),
-    h("dt", {}, "Stream"), h("dd", {}, streamed)));
+  const parts = peeker(p, jobId);
+  let nparts = 0, busy = false;
+  const newRun = runWatch();
+  const cancel = h("button", {class: "danger", id: "job-cancel", disabled: true}, "Cancel");
+  const retry = h("button", {class: "secondary", id: "job-retry", disabled: true}, "Retry");
+  const show = (j) => {
+    const progress = progressOf(j);
+    cancel.disabled = busy || !ACTIVE.includes(j.status);
+    cancel.title = ACTIVE.includes(j.status) ? "Cancel this job" : "Only a queued or running job can be cancelled";
+    retry.disabled = busy || !RETRYABLE.includes(j.status);
+    retry.title = RETRYABLE.includes(j.status) ? "Queue this job again, with the same input" : "Only a FAILED or TIMED_OUT job can be retried";
+    replace(box, h("dl", {class: "kv card"},
+      h("dt", {}, "Job"), h("dd", {class: "mono"}, j.id),
+      h("dt", {}, "Status"), h("dd", {}, badge(j.status, statusKind(j.status)), j.reason ? h("span", {class: "muted"}, j.reason) : null),
+      h("dt", {}, "Delay"), h("dd", {}, ms(j.delayTime)), h("dt", {}, "Execution"), h("dd", {}, ms(j.executionTime)),
+      h("dt", {}, "Retries"), h("dd", {}, j.retries || 0), h("dt", {}, "Worker"), h("dd", {class: "mono"}, j.workerId || "–"),
+      h("dt", {}, "Input"), h("dd", {}, submitted.has(j.id) ? h("pre", {}, json(submitted.get(j.id))) : h("span", {class: "muted"}, "not returned by the API (sent from another client)")),
+      progress !== undefined ? [h("dt", {}, "Progress"), h("dd", {}, h("pre", {id: "job-progress"}, json(progress)))] : null,
+      j.error ? [h("dt", {}, "Error"), h("dd", {}, h("div", {class: "error", role: "alert", id: "job-error"}, j.error))] : null,
+      progress === undefined ? [h("dt", {}, "Output"), h("dd", {}, j.output !== undefined ? h("pre", {id: "job-output"}, json(j.output)) : h("span", {class: "muted"}, "–"))] : null,
+      nparts ? [h("dt", {}, "Stream"), h("dd", {}, streamed, h("div", {class: "muted"}, `${nparts} part(s), read without taking them: an API client reading /stream still gets each one`))] : null));
+  };
   const refresh = async () => {
     const j = await api.get(p + "/status/" + api.enc(jobId));
-    const s = await api.get(p + "/stream/" + api.enc(jobId)).catch(() => ({stream: []}));
-    for (const c of s.stream || []) streamed.appendChild(document.createTextNode(JSON.stringify(c.output) + "\n"));
+    if (newRun(j)) { parts.reset(); replace(streamed); nparts = 0; } // queued again: its parts are gone
+    const got = await parts.next().catch(() => []);
+    for (const c of got) streamed.appendChild(document.createTextNode(JSON.stringify(c.output) + "\n"));
+    nparts += got.length;
     show(j);
     return j;
   };
   const act = (what) => async () => {
-    try { show(await api.post(p + "/" + what + "/" + api.enc(jobId))); replace(out, h("div", {class: "notice"}, what === "cancel" ? "Cancelled." : "Queued again.")); } catch (e) { replace(out, errorBox(e)); }
+    busy = true; cancel.disabled = retry.disabled = true;
+    try {
+      await api.post(p + "/" + what + "/" + api.enc(jobId));
+      replace(out, h("div", {class: "notice"}, what === "cancel" ? "Cancelled." : "Queued again."));
+    } catch (e) { replace(out, errorBox(e)); }
+    busy = false;
+    await refresh().catch(() => {});
   };
+  cancel.addEventListener("click", act("cancel"));
+  retry.addEventListener("click", act("retry"));
   await refresh();
   every(2000, () => refresh().catch(() => {}));
   return h("div", {}, h("p", {}, h("a", {href: "#/endpoints/" + api.enc(ep.id) + "/jobs"}, "← all jobs")), box,
-    h("div", {class: "row"}, h("button", {class: "danger", id: "job-cancel", onclick: act("cancel")}, "Cancel"), h("button", {class: "secondary", id: "job-retry", onclick: act("retry")}, "Retry")), out);
+    h("div", {class: "row"}, cancel, retry), out);
 }
 
 async function workersTab(ep, rest) {

@@ -48,6 +48,7 @@ type Store struct {
 	rec      core.JobRecords
 	hotMax   int64
 	hotBytes atomic.Int64
+	chunkSeq atomic.Int64 // the last stream chunk's Seq: one order for every job, every run
 	seq      atomic.Uint64
 	log      *slog.Logger
 
@@ -132,12 +133,15 @@ type extra struct {
 
 	chunks     []core.StreamChunk // unread stream chunks
 	chunkBytes int
+	kept       []core.StreamChunk // drained chunks still readable to PeekChunks
+	keptBytes  int
+	seq        int64         // of the last chunk appended
 	ended      chan struct{} // closed when the job ends or is removed; made when someone waits
 	changed    chan struct{} // closed on a chunk or the end, then replaced; made when a reader waits
 }
 
 func (x *extra) empty() bool {
-	return x.rec == nil && x.mem == nil && x.chunks == nil && (x.ended == nil || x.ended == closed) && x.changed == nil
+	return x.rec == nil && x.mem == nil && x.chunks == nil && x.kept == nil && (x.ended == nil || x.ended == closed) && x.changed == nil
 }
 
 // state is a job's status in the index.
@@ -558,6 +562,7 @@ func (s *Store) update(key core.JobKey, e *entry, from core.StatusSet, change fu
 	requeued := to == stQueued && st != stQueued
 	if requeued && e.x != nil {
 		e.x.chunks, e.x.chunkBytes = nil, 0
+		e.x.kept, e.x.keptBytes = nil, 0
 		if e.x.ended != nil && st.terminal() {
 			e.x.ended = nil // a new run: a new end
 		}

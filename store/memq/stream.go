@@ -24,6 +24,7 @@ func (s *Store) AppendChunks(ctx context.Context, id, worker string, chunks []co
 	x := e.x
 	x.rec.Streamed = true
 	for _, c := range chunks {
+		c.Seq = s.chunkSeq.Add(1)
 		x.chunks = append(x.chunks, c)
 		x.chunkBytes += len(c.Output) + len(c.Metrics)
 	}
@@ -48,11 +49,46 @@ func (s *Store) DrainChunks(ctx context.Context, id string) ([]core.StreamChunk,
 		return nil, core.ErrNotFound
 	}
 	var out []core.StreamChunk
-	if e.x != nil {
-		out = e.x.chunks
-		e.x.chunks, e.x.chunkBytes = nil, 0
+	if x := e.x; x != nil && len(x.chunks) > 0 {
+		out = x.chunks
+		x.kept = append(x.kept, out...)
+		x.keptBytes += x.chunkBytes
+		x.chunks, x.chunkBytes = nil, 0
+		drop := 0
+		for (x.keptBytes > core.MaxStreamKept || len(x.kept)-drop > core.MaxStreamKeptParts) && drop < len(x.kept)-1 {
+			x.keptBytes -= len(x.kept[drop].Output) + len(x.kept[drop].Metrics)
+			drop++
+		}
+		if drop > 0 {
+			x.kept = append([]core.StreamChunk(nil), x.kept[drop:]...)
+		}
 	}
 	sh.put(key, e)
+	return out, nil
+}
+
+// PeekChunks returns the job's chunks after a Seq, kept and unread; see core.JobStore.
+func (s *Store) PeekChunks(ctx context.Context, id string, after int64) ([]core.StreamChunk, error) {
+	key, ok := core.ParseJobKey(id)
+	if !ok {
+		return nil, core.ErrNotFound
+	}
+	sh, e, ok := s.lock(key)
+	if !ok {
+		sh.mu.Unlock()
+		return nil, core.ErrNotFound
+	}
+	var out []core.StreamChunk
+	if x := e.x; x != nil {
+		for _, list := range [][]core.StreamChunk{x.kept, x.chunks} {
+			for _, c := range list {
+				if c.Seq > after {
+					out = append(out, c)
+				}
+			}
+		}
+	}
+	sh.mu.Unlock()
 	return out, nil
 }
 

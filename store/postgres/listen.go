@@ -465,7 +465,7 @@ func (s *Jobs) pollOnce(ctx context.Context) error {
 	if len(jobs) > 0 {
 		rows, err := s.db.Pool.Query(ctx, `SELECT id FROM unnest($1::text[]) id WHERE
 			NOT EXISTS (SELECT 1 FROM gantry_jobs j WHERE j.id = id)
-			OR EXISTS (SELECT 1 FROM gantry_job_chunks c WHERE c.job_id = id)`, jobs)
+			OR EXISTS (SELECT 1 FROM gantry_job_chunks c WHERE c.job_id = id AND NOT c.delivered)`, jobs)
 		if err != nil {
 			return err
 		}
@@ -548,7 +548,7 @@ func (s *Jobs) waitJob(ctx context.Context, id string, chunks bool) error {
 		ch := s.hub.enter(key)
 		var done bool
 		err := s.db.Pool.QueryRow(ctx, `SELECT NOT EXISTS (SELECT 1 FROM gantry_jobs WHERE id = $1)
-			OR ($2 AND EXISTS (SELECT 1 FROM gantry_job_chunks WHERE job_id = $1))`, id, chunks).Scan(&done)
+			OR ($2 AND EXISTS (SELECT 1 FROM gantry_job_chunks WHERE job_id = $1 AND NOT delivered))`, id, chunks).Scan(&done)
 		if err != nil || done {
 			s.hub.leave(key, ch)
 			if err != nil {

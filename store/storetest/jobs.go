@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -38,6 +39,7 @@ func RunJobStore(t *testing.T, open func(t *testing.T) core.JobStore) {
 		{"ListenAvailableHearsInserts", jobsListenAvailable},
 		{"WaitEndedWakesOnEnd", jobsWaitEnded},
 		{"StreamChunksDrainOnce", jobsStream},
+		{"StreamChunksPeekTakesNothing", jobsStreamPeek},
 		{"ExpireRemovesPastRetentionAndTTL", jobsExpire},
 		{"OverdueNamesJobsPastTimeout", jobsOverdue},
 		{"ListNewestFirstWithFilterAndCursor", jobsList},
@@ -581,6 +583,81 @@ func jobsStream(t *testing.T, s core.JobStore) {
 	}
 	if _, err := s.AppendChunks(ctx, j.ID, "w", []core.StreamChunk{{Output: json.RawMessage(`"late"`)}}); !errors.As(err, &se) || se.Status != core.Completed {
 		t.Errorf("AppendChunks after the end = %v; want a StateError with status COMPLETED", err)
+	}
+}
+
+// jobsStreamPeek: PeekChunks hands nothing out (a drain after it still gets every chunk), and
+// drained chunks stay readable to it, the newest within core.MaxStreamKept bytes and
+// core.MaxStreamKeptParts chunks.
+func jobsStreamPeek(t *testing.T, s core.JobStore) {
+	ctx := context.Background()
+	j := reach(t, s, "ep", core.InProgress)
+	outs := func(cs []core.StreamChunk) string {
+		var b strings.Builder
+		for _, c := range cs {
+			b.Write(c.Output)
+		}
+		return b.String()
+	}
+	if _, err := s.AppendChunks(ctx, j.ID, "w", []core.StreamChunk{{Output: json.RawMessage(`"a"`)}, {Output: json.RawMessage(`"b"`)}}); err != nil {
+		t.Fatal(err)
+	}
+	peeked, err := s.PeekChunks(ctx, j.ID, 0)
+	if err != nil || outs(peeked) != `"a""b"` || peeked[0].Seq <= 0 || peeked[1].Seq <= peeked[0].Seq {
+		t.Fatalf("PeekChunks = %+v, %v; want both chunks with growing Seq", peeked, err)
+	}
+	if err := s.WaitChunks(ctx, j.ID); err != nil {
+		t.Errorf("WaitChunks after a peek = %v; want nil at once (the chunks are still unread)", err)
+	}
+	if got, err := s.DrainChunks(ctx, j.ID); err != nil || outs(got) != `"a""b"` || got[1].Seq != peeked[1].Seq {
+		t.Errorf("DrainChunks after a peek = %+v, %v; want both chunks (a peek takes nothing)", got, err)
+	}
+	if got, err := s.PeekChunks(ctx, j.ID, 0); err != nil || outs(got) != `"a""b"` {
+		t.Errorf("PeekChunks after the drain = %+v, %v; want the delivered chunks still readable", got, err)
+	}
+	if got, err := s.PeekChunks(ctx, j.ID, peeked[0].Seq); err != nil || outs(got) != `"b"` {
+		t.Errorf("PeekChunks after the first Seq = %+v, %v; want the second chunk only", got, err)
+	}
+	big := json.RawMessage(`"` + strings.Repeat("x", core.MaxStreamKept/2) + `"`)
+	if _, err := s.AppendChunks(ctx, j.ID, "w", []core.StreamChunk{{Output: big}, {Output: big}, {Output: json.RawMessage(`"c"`)}}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.AppendChunks(ctx, j.ID, "w", []core.StreamChunk{{Output: json.RawMessage(`"d"`)}}); err != nil || n != 2*len(big)+6 {
+		t.Errorf("AppendChunks = %d, %v; want %d unread bytes (delivered ones are not unread)", n, err, 2*len(big)+6)
+	}
+	if got, err := s.DrainChunks(ctx, j.ID); err != nil || len(got) != 4 {
+		t.Fatalf("DrainChunks = %d chunks, %v; want 4", len(got), err)
+	}
+	ctx2, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if err := s.WaitChunks(ctx2, j.ID); err == nil {
+		t.Errorf("WaitChunks with only delivered chunks = nil; want it to wait")
+	}
+	kept, err := s.PeekChunks(ctx, j.ID, 0)
+	size := 0
+	for _, c := range kept {
+		size += len(c.Output) + len(c.Metrics)
+	}
+	if err != nil || size > core.MaxStreamKept || !strings.HasSuffix(outs(kept), `"c""d"`) || strings.HasPrefix(outs(kept), `"a"`) {
+		t.Errorf("PeekChunks after %d bytes delivered = %d chunks, %d bytes, %v; want the newest within %d bytes",
+			2*len(big)+10, len(kept), size, err, core.MaxStreamKept)
+	}
+	many := make([]core.StreamChunk, core.MaxStreamKeptParts+5)
+	for i := range many {
+		many[i].Output = json.RawMessage(fmt.Sprint(i))
+	}
+	if _, err := s.AppendChunks(ctx, j.ID, "w", many); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.DrainChunks(ctx, j.ID); err != nil || len(got) != len(many) {
+		t.Fatalf("DrainChunks = %d chunks, %v; want %d", len(got), err, len(many))
+	}
+	if kept, err := s.PeekChunks(ctx, j.ID, 0); err != nil || len(kept) != core.MaxStreamKeptParts || string(kept[0].Output) != "5" {
+		t.Errorf("PeekChunks after %d small chunks = %d chunks, %v; want the newest %d", len(many), len(kept), err, core.MaxStreamKeptParts)
+	}
+	update(t, s, j.ID, core.EvDone, t0)
+	if got, err := s.PeekChunks(ctx, j.ID, 0); err != nil || !strings.HasSuffix(outs(got), fmt.Sprint(len(many)-1)) {
+		t.Errorf("PeekChunks after the end = %d chunks, %v; want the kept chunks", len(got), err)
 	}
 }
 
