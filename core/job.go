@@ -44,7 +44,7 @@ const (
 
 // Transitions is the job state machine: from -> event -> to. Anything not listed is refused,
 // so terminal states are sticky: a late done, progress or stream post, a cancel of a finished
-// job or a retry of one that did not fail changes nothing. README.md shows this table.
+// job or a retry of one that did not fail changes nothing. docs/api.md (Job states) shows this table.
 var Transitions = map[JobStatus]map[Event]JobStatus{
 	InQueue: {
 		EvTake:   InProgress,

@@ -331,7 +331,7 @@ const ConfigHelp = `Config file (YAML, --config FILE; unknown keys are rejected;
         diskQuota: false          # true: endpoint disk limits the container (xfs+pquota, btrfs, zfs)
         init: false               # true: docker-init as PID 1 (workers without a SIGTERM handler)
         timeouts: {pull: 30m, inspect: 30s, change: 1m, stop: 30s, logs: 1m}  # engine call deadlines (these are the defaults)
-    - id: burst                   # rented GPUs: each worker a RunPod pod (see the README)
+    - id: burst                   # rented GPUs: each worker a RunPod pod (see docs/pools.md)
       adapter: runpod
       gpuType: NVIDIA GeForce RTX 4090  # RunPod's GPU type id
       count: 8                    # the most GPUs rented at once

@@ -21,7 +21,7 @@ import (
 	"github.com/gantryhq/gantry/oas"
 )
 
-// Exit statuses (README "CLI"): 0 ok (and --help), 1 a usage error, 2 a failed call (or a job
+// Exit statuses (docs/cli.md): 0 ok (and --help), 1 a usage error, 2 a failed call (or a job
 // that ended FAILED, TIMED_OUT or CANCELLED under `gantry run`), 3 the server unreachable.
 const (
 	exitOK          = 0

@@ -181,7 +181,7 @@ func serve(args []string, stdout, stderr io.Writer) error {
 	cfg.Quota = &quota
 
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	defer gcfloor.Start(gcfloor.Default)() // a small heap is not collected every few MiB (README: Memory)
+	defer gcfloor.Start(gcfloor.Default)() // a small heap is not collected every few MiB (docs/configuration.md: Memory)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	s, err := server.New(ctx, cfg, server.Options{Log: log, Builtins: builtinWorkerNames()})
