@@ -54,8 +54,9 @@ var listening = regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
 
 // serve builds gantry, issues a key and starts `gantry serve` on 127.0.0.1 with its process
 // pool (CPU slots here), whose workers are the binary's own `gantry worker echo`. It returns
-// the base URL and the key; the server is stopped when the test ends.
-func serve(t *testing.T) (string, string) {
+// the base URL and two keys of alice's, issued apart (neither made with the other); the server
+// is stopped when the test ends.
+func serve(t *testing.T) (base, key, key2 string) {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "gantry")
@@ -68,7 +69,13 @@ func serve(t *testing.T) (string, string) {
 		t.Fatalf("keys create: %v", err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	key := lines[len(lines)-1]
+	key = lines[len(lines)-1]
+	out, err = exec.Command(bin, "keys", "create", "--data", data, "--user", "alice").Output()
+	if err != nil {
+		t.Fatalf("keys create (the second): %v", err)
+	}
+	lines = strings.Split(strings.TrimSpace(string(out)), "\n")
+	key2 = lines[len(lines)-1]
 
 	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--data", data)
 	stdout, err := cmd.StdoutPipe()
@@ -104,11 +111,11 @@ func serve(t *testing.T) (string, string) {
 	for sc.Scan() {
 		if m := listening.FindStringSubmatch(sc.Text()); m != nil {
 			go func() { _, _ = io.Copy(io.Discard, stdout) }()
-			return m[1], key
+			return m[1], key, key2
 		}
 	}
 	t.Fatal("gantry serve printed no address")
-	return "", ""
+	return "", "", ""
 }
 
 // TestConsoleInChromium drives the console in a real headless Chromium (e2e/console.mjs):
@@ -117,8 +124,10 @@ func serve(t *testing.T) (string, string) {
 // a job from an API client while its job page is open and get every part (the console reads
 // with peek and takes nothing); follow a job's badge and progress; see a failed job's error and
 // retry it, Cancel and Retry enabled as the job's state allows; see the open job list refresh;
-// read the API tab's URLs and copy a snippet; see the worker and its log lines, see a chart drawn from real metrics, read the model prices,
-// and create a key, revoke the one signed in with and be signed out. Every step leaves a
+// read the API tab's URLs and copy a snippet; see the worker and its log lines, see a chart
+// drawn from real metrics, read the model prices, and create a key, revoke the one signed in
+// with and be signed out, find the key made with it refused too, and sign in with another.
+// Every step leaves a
 // screenshot in the artifacts directory; a failing step leaves failure-<step>.png.
 func TestConsoleInChromium(t *testing.T) {
 	need(t, "Chromium", chromiumPath())
@@ -130,11 +139,11 @@ func TestConsoleInChromium(t *testing.T) {
 	if out, err := install.CombinedOutput(); err != nil {
 		t.Fatalf("npm ci: %v\n%s", err, out)
 	}
-	base, key := serve(t)
+	base, key, key2 := serve(t)
 	out := artifacts(t)
 	node := exec.Command("node", "console.mjs")
 	node.Dir = "e2e"
-	node.Env = append(os.Environ(), "BASE="+base, "KEY="+key, "OUT="+out, "CHROMIUM="+chromiumPath())
+	node.Env = append(os.Environ(), "BASE="+base, "KEY="+key, "KEY2="+key2, "OUT="+out, "CHROMIUM="+chromiumPath())
 	var stderr strings.Builder
 	node.Stderr = &stderr
 	stdout, err := node.Output()

@@ -6,7 +6,7 @@
 import {chromium} from "playwright-core";
 import {mkdirSync} from "node:fs";
 
-const BASE = process.env.BASE, KEY = process.env.KEY, OUT = process.env.OUT || "artifacts";
+const BASE = process.env.BASE, KEY = process.env.KEY, KEY2 = process.env.KEY2, OUT = process.env.OUT || "artifacts";
 mkdirSync(OUT, {recursive: true});
 const LONG = 60000;
 
@@ -251,7 +251,12 @@ await step("keys", async () => {
   }
   await page.waitForSelector("#signin .notice");
   if (await page.evaluate(() => sessionStorage.getItem("gantry.key"))) throw new Error("the revoked key is still stored");
+  // the key made with the revoked one went with it (a child never outlives its parent)
   await page.fill("#key", state.newKey);
+  await page.click("#signin button[type=submit]");
+  await page.getByText("That key was refused.").waitFor();
+  // a key issued apart from it still signs in
+  await page.fill("#key", KEY2);
   await page.click("#signin button[type=submit]");
   await page.waitForSelector("#create-endpoint");
 });
