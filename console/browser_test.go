@@ -54,8 +54,8 @@ var listening = regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
 
 // serve builds gantry, issues a key and starts `gantry serve` on 127.0.0.1 with its process
 // pool (CPU slots here), whose workers are the binary's own `gantry worker echo`. It returns
-// the base URL and two keys of alice's, issued apart (neither made with the other); the server
-// is stopped when the test ends.
+// the base URL, alice's key and bob's (so alice's key list holds only the keys she makes); the
+// server is stopped when the test ends.
 func serve(t *testing.T) (base, key, key2 string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -70,7 +70,7 @@ func serve(t *testing.T) (base, key, key2 string) {
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	key = lines[len(lines)-1]
-	out, err = exec.Command(bin, "keys", "create", "--data", data, "--user", "alice").Output()
+	out, err = exec.Command(bin, "keys", "create", "--data", data, "--user", "bob").Output()
 	if err != nil {
 		t.Fatalf("keys create (the second): %v", err)
 	}
@@ -126,7 +126,7 @@ func serve(t *testing.T) (base, key, key2 string) {
 // retry it, Cancel and Retry enabled as the job's state allows; see the open job list refresh;
 // read the API tab's URLs and copy a snippet; see the worker and its log lines, see a chart
 // drawn from real metrics, read the model prices, and create a key, revoke the one signed in
-// with and be signed out, find the key made with it refused too, and sign in with another.
+// with and be signed out, find the key made with it refused too, and sign in as another user.
 // Every step leaves a
 // screenshot in the artifacts directory; a failing step leaves failure-<step>.png.
 func TestConsoleInChromium(t *testing.T) {

@@ -255,7 +255,7 @@ await step("keys", async () => {
   await page.fill("#key", state.newKey);
   await page.click("#signin button[type=submit]");
   await page.getByText("That key was refused.").waitFor();
-  // a key issued apart from it still signs in
+  // another user's key still signs in
   await page.fill("#key", KEY2);
   await page.click("#signin button[type=submit]");
   await page.waitForSelector("#create-endpoint");
