@@ -53,7 +53,7 @@ type takeGroup struct {
 	leading bool
 }
 
-// maxTakeSlots bounds the jobs one grouped take moves.
+// maxTakeSlots bounds the jobs one grouped take moves; a taker asking for more takes alone.
 const maxTakeSlots = 256
 
 // join queues r for endpoint and reports whether the caller must lead.
@@ -131,7 +131,7 @@ func (s *Jobs) Take(ctx context.Context, endpoint, worker string, max int, now t
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	r := &takeReq{worker: worker, max: min(max, maxTakeSlots), now: now, ready: make(chan struct{})}
+	r := &takeReq{worker: worker, max: max, now: now, ready: make(chan struct{})}
 	if s.takes.join(endpoint, r) {
 		s.leadTakes(endpoint)
 	}
