@@ -47,8 +47,12 @@ func (b *bench) sampleWaits(url string) *waitSampler {
 				return
 			case <-t.C:
 			}
-			rows, err := conn.Query(ctx, `SELECT coalesce(wait_event_type || '/' || wait_event, 'CPU') FROM pg_stat_activity
-				WHERE datname = current_database() AND state = 'active' AND pid <> pg_backend_pid()`)
+			// A lock wait names what it waits for: the relation, or the kind of lock.
+			rows, err := conn.Query(ctx, `SELECT coalesce(a.wait_event_type || '/' || a.wait_event, 'CPU') ||
+					CASE WHEN a.wait_event_type = 'Lock' THEN coalesce((SELECT ' ' || coalesce(l.relation::regclass::text, l.locktype) || ' ' || l.mode
+						FROM pg_locks l WHERE l.pid = a.pid AND NOT l.granted LIMIT 1), '') ELSE '' END
+				FROM pg_stat_activity a
+				WHERE a.datname = current_database() AND a.state = 'active' AND a.pid <> pg_backend_pid()`)
 			if err != nil {
 				return
 			}
@@ -66,7 +70,8 @@ func (b *bench) sampleWaits(url string) *waitSampler {
 	return w
 }
 
-// log stops the sampler and logs the wait events seen, as mean active backends per sample.
+// log stops the sampler and logs the wait events seen, as mean active backends per sample
+// (a lock wait with the relation or lock kind, and the mode, it waits for).
 func (w *waitSampler) log(label string) {
 	if w == nil {
 		return
