@@ -73,3 +73,9 @@ func (s *Jobs) TakesRunning(endpoint string) bool {
 	defer s.takes.mu.Unlock()
 	return s.takes.eps[endpoint] != nil
 }
+
+// Untake puts back jobs taken for worker at their revisions, as a grouped take does for a
+// taker that left.
+func (s *Jobs) Untake(endpoint, worker string, jobs []core.TakenJob, revs []int64) {
+	s.untake(endpoint, worker, jobs, revs)
+}

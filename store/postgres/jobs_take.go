@@ -29,6 +29,7 @@ type takeReq struct {
 	now    time.Time
 	ready  chan struct{} // closed once got and err are set
 	got    []core.TakenJob
+	revs   []int64 // got's revisions as taken: only a job still so goes back
 	err    error
 	state  takeState // under takeGroups.mu
 }
@@ -144,7 +145,7 @@ func (s *Jobs) Take(ctx context.Context, endpoint, worker string, max int, now t
 	}
 	switch s.takes.leave(endpoint, r) {
 	case takeDone:
-		s.untake(endpoint, worker, r.got)
+		s.untake(endpoint, worker, r.got, r.revs)
 	case takeRunning: // the leader puts them back
 	}
 	return nil, ctx.Err()
@@ -174,7 +175,7 @@ func (s *Jobs) leadTakes(endpoint string) {
 	}
 	s.takes.mu.Unlock()
 	for _, r := range back {
-		s.untake(endpoint, r.worker, r.got)
+		s.untake(endpoint, r.worker, r.got, r.revs)
 	}
 	s.takes.mu.Lock()
 	more := len(s.takes.eps[endpoint].pending) > 0
@@ -258,7 +259,7 @@ func (s *Jobs) runTakes(endpoint string, batch []*takeReq) {
 		if len(batch) > 1 {
 			r = slotReq[t.slot-1]
 		}
-		r.got = append(r.got, t.TakenJob)
+		r.got, r.revs = append(r.got, t.TakenJob), append(r.revs, t.rev)
 		s.running.put(t.Job.ID, row{job: t.Job, rev: t.rev})
 	}
 }
@@ -271,9 +272,10 @@ func maxTime(a, b time.Time) time.Time {
 }
 
 // untake puts jobs taken for worker and never handed to it back at the head of the queue (their
-// qseq unchanged), as they were: no retry is spent, as the worker never saw them. A job the
-// worker no longer holds (another change came first) is left as it is.
-func (s *Jobs) untake(endpoint, worker string, jobs []core.TakenJob) {
+// qseq unchanged), as they were: no retry is spent, as the worker never saw them. Only a job
+// still as taken (its revision revs[i], held by worker) goes back: one that changed since (a
+// lost-worker rule took it back, and it went on) is left as it is.
+func (s *Jobs) untake(endpoint, worker string, jobs []core.TakenJob, revs []int64) {
 	if len(jobs) == 0 {
 		return
 	}
@@ -282,9 +284,10 @@ func (s *Jobs) untake(endpoint, worker string, jobs []core.TakenJob) {
 		ids[i] = jobs[i].Job.ID
 		s.running.drop(ids[i])
 	}
-	_, err := s.db.Pool.Exec(context.Background(), `UPDATE gantry_jobs SET status = 'IN_QUEUE', worker_id = '',
-		started_at = $3, deadline = NULL, output = NULL, rev = rev + 1
-		WHERE id = ANY($1) AND status = 'IN_PROGRESS' AND worker_id = $2`, ids, worker, time.Time{})
+	_, err := s.db.Pool.Exec(context.Background(), `UPDATE gantry_jobs j SET status = 'IN_QUEUE', worker_id = '',
+		started_at = $4, deadline = NULL, output = NULL, rev = j.rev + 1
+		FROM unnest($1::text[], $2::bigint[]) AS u(id, rev)
+		WHERE j.id = u.id AND j.rev = u.rev AND j.status = 'IN_PROGRESS' AND j.worker_id = $3`, ids, revs, worker, time.Time{})
 	if err != nil {
 		// The jobs stay the worker's: the rules for lost workers and timeouts take them back.
 		s.log.Error("putting back jobs taken for a worker that left", "worker", worker, "jobs", ids, "err", err)

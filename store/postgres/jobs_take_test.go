@@ -220,3 +220,43 @@ func TestJobsGroupedTakesHandEachJobOnce(t *testing.T) {
 		}
 	}
 }
+
+// A job taken for a taker that left goes back only if it is still as taken: taken again
+// since by the same worker (after a lost-worker rule requeued it), it stays the worker's.
+func TestJobsUntakeLeavesAJobThatChanged(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := openJobs(t, pgtest.URL(t))
+	insertJobs(t, s, "ep", 1)
+	got, err := s.Take(ctx, "ep", "w", 1, time.Now())
+	if err != nil || len(got) != 1 {
+		t.Fatalf("take: %v, %d jobs", err, len(got))
+	}
+	id := got[0].Job.ID
+	rev := func() int64 {
+		var r int64
+		if err := s.DB().Pool.QueryRow(ctx, `SELECT rev FROM gantry_jobs WHERE id = $1`, id).Scan(&r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	taken := rev()
+	// The worker-lost rule requeues it, and the same worker takes it again.
+	if _, err := s.Update(ctx, id, core.Statuses(core.InProgress), func(j *core.Job) error {
+		j.Status, j.WorkerID, j.StartedAt, j.Retries = core.InQueue, "", time.Time{}, j.Retries+1
+		return nil
+	}, true); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := s.Take(ctx, "ep", "w", 1, time.Now()); err != nil || len(again) != 1 {
+		t.Fatalf("taking it again: %v, %d jobs", err, len(again))
+	}
+	s.Untake("ep", "w", got, []int64{taken})
+	if st, w := holder(t, s, id); st != core.InProgress || w != "w" {
+		t.Fatalf("after a stale put-back the job is %s of %q; want still the worker's", st, w)
+	}
+	s.Untake("ep", "w", got, []int64{rev()})
+	if st, w := holder(t, s, id); st != core.InQueue || w != "" {
+		t.Fatalf("after a put-back at its revision the job is %s of %q; want queued", st, w)
+	}
+}
