@@ -108,11 +108,16 @@ func (q *queueFloor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// serveQueueFloor serves the queue floor on 127.0.0.1:0 and starts n worker processes of the
-// gantry binary (`gantry worker echo`, image gantry/echo) against it, with the environment the process
+// serveQueueFloor serves the queue floor on 127.0.0.1:0 and starts n floor worker processes
+// against it (this binary's -floor-worker: an echo worker that is the bench's own code, so that
+// a change to Gantry's worker does not move the floor), with the environment the process
 // adapter gives a built-in worker (GOMAXPROCS=1, the RunPod variables). The workers are its
 // children, so that their CPU time is counted as gantry serve's workers' is.
-func serveQueueFloor(n int, gantryBin, durable string) error {
+func serveQueueFloor(n int, durable string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -134,7 +139,7 @@ func serveQueueFloor(n int, gantryBin, durable string) error {
 	}()
 	for i := range n {
 		id := "floor-w" + strconv.Itoa(i)
-		c := exec.Command(gantryBin, "worker", "echo")
+		c := exec.Command(self, floorWorkerFlag)
 		c.Env = []string{"PATH=" + os.Getenv("PATH"), "GOMAXPROCS=1",
 			"RUNPOD_WEBHOOK_GET_JOB=" + base + "/job-take/" + id + "?gpu=CPU",
 			"RUNPOD_WEBHOOK_POST_OUTPUT=" + base + "/job-done/" + id + "/$ID?gpu=CPU",

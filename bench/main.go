@@ -164,9 +164,18 @@ type options struct {
 var scenarioNames = []string{"run", "backlog", "runsync", "e2e", "memory", "bigbody", "scheduler", "coldstart", "lb", "coldstart-docker", "postgres", "kubernetes"}
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == floorWorkerFlag {
+		ctx, stop := signalContext()
+		defer stop()
+		if err := runFloorWorker(ctx, os.Getenv("RUNPOD_WEBHOOK_GET_JOB"), os.Getenv("RUNPOD_WEBHOOK_POST_OUTPUT")); err != nil {
+			fmt.Fprintln(os.Stderr, "bench", floorWorkerFlag+":", err)
+			os.Exit(1)
+		}
+		return
+	}
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
 	bare := fs.Bool("bare-serve", false, "internal: serve the bare handler on 127.0.0.1:0 and print its address")
-	queueWorkers := fs.Int("bare-queue-workers", 0, "internal, with -bare-serve and -gantry: serve the queue floor with this many `gantry worker gantry/echo` processes (the e2e floor)")
+	queueWorkers := fs.Int("bare-queue-workers", 0, "internal, with -bare-serve and -gantry: serve the queue floor with this many floor worker processes (bench -floor-worker: the bench's own echo worker, not gantry's) (the e2e floor)")
 	bareDurable := fs.String("bare-durable", "", "internal, with -bare-serve: store each /run body in a Pebble store in this dir, synced, as Gantry's store does (the durable floor)")
 	var o options
 	only := fs.String("only", strings.Join(scenarioNames, ","), "comma-separated scenarios to run: "+strings.Join(scenarioNames, ", "))
@@ -234,7 +243,7 @@ func main() {
 	if *bare {
 		serve := func() error { return serveBare(*bareDurable) }
 		if *queueWorkers > 0 {
-			serve = func() error { return serveQueueFloor(*queueWorkers, o.gantryBin, *bareDurable) }
+			serve = func() error { return serveQueueFloor(*queueWorkers, *bareDurable) }
 		}
 		if err := serve(); err != nil {
 			fmt.Fprintln(os.Stderr, "bench -bare-serve:", err)

@@ -154,6 +154,7 @@ func (b *bench) pgFloor(srv *pgtest.Server, n, clients, workers int) (pgResult, 
 	if err := b.pgStatementsReset(url); err != nil {
 		return pgResult{}, err
 	}
+	waits := b.sampleWaits(url)
 	cpu0 := pgCPU(srv)
 	start := time.Now()
 	var lat latencies
@@ -212,7 +213,9 @@ func (b *bench) pgFloor(srv *pgtest.Server, n, clients, workers int) (pgResult, 
 	wg.Wait()
 	workersWG.Wait()
 	r := pgResult{jobs: int(done.Load()), elapsed: time.Since(start), pgCPU: pgCPU(srv) - cpu0}
+	waits.log("floor")
 	b.pgStatementsLog(url, n)
+	b.pgTablesLog(url)
 	r.sub = loadResult{Requests: int64(len(lat.all))}
 	lat.summarize(&r.sub)
 	if e := firstErr.Load(); e != nil {
@@ -284,17 +287,25 @@ func (b *bench) pgGantry(srv *pgtest.Server, k, n, clients, workers int) (pgResu
 	if err := b.pgStatementsReset(url); err != nil {
 		return pgResult{}, err
 	}
+	waits := b.sampleWaits(url)
 	cpu0 := pgCPU(srv)
 	start := time.Now()
 	sub := burstOver(urls, key, e2eBody, n, clients)
 	c := newClient(1)
 	deadline := time.Now().Add(max(3*time.Minute, time.Duration(n)*2*time.Millisecond))
+	explained := false
 	for {
 		h, err := reps[len(reps)-1].health(c, ep) // a replica that did not start the workers
+		if err == nil && !explained && h.Jobs.Completed >= int64(n/2) {
+			explained = true
+			b.pgExplainTake(url, ep)
+		}
 		if err == nil && h.Jobs.Completed+h.Jobs.Failed >= int64(n) {
 			r := pgResult{jobs: int(h.Jobs.Completed), elapsed: time.Since(start), sub: sub, pgCPU: pgCPU(srv) - cpu0}
 			logf("postgres: %d replica(s): %.0f jobs/s, /run p50 %v p99 %v, %d failed, %d submit errors", k, r.jobsPerSec(), sub.P50, sub.P99, h.Jobs.Failed, sub.Errors)
+			waits.log(fmt.Sprintf("%d replica(s)", k))
 			b.pgStatementsLog(url, n)
+			b.pgTablesLog(url)
 			if h.Jobs.Failed > 0 || sub.Errors > 0 {
 				return r, fmt.Errorf("%d jobs failed, %d submissions refused", h.Jobs.Failed, sub.Errors)
 			}
@@ -347,7 +358,10 @@ func (b *bench) pgStatementsLog(url string, n int) {
 		(SELECT calls, total_exec_time, total_plan_time, shared_blks_dirtied, wal_records, wal_bytes,
 			regexp_replace(query, '\s+', ' ', 'g') FROM st ORDER BY total_exec_time + total_plan_time DESC LIMIT $1)
 		UNION ALL SELECT sum(calls)::bigint, sum(total_exec_time), sum(total_plan_time), sum(shared_blks_dirtied)::bigint,
-			sum(wal_records)::bigint, sum(wal_bytes), '(all statements)' FROM st`, b.o.pgStatements)
+			sum(wal_records)::bigint, sum(wal_bytes), '(all statements)' FROM st
+		UNION ALL SELECT coalesce(sum(calls), 0)::bigint, coalesce(sum(total_exec_time), 0), coalesce(sum(total_plan_time), 0),
+			coalesce(sum(shared_blks_dirtied), 0)::bigint, coalesce(sum(wal_records), 0)::bigint, coalesce(sum(wal_bytes), 0),
+			'(take statements: FOR UPDATE SKIP LOCKED)' FROM st WHERE query LIKE '%SKIP LOCKED%'`, b.o.pgStatements)
 	if err != nil {
 		logf("pg_stat_statements: %v", err)
 		return
@@ -544,4 +558,41 @@ func procCPUAll(pid int, reaped bool) float64 {
 		ticks += n
 	}
 	return float64(ticks) / clockTicks
+}
+
+// pgExplainTake logs EXPLAIN (ANALYZE, BUFFERS) of a one-job take of the endpoint, as the
+// store's take picks and moves it, in a transaction rolled back: the plan under load.
+func (b *bench) pgExplainTake(url, endpoint string) {
+	if b.o.pgStatements <= 0 {
+		return
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, plainURL(url))
+	if err != nil {
+		logf("explain: %v", err)
+		return
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	rows, err := tx.Query(ctx, `EXPLAIN (ANALYZE, BUFFERS) WITH picked AS (
+		SELECT id FROM gantry_jobs WHERE endpoint = $1 AND status = 'IN_QUEUE' AND expires_at > now()
+		ORDER BY qseq LIMIT 1 FOR UPDATE SKIP LOCKED)
+	UPDATE gantry_jobs j SET status = 'IN_PROGRESS', worker_id = 'explain', started_at = now(), rev = rev + 1
+	FROM picked WHERE j.id = picked.id RETURNING j.id`, endpoint)
+	if err != nil {
+		logf("explain: %v", err)
+		return
+	}
+	defer rows.Close()
+	logf("EXPLAIN (ANALYZE, BUFFERS) of a take under load (rolled back):")
+	for rows.Next() {
+		var line string
+		if rows.Scan(&line) == nil {
+			logf("  %s", line)
+		}
+	}
 }

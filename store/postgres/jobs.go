@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -51,6 +50,9 @@ type Jobs struct {
 	running runningCache
 	inserts grouper[*insertReq]
 	writes  grouper[*writeReq]
+	takes   takeGroups
+	// takeHook, set by tests only, is called before each grouped take's statement.
+	takeHook func(takers int)
 	// pollSeen is each endpoint's newest queued qseq at the poll's last look (nil before the
 	// first: what is queued then is not news). The poll's own; read under stats.mu.
 	pollSeen map[string]int64
@@ -247,51 +249,6 @@ func (s *Jobs) Insert(ctx context.Context, rec core.Job, input []byte, durable b
 	rec.Seq = uint64(seq)
 	s.queued(rec.Endpoint)
 	return rec, nil
-}
-
-// Take moves up to max of the endpoint's queued jobs to worker; see core.JobStore. One
-// statement picks the oldest with FOR UPDATE SKIP LOCKED, so that takers on every replica
-// pass over each other's rows instead of waiting, and records the worker's heartbeat with the
-// take: the first take of a worker on this store, and then one each beatEvery (5 s) at most,
-// so that a worker taking jobs back to back does not write its heartbeat row with each.
-func (s *Jobs) Take(ctx context.Context, endpoint, worker string, max int, now time.Time) ([]core.TakenJob, error) {
-	if max <= 0 {
-		return nil, nil
-	}
-	beat := s.beats.due(worker, now)
-	sql := takeSQL
-	if beat {
-		sql = takeBeatSQL
-	}
-	rows, err := s.db.Pool.Query(ctx, sql, endpoint, worker, now, max)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: taking jobs of %s: %w", endpoint, err)
-	}
-	type taken struct {
-		core.TakenJob
-		qseq, rev int64
-	}
-	var got []taken
-	err = scanAll(rows, func(r pgx.Rows) error {
-		var t taken
-		x, err := scanRow(r, &t.Input, &t.qseq)
-		t.Job, t.rev = x.job, x.rev
-		got = append(got, t)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("postgres: taking jobs of %s: %w", endpoint, err)
-	}
-	if beat {
-		s.beats.beaten(worker, now)
-	}
-	slices.SortFunc(got, func(a, b taken) int { return cmp.Compare(a.qseq, b.qseq) })
-	out := make([]core.TakenJob, len(got))
-	for i := range got {
-		out[i] = got[i].TakenJob
-		s.running.put(got[i].Job.ID, row{job: got[i].Job, rev: got[i].rev})
-	}
-	return out, nil
 }
 
 // takeSQL takes jobs ($1 endpoint, $2 worker, $3 now, $4 max); takeBeatSQL records the

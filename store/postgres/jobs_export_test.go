@@ -52,3 +52,30 @@ func (c *KeyCache) Listening() bool {
 
 // ListQuery returns List's statement for the filter, and its arguments.
 func ListQuery(f core.JobFilter) (string, []any, error) { return listQuery(f) }
+
+// OnTake makes each grouped take call f with its number of takers before its statement runs
+// (f may block: the takers that arrive meanwhile make the next group).
+func (s *Jobs) OnTake(f func(takers int)) { s.takeHook = f }
+
+// Taking reports how many takers of the endpoint wait for a grouped take or are in one.
+func (s *Jobs) Taking(endpoint string) int {
+	s.takes.mu.Lock()
+	defer s.takes.mu.Unlock()
+	if tg := s.takes.eps[endpoint]; tg != nil {
+		return len(tg.pending)
+	}
+	return 0
+}
+
+// TakesRunning reports whether a grouped take of the endpoint runs, or puts back jobs.
+func (s *Jobs) TakesRunning(endpoint string) bool {
+	s.takes.mu.Lock()
+	defer s.takes.mu.Unlock()
+	return s.takes.eps[endpoint] != nil
+}
+
+// Untake puts back jobs taken for worker at their revisions, as a grouped take does for a
+// taker that left.
+func (s *Jobs) Untake(endpoint, worker string, jobs []core.TakenJob, revs []int64) {
+	s.untake(endpoint, worker, jobs, revs)
+}
