@@ -111,6 +111,7 @@ await step("create-lb-endpoint", async () => {
   const want = {type: "LOAD_BALANCER", scaling: "REQUEST_COUNT 2", idle: 3, flashboot: "FLASHBOOT", gpus: 1, max: 3};
   const got = {type: ep.type, scaling: `${ep.scaling.type} ${ep.scaling.requestCount}`, idle: ep.workers.idleTimeout, flashboot: ep.flashboot, gpus: ep.gpu.count, max: ep.workers.max};
   if (JSON.stringify(got) !== JSON.stringify(want)) throw new Error("created " + JSON.stringify(got) + "; want " + JSON.stringify(want));
+  await page.waitForSelector(".tabs a[data-tab=requests]");
   const tabs = await page.$$eval(".tabs a", (as) => as.map((a) => a.dataset.tab));
   if (tabs.includes("playground") || tabs.includes("jobs") || !tabs.includes("requests")) throw new Error("a LOAD_BALANCER endpoint's tabs are " + tabs);
 });
