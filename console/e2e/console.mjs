@@ -380,6 +380,8 @@ await step("usage", async () => {
   await page.waitForSelector("#run-output", {timeout: 90000});
   if (!(await page.textContent("#run-output")).includes("image_url")) throw new Error("the model's output is not shown");
   if (!/\d+\.\d+ USD/.test(await page.textContent("#run-cost"))) throw new Error("the cost shown is " + await page.textContent("#run-cost"));
+  const job = (await page.textContent("#run-result .mono")).trim();
+  await page.waitForSelector(`#usage-items td:text("${job}")`); // the charge is listed without a reload
   await shots("usage");
 });
 
@@ -399,6 +401,8 @@ await step("keys", async () => {
   for (const id of others) {
     if (!(await page.locator(`button[data-revoke="${id}"]`).count())) break;
     await page.click(`button[data-revoke="${id}"]`);
+    // signed out, or this key gone from the list: only then is the next button where it was
+    await page.waitForFunction((id) => document.querySelector("#signin") || !document.querySelector(`button[data-revoke="${id}"]`), id);
   }
   await page.waitForSelector("#signin .notice");
   if (await page.evaluate(() => sessionStorage.getItem("gantry.key"))) throw new Error("the revoked key is still stored");

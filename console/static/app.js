@@ -816,7 +816,7 @@ const EXAMPLES = {
 
 // modelRunForm runs a ready-made model with /runsync (then reads /status while the job is not
 // done) and shows its output and what it cost.
-function modelRunForm(models) {
+function modelRunForm(models, ran) {
   const model = h("select", {id: "run-model"}, models.map((m) => h("option", {value: m.id}, `${m.name} (${m.id})`)));
   const input = h("textarea", {id: "run-input"});
   const out = h("div", {id: "run-result"});
@@ -843,6 +843,7 @@ function modelRunForm(models) {
       }
       if (me !== sent) return;
       const c = j.cost;
+      if (c) ran(); // its charge is in the usage now
       replace(out,
         h("div", {class: "row"}, "Job ", h("span", {class: "mono"}, j.id), badge(j.status, statusKind(j.status)),
           h("span", {class: "muted"}, `execution ${ms(j.executionTime)}`),
@@ -860,20 +861,27 @@ function modelRunForm(models) {
 }
 
 async function usageView() {
-  const [models, usage] = await Promise.all([api.get("/v2/models"), api.get("/v2/billing/usage?limit=100").catch((e) => ({error: e}))]);
+  const models = await api.get("/v2/models");
+  const usageBox = h("div");
+  const loadUsage = async () => {
+    const usage = await api.get("/v2/billing/usage?limit=100").catch((e) => ({error: e}));
+    if (usage.error) return replace(usageBox, usage.error.status === 401 ? null : errorBox(usage.error));
+    replace(usageBox, h("div", {id: "usage"},
+      h("p", {}, "Total: ", h("strong", {class: "mono", id: "usage-total"}, usage.cost + " " + usage.currency), " over " + (usage.items || []).length + " job(s) shown."),
+      (usage.totals || []).length ? scroller(h("table", {}, h("thead", {}, h("tr", {}, ["Model", "Jobs", "Cost"].map((t) => h("th", {}, t)))),
+        h("tbody", {}, usage.totals.map((t) => h("tr", {}, h("td", {}, t.model), h("td", {}, t.jobs ?? t.count ?? ""), h("td", {class: "mono"}, t.cost)))))) : null,
+      (usage.items || []).length ? scroller(h("table", {id: "usage-items"}, h("thead", {}, h("tr", {}, ["Completed", "Job", "Model", "Quantity", "Cost"].map((t) => h("th", {}, t)))),
+        h("tbody", {}, usage.items.map((r) => h("tr", {}, h("td", {}, new Date(r.completedAt).toLocaleString()), h("td", {class: "mono"}, r.jobId), h("td", {}, r.model),
+          h("td", {}, `${r.quantity} ${r.measure}`), h("td", {class: "mono"}, r.cost)))))) : h("p", {class: "muted"}, "No model jobs completed yet.")));
+  };
+  await loadUsage();
   return h("div", {},
     h("h1", {}, "Usage"),
     h("h2", {}, "Ready-made models and their prices"),
     scroller(h("table", {id: "models"}, h("thead", {}, h("tr", {}, ["Model", "Type", "Unit", "Price (USD per unit)"].map((t) => h("th", {}, t)))),
       h("tbody", {}, (models.items || []).map((m) => h("tr", {}, h("td", {}, h("div", {}, m.name), h("div", {class: "mono muted"}, m.id)), h("td", {}, m.type),
         h("td", {}, m.unit.id, h("div", {class: "muted"}, m.unit.description)), h("td", {class: "mono"}, m.price.perUnit)))))),
-    (models.items || []).length ? modelRunForm(models.items) : null,
+    (models.items || []).length ? modelRunForm(models.items, () => loadUsage()) : null,
     h("h2", {}, "Your usage"),
-    usage.error ? errorBox(usage.error) : h("div", {id: "usage"},
-      h("p", {}, "Total: ", h("strong", {class: "mono"}, usage.cost + " " + usage.currency), " over " + (usage.items || []).length + " job(s) shown."),
-      (usage.totals || []).length ? scroller(h("table", {}, h("thead", {}, h("tr", {}, ["Model", "Jobs", "Cost"].map((t) => h("th", {}, t)))),
-        h("tbody", {}, usage.totals.map((t) => h("tr", {}, h("td", {}, t.model), h("td", {}, t.jobs ?? t.count ?? ""), h("td", {class: "mono"}, t.cost)))))) : null,
-      (usage.items || []).length ? scroller(h("table", {}, h("thead", {}, h("tr", {}, ["Completed", "Job", "Model", "Quantity", "Cost"].map((t) => h("th", {}, t)))),
-        h("tbody", {}, usage.items.map((r) => h("tr", {}, h("td", {}, new Date(r.completedAt).toLocaleString()), h("td", {class: "mono"}, r.jobId), h("td", {}, r.model),
-          h("td", {}, `${r.quantity} ${r.measure}`), h("td", {class: "mono"}, r.cost)))))) : h("p", {class: "muted"}, "No model jobs completed yet.")));
+    usageBox);
 }
