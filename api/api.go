@@ -66,6 +66,9 @@ type Config struct {
 	// LBHold is how long a LOAD_BALANCER request waits for a ready worker (scale from zero)
 	// before a 503; 0 = DefaultLBHold.
 	LBHold time.Duration
+	// LBObserver hears of each LOAD_BALANCER request answered on this replica (metrics);
+	// nil = none. A replica that forwards a request to the leader leaves it to the leader's.
+	LBObserver lbproxy.Observer
 	// Webhooks is where job webhooks may go; the zero policy refuses private addresses.
 	Webhooks core.WebhookPolicy
 	// BodyReadTimeout bounds the reading of one request body, from the moment the handler
@@ -130,7 +133,7 @@ func New(cfg Config) (*API, error) {
 	a := &API{cfg: cfg, requests: newRequests()}
 	h := &handler{cfg: &a.cfg}
 	a.h = h
-	a.lb = lbproxy.New(lbAdmission{a})
+	a.lb = lbproxy.New(lbAdmission{a}, cfg.LBObserver)
 	a.fwd = a.newLBForward()
 	// No-op telemetry: nothing reads the generated server's spans or metrics, and the global
 	// providers it would use by default still build a span and attribute sets per request.

@@ -91,7 +91,7 @@ func (l lbAdmission) Admit(ctx context.Context, id, authorization string) (t lbp
 	}
 	base, release, err := a.cfg.Balancer.Acquire(ctx, ep.ID, a.cfg.LBHold)
 	if err != nil {
-		return t, nil, err
+		return lbproxy.Target{Endpoint: ep.ID}, nil, err // observed as the endpoint's answer
 	}
 	return lbproxy.Target{Endpoint: ep.ID, Host: base.Host}, release, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/gantryhq/gantry/api"
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/internal/testkit"
+	"github.com/gantryhq/gantry/lbproxy"
 	"github.com/gantryhq/gantry/models"
 	"github.com/gantryhq/gantry/server"
 	"github.com/gantryhq/gantry/store/filedir"
@@ -81,6 +82,8 @@ type setupOpts struct {
 	keyStore func(core.KeyStore) core.KeyStore
 	// storeCheck is Config.StoreCheck (nil: none).
 	storeCheck func(context.Context) error
+	// lbObserver is Config.LBObserver (nil: none).
+	lbObserver lbproxy.Observer
 }
 
 func setup(t testing.TB, opts ...setupOpts) *env {
@@ -119,6 +122,7 @@ func setup(t testing.TB, opts ...setupOpts) *env {
 		TakeWait:        300 * time.Millisecond,
 		Balancer:        o.balancer,
 		Leader:          o.leader,
+		LBObserver:      o.lbObserver,
 		LBHold:          time.Second,
 		BodyReadTimeout: o.bodyTimeout,
 		BodyBudget:      o.bodyBudget,

@@ -124,11 +124,16 @@ func serve(t *testing.T) (base, key, key2 string) {
 // a job from an API client while its job page is open and get every part (the console reads
 // with peek and takes nothing); follow a job's badge and progress; see a failed job's error and
 // retry it, Cancel and Retry enabled as the job's state allows; see the open job list refresh;
-// read the API tab's URLs and copy a snippet; see the worker and its log lines, see a chart
-// drawn from real metrics, read the model prices, and create a key, revoke the one signed in
-// with and be signed out, find the key made with it refused too, and sign in as another user.
-// Every step leaves a
-// screenshot in the artifacts directory; a failing step leaves failure-<step>.png.
+// read the API tab's URLs and copy a snippet; see the worker (its GPUs named, its jobs column
+// saying what it counts) and its log lines, see a chart drawn from real metrics, read the model
+// prices and run one (output and cost), and create a key, revoke the one signed in with and be
+// signed out, find the key made with it refused too, and sign in as another user. For load
+// balancing: create a LOAD_BALANCER endpoint with the form (the template sets type and scaling;
+// a 422 shows its one error once), see its Type in the list, send requests from its request
+// tester, find them in /metrics and its charts, save its scaling and FlashBoot, and see its
+// worker exit with why. The sign-in page says how to get a key; at 390 px no table is clipped.
+// Every step leaves a screenshot in the artifacts directory; a failing step leaves
+// failure-<step>.png.
 func TestConsoleInChromium(t *testing.T) {
 	need(t, "Chromium", chromiumPath())
 	need(t, "Node.js", "node")

@@ -60,6 +60,7 @@ type callerConn struct {
 	// wait is ctx, ended also when the server stops serving: it bounds a wait for a worker.
 	wait   context.Context
 	rw     rawResponse // the rate-limit headers and problems of the request being served
+	status int         // the worker's status relayed for the request being served; 0 = none yet
 	remote string      // the caller's IP, for X-Forwarded-For
 
 	q    request
@@ -287,6 +288,7 @@ func (c *callerConn) serveOne() bool {
 	problemReq := func() *http.Request {
 		return &http.Request{Method: q.method, URL: &url.URL{Path: targetPath(q.target)}, Header: http.Header{}}
 	}
+	start := time.Now()
 	c.armWatch()
 	t, release, err := c.p.adm.Admit(c.wait, q.id, q.authz)
 	if err != nil {
@@ -297,18 +299,25 @@ func (c *callerConn) serveOne() bool {
 		// The server stops, or the request must come on a new connection: answer, then close.
 		q.close = q.close || c.wait.Err() != nil || errors.Is(err, ErrReconnect)
 		c.p.adm.Refuse(c.ctx, &c.rw, problemReq(), err)
-		return c.writeRaw(q)
+		keep := c.writeRaw(q)
+		c.p.observe(t.Endpoint, c.rw.status, start)
+		return keep
 	}
+	c.status = 0
 	keep, err := c.exchange(t.Host, q)
 	c.disarmWatch()
 	release()
 	switch {
 	case errors.Is(err, errCutShort):
+		c.p.observe(t.Endpoint, c.status, start) // its head was relayed
 		return false
 	case err != nil && c.ctx.Err() == nil:
 		c.p.adm.Refuse(c.ctx, &c.rw, problemReq(), &WorkerError{Endpoint: t.Endpoint, Err: err})
-		return c.writeRaw(q)
+		keep := c.writeRaw(q)
+		c.p.observe(t.Endpoint, c.rw.status, start)
+		return keep
 	}
+	c.p.observe(t.Endpoint, c.status, start) // 0 (not observed): the caller went away first
 	return keep && c.ctx.Err() == nil
 }
 
@@ -353,6 +362,7 @@ func (c *callerConn) exchange(addr string, q *request) (keep bool, err error) {
 		return false, err
 	}
 	closing := q.close || c.p.callers.closing()
+	c.status = a.status
 	c.writeAnswerHead(&a, closing)
 	// From here on a failure can only cut the answer short.
 	if rerr, werr := relayBody(c.bw, wc.br, &a); rerr != nil || werr != nil {

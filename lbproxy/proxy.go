@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"sync"
+	"time"
 )
 
 // Prefix is where LOAD_BALANCER endpoints take requests: {public}/lb/{id}/any/path?q reaches a
@@ -43,7 +44,9 @@ type Admitter interface {
 	WithWriter(ctx context.Context, w http.ResponseWriter) context.Context
 	// Admit admits a request for endpoint (possibly empty) with the caller's Authorization
 	// header value, waiting as long as it likes for a worker (until ctx ends). The proxy calls
-	// release when the request is done with the worker.
+	// release when the request is done with the worker. With an error, t.Endpoint is set when
+	// the request was for an endpoint the caller may use (no worker came in time, say): the
+	// refusal is observed as that endpoint's answer.
 	Admit(ctx context.Context, endpoint, authorization string) (t Target, release func(), err error)
 	// Refuse answers r with err: an error of Admit's, a *WorkerError (the worker failed before
 	// any of its answer was relayed), or a body that could not be read (a *core.Error).
@@ -63,9 +66,19 @@ func (e *WorkerError) Error() string {
 
 func (e *WorkerError) Unwrap() error { return e.Err }
 
+// An Observer hears of each request an endpoint answered (metrics): the endpoint's id, the
+// status its caller got, and the time from the request's arrival at the proxy (a wait for a
+// worker included) to the end of its answer. A request refused before its endpoint is known
+// (a bad key, an endpoint that is not the caller's) is not observed, nor one whose caller hung
+// up before any answer. It is called on the request's goroutine, and must be quick.
+type Observer interface {
+	ObserveRequest(endpoint string, status int, elapsed time.Duration)
+}
+
 // Proxy serves requests under Prefix. Its zero value is not usable: call New.
 type Proxy struct {
 	adm     Admitter
+	obs     Observer               // nil = none
 	reverse *httputil.ReverseProxy // requests the loop does not carry
 	pool    *pool                  // the loop's connections to workers
 
@@ -73,9 +86,10 @@ type Proxy struct {
 	handoffs sync.Map  // *http.Server -> *handoff: where those connections go back to net/http
 }
 
-// New returns a proxy that admits requests through adm.
-func New(adm Admitter) *Proxy {
-	p := &Proxy{adm: adm, pool: newPool()}
+// New returns a proxy that admits requests through adm and tells obs (nil = none) of each
+// request answered.
+func New(adm Admitter, obs Observer) *Proxy {
+	p := &Proxy{adm: adm, obs: obs, pool: newPool()}
 	p.reverse = p.newReverse()
 	return p
 }
@@ -93,3 +107,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // server's own Shutdown. Like it, it lets answers in progress finish, until ctx ends; a request
 // waiting for a worker is refused once the server's base context ends.
 func (p *Proxy) Shutdown(ctx context.Context) error { return p.callers.shutdown(ctx) }
+
+// observe tells p's Observer, if any, of a request for endpoint answered with status.
+func (p *Proxy) observe(endpoint string, status int, start time.Time) {
+	if p.obs != nil && endpoint != "" && status != 0 {
+		p.obs.ObserveRequest(endpoint, status, time.Since(start))
+	}
+}

@@ -71,9 +71,19 @@ func (p *Proxy) newReverse() *httputil.ReverseProxy {
 
 // serveReverse admits r and sends it through the general proxy.
 func (p *Proxy) serveReverse(w http.ResponseWriter, r *http.Request) {
+	var endpoint string // observed, once known
 	id, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, Prefix), "/")
+	start := time.Now()
+	if p.obs != nil {
+		rec := &statusRecorder{ResponseWriter: w}
+		w = rec
+		defer func() {
+			p.observe(endpoint, rec.status(r), start)
+		}()
+	}
 	ctx := p.adm.WithWriter(r.Context(), w)
 	admitted, release, err := p.adm.Admit(ctx, id, r.Header.Get("Authorization"))
+	endpoint = admitted.Endpoint
 	if err != nil {
 		p.adm.Refuse(r.Context(), w, r, err)
 		return
@@ -103,3 +113,35 @@ var buffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }
 
 func (bufferPool) Get() []byte  { return *buffers.Get().(*[]byte) }
 func (bufferPool) Put(b []byte) { buffers.Put(&b) }
+
+// statusRecorder keeps the status the general proxy sent, for the Observer. Unwrap lets
+// http.ResponseController reach the connection (flushes, the hijack of an upgrade).
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.code == 0 && code >= 200 { // 1xx are interim answers
+		s.code = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.code == 0 {
+		s.code = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// status is the status r's caller got: 101 for an upgrade relayed on the hijacked
+// connection, 0 when nothing was sent (the caller went away).
+func (s *statusRecorder) status(r *http.Request) int {
+	if s.code == 0 && r.Header.Get("Upgrade") != "" {
+		return http.StatusSwitchingProtocols
+	}
+	return s.code
+}

@@ -107,7 +107,7 @@ func lbBackendWith(t *testing.T, handler http.HandlerFunc, serving context.Conte
 	t.Cleanup(backend.Close)
 	u, _ := url.Parse(backend.URL)
 	adm = &fakeAdmitter{host: u.Host, noWorker: make(chan struct{}, 1), waiting: make(chan struct{}, 1)}
-	p = lbproxy.New(adm)
+	p = lbproxy.New(adm, nil)
 	front := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, lbproxy.Prefix) {
 			p.ServeHTTP(w, r)

@@ -134,3 +134,48 @@ func TestMetricsForgetDeletedEndpoint(t *testing.T) {
 		t.Errorf("the endpoint kept has %d series; want its own (about %d)", n, len(before))
 	}
 }
+
+// TestMetricsLoadBalancerRequests: /metrics counts a LOAD_BALANCER endpoint's requests by
+// status class (the worker's answers, 2xx, 4xx and 5xx) with their latency, and drops them
+// when the endpoint is deleted.
+func TestMetricsLoadBalancerRequests(t *testing.T) {
+	t.Parallel()
+	s := servertest.New(t, server.Config{}, server.Options{Tick: time.Hour})
+	key := servertest.Key(t, s, "alice", core.ScopeAll)
+	var ep struct{ ID string }
+	servertest.Expect(t, "POST", s.URL()+"/v2/serverless", key,
+		`{"name":"web","type":"LOAD_BALANCER","templateId":"gantry-http-echo","gpu":{"pools":["local"]},"scaling":{"type":"REQUEST_COUNT","requestCount":1}}`, 201, &ep)
+	for _, tc := range []struct {
+		path string
+		want int
+	}{{"/x", 200}, {"/y", 200}, {"/status/404", 404}, {"/status/503", 503}} {
+		if code, body := servertest.Call(t, "GET", s.URL()+"/lb/"+ep.ID+tc.path, key, ""); code != tc.want {
+			t.Fatalf("GET /lb/%s%s = %d %s; want %d", ep.ID, tc.path, code, body, tc.want)
+		}
+	}
+	series := func() []string {
+		t.Helper()
+		_, body := servertest.Call(t, "GET", s.URL()+"/metrics", "", "")
+		var out []string
+		for _, line := range strings.Split(body, "\n") {
+			if strings.HasPrefix(line, "gantry_lb_request_duration_seconds_count{") && strings.Contains(line, `endpoint="`+ep.ID+`"`) {
+				out = append(out, line)
+			}
+		}
+		return out
+	}
+	want := []string{
+		`gantry_lb_request_duration_seconds_count{code="2xx",endpoint="` + ep.ID + `"} 2`,
+		`gantry_lb_request_duration_seconds_count{code="4xx",endpoint="` + ep.ID + `"} 1`,
+		`gantry_lb_request_duration_seconds_count{code="5xx",endpoint="` + ep.ID + `"} 1`,
+	}
+	if got := series(); !slices.Equal(got, want) {
+		t.Errorf("/metrics has\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if code, body := servertest.Call(t, "DELETE", s.URL()+"/v2/serverless/"+ep.ID, key, ""); code != 200 && code != 204 {
+		t.Fatalf("delete = %d %s", code, body)
+	}
+	if got := series(); len(got) != 0 {
+		t.Errorf("after the delete, /metrics still has %q", got)
+	}
+}

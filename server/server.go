@@ -25,6 +25,7 @@ import (
 	"github.com/gantryhq/gantry/api"
 	"github.com/gantryhq/gantry/console"
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/lbproxy"
 	"github.com/gantryhq/gantry/models"
 	"github.com/gantryhq/gantry/scheduler"
 	"github.com/gantryhq/gantry/store/memq"
@@ -261,6 +262,7 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 	if err != nil {
 		return err
 	}
+	lbRequests := telemetry.NewLBRequests() // LOAD_BALANCER requests by endpoint and status
 	engine, err := NewEngine(EngineConfig{
 		Jobs: core.JobsConfig{Store: jobStore, Clock: clock, Log: log, Tokens: tokens, Notify: s.webhooks,
 			Meter: models.NewMeter(cfg.catalog, s.files), Usage: s.st.usage, Observer: observer},
@@ -268,7 +270,10 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 			StableWindow: cfg.Autoscaler.StableWindow, PanicWindow: cfg.Autoscaler.PanicWindow,
 			InitTimeout: time.Duration(cfg.Autoscaler.InitTimeout) * time.Second,
 			VolumeDC:    func(id string) (string, bool) { v, ok := catalog.NetworkVolume(id); return v.DataCenter, ok },
-			Removed:     observer.Forget}, // a deleted endpoint's job series leave /metrics
+			Removed: func(id string) { // a deleted endpoint's series leave /metrics
+				observer.Forget(id)
+				lbRequests.Forget(id)
+			}},
 	})
 	if err != nil {
 		return err
@@ -326,6 +331,7 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 		Leader:     s.lbLeader,
 		Fleet:      sched,
 		LBHold:     time.Duration(cfg.Autoscaler.LBHold) * time.Second,
+		LBObserver: lbRequests,
 		Models:     modelCatalog,
 		Billing:    &core.Billing{Usage: s.st.usage, Models: modelCatalog},
 		Files:      s.files,
@@ -345,7 +351,7 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 		return err
 	}
 
-	s.metrics.MustRegister(sched.Collector(), s.webhooks.Collector(), s.api.Collector(), observer,
+	s.metrics.MustRegister(sched.Collector(), s.webhooks.Collector(), s.api.Collector(), observer, lbRequests,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gantry_leader",
 			Help: "Whether this replica leads: runs the autoscaler, placement and pools (1) or not (0)."}, func() float64 {
 			if s.elector != nil {
@@ -611,3 +617,5 @@ func firstOf(vals ...string) string {
 	}
 	return ""
 }
+
+var _ lbproxy.Observer = (*telemetry.LBRequests)(nil)

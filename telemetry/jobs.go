@@ -6,8 +6,6 @@
 package telemetry
 
 import (
-	"sync"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gantryhq/gantry/core"
@@ -27,11 +25,8 @@ type Jobs struct {
 	Spans *JobSpans
 
 	// gone holds the endpoints deleted lately (Forget), whose jobs still running when they
-	// end are not observed: their series would come back. goneOrder bounds it to
-	// forgottenKept, oldest first.
-	gone      sync.Map // endpoint id -> struct{}
-	goneMu    sync.Mutex
-	goneOrder []string
+	// end are not observed: their series would come back.
+	gone goneSet
 }
 
 // forgottenKept is how many deleted endpoints Jobs remembers, to ignore their late jobs.
@@ -39,15 +34,7 @@ const forgottenKept = 4096
 
 // Forget drops a deleted endpoint's series, and ignores its jobs that end afterwards.
 func (m *Jobs) Forget(endpoint string) {
-	m.goneMu.Lock()
-	if _, loaded := m.gone.LoadOrStore(endpoint, struct{}{}); !loaded {
-		m.goneOrder = append(m.goneOrder, endpoint)
-		if len(m.goneOrder) > forgottenKept {
-			m.gone.Delete(m.goneOrder[0])
-			m.goneOrder = m.goneOrder[1:]
-		}
-	}
-	m.goneMu.Unlock()
+	m.gone.add(endpoint)
 	l := prometheus.Labels{"endpoint": endpoint}
 	m.delay.DeletePartialMatch(l)
 	m.execution.DeletePartialMatch(l)
@@ -55,10 +42,7 @@ func (m *Jobs) Forget(endpoint string) {
 }
 
 // forgotten reports whether endpoint was deleted lately.
-func (m *Jobs) forgotten(endpoint string) bool {
-	_, ok := m.gone.Load(endpoint)
-	return ok
-}
+func (m *Jobs) forgotten(endpoint string) bool { return m.gone.has(endpoint) }
 
 // NewJobs returns the job metrics, empty.
 func NewJobs() *Jobs {

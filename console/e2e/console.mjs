@@ -54,6 +54,14 @@ await step("csp", async () => {
   if (await page.locator("script:not([src])").count()) throw new Error("the page has an inline script");
 });
 
+await step("signin-page", async () => {
+  // the sign-in page says how to get a key
+  await page.waitForSelector("#get-key");
+  const text = await page.textContent("#get-key");
+  if (!text.includes("gantry key create --data ./gantry-data --user NAME") || !text.includes("operator")) throw new Error("the sign-in page does not say how to get a key: " + text);
+  await shots("signin");
+});
+
 await step("signin", async () => {
   await page.fill("#key", "gk_not-a-key");
   await page.click("#signin button[type=submit]");
@@ -67,17 +75,111 @@ await step("signin", async () => {
 });
 
 await step("create-endpoint", async () => {
+  if (await page.inputValue("#create-max") !== "3") throw new Error("Workers max defaults to " + await page.inputValue("#create-max") + "; want the API's 3");
   await page.fill("#create-name", "console-echo");
   await page.selectOption("#create-template", "gantry-echo");
+  if (await page.inputValue("#create-type") !== "QUEUE") throw new Error("choosing gantry-echo did not set the type QUEUE");
   await page.fill("#create-max", "1");
   await page.click("#create-endpoint button[type=submit]");
   await page.waitForURL(/#\/endpoints\/[^/]+\/playground$/);
   state.ep = decodeURIComponent(page.url().split("#/endpoints/")[1].split("/")[0]);
 });
 
+await step("create-lb-endpoint", async () => {
+  // a LOAD_BALANCER endpoint from the form: the template sets the type and the scaling
+  await page.goto(BASE + "/#/endpoints");
+  await page.waitForSelector("#create-endpoint");
+  await page.fill("#create-name", "console-web");
+  await page.selectOption("#create-template", "gantry-http-echo");
+  if (await page.inputValue("#create-type") !== "LOAD_BALANCER") throw new Error("choosing gantry-http-echo did not set the type LOAD_BALANCER");
+  if (await page.inputValue("#create-scaling") !== "REQUEST_COUNT") throw new Error("a LOAD_BALANCER endpoint's scaling is not REQUEST_COUNT");
+  // a refusal with one error shows it once
+  await page.fill("#create-min", "5");
+  await page.click("#create-endpoint button[type=submit]");
+  await page.waitForSelector("#create-endpoint .error");
+  const err = await page.textContent("#create-endpoint .error");
+  if (!err.includes("workers.max") || err.split("must not exceed").length !== 2) throw new Error("the 422 is not shown once: " + JSON.stringify(err));
+  await page.fill("#create-min", "0");
+  await page.fill("#create-scaling-value", "2");
+  await page.fill("#create-idle", "3");
+  await page.fill("#create-gpu-count", "1");
+  await page.selectOption("#create-flashboot", "FLASHBOOT");
+  await page.click("#create-endpoint button[type=submit]");
+  await page.waitForURL(/#\/endpoints\/[^/]+\/requests$/);
+  state.lb = decodeURIComponent(page.url().split("#/endpoints/")[1].split("/")[0]);
+  const ep = await apiCall("GET", `/v2/serverless/${state.lb}`);
+  const want = {type: "LOAD_BALANCER", scaling: "REQUEST_COUNT 2", idle: 3, flashboot: "FLASHBOOT", gpus: 1, max: 3};
+  const got = {type: ep.type, scaling: `${ep.scaling.type} ${ep.scaling.requestCount}`, idle: ep.workers.idleTimeout, flashboot: ep.flashboot, gpus: ep.gpu.count, max: ep.workers.max};
+  if (JSON.stringify(got) !== JSON.stringify(want)) throw new Error("created " + JSON.stringify(got) + "; want " + JSON.stringify(want));
+  await page.waitForSelector(".tabs a[data-tab=requests]");
+  const tabs = await page.$$eval(".tabs a", (as) => as.map((a) => a.dataset.tab));
+  if (tabs.includes("playground") || tabs.includes("jobs") || !tabs.includes("requests")) throw new Error("a LOAD_BALANCER endpoint's tabs are " + tabs);
+});
+
+await step("lb-requests", async () => {
+  // the request tester sends through /lb/{id}/... and shows status, latency, headers, body
+  await page.selectOption("#lb-method", "POST");
+  await page.fill("#lb-path", "/echo?from=console");
+  await page.fill("#lb-body", JSON.stringify({hello: "lb"}));
+  await page.click("#lb-send");
+  await page.waitForSelector("#lb-status .badge", {timeout: 90000});
+  const status = await page.textContent("#lb-status");
+  if (!status.startsWith("200")) throw new Error("the echo answered " + status + ": " + await page.textContent("#lb-result"));
+  if (!/^\d+ ms$/.test(await page.textContent("#lb-latency"))) throw new Error("no latency shown");
+  if (!(await page.locator("#lb-headers tr").count())) throw new Error("no headers shown");
+  const body = await page.textContent("#lb-answer");
+  if (!body.includes("hello") || !body.includes('"/echo"') || !body.includes("from=console")) throw new Error("the answer's body shown is " + JSON.stringify(body));
+  if (body.includes(KEY)) throw new Error("the worker got the key");
+  await shots("lb-requests");
+  await page.selectOption("#lb-method", "GET");
+  await page.fill("#lb-path", "/status/503");
+  await page.click("#lb-send");
+  await page.waitForSelector("#lb-status .badge.bad:has-text('503')");
+  await page.fill("#lb-path", "/status/404");
+  await page.click("#lb-send");
+  await page.waitForSelector("#lb-status .badge.warn:has-text('404')");
+});
+
+await step("lb-metrics", async () => {
+  // /metrics has the endpoint's requests by status class, and the charts draw them
+  const text = await (await fetch(BASE + "/metrics")).text();
+  for (const code of ["2xx", "4xx", "5xx"]) {
+    const re = new RegExp(`^gantry_lb_request_duration_seconds_count\\{code="${code}",endpoint="${state.lb}"\\} [1-9]`, "m");
+    if (!re.test(text)) throw new Error(`/metrics has no ${code} count of ${state.lb}`);
+  }
+  await page.click("a[data-tab=metrics]");
+  await page.waitForFunction(() => {
+    const charts = [...document.querySelectorAll("#charts .chart")];
+    const rate = charts.find((c) => c.dataset.title.startsWith("Requests per minute"));
+    const lat = charts.find((c) => c.dataset.title.startsWith("Request latency"));
+    return rate && +rate.dataset.points > 0 && rate.textContent.includes("2xx") && rate.textContent.includes("5xx") && lat && +lat.dataset.points > 0;
+  }, null, {timeout: 45000});
+  await shots("lb-metrics");
+});
+
+await step("lb-settings", async () => {
+  // the settings form shows and saves what the API has: scaling, FlashBoot, pools, GPUs
+  await page.click("a[data-tab=settings]");
+  await page.waitForSelector("#settings");
+  if (await page.inputValue("#set-flashboot") !== "FLASHBOOT") throw new Error("FlashBoot shown is " + await page.inputValue("#set-flashboot"));
+  if (!(await page.isDisabled("#set-scaling option[value=QUEUE_DELAY]"))) throw new Error("QUEUE_DELAY is offered to a LOAD_BALANCER endpoint");
+  if (await page.inputValue("#set-scaling-value") !== "2") throw new Error("the request count shown is " + await page.inputValue("#set-scaling-value"));
+  if (await page.locator("#set-pools input:checked").count() !== 1) throw new Error("the endpoint's one pool is not the one checked");
+  await page.selectOption("#set-flashboot", "OFF");
+  await page.fill("#set-scaling-value", "3");
+  await page.click("#settings button[type=submit]");
+  await page.waitForSelector("#settings .notice:text('Saved.')");
+  const ep = await apiCall("GET", `/v2/serverless/${state.lb}`);
+  if (ep.flashboot !== "OFF" || ep.scaling.requestCount !== 3) throw new Error("saved " + JSON.stringify({flashboot: ep.flashboot, scaling: ep.scaling}));
+  await shots("lb-settings");
+});
+
 await step("endpoint-list", async () => {
   await page.goto(BASE + "/#/endpoints");
   await page.waitForSelector(`#endpoints tr[data-id="${state.ep}"] .health .badge`);
+  const types = await page.$$eval("#endpoints tbody tr", (rows) => Object.fromEntries(rows.map((r) => [r.dataset.id, r.querySelector("td.type").textContent])));
+  if (types[state.ep] !== "Queue" || types[state.lb] !== "Load balancer") throw new Error("the Type column says " + JSON.stringify(types));
+  await shots("endpoints");
 });
 
 await step("playground", async () => {
@@ -124,8 +226,27 @@ async function shots(name) {
     await page.setViewportSize({width, height: 900});
     await page.evaluate(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))); // laid out at the new width
     await page.screenshot({path: `${OUT}/${name}-${width}.png`, fullPage: true});
+    if (width === 390) await noClipping(name);
   }
   await page.setViewportSize({width: 1280, height: 900});
+}
+
+// noClipping checks, at a phone's width, that the page does not run off the screen's right
+// edge and that every table either fits or scrolls sideways inside its wrapper.
+async function noClipping(name) {
+  const bad = await page.evaluate(() => {
+    const out = [];
+    const w = document.documentElement.clientWidth;
+    if (document.documentElement.scrollWidth > w + 1) out.push(`the page is ${document.documentElement.scrollWidth} px wide`);
+    for (const t of document.querySelectorAll("main table")) {
+      const wrap = t.closest(".table-scroll");
+      const right = (wrap || t).getBoundingClientRect().right;
+      if (right > w + 1) out.push(`table ${t.id || ""} ends at ${Math.round(right)} px`);
+      if (!wrap && t.scrollWidth > t.clientWidth + 1) out.push(`table ${t.id || ""} is clipped`);
+    }
+    return out;
+  });
+  if (bad.length) throw new Error(`${name} at 390 px: ` + bad.join("; "));
 }
 
 await step("stream-not-taken", async () => {
@@ -213,6 +334,11 @@ await step("workers", async () => {
   await page.click("a[data-tab=workers]");
   await page.waitForSelector("#workers tr[data-id]");
   await page.waitForFunction(() => (document.querySelector("#log-lines") || {}).textContent?.includes("polling for jobs"), null, {timeout: 30000});
+  // GPUs as GPUs (a count and what they are), not slot indices; the jobs column says what it counts
+  const gpus = await page.textContent("#workers tbody tr td.gpus");
+  if (!/^\d+ (× .+|CPU slots?)$/.test(gpus)) throw new Error("the GPUs cell says " + JSON.stringify(gpus));
+  const heads = await page.$$eval("#workers th", (ths) => ths.map((t) => t.textContent));
+  if (!heads.includes("Jobs held")) throw new Error("the workers table's columns are " + heads);
 });
 
 await step("metrics", async () => {
@@ -227,9 +353,36 @@ await step("metrics", async () => {
   }, null, {timeout: 45000});
 });
 
+await step("worker-exited", async () => {
+  // a load balancer's workers table counts requests in flight
+  await page.goto(BASE + `/#/endpoints/${state.lb}/workers`);
+  await page.waitForSelector("#workers thead");
+  if (!(await page.textContent("#workers thead")).includes("Requests in flight")) throw new Error("a load balancer's workers table does not count requests in flight");
+  // the queue endpoint's worker retires after its 10 s idle timeout: its log says why it
+  // exited and is not "followed live"
+  await page.goto(BASE + `/#/endpoints/${state.ep}/workers`);
+  await page.waitForSelector("#workers tr[data-status=EXITED]", {timeout: 90000});
+  await page.click("#workers tr[data-status=EXITED]");
+  await page.waitForSelector("#exit-reason");
+  const reason = await page.textContent("#exit-reason");
+  if (!reason.startsWith("It exited")) throw new Error("the exit reason says " + JSON.stringify(reason));
+  if ((await page.textContent("#worker-log h2")).includes("followed live")) throw new Error("an exited worker's log is marked followed live");
+  await shots("worker-exited");
+});
+
 await step("usage", async () => {
   await page.goto(BASE + "/#/usage");
   await page.waitForSelector("#models tbody tr");
+  // a ready-made model runs from the console: its output and cost
+  await page.selectOption("#run-model", "gantry-image");
+  if (!(await page.inputValue("#run-input")).includes("prompt")) throw new Error("no example input for the model");
+  await page.click("#run-send");
+  await page.waitForSelector("#run-output", {timeout: 90000});
+  if (!(await page.textContent("#run-output")).includes("image_url")) throw new Error("the model's output is not shown");
+  if (!/\d+\.\d+ USD/.test(await page.textContent("#run-cost"))) throw new Error("the cost shown is " + await page.textContent("#run-cost"));
+  const job = (await page.textContent("#run-result .mono")).trim();
+  await page.waitForSelector(`#usage-items td:text("${job}")`); // the charge is listed without a reload
+  await shots("usage");
 });
 
 await step("keys", async () => {
@@ -248,6 +401,8 @@ await step("keys", async () => {
   for (const id of others) {
     if (!(await page.locator(`button[data-revoke="${id}"]`).count())) break;
     await page.click(`button[data-revoke="${id}"]`);
+    // signed out, or this key gone from the list: only then is the next button where it was
+    await page.waitForFunction((id) => document.querySelector("#signin") || !document.querySelector(`button[data-revoke="${id}"]`), id);
   }
   await page.waitForSelector("#signin .notice");
   if (await page.evaluate(() => sessionStorage.getItem("gantry.key"))) throw new Error("the revoked key is still stored");

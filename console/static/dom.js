@@ -32,10 +32,12 @@ export function replace(el, ...children) {
   return el;
 }
 
-// errorBox shows an API error: its detail and each of its errors lines.
+// errorBox shows an API error: its detail and each of its errors lines (a line that says what
+// the detail says, as a problem with one error does, is shown once).
 export function errorBox(err) {
-  const lines = (err && err.errors) || [];
-  return h("div", {class: "error", role: "alert"}, (err && err.message) || String(err),
+  const message = (err && err.message) || String(err);
+  const lines = ((err && err.errors) || []).filter((l) => l !== message);
+  return h("div", {class: "error", role: "alert"}, message,
     lines.length ? h("ul", {}, lines.map((l) => h("li", {}, l))) : null);
 }
 
