@@ -87,3 +87,45 @@ func TestHistoryFlushKeepsCountsOnError(t *testing.T) {
 		t.Fatalf("stored history = %+v, %v; want one minute with 2 cancelled", recs, err)
 	}
 }
+
+// BenchmarkJobEnd is a job's submit, take and end (COMPLETED) on memq over Pebble, without and
+// with the history recorder: the history must not slow the end path measurably (the
+// recorder's cost is a map update under a lock; the store is written once a second, by
+// RunHistory, which this does not run).
+func BenchmarkJobEnd(b *testing.B) {
+	for _, name := range []string{"none", "history"} {
+		b.Run(name, func(b *testing.B) {
+			clk := testkit.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+			db, err := pebble.Open(b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			js, err := db.Jobs(memq.Options{Clock: clk})
+			if err != nil {
+				b.Fatal(err)
+			}
+			cfg := core.JobsConfig{Store: js, Clock: clk, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			if name == "history" {
+				cfg.History = memory.New()
+			}
+			jobs := core.NewJobs(cfg)
+			ep := &core.Endpoint{ID: "ep1", Owner: "alice", TimeoutMs: 60000}
+			jobs.RegisterWorker(ep.ID, "w1")
+			ctx := context.Background()
+			b.ResetTimer()
+			for range b.N {
+				j, err := jobs.Submit(ep, core.Submission{Input: []byte(`{}`), Sync: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if got := jobs.Take(ctx, ep.ID, "w1", 1); len(got) != 1 {
+					b.Fatalf("Take = %d jobs; want 1", len(got))
+				}
+				if err := jobs.Done(ep.ID, "w1", j.ID, core.Result{Output: []byte(`1`)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
