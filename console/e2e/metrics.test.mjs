@@ -98,3 +98,19 @@ test("job statuses have their own colours", () => {
   assert.equal(charts.seriesClass("CANCELLED", 0), "st-cancelled");
   assert.equal(charts.seriesClass("p50", 1), "s1");
 });
+
+test("the server's history becomes chart series", async () => {
+  const history = await import(new URL("../static/history.js", import.meta.url));
+  const none = {count: 0, meanMs: 0, p50Ms: 0, p90Ms: 0, p99Ms: 0};
+  const h = {range: "1h", stepSeconds: 60, buckets: [
+    {start: "2026-11-27T17:00:00Z", completed: 0, failed: 0, timedOut: 0, cancelled: 0, delay: none, execution: none},
+    {start: "2026-11-27T17:01:00Z", completed: 4, failed: 1, timedOut: 0, cancelled: 0,
+      delay: {count: 5, meanMs: 20, p50Ms: 10, p90Ms: 40, p99Ms: 50}, execution: {count: 5, meanMs: 900, p50Ms: 750, p90Ms: 1500, p99Ms: 1950}},
+  ]};
+  const s = history.series(h);
+  const t0 = Date.parse("2026-11-27T17:00:00Z");
+  assert.deepEqual(Object.keys(s.ended), ["COMPLETED", "FAILED"], "statuses with no job in the range are left out, COMPLETED is always there");
+  assert.deepEqual(s.ended.COMPLETED, [[t0, 0], [t0 + 60000, 4]]);
+  assert.deepEqual(s.exec.p90, [[t0 + 60000, 1.5]], "times in seconds, steps without a job left out");
+  assert.deepEqual([s.from, s.to], [t0, t0 + 120000]);
+});

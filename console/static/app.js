@@ -561,8 +561,11 @@ async function metricsTab(ep) {
   let range = "1h", hist = null;
   const note = h("span", {class: "muted", id: "history-note"});
   const loadHistory = async () => {
+    const asked = range;
     try {
-      hist = history.series(await history.load(ep.id, range));
+      const got = history.series(await history.load(ep.id, asked));
+      if (asked !== range) return; // the range changed meanwhile: its own read draws it
+      hist = got;
       replace(note, "");
     } catch (e) { replace(note, "The history cannot be read: " + e.message); }
   };
