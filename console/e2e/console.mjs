@@ -269,6 +269,8 @@ await step("keys", async () => {
   for (const id of others) {
     if (!(await page.locator(`button[data-revoke="${id}"]`).count())) break;
     await page.click(`button[data-revoke="${id}"]`);
+    // the revoke's outcome, before the next: signed out, or the row gone from the list
+    await page.waitForFunction((id) => document.querySelector("#signin") || !document.querySelector(`#keys tr[data-id="${id}"]`), id);
   }
   await page.waitForSelector("#signin .notice");
   if (await page.evaluate(() => sessionStorage.getItem("gantry.key"))) throw new Error("the revoked key is still stored");
