@@ -39,6 +39,7 @@ var access = map[oas.OperationName]core.Access{
 	oas.RetryJobOperation:             core.JobWrite,
 	oas.PurgeQueueOperation:           core.JobWrite,
 	oas.GetHealthOperation:            core.JobRead,
+	oas.GetEndpointHistoryOperation:   core.JobRead,
 	oas.ListWorkersOperation:          core.ManageRead,
 	oas.GetWorkerLogsOperation:        core.ManageRead,
 	oas.ListModelsOperation:           core.JobRead,

@@ -108,7 +108,7 @@ func setup(t testing.TB, opts ...setupOpts) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jc := core.JobsConfig{Store: js, Clock: clock, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	jc := core.JobsConfig{Store: js, Clock: clock, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), History: st}
 	var authKeys core.KeyStore = keys
 	if o.keyStore != nil {
 		authKeys = o.keyStore(keys)

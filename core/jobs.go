@@ -29,8 +29,11 @@ type Jobs struct {
 	notify Notifier
 	meter  Meter
 	usage  UsageStore
-	clock  Clock
-	log    *slog.Logger
+	// history gathers the jobs that end here for the endpoints' history (history.go); nil =
+	// none is kept.
+	history *historyRecorder
+	clock   Clock
+	log     *slog.Logger
 
 	workers workerRegistry // the workers registered here, under a lock per shard (workers.go)
 	tokens  *WorkerTokens
@@ -59,8 +62,11 @@ type JobsConfig struct {
 	// Usage records each charge; both or neither. nil = nothing is metered.
 	Meter Meter
 	Usage UsageStore
-	Clock Clock
-	Log   *slog.Logger
+	// History keeps the endpoints' per-minute history of ended jobs (see History); nil =
+	// none is kept. Call RunHistory to store what ends.
+	History HistoryStore
+	Clock   Clock
+	Log     *slog.Logger
 	// Tokens issues and checks worker tokens. nil = a key of this process's own, with
 	// revocations in its memory: tokens die with the process (tests and one-process rigs).
 	Tokens *WorkerTokens
@@ -76,6 +82,9 @@ func NewJobs(c JobsConfig) *Jobs {
 	}
 	j := &Jobs{store: c.Store, notify: c.Notify, meter: c.Meter, usage: c.Usage, clock: c.Clock, log: c.Log,
 		tokens: c.Tokens, observe: c.Observer, signals: WorkerSignals{ready: make(chan struct{}, 1)}}
+	if c.History != nil {
+		j.history = &historyRecorder{store: c.History}
+	}
 	j.workers.init()
 	if j.tokens == nil {
 		j.tokens = newMemoryWorkerTokens(c.Clock)
@@ -248,6 +257,7 @@ func (js *Jobs) ended(j *Job, from JobStatus, ev Event) {
 	if js.observe != nil {
 		js.observe.JobEnded(j, from)
 	}
+	js.history.record(j)
 	if from == InProgress && !j.StartedAt.IsZero() {
 		c := js.countsOf(j.Endpoint)
 		c.ExecMs.Add(j.EndedAt.Sub(j.StartedAt).Milliseconds())

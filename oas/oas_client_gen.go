@@ -75,6 +75,17 @@ type Invoker interface {
 	//
 	// GET /v2/serverless/{endpointId}
 	GetEndpoint(ctx context.Context, params GetEndpointParams) (GetEndpointRes, error)
+	// GetEndpointHistory invokes getEndpointHistory operation.
+	//
+	// Jobs ended per status, and delay and execution time percentiles, per step: the last hour by minute
+	// (`range=1h`, the default) or the last 24 hours by 15 minutes (`range=24h`). Every step of the range
+	// is listed, oldest first, empty ones included; the last holds now. Every replica answers the same:
+	// the counts are kept in the store (25 hours), not in one process. Percentiles are estimated from
+	// histogram bins with 1, 2, 5 x 10^n millisecond bounds (linear within a bin). The keys and scopes
+	// that may read the endpoint's health may read it.
+	//
+	// GET /v2/{endpointId}/metrics
+	GetEndpointHistory(ctx context.Context, params GetEndpointHistoryParams) (GetEndpointHistoryRes, error)
 	// GetFile invokes getFile operation.
 	//
 	// The answer's Content-Type is the file's: `image/png`, `image/gif` or `audio/wav`. Range requests are
@@ -1445,6 +1456,164 @@ func (c *Client) sendGetEndpoint(ctx context.Context, params GetEndpointParams) 
 
 	stage = "DecodeResponse"
 	result, err := decodeGetEndpointResponse(resp)
+	if err != nil {
+		return res, errors.Wrap(err, "decode response")
+	}
+
+	return result, nil
+}
+
+// GetEndpointHistory invokes getEndpointHistory operation.
+//
+// Jobs ended per status, and delay and execution time percentiles, per step: the last hour by minute
+// (`range=1h`, the default) or the last 24 hours by 15 minutes (`range=24h`). Every step of the range
+// is listed, oldest first, empty ones included; the last holds now. Every replica answers the same:
+// the counts are kept in the store (25 hours), not in one process. Percentiles are estimated from
+// histogram bins with 1, 2, 5 x 10^n millisecond bounds (linear within a bin). The keys and scopes
+// that may read the endpoint's health may read it.
+//
+// GET /v2/{endpointId}/metrics
+func (c *Client) GetEndpointHistory(ctx context.Context, params GetEndpointHistoryParams) (GetEndpointHistoryRes, error) {
+	res, err := c.sendGetEndpointHistory(ctx, params)
+	return res, err
+}
+
+func (c *Client) sendGetEndpointHistory(ctx context.Context, params GetEndpointHistoryParams) (res GetEndpointHistoryRes, err error) {
+	otelAttrs := []attribute.KeyValue{
+		otelogen.OperationID("getEndpointHistory"),
+		semconv.HTTPRequestMethodKey.String("GET"),
+		semconv.URLTemplateKey.String("/v2/{endpointId}/metrics"),
+	}
+	otelAttrs = append(otelAttrs, c.cfg.Attributes...)
+
+	// Run stopwatch.
+	startTime := time.Now()
+	defer func() {
+		// Use floating point division here for higher precision (instead of Millisecond method).
+		elapsedDuration := time.Since(startTime)
+		c.duration.Record(ctx, float64(elapsedDuration)/float64(time.Millisecond), metric.WithAttributes(otelAttrs...))
+	}()
+
+	// Increment request counter.
+	c.requests.Add(ctx, 1, metric.WithAttributes(otelAttrs...))
+
+	// Start a span for this request.
+	ctx, span := c.cfg.Tracer.Start(ctx, GetEndpointHistoryOperation,
+		trace.WithAttributes(otelAttrs...),
+		clientSpanKind,
+	)
+	// Track stage for error reporting.
+	var stage string
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, stage)
+			c.errors.Add(ctx, 1, metric.WithAttributes(otelAttrs...))
+		}
+		span.End()
+	}()
+
+	stage = "BuildURL"
+	u := uri.Clone(c.requestURL(ctx))
+	var pathParts [3]string
+	pathParts[0] = "/v2/"
+	{
+		// Encode "endpointId" parameter.
+		e := uri.NewPathEncoder(uri.PathEncoderConfig{
+			Param:   "endpointId",
+			Style:   uri.PathStyleSimple,
+			Explode: false,
+		})
+		if err := func() error {
+			return e.EncodeValue(conv.StringToString(params.EndpointId))
+		}(); err != nil {
+			return res, errors.Wrap(err, "encode path")
+		}
+		encoded, err := e.Result()
+		if err != nil {
+			return res, errors.Wrap(err, "encode path")
+		}
+		pathParts[1] = encoded
+	}
+	pathParts[2] = "/metrics"
+	uri.AddPathParts(u, pathParts[:]...)
+
+	stage = "EncodeQueryParams"
+	q := uri.NewQueryEncoder()
+	{
+		// Encode "range" parameter.
+		cfg := uri.QueryParameterEncodingConfig{
+			Name:    "range",
+			Style:   uri.QueryStyleForm,
+			Explode: true,
+		}
+
+		if err := q.EncodeParam(cfg, func(e uri.Encoder) error {
+			if val, ok := params.Range.Get(); ok {
+				return e.EncodeValue(conv.StringToString(val))
+			}
+			return nil
+		}); err != nil {
+			return res, errors.Wrap(err, "encode query")
+		}
+	}
+	u.RawQuery = q.Values().Encode()
+
+	stage = "EncodeRequest"
+	r, err := ht.NewRequest(ctx, "GET", u)
+	if err != nil {
+		return res, errors.Wrap(err, "create request")
+	}
+
+	{
+		type bitset = [1]uint8
+		var satisfied bitset
+		{
+			stage = "Security:JobKey"
+			switch err := c.securityJobKey(ctx, GetEndpointHistoryOperation, r); {
+			case err == nil: // if NO error
+				satisfied[0] |= 1 << 0
+			case errors.Is(err, ogenerrors.ErrSkipClientSecurity):
+				// Skip this security.
+			default:
+				return res, errors.Wrap(err, "security \"JobKey\"")
+			}
+		}
+
+		if ok := func() bool {
+		nextRequirement:
+			for _, requirement := range []bitset{
+				{0b00000001},
+			} {
+				for i, mask := range requirement {
+					if satisfied[i]&mask != mask {
+						continue nextRequirement
+					}
+				}
+				return true
+			}
+			return false
+		}(); !ok {
+			return res, ogenerrors.ErrSecurityRequirementIsNotSatisfied
+		}
+	}
+
+	stage = "SendRequest"
+	resp, err := c.cfg.Client.Do(r)
+	if err != nil {
+		return res, errors.Wrap(err, "do request")
+	}
+	body := resp.Body
+	defer func() {
+		// Drain the body to EOF before closing, so the underlying
+		// connection can be reused by the Transport regardless of the
+		// response status code. See https://github.com/ogen-go/ogen/issues/1670.
+		_, _ = io.Copy(io.Discard, body)
+		_ = body.Close()
+	}()
+
+	stage = "DecodeResponse"
+	result, err := decodeGetEndpointHistoryResponse(resp)
 	if err != nil {
 		return res, errors.Wrap(err, "decode response")
 	}

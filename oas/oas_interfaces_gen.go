@@ -33,6 +33,10 @@ type DeleteTemplateRes interface {
 	deleteTemplateRes()
 }
 
+type GetEndpointHistoryRes interface {
+	getEndpointHistoryRes()
+}
+
 type GetEndpointRes interface {
 	getEndpointRes()
 }

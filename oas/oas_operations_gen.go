@@ -15,6 +15,7 @@ const (
 	DeleteKeyOperation            OperationName = "DeleteKey"
 	DeleteTemplateOperation       OperationName = "DeleteTemplate"
 	GetEndpointOperation          OperationName = "GetEndpoint"
+	GetEndpointHistoryOperation   OperationName = "GetEndpointHistory"
 	GetFileOperation              OperationName = "GetFile"
 	GetHealthOperation            OperationName = "GetHealth"
 	GetJobStatusOperation         OperationName = "GetJobStatus"

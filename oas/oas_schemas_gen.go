@@ -1109,6 +1109,84 @@ func (*EndpointHeaders) createEndpointRes() {}
 func (*EndpointHeaders) getEndpointRes()    {}
 func (*EndpointHeaders) updateEndpointRes() {}
 
+// Ref: #/components/schemas/EndpointHistory
+type EndpointHistory struct {
+	// `1h` or `24h`.
+	Range string `json:"range"`
+	// Each bucket's length in seconds (60 or 900).
+	StepSeconds int             `json:"stepSeconds"`
+	Buckets     []HistoryBucket `json:"buckets"`
+}
+
+// GetRange returns the value of Range.
+func (s *EndpointHistory) GetRange() string {
+	return s.Range
+}
+
+// GetStepSeconds returns the value of StepSeconds.
+func (s *EndpointHistory) GetStepSeconds() int {
+	return s.StepSeconds
+}
+
+// GetBuckets returns the value of Buckets.
+func (s *EndpointHistory) GetBuckets() []HistoryBucket {
+	return s.Buckets
+}
+
+// SetRange sets the value of Range.
+func (s *EndpointHistory) SetRange(val string) {
+	s.Range = val
+}
+
+// SetStepSeconds sets the value of StepSeconds.
+func (s *EndpointHistory) SetStepSeconds(val int) {
+	s.StepSeconds = val
+}
+
+// SetBuckets sets the value of Buckets.
+func (s *EndpointHistory) SetBuckets(val []HistoryBucket) {
+	s.Buckets = val
+}
+
+// EndpointHistoryHeaders wraps EndpointHistory with response headers.
+type EndpointHistoryHeaders struct {
+	RateLimit       OptString
+	RateLimitPolicy OptString
+	Response        EndpointHistory
+}
+
+// GetRateLimit returns the value of RateLimit.
+func (s *EndpointHistoryHeaders) GetRateLimit() OptString {
+	return s.RateLimit
+}
+
+// GetRateLimitPolicy returns the value of RateLimitPolicy.
+func (s *EndpointHistoryHeaders) GetRateLimitPolicy() OptString {
+	return s.RateLimitPolicy
+}
+
+// GetResponse returns the value of Response.
+func (s *EndpointHistoryHeaders) GetResponse() EndpointHistory {
+	return s.Response
+}
+
+// SetRateLimit sets the value of RateLimit.
+func (s *EndpointHistoryHeaders) SetRateLimit(val OptString) {
+	s.RateLimit = val
+}
+
+// SetRateLimitPolicy sets the value of RateLimitPolicy.
+func (s *EndpointHistoryHeaders) SetRateLimitPolicy(val OptString) {
+	s.RateLimitPolicy = val
+}
+
+// SetResponse sets the value of Response.
+func (s *EndpointHistoryHeaders) SetResponse(val EndpointHistory) {
+	s.Response = val
+}
+
+func (*EndpointHistoryHeaders) getEndpointHistoryRes() {}
+
 // Ref: #/components/schemas/EndpointList
 type EndpointList struct {
 	Items []Endpoint `json:"items"`
@@ -1291,6 +1369,7 @@ func (*ErrorStatusCode) createTemplateRes()       {}
 func (*ErrorStatusCode) deleteEndpointRes()       {}
 func (*ErrorStatusCode) deleteKeyRes()            {}
 func (*ErrorStatusCode) deleteTemplateRes()       {}
+func (*ErrorStatusCode) getEndpointHistoryRes()   {}
 func (*ErrorStatusCode) getEndpointRes()          {}
 func (*ErrorStatusCode) getFileRes()              {}
 func (*ErrorStatusCode) getHealthRes()            {}
@@ -1949,6 +2028,150 @@ func (s *HealthWorkers) SetUnhealthy(val OptInt) {
 // SetSuspended sets the value of Suspended.
 func (s *HealthWorkers) SetSuspended(val OptInt) {
 	s.Suspended = val
+}
+
+// Ref: #/components/schemas/HistoryBucket
+type HistoryBucket struct {
+	// When the step starts.
+	Start time.Time `json:"start"`
+	// Jobs that ended COMPLETED in the step.
+	Completed int64        `json:"completed"`
+	Failed    int64        `json:"failed"`
+	TimedOut  int64        `json:"timedOut"`
+	Cancelled int64        `json:"cancelled"`
+	Delay     HistoryTimes `json:"delay"`
+	Execution HistoryTimes `json:"execution"`
+}
+
+// GetStart returns the value of Start.
+func (s *HistoryBucket) GetStart() time.Time {
+	return s.Start
+}
+
+// GetCompleted returns the value of Completed.
+func (s *HistoryBucket) GetCompleted() int64 {
+	return s.Completed
+}
+
+// GetFailed returns the value of Failed.
+func (s *HistoryBucket) GetFailed() int64 {
+	return s.Failed
+}
+
+// GetTimedOut returns the value of TimedOut.
+func (s *HistoryBucket) GetTimedOut() int64 {
+	return s.TimedOut
+}
+
+// GetCancelled returns the value of Cancelled.
+func (s *HistoryBucket) GetCancelled() int64 {
+	return s.Cancelled
+}
+
+// GetDelay returns the value of Delay.
+func (s *HistoryBucket) GetDelay() HistoryTimes {
+	return s.Delay
+}
+
+// GetExecution returns the value of Execution.
+func (s *HistoryBucket) GetExecution() HistoryTimes {
+	return s.Execution
+}
+
+// SetStart sets the value of Start.
+func (s *HistoryBucket) SetStart(val time.Time) {
+	s.Start = val
+}
+
+// SetCompleted sets the value of Completed.
+func (s *HistoryBucket) SetCompleted(val int64) {
+	s.Completed = val
+}
+
+// SetFailed sets the value of Failed.
+func (s *HistoryBucket) SetFailed(val int64) {
+	s.Failed = val
+}
+
+// SetTimedOut sets the value of TimedOut.
+func (s *HistoryBucket) SetTimedOut(val int64) {
+	s.TimedOut = val
+}
+
+// SetCancelled sets the value of Cancelled.
+func (s *HistoryBucket) SetCancelled(val int64) {
+	s.Cancelled = val
+}
+
+// SetDelay sets the value of Delay.
+func (s *HistoryBucket) SetDelay(val HistoryTimes) {
+	s.Delay = val
+}
+
+// SetExecution sets the value of Execution.
+func (s *HistoryBucket) SetExecution(val HistoryTimes) {
+	s.Execution = val
+}
+
+// Times in milliseconds of the step's jobs that ran (delay is the queue wait before the take); 0s when
+// count is 0.
+// Ref: #/components/schemas/HistoryTimes
+type HistoryTimes struct {
+	Count  int64   `json:"count"`
+	MeanMs float64 `json:"meanMs"`
+	P50Ms  float64 `json:"p50Ms"`
+	P90Ms  float64 `json:"p90Ms"`
+	P99Ms  float64 `json:"p99Ms"`
+}
+
+// GetCount returns the value of Count.
+func (s *HistoryTimes) GetCount() int64 {
+	return s.Count
+}
+
+// GetMeanMs returns the value of MeanMs.
+func (s *HistoryTimes) GetMeanMs() float64 {
+	return s.MeanMs
+}
+
+// GetP50Ms returns the value of P50Ms.
+func (s *HistoryTimes) GetP50Ms() float64 {
+	return s.P50Ms
+}
+
+// GetP90Ms returns the value of P90Ms.
+func (s *HistoryTimes) GetP90Ms() float64 {
+	return s.P90Ms
+}
+
+// GetP99Ms returns the value of P99Ms.
+func (s *HistoryTimes) GetP99Ms() float64 {
+	return s.P99Ms
+}
+
+// SetCount sets the value of Count.
+func (s *HistoryTimes) SetCount(val int64) {
+	s.Count = val
+}
+
+// SetMeanMs sets the value of MeanMs.
+func (s *HistoryTimes) SetMeanMs(val float64) {
+	s.MeanMs = val
+}
+
+// SetP50Ms sets the value of P50Ms.
+func (s *HistoryTimes) SetP50Ms(val float64) {
+	s.P50Ms = val
+}
+
+// SetP90Ms sets the value of P90Ms.
+func (s *HistoryTimes) SetP90Ms(val float64) {
+	s.P90Ms = val
+}
+
+// SetP99Ms sets the value of P99Ms.
+func (s *HistoryTimes) SetP99Ms(val float64) {
+	s.P99Ms = val
 }
 
 // Ref: #/components/schemas/Job

@@ -86,20 +86,21 @@ func GetRolesForBearerAuth(operation string) []string {
 
 // operationRolesJobKey is a private map storing roles per operation.
 var operationRolesJobKey = map[string][]string{
-	CancelJobOperation:         []string{},
-	GetHealthOperation:         []string{},
-	GetJobStatusOperation:      []string{},
-	GetJobStatusSyncOperation:  []string{},
-	GetJobStreamOperation:      []string{},
-	ListJobsOperation:          []string{},
-	ListModelsOperation:        []string{},
-	PostJobStatusOperation:     []string{},
-	PostJobStatusSyncOperation: []string{},
-	PostJobStreamOperation:     []string{},
-	PurgeQueueOperation:        []string{},
-	RetryJobOperation:          []string{},
-	RunJobOperation:            []string{},
-	RunSyncJobOperation:        []string{},
+	CancelJobOperation:          []string{},
+	GetEndpointHistoryOperation: []string{},
+	GetHealthOperation:          []string{},
+	GetJobStatusOperation:       []string{},
+	GetJobStatusSyncOperation:   []string{},
+	GetJobStreamOperation:       []string{},
+	ListJobsOperation:           []string{},
+	ListModelsOperation:         []string{},
+	PostJobStatusOperation:      []string{},
+	PostJobStatusSyncOperation:  []string{},
+	PostJobStreamOperation:      []string{},
+	PurgeQueueOperation:         []string{},
+	RetryJobOperation:           []string{},
+	RunJobOperation:             []string{},
+	RunSyncJobOperation:         []string{},
 }
 
 // GetRolesForJobKey returns the required roles for the given operation.

@@ -55,6 +55,17 @@ type Handler interface {
 	//
 	// GET /v2/serverless/{endpointId}
 	GetEndpoint(ctx context.Context, params GetEndpointParams) (GetEndpointRes, error)
+	// GetEndpointHistory implements getEndpointHistory operation.
+	//
+	// Jobs ended per status, and delay and execution time percentiles, per step: the last hour by minute
+	// (`range=1h`, the default) or the last 24 hours by 15 minutes (`range=24h`). Every step of the range
+	// is listed, oldest first, empty ones included; the last holds now. Every replica answers the same:
+	// the counts are kept in the store (25 hours), not in one process. Percentiles are estimated from
+	// histogram bins with 1, 2, 5 x 10^n millisecond bounds (linear within a bin). The keys and scopes
+	// that may read the endpoint's health may read it.
+	//
+	// GET /v2/{endpointId}/metrics
+	GetEndpointHistory(ctx context.Context, params GetEndpointHistoryParams) (GetEndpointHistoryRes, error)
 	// GetHealth implements getHealth operation.
 	//
 	// GET /v2/{endpointId}/health

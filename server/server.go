@@ -265,7 +265,8 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 	lbRequests := telemetry.NewLBRequests() // LOAD_BALANCER requests by endpoint and status
 	engine, err := NewEngine(EngineConfig{
 		Jobs: core.JobsConfig{Store: jobStore, Clock: clock, Log: log, Tokens: tokens, Notify: s.webhooks,
-			Meter: models.NewMeter(cfg.catalog, s.files), Usage: s.st.usage, Observer: observer},
+			Meter: models.NewMeter(cfg.catalog, s.files), Usage: s.st.usage, Observer: observer,
+			History: s.st.history},
 		Scheduler: scheduler.Config{Pools: s.pools, BaseURL: "http://" + loopback(s.ln.Addr().String()), Clock: clock, Log: log,
 			StableWindow: cfg.Autoscaler.StableWindow, PanicWindow: cfg.Autoscaler.PanicWindow,
 			InitTimeout: time.Duration(cfg.Autoscaler.InitTimeout) * time.Second,
@@ -290,6 +291,13 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 			log.Warn("no peerUrl: listening on every interface names no address the other replicas can reach, so while another replica leads, this one answers LOAD_BALANCER requests 503; set peerUrl (--peer-url, GANTRY_PEER_URL)")
 		}
 	}
+	// The history of the jobs that ended while the workers stopped is stored before the
+	// stores close (closers run last first).
+	s.closers = append(s.closers, func() {
+		if err := jobs.FlushHistory(context.Background()); err != nil {
+			log.Warn("storing history", "err", err)
+		}
+	})
 	// The scheduler stops (every worker told to) before the stores close.
 	s.closers = append(s.closers, s.stopWorkers)
 	// Recover's restart rule (every running job's worker died with the server) holds only
@@ -422,6 +430,7 @@ func (s *Server) Start() {
 	s.started = true
 	jobs, sched := s.engine.Jobs, s.engine.Scheduler
 	s.background.Go(func() { jobs.Run(s.serveCtx, 250*time.Millisecond) })
+	s.background.Go(func() { jobs.RunHistory(s.serveCtx) }) // the endpoints' history, stored every second
 	if s.elector == nil {
 		s.background.Go(func() { sched.Run(s.serveCtx, s.st.source, s.tick, 30*time.Second) })
 	} else {

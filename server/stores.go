@@ -28,6 +28,7 @@ type stores struct {
 	source    scheduler.EndpointSource // every endpoint, for the scheduler's sync
 	keys      core.KeyStore
 	usage     core.UsageStore
+	history   core.HistoryStore // the endpoints' per-minute history
 	files     core.FileStore
 	fileKey   []byte // signs file URLs; every replica must share it
 	tokens    core.WorkerTokenStore
@@ -90,7 +91,7 @@ func (s *Server) openStores(ctx context.Context) error {
 		return fmt.Errorf("loading the file-signing key: %w", err)
 	}
 	s.st = stores{
-		endpoints: st, templates: st, source: st, keys: keys, usage: st, files: fileDir, fileKey: fileKey,
+		endpoints: st, templates: st, source: st, keys: keys, usage: st, history: st, files: fileDir, fileKey: fileKey,
 		tokens: st, limits: &core.RateLimiter{}, pebble: st,
 		jobs: func(o memq.Options) (core.JobStore, error) { return st.Jobs(o) },
 	}
@@ -157,7 +158,7 @@ func (s *Server) openPostgres(ctx context.Context) error {
 		return fmt.Errorf("loading the file-signing key: %w", err)
 	}
 	s.st = stores{
-		endpoints: db, templates: db, source: db, keys: keys, usage: db, files: db, fileKey: fileKey,
+		endpoints: db, templates: db, source: db, keys: keys, usage: db, history: db, files: db, fileKey: fileKey,
 		tokens: tokens, limits: db.RateLimits(), leases: db.Leases(), pg: db, check: pinger.Ping,
 		jobs: func(o memq.Options) (core.JobStore, error) {
 			jobs, err := postgres.OpenJobs(ctx, db, postgres.JobOptions{Log: o.Log})

@@ -341,6 +341,27 @@ await step("workers", async () => {
   if (!heads.includes("Jobs held")) throw new Error("the workers table's columns are " + heads);
 });
 
+await step("metrics-history", async () => {
+  // a Metrics tab opened afresh already shows the jobs run above (the server's history), in
+  // their statuses' colours, before /metrics could have been sampled twice
+  await page.goto(BASE + `/#/endpoints/${state.ep}/metrics`);
+  await page.reload();
+  const opened = Date.now();
+  await page.waitForFunction(() => {
+    const ended = [...document.querySelectorAll("#charts .chart")].find((c) => c.dataset.title.startsWith("Jobs ended"));
+    return ended && +ended.dataset.max >= 1 && ended.querySelector(".legend .st-failed");
+  }, null, {timeout: 4000});
+  if (Date.now() - opened > 4500) throw new Error("the history took more than a sample interval to show");
+  const colours = await page.evaluate(() => {
+    const ended = [...document.querySelectorAll("#charts .chart")].find((c) => c.dataset.title.startsWith("Jobs ended"));
+    const stroke = (cls) => getComputedStyle(ended.querySelector("polyline." + cls)).stroke;
+    return {completed: stroke("st-completed"), failed: stroke("st-failed"), xticks: ended.dataset.xticks};
+  });
+  if (colours.completed !== "rgb(22, 163, 74)" || colours.failed !== "rgb(192, 57, 43)") throw new Error("status colours: " + JSON.stringify(colours));
+  if (!colours.xticks.split(" ").every((t) => /^\d\d:\d0$/.test(t))) throw new Error("time ticks are not at round minutes: " + colours.xticks);
+  await shots("metrics-history");
+});
+
 await step("metrics", async () => {
   await page.click("a[data-tab=metrics]");
   // real data: the execution-time percentiles of the jobs run above, and worker states over

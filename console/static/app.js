@@ -5,6 +5,7 @@
 import {h, replace, errorBox, badge, statusKind, ms, json} from "./dom.js";
 import * as api from "./api.js";
 import * as metrics from "./metrics.js";
+import * as history from "./history.js";
 import {lineChart} from "./charts.js";
 
 const main = document.getElementById("main");
@@ -729,9 +730,22 @@ async function workersTab(ep, rest) {
   return h("div", {}, table, logBox);
 }
 
-function metricsTab(ep) {
+// metricsTab draws the endpoint's history (history.js: the server's, there when the tab opens,
+// read again at each sample) and its live gauges (metrics.js: /metrics, sampled while open).
+async function metricsTab(ep) {
   const wrap = h("div", {class: "charts", id: "charts"});
   const want = {endpoint: ep.id};
+  let range = "1h", hist = null;
+  const note = h("span", {class: "muted", id: "history-note"});
+  const loadHistory = async () => {
+    const asked = range;
+    try {
+      const got = history.series(await history.load(ep.id, asked));
+      if (asked !== range) return; // the range changed meanwhile: its own read draws it
+      hist = got;
+      replace(note, "");
+    } catch (e) { replace(note, "The history cannot be read: " + e.message); }
+  };
   const draw = () => {
     if (isLB(ep)) return replace(wrap, ...lbCharts(ep, want));
     const cold = metrics.gauge("gantry_cold_start_seconds_count", want, "mode");
@@ -740,18 +754,24 @@ function metricsTab(ep) {
       const sums = metrics.gauge("gantry_cold_start_seconds_sum", {endpoint: ep.id, mode}, "mode")[mode] || [];
       coldMean[mode + " mean"] = sums.map(([t, s], i) => [t, cold[mode][i] && cold[mode][i][1] ? s / cold[mode][i][1] : 0]);
     }
+    const span = hist ? {from: hist.from, to: hist.to} : {};
+    const per = range === "1h" ? "minute" : "15 minutes";
     replace(wrap,
-      lineChart("Jobs ended per minute, by status", metrics.rate("gantry_jobs_ended_total", want, "status")),
+      lineChart(`Jobs ended per ${per}, by status`, hist ? hist.ended : {}, undefined, span),
       lineChart("Jobs queued and running", {...prefix("queued ", metrics.gauge("gantry_queue_jobs", want, "priority")), ...prefix("", {running: (metrics.gauge("gantry_jobs_in_progress", want, "endpoint")[ep.id] || [])})}),
-      lineChart("Delay time (queue), p50 / p90 / p99 over 5 min", metrics.quantiles("gantry_job_delay_seconds", want), "s"),
-      lineChart("Execution time, p50 / p90 / p99 over 5 min", metrics.quantiles("gantry_job_execution_seconds", want), "s"),
+      lineChart(`Delay time (queue), p50 / p90 / p99 per ${per}`, hist ? hist.delay : {}, "s", span),
+      lineChart(`Execution time, p50 / p90 / p99 per ${per}`, hist ? hist.exec : {}, "s", span),
       lineChart("Cold starts (count, by mode)", cold),
       lineChart("Cold start mean duration, by mode", coldMean, "s"),
       lineChart("Workers by state", metrics.gauge("gantry_workers", want, "state")));
   };
+  const select = h("select", {id: "history-range", onchange: async () => { range = select.value; await loadHistory(); draw(); }},
+    history.RANGES.map((r) => h("option", {value: r}, r === "1h" ? "last hour" : "last 24 hours")));
+  await loadHistory();
   draw();
-  onLeave(metrics.onSample(draw));
-  return h("div", {}, h("p", {class: "muted"}, `Read from /metrics every ${metrics.EVERY_MS / 1000} s while the console is open (${metrics.count()} samples so far).`), wrap);
+  onLeave(metrics.onSample(() => { loadHistory().then(draw); }));
+  return h("div", {}, h("p", {class: "muted"}, "Jobs and times: the server's history over the ", select,
+    ` (kept 24 h, the same from every replica). Queue, workers and cold starts: read from /metrics every ${metrics.EVERY_MS / 1000} s while the console is open. `, note), wrap);
 }
 
 // lbCharts are a load balancer's charts: its requests by status class and their latency

@@ -10,12 +10,35 @@ function svg(tag, attrs, ...kids) {
   return el;
 }
 
-// nice rounds a maximum up to 1, 2 or 5 times a power of ten.
-function nice(v) {
-  if (!(v > 0)) return 1;
-  const p = Math.pow(10, Math.floor(Math.log10(v)));
-  for (const m of [1, 2, 5, 10]) if (m * p >= v) return m * p;
-  return 10 * p;
+// ticks returns the round values for an axis from 0 (or lo) up to at least hi: a step of 1, 2
+// or 5 times a power of ten giving at most max intervals, every multiple of it from the first
+// at or below lo to the first at or above hi. A range with nothing in it is 0 to 1.
+export function ticks(lo, hi, max = 5) {
+  if (!(hi > lo)) { lo = Math.min(lo, 0); hi = lo + 1; }
+  const raw = (hi - lo) / max;
+  const p = Math.pow(10, Math.floor(Math.log10(raw)));
+  let step = 10 * p;
+  for (const m of [1, 2, 5]) if (m * p >= raw - 1e-12 * raw) { step = m * p; break; }
+  const out = [];
+  const first = Math.floor(lo / step + 1e-9), last = Math.ceil(hi / step - 1e-9);
+  for (let i = first; i <= last; i++) out.push(Number((i * step).toPrecision(12)));
+  return out;
+}
+
+const MIN = 60000, HOUR = 60 * MIN;
+// TIME_STEPS are the round steps of a time axis, in ms.
+const TIME_STEPS = [10000, 15000, 30000, MIN, 2 * MIN, 5 * MIN, 10 * MIN, 15 * MIN, 30 * MIN, HOUR, 2 * HOUR, 3 * HOUR, 6 * HOUR, 12 * HOUR, 24 * HOUR];
+
+// timeTicks returns the round times (ms) within [t0, t1] for a time axis: the smallest step of
+// TIME_STEPS giving at most max ticks, at its multiples in local time (a 15-minute step at :00,
+// :15, :30, :45; a 3-hour step at 00:00, 03:00...). offsetMin is the zone's offset east of UTC
+// in minutes (default: the browser's).
+export function timeTicks(t0, t1, max = 6, offsetMin) {
+  const off = (offsetMin === undefined ? -new Date(t0).getTimezoneOffset() : offsetMin) * MIN;
+  const step = TIME_STEPS.find((s) => (t1 - t0) / s <= max) || TIME_STEPS[TIME_STEPS.length - 1];
+  const out = [];
+  for (let t = Math.ceil((t0 + off) / step) * step - off; t <= t1; t += step) out.push(t);
+  return out;
 }
 
 function fmt(v, unit) {
@@ -28,11 +51,20 @@ function fmt(v, unit) {
   return (Math.round(v * 100) / 100).toString();
 }
 
-const clock = (t) => new Date(t).toTimeString().slice(0, 8);
+const clock = (t) => new Date(t).toTimeString().slice(0, 5);
 
-// lineChart draws series ({name: [[t, v]]}) over time; unit "s" formats seconds. The chart's
-// element carries data-points, the number of points drawn.
-export function lineChart(title, series, unit) {
+// STATUS_CLASS colours the job statuses the same in every chart and badge: COMPLETED green,
+// FAILED red, TIMED_OUT amber, CANCELLED grey.
+const STATUS_CLASS = {COMPLETED: "st-completed", FAILED: "st-failed", TIMED_OUT: "st-timed-out", CANCELLED: "st-cancelled"};
+
+// seriesClass is the colour class of series n (the i-th): its status's, else a palette's.
+export function seriesClass(n, i) { return STATUS_CLASS[n] || "s" + (i % 6); }
+
+// lineChart draws series ({name: [[t, v]]}) over time; unit "s" formats seconds; opts.from
+// and opts.to fix the time axis (ms; default: the points' span). Axis ticks are round: values
+// of 1, 2, 5 x 10^n steps, times at round minutes or hours. The chart's element carries
+// data-points (the number of points drawn), data-max (the largest value) and data-xticks / data-yticks (the ticks' labels).
+export function lineChart(title, series, unit, opts = {}) {
   const names = Object.keys(series).sort();
   const pts = names.flatMap((n) => series[n]);
   const box = document.createElement("div");
@@ -41,24 +73,31 @@ export function lineChart(title, series, unit) {
   h3.textContent = title;
   box.appendChild(h3);
   box.dataset.points = String(pts.length);
+  box.dataset.max = String(Math.max(0, ...pts.map((p) => p[1])));
   box.dataset.title = title;
   const root = svg("svg", {viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": title});
-  const t0 = pts.length ? Math.min(...pts.map((p) => p[0])) : Date.now() - 60000;
-  const t1 = pts.length ? Math.max(...pts.map((p) => p[0]), t0 + 1000) : Date.now();
-  const ymax = nice(Math.max(0, ...pts.map((p) => p[1])));
+  const now = Date.now();
+  const t0 = opts.from ?? (pts.length ? Math.min(...pts.map((p) => p[0])) : now - 60000);
+  const t1 = opts.to ?? (pts.length ? Math.max(...pts.map((p) => p[0]), t0 + 1000) : now);
+  const yt = ticks(0, Math.max(0, ...pts.map((p) => p[1])), 4);
+  const ymax = yt[yt.length - 1];
   const x = (t) => L + (W - L - R) * (t - t0) / (t1 - t0);
   const y = (v) => T + (H - T - B) * (1 - v / ymax);
-  for (let i = 0; i <= 4; i++) {
-    const v = ymax * i / 4;
-    root.appendChild(svg("line", {class: i ? "grid" : "axis", x1: L, x2: W - R, y1: y(v), y2: y(v)}));
+  for (const v of yt) {
+    root.appendChild(svg("line", {class: v ? "grid" : "axis", x1: L, x2: W - R, y1: y(v), y2: y(v)}));
     root.appendChild(svg("text", {x: L - 6, y: y(v) + 3, "text-anchor": "end"}, fmt(v, unit)));
   }
   root.appendChild(svg("line", {class: "axis", x1: L, x2: L, y1: T, y2: H - B}));
-  root.appendChild(svg("text", {x: L, y: H - 8}, clock(t0)));
-  root.appendChild(svg("text", {x: W - R, y: H - 8, "text-anchor": "end"}, clock(t1)));
+  const xt = timeTicks(t0, t1, 6);
+  box.dataset.xticks = xt.map(clock).join(" ");
+  box.dataset.yticks = yt.join(" ");
+  for (const t of xt) {
+    root.appendChild(svg("line", {class: "axis", x1: x(t), x2: x(t), y1: H - B, y2: H - B + 4}));
+    root.appendChild(svg("text", {x: x(t), y: H - 8, "text-anchor": "middle"}, clock(t)));
+  }
   names.forEach((n, i) => {
     const ps = series[n];
-    const cls = "s" + (i % 6);
+    const cls = seriesClass(n, i);
     if (ps.length > 1) {
       root.appendChild(svg("polyline", {class: "line " + cls, points: ps.map((p) => `${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join(" ")}));
     }
@@ -70,7 +109,7 @@ export function lineChart(title, series, unit) {
   legend.className = "legend";
   names.forEach((n, i) => {
     const s = document.createElement("span");
-    s.className = "s" + (i % 6);
+    s.className = seriesClass(n, i);
     const last = series[n][series[n].length - 1];
     s.textContent = n + (last ? " " + fmt(last[1], unit) : "");
     legend.appendChild(s);

@@ -46,13 +46,15 @@ export function badge(text, kind) {
   return h("span", {class: "badge " + (kind || "idle")}, text);
 }
 
-// statusKind is the badge colour of a job or worker status.
+// statusKind is the badge colour of a job or worker status. Job statuses match the charts'
+// (charts.js): COMPLETED green, FAILED red, TIMED_OUT amber, CANCELLED grey.
 export function statusKind(s) {
   switch (s) {
     case "COMPLETED": case "IDLE": case "RUNNING": case "ready": return "ok";
     case "IN_QUEUE": case "IN_PROGRESS": case "INITIALIZING": case "booting": return "info";
-    case "FAILED": case "TIMED_OUT": case "UNHEALTHY": case "unhealthy": return "bad";
-    case "CANCELLED": case "STOPPING": case "throttled": return "warn";
+    case "FAILED": case "UNHEALTHY": case "unhealthy": return "bad";
+    case "TIMED_OUT": case "STOPPING": case "throttled": return "warn";
+    case "CANCELLED": return "idle";
     default: return "idle";
   }
 }

@@ -31,6 +31,7 @@ type Store struct {
 	files     map[string]file      // file name -> contents
 	secrets   map[string][]byte    // name -> secret (secrets.go)
 	revoked   map[string]time.Time // worker id -> when its revoked tokens expire
+	history   map[historyKey]core.HistoryCounts
 }
 
 // New returns an empty store.
@@ -44,6 +45,7 @@ func New() *Store {
 		files:     map[string]file{},
 		secrets:   map[string][]byte{},
 		revoked:   map[string]time.Time{},
+		history:   map[historyKey]core.HistoryCounts{},
 	}
 }
 

@@ -43,3 +43,11 @@ func TestWorkerTokenStore(t *testing.T) {
 	t.Parallel()
 	storetest.RunWorkerTokenStore(t, opener(func(s *memory.Store) core.WorkerTokenStore { return s }))
 }
+
+func TestHistoryStore(t *testing.T) {
+	t.Parallel()
+	storetest.RunHistoryStore(t, func(t *testing.T) (core.HistoryStore, func() core.HistoryStore) {
+		s := memory.New() // its reopen is the same store: memory does not survive a restart
+		return s, func() core.HistoryStore { return s }
+	})
+}

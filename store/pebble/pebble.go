@@ -24,7 +24,8 @@ type Store struct {
 	db *pebble.DB
 	mu sync.Mutex // serialises management writes (put and delete read the old record first)
 
-	usageMu [16]sync.Mutex // AddUsage's check and write, striped by job id: other jobs' syncs group
+	usageMu   [16]sync.Mutex // AddUsage's check and write, striped by job id: other jobs' syncs group
+	historyMu sync.Mutex     // AddHistory's reads and write of the counters it adds to
 
 	rev revocations // named secrets and worker-token revocations (secrets.go)
 

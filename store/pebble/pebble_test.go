@@ -65,3 +65,8 @@ func TestJobStoreContract(t *testing.T) {
 		return js
 	})
 }
+
+func TestHistoryStore(t *testing.T) {
+	t.Parallel()
+	storetest.RunHistoryStore(t, opener(func(s *pebble.Store) core.HistoryStore { return s }))
+}

@@ -215,3 +215,45 @@ func TestFollowEndpoints(t *testing.T) {
 		t.Errorf("deleting again = %v; want core.ErrNotFound", err)
 	}
 }
+
+func TestHistoryStore(t *testing.T) {
+	t.Parallel()
+	storetest.RunHistoryStore(t, opener(func(_ *testing.T, db *postgres.DB) core.HistoryStore { return db }))
+}
+
+// TestHistorySharedByReplicas: two replicas on one database add to the same minute at once,
+// and each reads the sum of both.
+func TestHistorySharedByReplicas(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	a, b := open(t, url), open(t, url)
+	at := time.Date(2026, 11, 27, 17, 0, 0, 0, time.UTC)
+	one := core.HistoryCounts{Completed: 1, ExecSumMs: 700}
+	one.Exec[7] = 1
+	done := make(chan error, 2)
+	for _, db := range []*postgres.DB{a, b} {
+		go func() {
+			for range 20 {
+				if err := db.AddHistory(context.Background(), []core.HistoryRecord{{Endpoint: "ep-a", At: at, Counts: one}}); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatalf("AddHistory = %v; want nil", err)
+		}
+	}
+	for name, db := range map[string]*postgres.DB{"a": a, "b": b} {
+		recs, err := db.ScanHistory(context.Background(), "ep-a", at, at.Add(time.Minute))
+		if err != nil || len(recs) != 1 {
+			t.Fatalf("replica %s: ScanHistory = %+v, %v; want one record", name, recs, err)
+		}
+		if c := recs[0].Counts; c.Completed != 40 || c.Exec[7] != 40 || c.ExecSumMs != 28000 {
+			t.Errorf("replica %s: counts = %+v; want 40 completed, Exec[7] 40, ExecSumMs 28000", name, c)
+		}
+	}
+}
