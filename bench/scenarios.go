@@ -369,17 +369,17 @@ func (b *bench) scenarioE2E() error {
 		row{"queue floor (in the Gantry column): jobs completed per second", fmt.Sprintf("%.0f jobs/s (%d in %.2f s; Gantry at concurrency 1 is %.3fx the floor)",
 			fl.jobsPerSec(), fl.h.Jobs.Completed, fl.elapsed.Seconds(), passes[0].jobsPerSec()/fl.jobsPerSec()), "", "", ""},
 		row{"queue floor: submission phase; /run p50 / p99", fmt.Sprintf("%.2f s, %s; %s / %s", fl.sub.Elapsed.Seconds(), rps(fl.sub.rate()), ms(fl.sub.P50), ms(fl.sub.P99)), "", "", ""},
-		row{"queue floor: CPU per job: server / the same worker processes", fmt.Sprintf("%.0f µs / %.0f µs (%.1f + %.1f CPU-s, %d workers)",
+		row{"queue floor: CPU per job: server / its worker processes", fmt.Sprintf("%.0f µs / %.0f µs (%.1f + %.1f CPU-s, %d workers)",
 			1e6*fl.serveCPU/float64(n), 1e6*fl.workersCPU/float64(n), fl.serveCPU, fl.workersCPU, fl.nWorkers), "", "", ""},
 		row{"durable queue floor (in the Gantry column): jobs completed per second", fmt.Sprintf("%.0f jobs/s (%d in %.2f s; Gantry at concurrency 1 is %.3fx this floor)",
 			fd.jobsPerSec(), fd.h.Jobs.Completed, fd.elapsed.Seconds(), passes[0].jobsPerSec()/fd.jobsPerSec()), "", "", ""},
 		row{"durable queue floor: submission phase; /run p50 / p99", fmt.Sprintf("%.2f s, %s; %s / %s", fd.sub.Elapsed.Seconds(), rps(fd.sub.rate()), ms(fd.sub.P50), ms(fd.sub.P99)), "", "", ""},
-		row{"durable queue floor: CPU per job: server / the same worker processes", fmt.Sprintf("%.0f µs / %.0f µs (%.1f + %.1f CPU-s, %d workers)",
+		row{"durable queue floor: CPU per job: server / its worker processes", fmt.Sprintf("%.0f µs / %.0f µs (%.1f + %.1f CPU-s, %d workers)",
 			1e6*fd.serveCPU/float64(n), 1e6*fd.workersCPU/float64(n), fd.serveCPU, fd.workersCPU, fd.nWorkers), "", "", ""},
 	)
 	s.notes = append(s.notes, fmt.Sprintf("The queue floor is the least any platform can do with these clients and workers: a plain net/http server (the bench binary, -bare-queue-workers) "+
 		"that keeps jobs in a Go channel, in memory only (no disk, no keys, no validation, no job records, no retention), answers /run, hands each job to a parked job-take long poll "+
-		"and counts job-done posts, with the same %d `gantry worker echo` processes (started by it, with the environment Gantry's process pool gives them) "+
+		"and counts job-done posts, with %d echo worker processes of the bench's own (bench -floor-worker, a fixed build: a change to Gantry's worker does not move the floor; started by it, with the environment Gantry's process pool gives them) "+
 		"and the same %d clients. Completion is polled every 20 ms. It is the ceiling of the end-to-end rate on this machine; measured in the same run. "+
 		"The durable queue floor adds only the writes Gantry cannot skip, through Gantry's own store (store/pebble): at /run the job's input and record, synced before the answer; "+
 		"at job-take the record, not synced (a take lost in a crash is taken again); at job-done the record, synced (a completed job must not run again after a crash).", w, b.o.e2eClients))
