@@ -1,7 +1,8 @@
 package main
 
 // The end-to-end floor: the least a server can do to move jobs from clients through long-polling
-// worker processes, measured with the same clients as Gantry and the same number of worker processes (the bench's own echo worker).
+// worker processes, measured with the same clients as Gantry and as many worker processes (the
+// bench's own echo worker).
 
 import (
 	"context"
