@@ -156,12 +156,16 @@ func New(cfg Config) (*API, error) {
 // SetReady flips /healthz between 503 and 200 (503 all the same while Config.StoreCheck fails).
 func (a *API) SetReady(ready bool) { a.ready.Store(ready) }
 
-// ServeHTTP routes /healthz itself and hands the rest to the generated server, after the
+// ServeHTTP routes /healthz and /livez itself and hands the rest to the generated server, after the
 // checks that must see the raw request: body caps (413), JSON syntax (400), and the worker
 // routes' Content-Type (RunPod workers post JSON as a form).
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/healthz" {
 		a.serveHealthz(w, r) // health.go
+		return
+	}
+	if r.URL.Path == "/livez" {
+		a.serveLivez(w, r) // health.go
 		return
 	}
 	if strings.HasPrefix(r.URL.Path, LBPrefix) && !a.draining.Load() {

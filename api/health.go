@@ -70,3 +70,14 @@ func (a *API) serveHealthz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 }
+
+// serveLivez answers /livez: 200 while this process serves HTTP, whatever its store or
+// readiness says. It is the liveness probe's route: a process whose store is down, or that is
+// draining, is alive, and restarting it would not help (/healthz tells a load balancer those).
+func (a *API) serveLivez(w http.ResponseWriter, r *http.Request) {
+	if !a.healthzMethod(w, r) {
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(`{"status":"alive"}` + "\n"))
+}

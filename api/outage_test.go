@@ -164,3 +164,33 @@ func TestHealthzTellsTheStoreIsDown(t *testing.T) {
 		})
 	}
 }
+
+// TestLivezIgnoresTheStore: /livez, the liveness probe's route, answers 200 while the store is
+// down and while the server drains, when /healthz answers 503; other methods get 405.
+func TestLivezIgnoresTheStore(t *testing.T) {
+	t.Parallel()
+	var down atomic.Bool
+	e := setup(t, setupOpts{quota: core.Quota{Minute: 1000},
+		storeCheck: func(context.Context) error {
+			if down.Load() {
+				return errStoreDown
+			}
+			return nil
+		}})
+	down.Store(true)
+	if r := e.do("GET", "/healthz", "", ""); r.status != 503 {
+		t.Fatalf("GET /healthz with the store down = %d; want 503", r.status)
+	}
+	for _, m := range []string{"GET", "HEAD"} {
+		if r := e.do(m, "/livez", "", ""); r.status != 200 {
+			t.Errorf("%s /livez with the store down = %d %s; want 200", m, r.status, r.body)
+		}
+	}
+	e.api.Drain()
+	if r := e.do("GET", "/livez", "", ""); r.status != 200 {
+		t.Errorf("GET /livez while draining = %d %s; want 200", r.status, r.body)
+	}
+	if r := e.do("POST", "/livez", "", ""); r.status != 405 || r.header.Get("Allow") != api.HeadAllow {
+		t.Errorf("POST /livez = %d (Allow %q); want 405, Allow %q", r.status, r.header.Get("Allow"), api.HeadAllow)
+	}
+}
