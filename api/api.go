@@ -172,9 +172,9 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.serveLB(w, r) // the workers' answers, relayed (lbproxy): not counted
 		return
 	}
-	rec := &statusRecorder{ResponseWriter: w}
+	rec := &lbproxy.StatusRecorder{ResponseWriter: w}
 	op := a.serveAPI(rec, r)
-	a.requests.count(op, rec.status())
+	a.requests.count(op, answeredStatus(rec))
 }
 
 // serveAPI serves a request of the API (not /healthz, not /lb/) and returns the operation that

@@ -1,10 +1,12 @@
 package api
 
 import (
+	"cmp"
 	"net/http"
 	"strconv"
 	"sync"
 
+	"github.com/gantryhq/gantry/lbproxy"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -46,43 +48,6 @@ func (q *requests) count(op string, code int) {
 // collector.
 func (a *API) Collector() prometheus.Collector { return a.requests.vec }
 
-// statusRecorder is the ResponseWriter the API's handlers write to: it keeps the status sent.
-// Unwrap lets http.ResponseController reach the connection's deadlines and flushes.
-type statusRecorder struct {
-	http.ResponseWriter
-	code int
-}
-
-func (s *statusRecorder) WriteHeader(code int) {
-	if s.code == 0 && code >= 200 { // 1xx are interim answers
-		s.code = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusRecorder) Write(b []byte) (int, error) {
-	if s.code == 0 {
-		s.code = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-// Flush sends what is buffered (stream parts), as the connection's writer does.
-func (s *statusRecorder) Flush() {
-	if s.code == 0 {
-		s.code = http.StatusOK
-	}
-	if f, ok := s.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
-// status is the status sent; 200 when the handler wrote nothing (net/http's answer).
-func (s *statusRecorder) status() int {
-	if s.code == 0 {
-		return http.StatusOK
-	}
-	return s.code
-}
+// answeredStatus is the status rec's request got: its Code, or 200 when the handler wrote
+// nothing (net/http's answer).
+func answeredStatus(rec *lbproxy.StatusRecorder) int { return cmp.Or(rec.Code, http.StatusOK) }

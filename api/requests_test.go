@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/gantryhq/gantry/lbproxy"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -40,9 +41,9 @@ func TestStatusRecorder(t *testing.T) {
 		{"an interim answer first", func(w http.ResponseWriter) { w.WriteHeader(103); w.WriteHeader(201) }, 201},
 		{"a flush", func(w http.ResponseWriter) { w.(http.Flusher).Flush() }, 200},
 	} {
-		rec := &statusRecorder{ResponseWriter: httptest.NewRecorder()}
+		rec := &lbproxy.StatusRecorder{ResponseWriter: httptest.NewRecorder()}
 		c.do(rec)
-		if got := rec.status(); got != c.want {
+		if got := answeredStatus(rec); got != c.want {
 			t.Errorf("%s: status() = %d; want %d", c.name, got, c.want)
 		}
 	}
@@ -55,9 +56,9 @@ func BenchmarkRequestCount(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			rec := &statusRecorder{ResponseWriter: w}
-			rec.code = 200
-			q.count("runJob", rec.status())
+			rec := &lbproxy.StatusRecorder{ResponseWriter: w}
+			rec.Code = 200
+			q.count("runJob", answeredStatus(rec))
 		}
 	})
 }

@@ -75,10 +75,10 @@ func (p *Proxy) serveReverse(w http.ResponseWriter, r *http.Request) {
 	id, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, Prefix), "/")
 	start := time.Now()
 	if p.obs != nil {
-		rec := &statusRecorder{ResponseWriter: w}
+		rec := &StatusRecorder{ResponseWriter: w}
 		w = rec
 		defer func() {
-			p.observe(endpoint, rec.status(r), start)
+			p.observe(endpoint, relayedStatus(rec, r), start)
 		}()
 	}
 	ctx := p.adm.WithWriter(r.Context(), w)
@@ -114,34 +114,11 @@ var buffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }
 func (bufferPool) Get() []byte  { return *buffers.Get().(*[]byte) }
 func (bufferPool) Put(b []byte) { buffers.Put(&b) }
 
-// statusRecorder keeps the status the general proxy sent, for the Observer. Unwrap lets
-// http.ResponseController reach the connection (flushes, the hijack of an upgrade).
-type statusRecorder struct {
-	http.ResponseWriter
-	code int
-}
-
-func (s *statusRecorder) WriteHeader(code int) {
-	if s.code == 0 && code >= 200 { // 1xx are interim answers
-		s.code = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusRecorder) Write(b []byte) (int, error) {
-	if s.code == 0 {
-		s.code = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
-// status is the status r's caller got: 101 for an upgrade relayed on the hijacked
-// connection, 0 when nothing was sent (the caller went away).
-func (s *statusRecorder) status(r *http.Request) int {
-	if s.code == 0 && r.Header.Get("Upgrade") != "" {
+// relayedStatus is the status r's caller got through rec: 101 for an upgrade relayed on the
+// hijacked connection, 0 when nothing was sent (the caller went away).
+func relayedStatus(rec *StatusRecorder, r *http.Request) int {
+	if rec.Code == 0 && r.Header.Get("Upgrade") != "" {
 		return http.StatusSwitchingProtocols
 	}
-	return s.code
+	return rec.Code
 }
