@@ -91,6 +91,21 @@ type Adopter interface {
 	Adopt(ctx context.Context, w LiveWorker, report func(WorkerEvent)) error
 }
 
+// VolumeStorage is implemented by pools that keep network volumes for their data center: a
+// directory on a local host, a Kubernetes PersistentVolumeClaim, a RunPod network volume. The
+// config says which pool stores a data center's volumes. Every method is idempotent, so that
+// a replica or a restart may call it again.
+type VolumeStorage interface {
+	// EnsureVolume makes v's storage if it does not exist, or grows it to v.SizeGB; it never
+	// shrinks one. It returns once the storage can be mounted.
+	EnsureVolume(ctx context.Context, v core.Volume) error
+	// DeleteVolume removes a volume's storage and its data; an unknown volume is not an
+	// error. The caller has checked that no endpoint names it.
+	DeleteVolume(ctx context.Context, v core.Volume) error
+	// VolumeUsage reports the bytes a volume holds, where the storage can tell (-1 if not).
+	VolumeUsage(ctx context.Context, v core.Volume) (int64, error)
+}
+
 // ErrUnsupported is what a pool answers to Suspend or Resume when it cannot.
 var ErrUnsupported = errors.New("not supported by this pool")
 
@@ -130,6 +145,12 @@ type WorkerSpec struct {
 	// process pool gives each worker free ports of the host, as workers share its network),
 	// and reports where each asked-for port is reached in the WorkerRunning event's Addrs.
 	PortEnv map[string]int
+	// Volume is the network volume the worker sees at core.VolumeMountPath, read-write: the
+	// one of the endpoint's networkVolumes in this pool's data center; nil = none. The
+	// pool's VolumeStorage has made it (EnsureVolume) before the scheduler starts the worker.
+	// A pool that cannot mount it fails the worker (WorkerExited, Err saying why) rather than
+	// run it without its volume.
+	Volume *core.Volume
 	// Report receives the worker's state changes. It must not block for long; it is never nil
 	// when the scheduler calls Start.
 	Report func(WorkerEvent)
