@@ -60,7 +60,7 @@ func (a *API) readBody(w http.ResponseWriter, r *http.Request, limit int64) (bod
 		return body, n, nil
 	}
 	// Chunked: grow the buffer by doubling, reserving each size before allocating it.
-	body = make([]byte, 0, 0)
+	body = []byte{}
 	for {
 		if len(body) == cap(body) {
 			if int64(len(body)) > limit {

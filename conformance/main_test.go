@@ -48,7 +48,7 @@ func run(m *testing.M) int {
 	defer cancel()
 	// Containers join the host network only: with `dockerd --bridge=none` there is no bridge,
 	// and testcontainers would otherwise create one and attach every container to it.
-	provider, err := testcontainers.NewDockerProvider(testcontainers.DefaultNetwork("host"))
+	provider, err := testcontainers.NewDockerProvider(testcontainers.DefaultNetwork("host")) //nolint:staticcheck // deprecated without a replacement for the provider's default network
 	if err == nil {
 		err = provider.Health(ctx)
 	}

@@ -43,7 +43,7 @@ func (s *callerSet) shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.stopping.Store(true)
 	for c := range s.conns {
-		c.conn.SetReadDeadline(aLongTimeAgo)
+		_ = c.conn.SetReadDeadline(aLongTimeAgo)
 	}
 	if len(s.conns) == 0 {
 		s.mu.Unlock()

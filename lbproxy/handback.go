@@ -47,7 +47,7 @@ func (p *Proxy) handBack(srv *http.Server, conn *handedConn) {
 		if v, ok = p.handoffs.LoadOrStore(srv, h); !ok {
 			go func() {
 				_ = srv.Serve(h) // ends when srv shuts down (or was already)
-				h.Close()
+				_ = h.Close()
 			}()
 		}
 	}

@@ -181,7 +181,7 @@ func (c *callerConn) serve() {
 	for {
 		keep := c.serveOne()
 		if !keep || c.q.close {
-			c.conn.Close()
+			_ = c.conn.Close()
 			return
 		}
 		if cap(c.body) > keepBuffer || cap(c.out) > keepBuffer {
@@ -190,7 +190,7 @@ func (c *callerConn) serve() {
 		ok, err := c.next()
 		switch {
 		case err != nil:
-			c.conn.Close()
+			_ = c.conn.Close()
 			return
 		case !ok:
 			c.p.handBack(c.srv, &handedConn{Conn: c.conn, br: c.br})
@@ -219,7 +219,7 @@ func bareLF(b []byte) bool {
 func (c *callerConn) next() (bool, error) {
 	idle, header := c.timeouts()
 	if idle > 0 {
-		c.conn.SetReadDeadline(time.Now().Add(idle))
+		_ = c.conn.SetReadDeadline(time.Now().Add(idle))
 	}
 	if c.p.callers.closing() {
 		// Checked again after the deadline is set: a shutdown that began since has set (or
@@ -230,7 +230,7 @@ func (c *callerConn) next() (bool, error) {
 		return false, err // the caller hung up, or stayed idle too long
 	}
 	if header > 0 {
-		c.conn.SetReadDeadline(time.Now().Add(header))
+		_ = c.conn.SetReadDeadline(time.Now().Add(header))
 	}
 	var head []byte
 	for {
@@ -255,7 +255,7 @@ func (c *callerConn) next() (bool, error) {
 	if !c.q.scan(head) {
 		return false, nil
 	}
-	c.br.Discard(len(head))
+	_, _ = c.br.Discard(len(head))
 	c.body = c.body[:0]
 	if c.q.length > 0 {
 		c.body = slices.Grow(c.body, int(c.q.length))[:c.q.length]
@@ -335,7 +335,7 @@ func (c *callerConn) exchange(addr string, q *request) (keep bool, err error) {
 		if reuse && c.ctx.Err() == nil {
 			c.p.pool.put(addr, wc)
 		} else {
-			wc.Close()
+			_ = wc.Close()
 		}
 	}()
 	out := c.out[:0]
@@ -422,7 +422,7 @@ func (c *callerConn) writeRaw(q *request) bool {
 	if closing {
 		c.rw.h.Set("Connection", "close")
 	}
-	c.rw.h.Write(b)
+	_ = c.rw.h.Write(b) // into the bufio.Writer, whose error Flush returns
 	b.WriteString("\r\n")
 	if q.method != http.MethodHead {
 		b.Write(c.rw.body)
@@ -453,7 +453,7 @@ func (c *callerConn) watchCaller() {
 		c.cancel()
 		c.workerMu.Lock()
 		if c.worker != nil {
-			c.worker.SetDeadline(aLongTimeAgo)
+			_ = c.worker.SetDeadline(aLongTimeAgo)
 		}
 		c.workerMu.Unlock()
 	}
@@ -463,7 +463,7 @@ func (c *callerConn) setWorker(wc *workerConn) {
 	c.workerMu.Lock()
 	c.worker = wc
 	if wc != nil && c.ctx.Err() != nil {
-		wc.SetDeadline(aLongTimeAgo)
+		_ = wc.SetDeadline(aLongTimeAgo)
 	}
 	c.workerMu.Unlock()
 }

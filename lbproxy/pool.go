@@ -70,7 +70,7 @@ func (f *pool) get(ctx context.Context, addr string) (*workerConn, error) {
 		if idle := time.Since(c.used); idle < connIdleTimeout && (idle < f.peekAfter || peerOpen(c.Conn)) {
 			return c, nil
 		}
-		c.Close()
+		_ = c.Close()
 	}
 	nc, err := f.dialer.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -85,7 +85,7 @@ func (f *pool) put(addr string, c *workerConn) {
 	f.mu.Lock()
 	if len(f.idle[addr]) >= idleConnsPerWorker {
 		f.mu.Unlock()
-		c.Close()
+		_ = c.Close()
 		return
 	}
 	f.idle[addr] = append(f.idle[addr], c)
@@ -123,6 +123,6 @@ func (f *pool) closeIdle() {
 	}
 	f.mu.Unlock()
 	for _, c := range stale {
-		c.Close()
+		_ = c.Close()
 	}
 }

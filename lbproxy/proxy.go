@@ -26,7 +26,7 @@ const Prefix = "/lb/"
 // (package api decides); the worker does not get it.
 const ForwardedHeader = "X-Gantry-Forwarded"
 
-// ErrReconnect, wrapped in an Admit error, says that the caller's connection is to close once
+// ErrReconnect says, wrapped in an Admit error, that the caller's connection is to close once
 // the refusal is written: the caller's next request must come on a new connection (the replica
 // stopped leading, and a new connection's first request is routed afresh).
 var ErrReconnect = errors.New("the caller is to reconnect")

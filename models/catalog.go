@@ -293,14 +293,16 @@ func raw(v any) json.RawMessage {
 
 // Input bounds of the built-in workers (and of every model of the type).
 const (
-	MinSide, MaxSide, SideStep = 64, 2048, 8 // image width and height, pixels
-	MaxVideoSide               = 512         // clip width and height, pixels
-	MaxFrames                  = 120
-	MaxFPS                     = 50
-	MaxPromptChars             = 10000
-	MaxSpeechChars             = 5000
-	MaxTextPromptChars         = 100000
-	MaxTokens                  = 4096
+	MinSide            = 64   // image width and height, pixels
+	MaxSide            = 2048 // image width and height, pixels
+	SideStep           = 8    // image width and height are multiples of it
+	MaxVideoSide       = 512  // clip width and height, pixels
+	MaxFrames          = 120
+	MaxFPS             = 50
+	MaxPromptChars     = 10000
+	MaxSpeechChars     = 5000
+	MaxTextPromptChars = 100000
+	MaxTokens          = 4096
 )
 
 var types = map[core.ModelType]typeInfo{

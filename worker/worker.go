@@ -537,10 +537,10 @@ func (p *responder) Stream(ctx context.Context, part any) error {
 	}{part}
 	switch c := part.(type) {
 	case Chunk:
-		msg = chunkBody{c.Output, c.Metrics}
+		msg = chunkBody(c)
 	case *Chunk:
 		if c != nil {
-			msg = chunkBody{c.Output, c.Metrics}
+			msg = chunkBody(*c)
 		}
 	}
 	body, err := marshal(msg)

@@ -165,7 +165,7 @@ func TestPanicKeepsWorking(t *testing.T) {
 	start(t, cfg, func(_ context.Context, job *Job, _ Responder) (any, error) {
 		if job.ID == "j1" {
 			var m map[string]int
-			m["x"] = 1 // a runtime panic
+			m["x"] = 1 //nolint:staticcheck // a runtime panic, on purpose
 		}
 		return "ok", nil
 	})

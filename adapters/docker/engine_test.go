@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
@@ -96,11 +95,7 @@ func buildWorkerImage(api *client.Client) (string, error) {
 	}
 	defer os.RemoveAll(dir)
 	bin := filepath.Join(dir, "worker")
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		goTool = "go"
-	}
-	cmd := exec.Command(goTool, "build", "-trimpath", "-o", bin, "./testdata/worker")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./testdata/worker")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./testdata/worker: %v\n%s", err, out)

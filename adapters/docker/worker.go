@@ -231,7 +231,7 @@ func (p *Pool) finish(w *worker, code int64, cause error, stopped bool) {
 // exitError is the error of a worker that exited by itself: its status (an *ExitError) or
 // cause, with the last lines it wrote and where its log is.
 func (p *Pool) exitError(ctx context.Context, w *worker, code int64, cause error) error {
-	var exit error = cause
+	exit := cause
 	if cause == nil {
 		e := &ExitError{Code: int(code)}
 		if info, err := p.inspect(ctx, w.container); err == nil && info.Container.State != nil {

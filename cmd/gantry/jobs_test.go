@@ -140,7 +140,7 @@ func TestJobsEndToEnd(t *testing.T) {
 	}
 
 	// retry a failed job: same id, original input.
-	code, j = jobCall(t, "POST", v2+"/run", key, `{"input":{"error":"once","echo":7}}`)
+	_, j = jobCall(t, "POST", v2+"/run", key, `{"input":{"error":"once","echo":7}}`)
 	failed := waitStatus(t, v2+"/status/"+j.ID, key, "FAILED")
 	if code, r := jobCall(t, "POST", v2+"/retry/"+failed.ID, key, ""); code != 200 || r.Status != "IN_QUEUE" || r.ID != failed.ID {
 		t.Errorf("retry = %d %+v", code, r)
@@ -152,10 +152,8 @@ func TestJobsEndToEnd(t *testing.T) {
 	// purge-queue removes queued jobs only.
 	_, blocker := jobCall(t, "POST", v2+"/run", key, `{"input":{"sleep_ms":1500}}`)
 	waitStatus(t, v2+"/status/"+blocker.ID, key, "IN_PROGRESS")
-	var queued []string
 	for i := range 3 {
-		_, q := jobCall(t, "POST", v2+"/run", key, fmt.Sprintf(`{"input":{"echo":%d}}`, i))
-		queued = append(queued, q.ID)
+		jobCall(t, "POST", v2+"/run", key, fmt.Sprintf(`{"input":{"echo":%d}}`, i))
 	}
 	var purge struct{ Removed int }
 	_, _, resp := send(t, "POST", s.base+"/v2/"+ep+"/purge-queue", key, "")

@@ -106,7 +106,7 @@ func CreateDatabase(ctx context.Context, adminURL, name string) (string, error) 
 	if err != nil {
 		return "", fmt.Errorf("connect to %s: %w", redact(adminURL), err)
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }()
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
 		return "", fmt.Errorf("create database %s: %w", name, err)
 	}
@@ -119,7 +119,7 @@ func DropDatabase(ctx context.Context, adminURL, name string) error {
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", redact(adminURL), err)
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }()
 	_, err = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
 	return err
 }
@@ -144,19 +144,19 @@ func Start(o Options) (*Server, error) {
 	}
 	cred, err := credential(dir)
 	if err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 		return nil, err
 	}
 	data := filepath.Join(dir, "data")
 	initdb := exec.Command(filepath.Join(bin, "initdb"), "--no-sync", "-A", "trust", "-U", "postgres", "-E", "UTF8", "-D", data)
 	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	if out, err := initdb.CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("initdb: %w: %s", err, out)
 	}
 	port, err := freePort()
 	if err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 		return nil, err
 	}
 	args := []string{"-D", data, "-k", dir, "-h", "127.0.0.1", "-p", strconv.Itoa(port),
@@ -172,7 +172,7 @@ func Start(o Options) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	defer logf.Close()
+	defer func() { _ = logf.Close() }()
 	cmd := exec.Command(filepath.Join(bin, "postgres"), args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// SIGQUIT is PostgreSQL's immediate shutdown: if the test binary dies, so does the server.
@@ -185,7 +185,7 @@ func Start(o Options) (*Server, error) {
 		AdminURL: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port),
 		dir:      dir, cmd: cmd, done: make(chan struct{}),
 	}
-	go func() { cmd.Wait(); close(s.done) }()
+	go func() { _ = cmd.Wait(); close(s.done) }() // its exit is told by s.done, its output by the log
 	if err := s.waitReady(30 * time.Second); err != nil {
 		s.Stop()
 		return nil, err
@@ -200,7 +200,7 @@ func (s *Server) waitReady(limit time.Duration) error {
 		conn, err := pgx.Connect(ctx, s.AdminURL)
 		cancel()
 		if err == nil {
-			conn.Close(context.Background())
+			_ = conn.Close(context.Background())
 			return nil
 		}
 		select {
@@ -218,11 +218,11 @@ func (s *Server) waitReady(limit time.Duration) error {
 // Stop shuts the server down fast and removes its directory.
 func (s *Server) Stop() {
 	if s.cmd.Process != nil {
-		s.cmd.Process.Signal(syscall.SIGINT) // fast shutdown
+		_ = s.cmd.Process.Signal(syscall.SIGINT) // fast shutdown
 		select {
 		case <-s.done:
 		case <-time.After(10 * time.Second):
-			s.cmd.Process.Kill()
+			_ = s.cmd.Process.Kill()
 			<-s.done
 		}
 	}
@@ -278,7 +278,7 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 

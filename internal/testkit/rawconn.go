@@ -35,7 +35,7 @@ func DialRaw(t testing.TB, base string) *RawConn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	conn.SetDeadline(time.Now().Add(RawConnTimeout))
+	_ = conn.SetDeadline(time.Now().Add(RawConnTimeout))
 	return &RawConn{t: t, Conn: conn, Br: bufio.NewReader(conn), Host: u.Host}
 }
 

@@ -52,7 +52,7 @@ func (d *Dir) CreateFile(ctx context.Context, name string, r io.Reader, max int6
 	if err != nil {
 		return 0, err
 	}
-	defer os.Remove(tmp.Name())
+	defer func() { _ = os.Remove(tmp.Name()) }()
 	n, err := io.Copy(tmp, io.LimitReader(core.ContextReader(ctx, r), max+1))
 	if err == nil && n > max {
 		err = core.Errorf(core.KindTooLarge, "the file is larger than the limit of %d MB", max>>20)
@@ -95,7 +95,7 @@ func (d *Dir) OpenFile(ctx context.Context, name string) (io.ReadSeekCloser, cor
 	}
 	st, err := f.Stat()
 	if err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, core.FileInfo{}, err
 	}
 	return f, core.FileInfo{Size: st.Size(), Created: st.ModTime()}, nil

@@ -220,13 +220,13 @@ func writeJSON(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(f.Name()) // no-op once renamed
+	defer func() { _ = os.Remove(f.Name()) }() // no-op once renamed
 	if _, err := f.Write(append(b, '\n')); err != nil {
-		f.Close()
+		_ = f.Close()
 		return err
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
+		_ = f.Close()
 		return err
 	}
 	if err := f.Close(); err != nil {
@@ -242,7 +242,7 @@ func writeJSON(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	defer dir.Close()
+	defer func() { _ = dir.Close() }()
 	return dir.Sync()
 }
 

@@ -135,7 +135,6 @@ type extra struct {
 	chunkBytes int
 	kept       []core.StreamChunk // drained chunks still readable to PeekChunks
 	keptBytes  int
-	seq        int64         // of the last chunk appended
 	ended      chan struct{} // closed when the job ends or is removed; made when someone waits
 	changed    chan struct{} // closed on a chunk or the end, then replaced; made when a reader waits
 }

@@ -109,7 +109,7 @@ func (s *Jobs) Purge(ctx context.Context, endpoint, owner string, change func(*c
 	if err != nil {
 		return 0, fmt.Errorf("postgres: purging %s: %w", endpoint, err)
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx))
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit, a no-op
 	if !durable {
 		if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
 			return 0, err

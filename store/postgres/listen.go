@@ -346,7 +346,7 @@ func (l *listener) connect(ctx context.Context) error {
 func (l *listener) run(ctx context.Context) {
 	defer func() {
 		if l.conn != nil {
-			l.conn.Close(context.Background())
+			_ = l.conn.Close(context.Background())
 		}
 	}()
 	for ctx.Err() == nil {
@@ -370,7 +370,7 @@ func (l *listener) run(ctx context.Context) {
 			if ctx.Err() == nil && !errors.Is(err, context.Canceled) {
 				l.s.log.Error("listening for job wake-ups: the connection failed", "err", err)
 			}
-			l.conn.Close(context.Background())
+			_ = l.conn.Close(context.Background())
 			l.conn = nil
 			continue
 		}

@@ -185,7 +185,7 @@ func serveSleep(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, `{"slept_ms":%d}`+"\n", ms)
+	_, _ = fmt.Fprintf(w, `{"slept_ms":%d}`+"\n", ms)
 }
 
 // serveStatus answers with the status in the path: /status/503.
@@ -196,7 +196,7 @@ func serveStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(code)
-	fmt.Fprintf(w, "status %d from the worker\n", code)
+	_, _ = fmt.Fprintf(w, "status %d from the worker\n", code)
 }
 
 // errNotWebSocket is what a plain request to /ws gets.
