@@ -132,6 +132,58 @@ func (st *Stores) openEmbedded(cfg Config) error {
 	return nil
 }
 
+// KeyStores are the stores the keys commands work on, beside the servers that run: the key
+// store of a Config (the key directory in Data, or PostgreSQL's keys, which every replica
+// reads) and the endpoints a key may name. OpenKeyStores opens them; Close releases them.
+type KeyStores struct {
+	Keys core.KeyStore
+	// Shared tells that Keys is the shared store's (Config.Store).
+	Shared bool
+
+	endpoints func() (core.EndpointStore, func(), error)
+	close     func()
+}
+
+// ErrStoreInUse is KeyStores.Endpoints' error while a running server holds the embedded store.
+var ErrStoreInUse = errors.New("the store is in use (by a running gantry serve?)")
+
+// OpenKeyStores opens the key store of a valid cfg: PostgreSQL's keys when cfg.Store names it,
+// else the key directory in cfg.Data (created if missing). Unlike OpenStores it opens nothing
+// else, and leaves the data directory's modes alone: it runs beside a server.
+func OpenKeyStores(ctx context.Context, cfg Config) (*KeyStores, error) {
+	if cfg.Store != "" {
+		db, err := postgres.Open(ctx, cfg.Store)
+		if err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		return &KeyStores{Keys: db, Shared: true, close: db.Close,
+			endpoints: func() (core.EndpointStore, func(), error) { return db, func() {}, nil }}, nil
+	}
+	dir, err := keydir.Open(cfg.Data)
+	if err != nil {
+		return nil, err
+	}
+	return &KeyStores{Keys: dir, close: dir.Close, endpoints: func() (core.EndpointStore, func(), error) {
+		path := filepath.Join(cfg.Data, "pebble")
+		if _, err := os.Stat(path); err != nil {
+			return nil, nil, fmt.Errorf("%s has no store yet: %w", cfg.Data, fs.ErrNotExist)
+		}
+		db, err := pebble.Open(path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %v", ErrStoreInUse, err)
+		}
+		return db, func() { db.Close() }, nil
+	}}, nil
+}
+
+// Endpoints opens the endpoint store, to check the endpoints a key names, and returns its
+// release. The embedded store cannot be read while a server holds it (ErrStoreInUse), nor
+// before a server has made it (fs.ErrNotExist).
+func (k *KeyStores) Endpoints() (core.EndpointStore, func(), error) { return k.endpoints() }
+
+// Close releases the key store.
+func (k *KeyStores) Close() { k.close() }
+
 // privateDataDir creates the data directory, or makes an existing one private: it and
 // everything under it lose every group and other permission (directories 0700, files 0600),
 // so that only the server's user reads the store, the keys and the file-signing key, and no
