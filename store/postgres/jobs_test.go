@@ -16,7 +16,6 @@ import (
 	"github.com/gantryhq/gantry/internal/startstop"
 	"github.com/gantryhq/gantry/internal/testkit"
 	"github.com/gantryhq/gantry/store/postgres"
-	"github.com/gantryhq/gantry/store/storetest"
 )
 
 // openJobs opens a job store on a fresh database, closed when t ends.
@@ -39,10 +38,6 @@ func openJobsWith(t testing.TB, url string, o postgres.JobOptions) *postgres.Job
 	}
 	t.Cleanup(s.Stop)
 	return s
-}
-
-func TestJobStore(t *testing.T) {
-	storetest.RunJobStore(t, func(t *testing.T) core.JobStore { return openJobs(t, pgtest.URL(t)) })
 }
 
 // job returns a queued job of the endpoint, queued at at, living a day.

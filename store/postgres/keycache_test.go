@@ -11,7 +11,6 @@ import (
 	"github.com/gantryhq/gantry/internal/startstop"
 	"github.com/gantryhq/gantry/internal/testkit"
 	"github.com/gantryhq/gantry/store/postgres"
-	"github.com/gantryhq/gantry/store/storetest"
 )
 
 // openKeyCache opens a store on url and a listening key cache over it, closed when the test ends.
@@ -25,20 +24,6 @@ func openKeyCache(t *testing.T, url string) (*postgres.DB, *postgres.KeyCache) {
 	t.Cleanup(c.Stop) // before db.Close, registered earlier
 	testkit.Eventually(t, "the key cache to listen", c.Listening)
 	return db, c
-}
-
-func TestKeyCacheStore(t *testing.T) {
-	t.Parallel()
-	storetest.RunKeyStore(t, func(t *testing.T) (core.KeyStore, func() core.KeyStore) {
-		url := pgtest.URL(t)
-		db, c := openKeyCache(t, url)
-		return c, func() core.KeyStore {
-			c.Stop()
-			db.Close()
-			_, c = openKeyCache(t, url)
-			return c
-		}
-	})
 }
 
 // A replica's cache answers from memory once it has read a key, and forgets the key as soon
