@@ -439,11 +439,11 @@ func (b *bench) pgIdle(srv *pgtest.Server) (idleResult, error) {
 			return idleResult{}, err
 		}
 		defer db.Close()
-		s, err := postgres.OpenJobs(ctx, db, postgres.JobOptions{})
-		if err != nil {
+		s := postgres.NewJobs(db, postgres.JobOptions{})
+		if err := s.Start(ctx); err != nil {
 			return idleResult{}, err
 		}
-		defer s.Close()
+		defer s.Stop()
 		if err := s.ListenAvailable(ctx, func(string) {}); err != nil {
 			return idleResult{}, err
 		}

@@ -77,7 +77,7 @@ type Server struct {
 	tick  time.Duration
 
 	ln       net.Listener
-	st       stores
+	st       *Stores
 	files    *core.Files
 	pools    []scheduler.Pool
 	webhooks *scheduler.Webhooks
@@ -152,10 +152,11 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *Server, err error) {
 			s.Close()
 		}
 	}()
-	if err := s.openStores(ctx); err != nil {
+	if s.st, err = OpenStores(ctx, cfg, log); err != nil {
 		return nil, err
 	}
-	s.files = &core.Files{Store: s.st.files, Key: s.st.fileKey, TTL: cfg.FileTTL, Clock: s.clock,
+	s.closers = append(s.closers, s.st.Close)
+	s.files = &core.Files{Store: s.st.Files, Key: s.st.FileKey, TTL: cfg.FileTTL, Clock: s.clock,
 		JobQuota: cfg.FileJobQuotaMB << 20, UserQuota: cfg.FileUserQuotaMB << 20}
 	if err := s.listen(opts.Listener); err != nil {
 		return nil, err
@@ -248,13 +249,13 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 	catalog := core.NewCatalog(cfg.catalogPools(), cfg.NetworkVolumes, templates)
 
 	// Worker tokens are signed with a key kept in the store: they outlive a restart.
-	tokens, err := core.NewWorkerTokens(ctx, s.st.tokens, clock)
+	tokens, err := core.NewWorkerTokens(ctx, s.st.Tokens, clock)
 	if err != nil {
 		return err
 	}
 	// The job store: memq's index and queues over Pebble's records. Opening it loads the stored
 	// jobs; Recover applies the restart rules to them.
-	jobStore, err := s.st.jobs(memq.Options{Clock: clock, Log: log})
+	jobStore, err := s.st.Jobs(ctx, memq.Options{Clock: clock, Log: log})
 	if err != nil {
 		return fmt.Errorf("loading stored jobs: %w", err)
 	}
@@ -265,8 +266,8 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 	lbRequests := telemetry.NewLBRequests() // LOAD_BALANCER requests by endpoint and status
 	engine, err := NewEngine(EngineConfig{
 		Jobs: core.JobsConfig{Store: jobStore, Clock: clock, Log: log, Tokens: tokens, Notify: s.webhooks,
-			Meter: models.NewMeter(cfg.catalog, s.files), Usage: s.st.usage, Observer: observer,
-			History: s.st.history},
+			Meter: models.NewMeter(cfg.catalog, s.files), Usage: s.st.Usage, Observer: observer,
+			History: s.st.History},
 		Scheduler: scheduler.Config{Pools: s.pools, BaseURL: "http://" + loopback(s.ln.Addr().String()), Clock: clock, Log: log,
 			StableWindow: cfg.Autoscaler.StableWindow, PanicWindow: cfg.Autoscaler.PanicWindow,
 			InitTimeout: time.Duration(cfg.Autoscaler.InitTimeout) * time.Second,
@@ -281,10 +282,10 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 	}
 	s.engine = engine
 	jobs, sched := engine.Jobs, engine.Scheduler
-	if s.st.leases == nil {
+	if s.st.Leases == nil {
 		s.elector = nil // the only replica: always the leader
 	} else {
-		s.elector.Leases = s.st.leases
+		s.elector.Leases = s.st.Leases
 		s.elector.Address = cfg.PeerURL // the followers forward LOAD_BALANCER requests there
 		sched.Follow()                  // until elected
 		if cfg.PeerURL == "" {
@@ -304,7 +305,7 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 	// for a server alone on its store. Replicas share running jobs: a replica starting must
 	// not requeue the jobs other replicas' workers run. Their workers' silence in the store
 	// (core.WorkerLostAfter) is what loses them (Jobs.Run on every replica).
-	if s.st.leases == nil {
+	if s.st.Leases == nil {
 		queued, requeued, err := jobs.Recover()
 		if err != nil {
 			return err
@@ -318,7 +319,7 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 	catalog.Unhealthy = sched.Placer().Unhealthy // a pool whose cloud refuses its key says why
 	catalog.CanRun = sched.Placer().CanRun       // an image no listed pool can run is refused (422)
 	mgmt := &core.Management{
-		Endpoints: s.st.endpoints, Templates: s.st.templates, Clock: clock, Catalog: catalog,
+		Endpoints: s.st.Endpoints, Templates: s.st.Templates, Clock: clock, Catalog: catalog,
 		OnChange: sched.Set, // new scaling, bounds or GPUs take effect at once
 		OnDelete: func(id string) {
 			jobs.Purge(id) // a deleted endpoint's queue is cancelled, its workers stopped
@@ -332,8 +333,8 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 	modelCatalog := models.CoreCatalog(cfg.catalog)
 	apiCfg := api.Config{
 		Management: mgmt,
-		Auth:       &core.Authenticator{Keys: s.st.keys, Defaults: quota, Clock: clock},
-		Limiter:    s.st.limits,
+		Auth:       &core.Authenticator{Keys: s.st.Keys, Defaults: quota, Clock: clock},
+		Limiter:    s.st.Limits,
 		Jobs:       jobs,
 		Balancer:   sched,
 		Leader:     s.lbLeader,
@@ -341,7 +342,7 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 		LBHold:     time.Duration(cfg.Autoscaler.LBHold) * time.Second,
 		LBObserver: lbRequests,
 		Models:     modelCatalog,
-		Billing:    &core.Billing{Usage: s.st.usage, Models: modelCatalog},
+		Billing:    &core.Billing{Usage: s.st.Usage, Models: modelCatalog},
 		Files:      s.files,
 		Clock:      clock,
 		PublicURL:  cfg.PublicURL,
@@ -349,7 +350,7 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 		Webhooks:   cfg.Webhooks.policy(),
 
 		ExpiredKeyGrace: cfg.ExpiredKeyGrace,
-		StoreCheck:      s.st.check,
+		StoreCheck:      s.st.Check,
 	}
 	if observer.Spans != nil {
 		apiCfg.TracerProvider, apiCfg.JobSpans = tracer, observer.Spans
@@ -432,11 +433,11 @@ func (s *Server) Start() {
 	s.background.Go(func() { jobs.Run(s.serveCtx, 250*time.Millisecond) })
 	s.background.Go(func() { jobs.RunHistory(s.serveCtx) }) // the endpoints' history, stored every second
 	if s.elector == nil {
-		s.background.Go(func() { sched.Run(s.serveCtx, s.st.source, s.tick, 30*time.Second) })
+		s.background.Go(func() { sched.Run(s.serveCtx, s.st.Source, s.tick, 30*time.Second) })
 	} else {
 		// The autoscaler runs for each term this replica leads; when serving stops, the
 		// elector releases the lease (another replica leads at once) and the workers stop.
-		s.elector.Lead = func(ctx context.Context, _ core.Lease) { sched.Lead(ctx, s.st.source, s.tick, 30*time.Second) }
+		s.elector.Lead = func(ctx context.Context, _ core.Lease) { sched.Lead(ctx, s.st.Source, s.tick, 30*time.Second) }
 		// The leader publishes its workers' figures for /health; the others show them.
 		jobs.ShareFigures(func() (int64, bool) { l, ok := s.elector.Leading(); return l.Epoch, ok })
 		s.background.Go(func() {
@@ -445,7 +446,9 @@ func (s *Server) Start() {
 		})
 		// Every replica hears of the endpoints the others change: its job operations read
 		// them afresh, and its scheduler (leading or not) knows them.
-		s.background.Go(func() { s.st.pg.FollowEndpoints(s.serveCtx, s.log, s.endpointChanged) })
+		if f, ok := s.st.Endpoints.(EndpointFollower); ok {
+			s.background.Go(func() { f.FollowEndpoints(s.serveCtx, s.log, s.endpointChanged) })
+		}
 	}
 	s.background.Go(func() { sweepFiles(s.serveCtx, s.files, time.Minute, s.log) })
 	go func() {
@@ -462,12 +465,12 @@ func (s *Server) endpointChanged(ctx context.Context, id string) {
 	s.mgmt.Forget(id)
 	sched := s.engine.Scheduler
 	if id == "" {
-		if err := sched.Sync(ctx, s.st.source); err != nil && ctx.Err() == nil {
+		if err := sched.Sync(ctx, s.st.Source); err != nil && ctx.Err() == nil {
 			s.log.Warn("reading endpoints", "err", err)
 		}
 		return
 	}
-	e, err := s.st.endpoints.GetEndpoint(ctx, id)
+	e, err := s.st.Endpoints.GetEndpoint(ctx, id)
 	switch {
 	case err == nil:
 		sched.Set(e)
@@ -581,10 +584,10 @@ func (s *Server) Scheduler() *scheduler.Scheduler { return s.engine.Scheduler }
 func (s *Server) Engine() *Engine { return s.engine }
 
 // Store is the server's Pebble store; nil when it runs on PostgreSQL alone.
-func (s *Server) Store() *pebble.Store { return s.st.pebble }
+func (s *Server) Store() *pebble.Store { return s.st.Pebble }
 
 // Keys is the server's store of API keys and users.
-func (s *Server) Keys() core.KeyStore { return s.st.keys }
+func (s *Server) Keys() core.KeyStore { return s.st.Keys }
 
 // Leading reports whether this replica leads (runs the autoscaler and pools). On the embedded
 // store it is the only replica and always leads.

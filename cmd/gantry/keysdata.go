@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/store/keydir"
-	"github.com/gantryhq/gantry/store/pebble"
+	"github.com/gantryhq/gantry/server"
 )
 
 // holdsGantryData reports whether dir is a Gantry data directory: `gantry serve` has run on it
@@ -24,22 +24,22 @@ func holdsGantryData(dir string) bool {
 	return false
 }
 
-// openKeyDir opens the keys of the data directory data. A directory that holds no Gantry data
-// is refused, so that a mistyped --data does not quietly start a key store the server never
-// reads, unless init says to start one there.
-func openKeyDir(data string, init bool) (*keydir.Dir, error) {
+// checkKeyDir refuses a data directory that holds no Gantry data, so that a mistyped --data
+// does not quietly start a key store the server never reads, unless init says to start one
+// there.
+func checkKeyDir(data string, init bool) error {
 	if !init && !holdsGantryData(data) {
-		return nil, fmt.Errorf("--data %s holds no Gantry data (neither %s nor %s exists): give the directory `gantry serve --data` uses, or add --init to start a new one there",
+		return fmt.Errorf("--data %s holds no Gantry data (neither %s nor %s exists): give the directory `gantry serve --data` uses, or add --init to start a new one there",
 			data, filepath.Join(data, "pebble"), filepath.Join(data, "keys"))
 	}
-	return keydir.Open(data)
+	return nil
 }
 
 // checkKeyEndpoints checks that each id names an endpoint of user, or a ready-made model's
 // endpoint, in the data directory's store. The store can only be read while no `gantry
 // serve` holds it; then (or when there is no store yet) the ids are not checked, which is said
 // on notes. Such a key is harmless: job calls on endpoints its user does not own are not found.
-func checkKeyEndpoints(ctx context.Context, data, user string, ids []string, notes io.Writer) error {
+func checkKeyEndpoints(ctx context.Context, ks *server.KeyStores, data, user string, ids []string, notes io.Writer) error {
 	for _, id := range ids {
 		if id == "" {
 			return errors.New("--endpoint: the id is empty")
@@ -48,18 +48,17 @@ func checkKeyEndpoints(ctx context.Context, data, user string, ids []string, not
 	if len(ids) == 0 {
 		return nil
 	}
-	dir := filepath.Join(data, "pebble")
-	if _, err := os.Stat(dir); err != nil {
+	endpoints, release, err := ks.Endpoints()
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		fmt.Fprintf(notes, "gantry: note: --endpoint ids not checked: %s has no store yet\n", data)
 		return nil
-	}
-	st, err := pebble.Open(dir)
-	if err != nil {
-		fmt.Fprintf(notes, "gantry: note: --endpoint ids not checked: the store is in use (by a running gantry serve?): %v\n", err)
+	case err != nil:
+		fmt.Fprintf(notes, "gantry: note: --endpoint ids not checked: %v\n", err)
 		return nil
 	}
-	defer st.Close()
-	return checkEndpoints(ctx, &core.Management{Endpoints: st}, user, ids)
+	defer release()
+	return checkEndpoints(ctx, &core.Management{Endpoints: endpoints}, user, ids)
 }
 
 // checkEndpoints checks that each id names an endpoint of user, or a ready-made model's.

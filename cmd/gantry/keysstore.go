@@ -8,7 +8,6 @@ import (
 
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/server"
-	"github.com/gantryhq/gantry/store/postgres"
 )
 
 // keysStore is the store the keys commands work on: the key directory in --data, or the
@@ -25,36 +24,42 @@ type keysStore struct {
 const storeFlagHelp = "PostgreSQL URL of the store the servers share (default $GANTRY_STORE; none = the key directory in --data)"
 
 // openKeys opens the key store that store (or GANTRY_STORE) names, else the key directory of
-// data (see openKeyDir).
+// data (see checkKeyDir), through server.OpenKeyStores.
 func openKeys(ctx context.Context, data, store string, init bool) (*keysStore, error) {
-	if url := cmp.Or(store, os.Getenv("GANTRY_STORE")); url != "" {
-		cfg := server.Config{Store: url}
+	cfg := server.Config{Store: cmp.Or(store, os.Getenv("GANTRY_STORE"))}
+	if cfg.Store != "" {
 		if err := cfg.Validate(); err != nil {
 			return nil, err
 		}
-		db, err := postgres.Open(ctx, url)
-		if err != nil {
-			return nil, err
-		}
-		return &keysStore{
-			KeyStore: db,
-			check: func(ctx context.Context, user string, ids []string, _ io.Writer) error {
-				return checkEndpoints(ctx, &core.Management{Endpoints: db}, user, ids)
-			},
-			close:   db.Close,
-			revoked: "every server refuses it from its next request",
-		}, nil
+	} else if err := checkKeyDir(data, init); err != nil {
+		return nil, err
 	}
-	dir, err := openKeyDir(data, init)
+	cfg.Data = data
+	ks, err := server.OpenKeyStores(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
+	if ks.Shared {
+		return &keysStore{
+			KeyStore: ks.Keys,
+			check: func(ctx context.Context, user string, ids []string, _ io.Writer) error {
+				endpoints, release, err := ks.Endpoints()
+				if err != nil {
+					return err
+				}
+				defer release()
+				return checkEndpoints(ctx, &core.Management{Endpoints: endpoints}, user, ids)
+			},
+			close:   ks.Close,
+			revoked: "every server refuses it from its next request",
+		}, nil
+	}
 	return &keysStore{
-		KeyStore: dir,
+		KeyStore: ks.Keys,
 		check: func(ctx context.Context, user string, ids []string, notes io.Writer) error {
-			return checkKeyEndpoints(ctx, data, user, ids, notes)
+			return checkKeyEndpoints(ctx, ks, data, user, ids, notes)
 		},
-		close:   dir.Close,
+		close:   ks.Close,
 		revoked: "a running server refuses it within 10 s",
 	}, nil
 }

@@ -10,18 +10,11 @@ import (
 	"testing/iotest"
 	"time"
 
-	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/store/filedir"
-	"github.com/gantryhq/gantry/store/storetest"
 )
 
-func TestFileStore(t *testing.T) {
-	t.Parallel()
-	storetest.RunFileStore(t, func(t *testing.T) (core.FileStore, func() core.FileStore) {
-		path := filepath.Join(t.TempDir(), "files")
-		return open(t, path), func() core.FileStore { return open(t, path) }
-	})
-}
+// The FileStore suite runs on Dir in the embedded backend's storetest.RunAll (store/pebble's
+// TestStores), where the server opens it beside Pebble.
 
 func open(t *testing.T, path string) *filedir.Dir {
 	t.Helper()

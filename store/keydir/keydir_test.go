@@ -14,7 +14,6 @@ import (
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/internal/testkit"
 	"github.com/gantryhq/gantry/store/keydir"
-	"github.com/gantryhq/gantry/store/storetest"
 )
 
 // setup opens a Dir on a fresh root and closes it when the test ends.
@@ -34,17 +33,8 @@ func open(t *testing.T, root string) *keydir.Dir {
 	return d
 }
 
-func TestKeyStore(t *testing.T) {
-	t.Parallel()
-	storetest.RunKeyStore(t, func(t *testing.T) (core.KeyStore, func() core.KeyStore) {
-		d, root := setup(t)
-		return d, func() core.KeyStore {
-			d.Close()
-			d = open(t, root)
-			return d
-		}
-	})
-}
+// The KeyStore suite runs on Dir in the embedded backend's storetest.RunAll (store/pebble's
+// TestStores), where the server opens it beside Pebble.
 
 var created = time.Date(2025, time.April, 1, 9, 30, 0, 0, time.UTC)
 

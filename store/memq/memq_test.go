@@ -10,19 +10,11 @@ import (
 
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/store/memq"
-	"github.com/gantryhq/gantry/store/storetest"
 )
 
-func TestJobStore(t *testing.T) {
-	t.Parallel()
-	storetest.RunJobStore(t, func(t *testing.T) core.JobStore {
-		s, err := memq.Open(memq.NewRecords(), memq.Options{})
-		if err != nil {
-			t.Fatalf("Open = %v; want nil", err)
-		}
-		return s
-	})
-}
+// The job store suite runs on memq in the in-memory backend's storetest.RunAll
+// (store/memory's TestStores) and under Pebble's records in the embedded backend's
+// (store/pebble's TestStores).
 
 // TestOpenLoadsStoredJobs: a store opened over records that hold jobs queues them again in
 // their order, keeps running ones held (and in their queue place, for a restart that puts

@@ -6,15 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/store/pebble"
-	"github.com/gantryhq/gantry/store/storetest"
 )
-
-func TestWorkerTokenStore(t *testing.T) {
-	t.Parallel()
-	storetest.RunWorkerTokenStore(t, opener(func(s *pebble.Store) core.WorkerTokenStore { return s }))
-}
 
 // TestExpiredRevocationsForgottenAtOpen checks that a revocation whose tokens have expired is
 // not loaded again: the in-memory set holds only revocations in force.

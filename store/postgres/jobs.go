@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/internal/startstop"
 )
 
 // JobOptions tune a Jobs store.
@@ -36,7 +37,8 @@ type JobOptions struct {
 }
 
 // Jobs is core.JobStore on PostgreSQL, shared by every replica that opens the same database.
-// Open it with OpenJobs; Close it to stop its listener.
+// Make it with NewJobs, Start it before use (its listener, notifier and poll), and Stop it
+// before the DB closes.
 type Jobs struct {
 	db      *DB
 	o       JobOptions
@@ -57,14 +59,13 @@ type Jobs struct {
 	// first: what is queued then is not news). The poll's own; read under stats.mu.
 	pollSeen map[string]int64
 
-	stop   context.CancelFunc
-	wg     sync.WaitGroup
+	group  startstop.Group // the listener, the notifier and the poll, between Start and Stop
 	notify *notifier
 }
 
-// OpenJobs opens the job store over db: it starts the listener (one dedicated connection
-// that LISTENs) and the slow poll. The schema is db's (Open migrated it).
-func OpenJobs(ctx context.Context, db *DB, o JobOptions) (*Jobs, error) {
+// NewJobs makes the job store over db; it starts nothing until Start. The schema is db's
+// (Open migrated it).
+func NewJobs(db *DB, o JobOptions) *Jobs {
 	o.PollEvery = cmp.Or(o.PollEvery, 2*time.Second)
 	o.StatsEvery = cmp.Or(o.StatsEvery, time.Second)
 	o.NotifyEvery = cmp.Or(o.NotifyEvery, 5*time.Millisecond)
@@ -73,29 +74,36 @@ func OpenJobs(ctx context.Context, db *DB, o JobOptions) (*Jobs, error) {
 	s.hub.init()
 	s.parts.init(o.PartitionWidth)
 	s.beats.init()
-	runCtx, stop := context.WithCancel(context.Background())
-	s.stop = stop
 	s.notify = newNotifier(s)
-	l, err := s.listen(ctx)
-	if err != nil {
-		stop()
-		return nil, err
-	}
-	s.wg.Add(3)
-	go func() { defer s.wg.Done(); s.notify.run(runCtx) }()
-	go func() { defer s.wg.Done(); l.run(runCtx) }()
-	go func() { defer s.wg.Done(); s.poll(runCtx) }()
-	return s, nil
+	return s
 }
+
+// Start connects the listener (one dedicated connection that LISTENs), then runs it, the
+// notifier and the slow poll until ctx ends or Stop. An error (the listener could not
+// connect) leaves nothing running.
+func (s *Jobs) Start(ctx context.Context) error {
+	runCtx, err := s.group.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: starting the job store: %w", err)
+	}
+	l, err := s.listen(runCtx)
+	if err != nil {
+		s.group.Stop()
+		return err
+	}
+	s.group.Go(s.notify.run)
+	s.group.Go(s.poll)
+	if !s.group.Go(l.run) { // ctx ended meanwhile: l.run would have closed the connection
+		l.conn.Close(context.WithoutCancel(ctx))
+	}
+	return nil
+}
+
+// Stop stops the listener, the notifier and the poll, and waits for them. The DB stays open.
+func (s *Jobs) Stop() { s.group.Stop() }
 
 // DB returns the database the store is on.
 func (s *Jobs) DB() *DB { return s.db }
-
-// Close stops the listener, the notifier and the poll. The DB stays open.
-func (s *Jobs) Close() {
-	s.stop()
-	s.wg.Wait()
-}
 
 // jobCols are the columns a job's record is read from, in scanRow's order.
 const jobCols = `id, endpoint, owner, status, seq, low, worker_id, timeout_ms, queued_at, started_at,

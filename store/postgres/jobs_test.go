@@ -13,9 +13,9 @@ import (
 
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/internal/pgtest"
+	"github.com/gantryhq/gantry/internal/startstop"
 	"github.com/gantryhq/gantry/internal/testkit"
 	"github.com/gantryhq/gantry/store/postgres"
-	"github.com/gantryhq/gantry/store/storetest"
 )
 
 // openJobs opens a job store on a fresh database, closed when t ends.
@@ -32,16 +32,12 @@ func openJobsWith(t testing.TB, url string, o postgres.JobOptions) *postgres.Job
 		t.Fatal(err)
 	}
 	t.Cleanup(db.Close)
-	s, err := postgres.OpenJobs(ctx, db, o)
-	if err != nil {
+	s := postgres.NewJobs(db, o)
+	if err := s.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Close)
+	t.Cleanup(s.Stop)
 	return s
-}
-
-func TestJobStore(t *testing.T) {
-	storetest.RunJobStore(t, func(t *testing.T) core.JobStore { return openJobs(t, pgtest.URL(t)) })
 }
 
 // job returns a queued job of the endpoint, queued at at, living a day.
@@ -176,6 +172,26 @@ func TestJobsPollCoversALostNotify(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "WaitAvailable after a job queued without a notify", avail)
+}
+
+// The store starts and stops as every long-running service does: a second Start is refused,
+// and a store stopped and started again still wakes its waiters.
+func TestJobsStartStop(t *testing.T) {
+	s := openJobs(t, pgtest.URL(t))
+	ctx := context.Background()
+	if err := s.Start(ctx); !errors.Is(err, startstop.ErrStarted) {
+		t.Fatalf("second Start = %v; want startstop.ErrStarted", err)
+	}
+	s.Stop()
+	s.Stop() // a second Stop does nothing
+	if err := s.Start(ctx); err != nil {
+		t.Fatalf("Start after Stop = %v; want nil", err)
+	}
+	avail := async(func() error { return s.WaitAvailable(ctx, "ep") })
+	if _, err := s.Insert(ctx, job("ep", time.Now()), nil, true); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "WaitAvailable on a restarted store", avail)
 }
 
 // Ended jobs leave the live table, and retention drops their partitions whole.

@@ -2,12 +2,14 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/internal/startstop"
 )
 
 // keysChannel is the NOTIFY channel a change to a key or user is announced on: "k:<hash>" or
@@ -43,8 +45,7 @@ type KeyCache struct {
 	keys      map[string]cachedEntry[core.Key]
 	users     map[string]cachedEntry[core.User]
 
-	stop context.CancelFunc
-	done chan struct{}
+	group startstop.Group // follow, between Start and Stop
 }
 
 type cachedEntry[T any] struct {
@@ -52,30 +53,32 @@ type cachedEntry[T any] struct {
 	at time.Time
 }
 
-// KeyCache starts a cache of db's keys and users that follows their changes until Close. log,
-// when not nil, hears of a lost LISTEN connection.
+// KeyCache makes a cache of db's keys and users; it keeps nothing until Start. log, when not
+// nil, hears of a lost LISTEN connection.
 func (db *DB) KeyCache(log *slog.Logger) *KeyCache {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &KeyCache{db: db, log: log, now: time.Now, keys: map[string]cachedEntry[core.Key]{},
-		users: map[string]cachedEntry[core.User]{}, done: make(chan struct{})}
-	ctx, stop := context.WithCancel(context.Background())
-	c.stop = stop
-	go c.follow(ctx)
-	return c
+	return &KeyCache{db: db, log: log, now: time.Now, keys: map[string]cachedEntry[core.Key]{},
+		users: map[string]cachedEntry[core.User]{}}
 }
 
-// Close stops following the changes.
-func (c *KeyCache) Close() {
-	c.stop()
-	<-c.done
+// Start follows the changes of keys and users, until ctx ends or Stop. Until it listens, and
+// after Stop, the cache keeps nothing: every lookup reads the store.
+func (c *KeyCache) Start(ctx context.Context) error {
+	if _, err := c.group.Begin(ctx); err != nil {
+		return fmt.Errorf("postgres: starting the key cache: %w", err)
+	}
+	c.group.Go(c.follow)
+	return nil
 }
+
+// Stop stops following the changes and waits until the cache has forgotten everything.
+func (c *KeyCache) Stop() { c.group.Stop() }
 
 // follow forgets what each announcement names; when announcements may have been missed (at
 // each connection) it forgets everything.
 func (c *KeyCache) follow(ctx context.Context) {
-	defer close(c.done)
 	defer c.setListening(false)
 	c.db.follow(ctx, keysChannel, 0, c.log, func(_ context.Context, payload string, caught bool) error {
 		c.mu.Lock()

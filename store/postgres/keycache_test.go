@@ -8,9 +8,9 @@ import (
 
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/internal/pgtest"
+	"github.com/gantryhq/gantry/internal/startstop"
 	"github.com/gantryhq/gantry/internal/testkit"
 	"github.com/gantryhq/gantry/store/postgres"
-	"github.com/gantryhq/gantry/store/storetest"
 )
 
 // openKeyCache opens a store on url and a listening key cache over it, closed when the test ends.
@@ -18,23 +18,12 @@ func openKeyCache(t *testing.T, url string) (*postgres.DB, *postgres.KeyCache) {
 	t.Helper()
 	db := open(t, url)
 	c := db.KeyCache(nil)
-	t.Cleanup(c.Close) // before db.Close, registered earlier
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatalf("KeyCache.Start = %v; want nil", err)
+	}
+	t.Cleanup(c.Stop) // before db.Close, registered earlier
 	testkit.Eventually(t, "the key cache to listen", c.Listening)
 	return db, c
-}
-
-func TestKeyCacheStore(t *testing.T) {
-	t.Parallel()
-	storetest.RunKeyStore(t, func(t *testing.T) (core.KeyStore, func() core.KeyStore) {
-		url := pgtest.URL(t)
-		db, c := openKeyCache(t, url)
-		return c, func() core.KeyStore {
-			c.Close()
-			db.Close()
-			_, c = openKeyCache(t, url)
-			return c
-		}
-	})
 }
 
 // A replica's cache answers from memory once it has read a key, and forgets the key as soon
@@ -107,4 +96,23 @@ func TestKeyCacheOwnChangesAtOnce(t *testing.T) {
 	if _, err := c.LookupKey(ctx, k.Hash); !errors.Is(err, core.ErrNotFound) {
 		t.Errorf("LookupKey after DeleteKey = %v; want ErrNotFound at once", err)
 	}
+}
+
+// The cache starts and stops as every long-running service does: a second Start is refused,
+// Stop ends the following and keeps nothing, and the cache can start again.
+func TestKeyCacheStartStop(t *testing.T) {
+	t.Parallel()
+	_, c := openKeyCache(t, pgtest.URL(t))
+	if err := c.Start(context.Background()); !errors.Is(err, startstop.ErrStarted) {
+		t.Fatalf("second Start = %v; want startstop.ErrStarted", err)
+	}
+	c.Stop()
+	if c.Listening() {
+		t.Error("Listening after Stop = true; want false: the cache keeps nothing")
+	}
+	c.Stop() // a second Stop does nothing
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatalf("Start after Stop = %v; want nil", err)
+	}
+	testkit.Eventually(t, "the restarted key cache to listen", c.Listening)
 }

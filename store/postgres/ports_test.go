@@ -38,49 +38,49 @@ func opener[S any](as func(t *testing.T, db *postgres.DB) S) storetest.Opener[S]
 	}
 }
 
-func TestEndpointStore(t *testing.T) {
+// TestStores runs every port's suite on the shared backend, as server.OpenStores opens it: the
+// keys through the cache each replica authenticates with, the worker tokens through the store
+// that follows revocations, the jobs through the job engine.
+func TestStores(t *testing.T) {
 	t.Parallel()
-	storetest.RunEndpointStore(t, opener(func(_ *testing.T, db *postgres.DB) core.EndpointStore { return db }))
+	storetest.RunAll(t, storetest.Backend{
+		Endpoints:  opener(func(_ *testing.T, db *postgres.DB) core.EndpointStore { return db }),
+		Templates:  opener(func(_ *testing.T, db *postgres.DB) core.TemplateStore { return db }),
+		Usage:      opener(func(_ *testing.T, db *postgres.DB) core.UsageStore { return db }),
+		History:    opener(func(_ *testing.T, db *postgres.DB) core.HistoryStore { return db }),
+		Files:      opener(func(_ *testing.T, db *postgres.DB) core.FileStore { return db }),
+		RateLimits: opener(func(_ *testing.T, db *postgres.DB) core.RateLimits { return db.RateLimits() }),
+		Leases:     opener(func(_ *testing.T, db *postgres.DB) core.Leases { return db.Leases() }),
+		Keys: func(t *testing.T) (core.KeyStore, func() core.KeyStore) {
+			url := pgtest.URL(t)
+			db, c := openKeyCache(t, url)
+			return c, func() core.KeyStore {
+				c.Stop()
+				db.Close()
+				_, c = openKeyCache(t, url)
+				return c
+			}
+		},
+		// The follower holds a connection of the pool: it stops before its pool closes.
+		WorkerTokens: func(t *testing.T) (core.WorkerTokenStore, func() core.WorkerTokenStore) {
+			url := pgtest.URL(t)
+			db, s := openTokens(t, url)
+			return s, func() core.WorkerTokenStore {
+				s.Close()
+				db.Close()
+				db, s = openTokens(t, url)
+				return s
+			}
+		},
+		Jobs: func(t *testing.T) (core.JobStore, func() core.JobStore) { return openJobs(t, pgtest.URL(t)), nil },
+	})
 }
 
-func TestTemplateStore(t *testing.T) {
-	t.Parallel()
-	storetest.RunTemplateStore(t, opener(func(_ *testing.T, db *postgres.DB) core.TemplateStore { return db }))
-}
-
-func TestKeyStore(t *testing.T) {
+// TestKeyStoreUncached runs the KeyStore suite on the DB itself too: `gantry keys --store`
+// changes keys through it, without a cache.
+func TestKeyStoreUncached(t *testing.T) {
 	t.Parallel()
 	storetest.RunKeyStore(t, opener(func(_ *testing.T, db *postgres.DB) core.KeyStore { return db }))
-}
-
-func TestUsageStore(t *testing.T) {
-	t.Parallel()
-	storetest.RunUsageStore(t, opener(func(_ *testing.T, db *postgres.DB) core.UsageStore { return db }))
-}
-
-func TestFileStore(t *testing.T) {
-	t.Parallel()
-	storetest.RunFileStore(t, opener(func(_ *testing.T, db *postgres.DB) core.FileStore { return db }))
-}
-
-func TestRateLimits(t *testing.T) {
-	t.Parallel()
-	storetest.RunRateLimits(t, opener(func(_ *testing.T, db *postgres.DB) core.RateLimits { return db.RateLimits() }))
-}
-
-func TestWorkerTokenStore(t *testing.T) {
-	t.Parallel()
-	// The follower holds a connection of the pool: it stops before its pool closes.
-	storetest.RunWorkerTokenStore(t, func(t *testing.T) (core.WorkerTokenStore, func() core.WorkerTokenStore) {
-		url := pgtest.URL(t)
-		db, s := openTokens(t, url)
-		return s, func() core.WorkerTokenStore {
-			s.Close()
-			db.Close()
-			db, s = openTokens(t, url)
-			return s
-		}
-	})
 }
 
 // openTokens opens a store on url and its worker-token store, closed when the test ends.
@@ -114,11 +114,6 @@ func TestRevocationReachesOtherReplica(t *testing.T) {
 	if revoked, _ := b.WorkerRevoked(ctx, "ep1-w2"); revoked {
 		t.Error("WorkerRevoked(ep1-w2) = true on the other replica; want false")
 	}
-}
-
-func TestLeases(t *testing.T) {
-	t.Parallel()
-	storetest.RunLeases(t, opener(func(_ *testing.T, db *postgres.DB) core.Leases { return db.Leases() }))
 }
 
 // A deposed leader's store write, made through Fence, is refused and leaves nothing; the
@@ -214,11 +209,6 @@ func TestFollowEndpoints(t *testing.T) {
 	if err := a.DeleteEndpoint(context.Background(), "ep1"); !errors.Is(err, core.ErrNotFound) {
 		t.Errorf("deleting again = %v; want core.ErrNotFound", err)
 	}
-}
-
-func TestHistoryStore(t *testing.T) {
-	t.Parallel()
-	storetest.RunHistoryStore(t, opener(func(_ *testing.T, db *postgres.DB) core.HistoryStore { return db }))
 }
 
 // TestHistorySharedByReplicas: two replicas on one database add to the same minute at once,

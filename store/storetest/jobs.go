@@ -15,11 +15,11 @@ import (
 	"github.com/gantryhq/gantry/core"
 )
 
-// RunJobStore runs the conformance suite against a job store. open must return a fresh,
-// empty store on each call and release it through t.Cleanup. The suite passes times to the
+// RunJobStore runs the conformance suite against a job store. The suite has no durability
+// test: it does not call the Opener's reopen, which may be nil. The suite passes times to the
 // store (it never reads a clock but for wake-up deadlines), so a store must take now from its
 // callers as core.JobStore says.
-func RunJobStore(t *testing.T, open func(t *testing.T) core.JobStore) {
+func RunJobStore(t *testing.T, open Opener[core.JobStore]) {
 	t.Helper()
 	tests := []struct {
 		name string
@@ -51,7 +51,8 @@ func RunJobStore(t *testing.T, open func(t *testing.T) core.JobStore) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			tc.fn(t, open(t))
+			s, _ := open(t)
+			tc.fn(t, s)
 		})
 	}
 }

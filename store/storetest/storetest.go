@@ -1,9 +1,10 @@
 // Package storetest holds the conformance suites of the store ports core declares, one suite
 // per port: RunEndpointStore and RunTemplateStore (endpoints.go), RunKeyStore (keys.go),
-// RunUsageStore (usage.go), RunFileStore (files.go), RunWorkerTokenStore (secrets.go),
-// RunRateLimits (ratelimit.go) and RunLeases (leases.go). Every implementation runs the suite of
-// each port it implements from its own tests, with an Opener, so that the embedded stores and
-// the shared ones of later replicas answer alike.
+// RunUsageStore (usage.go), RunHistoryStore (history.go), RunFileStore (files.go),
+// RunWorkerTokenStore (secrets.go), RunRateLimits (ratelimit.go), RunLeases (leases.go) and
+// RunJobStore (jobs.go). Every backend runs them all, once, with RunAll (all.go): a Backend
+// holds an Opener per port, and a port the backend does not implement is skipped only with
+// the reason the backend gives, so that the embedded stores and the shared ones answer alike.
 //
 // The suites test the contract, not an implementation: not-found errors, overwrites, listing
 // order and cursors, owners kept apart, idempotence, concurrency, a done context, and
