@@ -291,6 +291,6 @@ func dropTo(uid, gid, groups string) error {
 }
 
 var (
-	_ scheduler.VolumeStorage = (*Pool)(nil)
+	_ scheduler.VolumeStorage             = (*Pool)(nil)
 	_ interface{ VolumeWarning() string } = (*Pool)(nil)
 )
