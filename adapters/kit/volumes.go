@@ -12,7 +12,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/gantryhq/gantry/core"
 )
@@ -34,7 +36,13 @@ type VolumeDirs struct {
 	mode fs.FileMode // permissions given to a volume's directory
 	log  *slog.Logger
 	gb   int64 // bytes in a GB of a volume's size: 1 GiB (tests shrink it)
+
+	mu      sync.Mutex
+	checked map[string]time.Time // when Ensure last had each volume measured
 }
+
+// checkEvery is how often Ensure has a volume measured, at most, for the size warning.
+const checkEvery = 10 * time.Minute
 
 // NewVolumeDirs returns volumes kept under root, made absolute. Each volume's directory gets
 // the owner uid:gid (-1: leave it as made, the server's user) and the permissions mode, on
@@ -51,7 +59,7 @@ func NewVolumeDirs(root string, uid, gid int, mode fs.FileMode, log *slog.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	return &VolumeDirs{root: filepath.Clean(abs), uid: uid, gid: gid, mode: mode.Perm(), log: log, gb: 1 << 30}, nil
+	return &VolumeDirs{root: filepath.Clean(abs), uid: uid, gid: gid, mode: mode.Perm(), log: log, gb: 1 << 30, checked: map[string]time.Time{}}, nil
 }
 
 // Root returns the directory the volumes are kept under.
@@ -94,7 +102,8 @@ func (v *VolumeDirs) Dir(id string) (string, error) {
 
 // Ensure makes the volume's directory if it does not exist (and the root, mode 0700), and
 // gives it its owner and permissions. A directory has no size to grow: the size is checked
-// by Usage.
+// by Usage, which Ensure also runs in the background, at most every 10 minutes a volume, so
+// that a volume over its size is logged while workers use it.
 func (v *VolumeDirs) Ensure(ctx context.Context, vol core.Volume) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -119,6 +128,15 @@ func (v *VolumeDirs) Ensure(ctx context.Context, vol core.Volume) error {
 	}
 	if err := os.Chmod(p, v.mode); err != nil { // not under the umask
 		return fmt.Errorf("network volume %s: %w", vol.ID, err)
+	}
+	v.mu.Lock()
+	due := time.Since(v.checked[vol.ID]) >= checkEvery
+	if due {
+		v.checked[vol.ID] = time.Now()
+	}
+	v.mu.Unlock()
+	if due && vol.SizeGB > 0 {
+		go func() { _, _ = v.Usage(context.WithoutCancel(ctx), vol) }()
 	}
 	return nil
 }

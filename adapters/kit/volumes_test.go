@@ -9,8 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gantryhq/gantry/core"
 )
@@ -21,8 +23,8 @@ func TestVolumeDirs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	root := filepath.Join(t.TempDir(), "volumes")
-	var logs bytes.Buffer
-	v, err := NewVolumeDirs(root, -1, -1, 0o770, slog.New(slog.NewTextHandler(&logs, nil)))
+	logs := &syncBuffer{}
+	v, err := NewVolumeDirs(root, -1, -1, 0o770, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +59,7 @@ func TestVolumeDirs(t *testing.T) {
 	if err != nil || used < int64(len(weights)) || used > 1<<20 {
 		t.Errorf("Usage = %d, %v; want about %d bytes", used, err, len(weights))
 	}
-	if logs.Len() != 0 {
+	if logs.String() != "" {
 		t.Errorf("Usage under the size logged %q", logs.String())
 	}
 	// A sparse file counts its blocks, not its length.
@@ -68,12 +70,16 @@ func TestVolumeDirs(t *testing.T) {
 	if used2, _ := v.Usage(ctx, vol); used2 > used+1<<20 {
 		t.Errorf("Usage counted a sparse file's length: %d bytes", used2)
 	}
-	if _, err := v.Usage(ctx, core.Volume{ID: "vol-1"}); err != nil || logs.Len() != 0 {
+	if _, err := v.Usage(ctx, core.Volume{ID: "vol-1"}); err != nil || logs.String() != "" {
 		t.Errorf("Usage of a volume without a size = %v, logged %q; want no warning", err, logs.String())
 	}
-	v.gb = 1 << 10 // the volume's 10 "GB" are now 10 KiB, and it holds 64 KiB
-	if _, err := v.Usage(ctx, vol); err != nil || !strings.Contains(logs.String(), "holds more than its size") {
+	small, _ := NewVolumeDirs(root, -1, -1, 0o770, v.log)
+	small.gb = 1 << 10 // the volume's 10 "GB" are 10 KiB here, and it holds 64 KiB
+	if _, err := small.Usage(ctx, vol); err != nil || !strings.Contains(logs.String(), "holds more than its size") {
 		t.Errorf("Usage over the size = %v, logged %q; want a warning", err, logs.String())
+	}
+	if err := v.Ensure(ctx, vol); err != nil { // measured 1 ms ago by the first Ensure: not again
+		t.Fatal(err)
 	}
 
 	if err := v.Delete(ctx, vol); err != nil {
@@ -197,5 +203,59 @@ func TestVolumeDirsDeleteUnwritable(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(v.Root(), "v")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("after Delete: %v; want the directory gone", err)
+	}
+}
+
+// TestVolumeDirsEnsureWarns: Ensure has a volume over its size measured in the background, so
+// that the warning is logged while workers start, and not again within checkEvery.
+func TestVolumeDirsEnsureWarns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	logs := &syncBuffer{}
+	v, err := NewVolumeDirs(t.TempDir(), -1, -1, 0o770, slog.New(slog.NewTextHandler(logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.gb = 1 << 10 // a "GB" is 1 KiB: the volume's directory alone (a block) is over 1
+	vol := core.Volume{ID: "v", SizeGB: 1}
+	if err := v.Ensure(ctx, vol); err != nil {
+		t.Fatal(err)
+	}
+	warned := func() int { return strings.Count(logs.String(), "holds more than its size") }
+	waitFor(t, func() bool { return warned() == 1 })
+	if err := v.Ensure(ctx, vol); err != nil { // within checkEvery: not measured again
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := warned(); n != 1 {
+		t.Errorf("%d warnings after a second Ensure within %v; want 1", n, checkEvery)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger in another goroutine.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
 	}
 }
