@@ -77,14 +77,21 @@ func (p *Pool) VolumeUsage(ctx context.Context, v core.Volume) (int64, error) {
 	return d.Usage(ctx, v)
 }
 
-// VolumeWarning says why the pool's workers do not see their volume at /runpod-volume (they
-// find it in $GANTRY_VOLUME_PATH instead), "" when they do.
+// VolumeWarning says why the pool's workers do not see their volume at /runpod-volume, ""
+// when they do. Workers that run as Gantry's own user find it in $GANTRY_VOLUME_PATH
+// instead; workers of another user (a root without the right to unshare) cannot have it, as
+// the volume root is Gantry's alone: they fail to start, as the warning says.
 func (p *Pool) VolumeWarning() string {
-	if err := p.namespaces(); err != nil {
-		return fmt.Sprintf("pool %s (process) cannot mount network volumes at %s: %v; its workers find their volume's directory in $%s instead, and run as Gantry's own user",
-			p.desc.ID, core.VolumeMountPath, err, VolumeEnv)
+	err := p.namespaces()
+	switch {
+	case err == nil:
+		return ""
+	case p.cmds.user != nil:
+		return fmt.Sprintf("pool %s (process) cannot mount network volumes at %s: %v; its workers run as %s, who may not reach the volume root, so workers with a volume fail to start",
+			p.desc.ID, core.VolumeMountPath, err, p.cmds.user)
 	}
-	return ""
+	return fmt.Sprintf("pool %s (process) cannot mount network volumes at %s: %v; its workers find their volume's directory in $%s instead, and run as Gantry's own user",
+		p.desc.ID, core.VolumeMountPath, err, VolumeEnv)
 }
 
 // namespaces returns nil when the pool can give workers mount namespaces of their own, else
@@ -125,8 +132,9 @@ type volumeMount struct {
 
 // attachVolume changes a worker's prepared command so that the worker sees vol: where the pool
 // has namespaces, the command runs the mount helper as root, which mounts the volume and then
-// runs the worker's program as the worker's user; elsewhere the worker learns the volume's
-// directory from VolumeEnv. A volume without its directory fails the start.
+// runs the worker's program as the worker's user; elsewhere a worker running as the server's
+// user learns the volume's directory from VolumeEnv, and one of another user fails to start.
+// A volume without its directory fails the start.
 func (p *Pool) attachVolume(cmd *exec.Cmd, vol core.Volume) (*volumeMount, error) {
 	d, err := p.volumeDirs()
 	if err != nil {
@@ -139,7 +147,11 @@ func (p *Pool) attachVolume(cmd *exec.Cmd, vol core.Volume) (*volumeMount, error
 	if cmd.Err != nil { // the program was not found: cmd.Start says so, as without a volume
 		return nil, nil
 	}
-	if p.namespaces() != nil {
+	if err := p.namespaces(); err != nil {
+		if u := p.cmds.user; u != nil { // it cannot search the root, nor should it: every worker is u
+			return nil, fmt.Errorf("network volume %s: this pool cannot mount it at %s: %v; and its workers' user %s may not reach the volume root",
+				vol.ID, core.VolumeMountPath, err, u)
+		}
 		cmd.Env = append(cmd.Env, VolumeEnv+"="+dir)
 		return nil, nil
 	}

@@ -202,3 +202,26 @@ func TestVolumeNoRoot(t *testing.T) {
 		t.Errorf("Start with a volume on a pool without a root = %v; want a failed start", err)
 	}
 }
+
+// TestVolumeRootWithoutNamespaces: a root that may not make mount namespaces (a container
+// without CAP_SYS_ADMIN) cannot hand a volume to workers of another user, who may not reach
+// the volume root: their start fails saying so, and VolumeWarning says it in advance.
+func TestVolumeRootWithoutNamespaces(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skipf("workers of another user need a server running as root (this test runs as uid %d)", os.Geteuid())
+	}
+	f := newVolumeFixture(t, Config{User: "65534:65534"})
+	f.pool.nsOnce.Do(func() { f.pool.nsErr = errors.New("it may not give a process a mount namespace of its own (a test)") })
+	if w := f.pool.VolumeWarning(); !strings.Contains(w, "workers with a volume fail to start") {
+		t.Errorf("VolumeWarning() = %q; want it to say workers with a volume fail to start", w)
+	}
+	vol := &core.Volume{ID: "vol-y", SizeGB: 10}
+	if err := f.pool.EnsureVolume(context.Background(), *vol); err != nil {
+		t.Fatal(err)
+	}
+	err := f.run("test/by-env", vol, "in.txt", "out.txt")
+	if err == nil || !strings.Contains(err.Error(), "network volume vol-y: this pool cannot mount it at /runpod-volume") {
+		t.Errorf("Start = %v; want a failed start saying the pool cannot mount the volume", err)
+	}
+}
