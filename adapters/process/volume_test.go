@@ -225,3 +225,44 @@ func TestVolumeRootWithoutNamespaces(t *testing.T) {
 		t.Errorf("Start = %v; want a failed start saying the pool cannot mount the volume", err)
 	}
 }
+
+// TestVolumeShared runs workers of several endpoints on one volume at once, each reading the
+// test's file and writing its own, as many workers share a volume of model weights.
+func TestVolumeShared(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skipf("mounting a worker's volume needs root (this test runs as uid %d)", os.Geteuid())
+	}
+	f := newVolumeFixture(t, Config{User: "65534:65534"})
+	if err := f.pool.namespaces(); err != nil {
+		t.Skipf("this root may not make mount namespaces: %v", err)
+	}
+	vol := &core.Volume{ID: "vol-shared", SizeGB: 10}
+	if err := f.pool.EnsureVolume(context.Background(), *vol); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(f.pool.volumes.Root(), vol.ID)
+	if err := os.WriteFile(filepath.Join(dir, "in.txt"), []byte("weights v1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const n = 6
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("shared%d", i)
+		spec := scheduler.WorkerSpec{ID: ids[i], Endpoint: fmt.Sprintf("ep%d", i%3), Image: "test/mounted", Volume: vol,
+			Env: map[string]string{"READ": "in.txt", "WRITE": ids[i] + ".txt"}, Report: f.rec.Report}
+		if err := f.pool.Start(context.Background(), spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range ids {
+		if e := f.rec.Wait(t, id, scheduler.WorkerExited, waitTimeout); e.Err != nil {
+			t.Errorf("worker %s: %v", id, e.Err)
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, id+".txt"))
+		if want := "weights v1\nuid=65534 path=/runpod-volume\n"; err != nil || string(b) != want {
+			t.Errorf("worker %s wrote %q, %v; want %q", id, b, err, want)
+		}
+	}
+}
