@@ -116,6 +116,9 @@ type ProcessConfig struct {
 	// user, which a worker shares (it can read the data directory: the server warns). Root is
 	// refused.
 	User string `yaml:"user"`
+	// VolumeRoot keeps the network volumes of the pool's data center, a directory each;
+	// default <data>/volumes.
+	VolumeRoot string `yaml:"volumeRoot"`
 }
 
 // RunPodConfig is how a runpod pool rents pods (see adapters/runpod.Config). The pool's
@@ -239,6 +242,10 @@ type DockerConfig struct {
 	// Timeouts bound each kind of call to the Docker engine, so that a wedged dockerd fails
 	// the call with an error naming it instead of holding the scheduler; omitted = defaults.
 	Timeouts DockerTimeouts `yaml:"timeouts"`
+	// VolumeRoot keeps the network volumes of the pool's data center, a directory each,
+	// bind-mounted into workers: a path on the Docker host, the same where Gantry runs;
+	// default <data>/volumes with a local engine (a unix socket), none with a remote one.
+	VolumeRoot string `yaml:"volumeRoot"`
 }
 
 // DockerTimeouts are a docker pool's engine call deadlines (adapters/docker.Timeouts); 0 = the
@@ -316,6 +323,7 @@ const ConfigHelp = `Config file (YAML, --config FILE; unknown keys are rejected;
       cpu: false                  # true: a pool of CPU slots (then vcpus, memoryPerVcpu)
       process:                    # optional
         user: gantry-worker       # who workers run as; default nobody when serving as root (never root)
+        volumeRoot: /srv/gantry/volumes  # network volumes, a directory each; default <data>/volumes
     - id: docker-gpus             # a pool of containers on a Docker host
       adapter: docker
       gpuType: NVIDIA L4
@@ -331,6 +339,7 @@ const ConfigHelp = `Config file (YAML, --config FILE; unknown keys are rejected;
         diskQuota: false          # true: endpoint disk limits the container (xfs+pquota, btrfs, zfs)
         init: false               # true: docker-init as PID 1 (workers without a SIGTERM handler)
         timeouts: {pull: 30m, inspect: 30s, change: 1m, stop: 30s, logs: 1m}  # engine call deadlines (these are the defaults)
+        volumeRoot: /srv/gantry/volumes  # network volumes on the Docker host (same path here); default <data>/volumes with a local engine
     - id: burst                   # rented GPUs: each worker a RunPod pod (see docs/pools.md)
       adapter: runpod
       gpuType: NVIDIA GeForce RTX 4090  # RunPod's GPU type id

@@ -27,6 +27,7 @@ type poolEnv struct {
 	self     string   // this executable, for built-in workers
 	builtins []string // the built-in worker images
 	logDir   string   // where pools keep their workers' logs
+	volumes  string   // where local pools keep network volumes unless configured: <data>/volumes
 	log      *slog.Logger
 }
 
@@ -52,8 +53,12 @@ var adapters = map[string]adapter{
 					"run gantry serve as root (workers then run as process.user, default nobody) to keep them apart",
 					"pool", p.ID, "uid", os.Geteuid())
 			}
+			root := env.volumes
+			if p.Process != nil && p.Process.VolumeRoot != "" {
+				root = p.Process.VolumeRoot
+			}
 			return process.New(process.Config{Pool: p.Pool, Self: env.self, Builtins: env.builtins,
-				Images: env.cfg.Images, LogDir: env.logDir, Devices: env.cfg.devices[p.ID], User: user})
+				Images: env.cfg.Images, LogDir: env.logDir, Devices: env.cfg.devices[p.ID], User: user, VolumeRoot: root})
 		},
 		section: func(p PoolConfig) bool { return p.Process != nil },
 	},
@@ -64,7 +69,7 @@ var adapters = map[string]adapter{
 				Devices: d.Devices, GPUsByEnv: d.GPUsByEnv, Pull: docker.PullPolicy(d.Pull),
 				Credentials: env.cfg.credential, StopGrace: d.StopGrace, Suspend: docker.SuspendMode(d.Suspend),
 				LogDir: env.logDir, DiskQuota: d.DiskQuota, Init: d.Init, Log: env.log,
-				Timeouts: docker.Timeouts(d.Timeouts)})
+				Timeouts: docker.Timeouts(d.Timeouts), VolumeRoot: cmp.Or(d.VolumeRoot, localDocker(d.Host, env.volumes))})
 		},
 		section: func(p PoolConfig) bool { return p.Docker != nil },
 		grace: func(p PoolConfig) time.Duration {
@@ -109,6 +114,16 @@ func workerUser(c *ProcessConfig, euid int) string {
 	return "nobody"
 }
 
+// localDocker returns dir when the Docker host is this machine's engine (host, else
+// $DOCKER_HOST, is "" or a unix socket), so that a directory made here is the one it mounts;
+// "" for a remote engine.
+func localDocker(host, dir string) string {
+	if h := cmp.Or(host, os.Getenv("DOCKER_HOST")); h == "" || strings.HasPrefix(h, "unix://") {
+		return dir
+	}
+	return ""
+}
+
 // adapterNames lists the registered adapters, for messages.
 func adapterNames() string { return strings.Join(slices.Sorted(maps.Keys(adapters)), ", ") }
 
@@ -144,7 +159,8 @@ func newPools(ctx context.Context, cfg *Config, self string, builtins []string, 
 			shutdownPools(cfg, pools, log)
 		}
 	}()
-	env := poolEnv{cfg: cfg, self: self, builtins: builtins, logDir: filepath.Join(cfg.Data, "workers"), log: log}
+	env := poolEnv{cfg: cfg, self: self, builtins: builtins, logDir: filepath.Join(cfg.Data, "workers"),
+		volumes: filepath.Join(cfg.Data, volumesDir), log: log}
 	for _, p := range cfg.Pools {
 		a, ok := adapters[cmp.Or(p.Adapter, "process")]
 		if !ok {

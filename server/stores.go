@@ -188,7 +188,9 @@ func (k *KeyStores) Close() { k.close() }
 // everything under it lose every group and other permission (directories 0700, files 0600),
 // so that only the server's user reads the store, the keys and the file-signing key, and no
 // process-pool worker, which runs as another user, does. Files the embedded store creates
-// later inside keep its own modes, out of others' reach below the 0700 directory.
+// later inside keep its own modes, out of others' reach below the 0700 directory. What the
+// network volumes under volumes/ hold is the workers' and keeps its modes (the directory
+// itself is made private).
 func privateDataDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("creating the data directory: %w", err)
@@ -215,9 +217,16 @@ func privateDataDir(dir string) error {
 				return fmt.Errorf("making the data directory private: %w", err)
 			}
 		}
+		if d.IsDir() && path == filepath.Join(dir, volumesDir) {
+			return fs.SkipDir
+		}
 		return nil
 	})
 }
+
+// volumesDir is the directory under the data directory where local pools keep network
+// volumes by default.
+const volumesDir = "volumes"
 
 // openPostgres opens the shared store: everything replicas share, jobs included, lives in
 // PostgreSQL; cfg.Data is not used. What runs in the background (the key cache, the job

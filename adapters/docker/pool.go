@@ -132,6 +132,12 @@ type Config struct {
 	// Log receives what the pool does outside its events: leftover containers it removed,
 	// failures it could only log. nil = slog.Default().
 	Log *slog.Logger
+	// VolumeRoot is the directory that keeps the network volumes the pool stores, one
+	// directory each (<VolumeRoot>/<volume id>), bind-mounted at /runpod-volume in the
+	// containers of workers that have one. It must have the same path on the Docker host (the
+	// engine mounts it) and where Gantry runs (Gantry makes and removes the directories): a
+	// local engine, or a shared filesystem mounted at the same path. "" = the pool keeps none.
+	VolumeRoot string
 }
 
 // Pool is the Docker adapter's scheduler.Pool: one Docker host. Start pulls the spec's image
@@ -153,7 +159,9 @@ type Config struct {
 // Workers share the host's network: each variable of a spec's PortEnv gets a free port of the
 // host (the WorkerRunning event's Addrs say 127.0.0.1:port, and the port stays the same across
 // a suspend), while a spec's Ports need nothing more (a worker listening on 22 listens on the
-// host's 22). Logs reads a worker's output; Shutdown stops every worker as Gantry exits.
+// host's 22). Logs reads a worker's output; Shutdown stops every worker as Gantry exits. A
+// worker whose spec has a Volume gets its directory under Config.VolumeRoot bind-mounted at
+// /runpod-volume, read-write (volume.go).
 //
 // The pool accounts for the device indices (or CPU slot indices) of its workers as the process
 // pool does: Start refuses a spec that asks for more than the pool has, for an index out of
@@ -171,7 +179,8 @@ type Pool struct {
 	cfg      Config   // the rest: Network, GPUsByEnv, Credentials, LogDir, DiskQuota, Init
 	log      *slog.Logger
 
-	live *kit.Live[*worker] // live workers and the devices they hold
+	live    *kit.Live[*worker] // live workers and the devices they hold
+	volumes *kit.VolumeDirs    // the network volumes it keeps; nil = none
 }
 
 // idleConnTimeout is how long the pool keeps an idle connection to the engine. The pool's
@@ -199,6 +208,10 @@ func New(ctx context.Context, cfg Config) (*Pool, error) {
 	if err := cfg.Timeouts.check(); err != nil {
 		errs = append(errs, err)
 	}
+	volumes, err := newVolumeDirs(cfg.VolumeRoot, cfg)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("docker pool %q: %w", d.ID, err)
 	}
@@ -211,7 +224,7 @@ func New(ctx context.Context, cfg Config) (*Pool, error) {
 		desc: d, api: api, host: host,
 		grace: cmp.Or(cfg.StopGrace, DefaultStopGrace), timeouts: cfg.Timeouts.withDefaults(), suspend: suspend, pull: pull,
 		devices: slices.Clone(cfg.Devices), cfg: cfg, log: cmp.Or(cfg.Log, slog.Default()),
-		live: kit.NewLive[*worker](d.GPUs),
+		live: kit.NewLive[*worker](d.GPUs), volumes: volumes,
 	}
 	ping := func(ctx context.Context) (client.PingResult, error) {
 		return api.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})

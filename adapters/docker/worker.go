@@ -108,11 +108,17 @@ func (p *Pool) create(ctx context.Context, w *worker, spec scheduler.WorkerSpec)
 		return nil, err
 	}
 	w.addrs = addrs
+	volume, err := p.volumeSource(spec.Volume) // a worker never runs without its volume
+	if err != nil {
+		return nil, err
+	}
 	if err := p.ensureImage(ctx, spec.Image, spec.Endpoint, spec.Registry); err != nil {
 		return nil, err
 	}
+	opts := p.createOptions(spec, w.name, portEnv)
+	withVolume(&opts, volume)
 	created, err := engineCall(ctx, p, kindChange, "ContainerCreate", func(ctx context.Context) (client.ContainerCreateResult, error) {
-		return p.api.ContainerCreate(ctx, p.createOptions(spec, w.name, portEnv))
+		return p.api.ContainerCreate(ctx, opts)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating its container from %q: %w", spec.Image, err)

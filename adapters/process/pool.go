@@ -57,6 +57,10 @@ type Config struct {
 	// is Devices[i]. nil = the indices themselves (the pool holds GPUs 0..count-1). LocalDevices
 	// gives them for discovered pools, whose GPUs of one type need not be numbered from 0.
 	Devices []string
+	// VolumeRoot is the directory that keeps the network volumes the pool stores, one
+	// directory each (<VolumeRoot>/<volume id>, owned by the workers' user); "" = the pool
+	// keeps none. See volume.go for how a worker sees its volume.
+	VolumeRoot string
 }
 
 // Pool is the process adapter's scheduler.Pool: it runs each worker as a local process in its
@@ -78,6 +82,10 @@ type Config struct {
 // Resume continues it with SIGCONT, which is much faster than starting a process. A suspended
 // worker can still be stopped: Stop follows SIGTERM with SIGCONT so that it can act on it.
 //
+// A worker whose spec has a Volume sees its directory under Config.VolumeRoot at
+// /runpod-volume, in a mount namespace of its own, where Gantry runs as root; elsewhere it
+// finds the directory in $GANTRY_VOLUME_PATH (VolumeWarning says so). See volume.go.
+//
 // The pool accounts for the device indices (or CPU slot indices) of its workers: Start refuses
 // a spec that asks for more than the pool has, for an index out of range, twice, or held by a
 // live worker, with an error wrapping scheduler.ErrNoCapacity. A worker's indices are free
@@ -89,6 +97,10 @@ type Pool struct {
 	devices []string // machine device names by pool index; nil = the index
 
 	live *kit.Live[*worker] // live workers and the devices they hold
+
+	volumes *kit.VolumeDirs // the network volumes it keeps; nil = none
+	nsOnce  sync.Once       // finds out nsErr
+	nsErr   error           // why workers get no mount namespace for their volume; nil = they do
 }
 
 // New returns a pool running the workers cfg describes, or what is wrong with cfg.
@@ -111,10 +123,21 @@ func New(cfg Config) (*Pool, error) {
 			errs = append(errs, fmt.Errorf("image %q maps to no command", img))
 		}
 	}
+	var volumes *kit.VolumeDirs
+	if cfg.VolumeRoot != "" {
+		uid, gid := -1, -1 // the server's own user
+		if u != nil {
+			uid, gid = int(u.uid), int(u.gid)
+		}
+		if volumes, err = kit.NewVolumeDirs(cfg.VolumeRoot, uid, gid, 0o770, nil); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("process pool %q: %w", d.ID, err)
 	}
 	return &Pool{
+		volumes: volumes,
 		desc:    d,
 		cmds:    commands{self: cfg.Self, builtins: slices.Clone(cfg.Builtins), images: cloneImages(cfg.Images), logDir: cfg.LogDir, user: u, selfExec: selfExec},
 		grace:   cmp.Or(cfg.StopGrace, DefaultStopGrace),
@@ -160,6 +183,10 @@ func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
 	}
 	w.addrs = addrs
 	cmd, log, err := p.cmds.prepare(spec, append(p.deviceEnv(spec.GPUs), envList(portEnv)...)...)
+	var mount *volumeMount
+	if err == nil && spec.Volume != nil {
+		mount, err = p.attachVolume(cmd, *spec.Volume)
+	}
 	if err == nil {
 		err = cmd.Start()
 		switch {
@@ -168,6 +195,9 @@ func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
 		case err != nil:
 			err = fmt.Errorf("%s: %w", cmd.Args[0], err)
 		}
+	}
+	if mount != nil {
+		err = mount.wait(cmd, err) // the volume mounted and the program running, or why not
 	}
 	if log != nil {
 		log.Close() // the child has its own descriptor

@@ -5,6 +5,8 @@
 //	ignores  ignore SIGTERM, print the environment, run until killed
 //	crashes  exit with status 37 at once
 //	talks    print "out 1..3" to stdout and "err 1..3" to stderr, then exit with status 3
+//	volume   copy /runpod-volume/$READ to /runpod-volume/$WRITE, add "path=$GANTRY_VOLUME_PATH",
+//	         exit 0 (status 5 when it cannot)
 //
 // The environment is printed as one line, "GANTRY_TEST_ENV <JSON object>", once the worker is
 // ready (its signal handling set up, its HTTP port listening).
@@ -44,6 +46,18 @@ func main() {
 		}
 	case "crashes":
 		os.Exit(37)
+	case "volume":
+		dir := "/runpod-volume/"
+		b, err := os.ReadFile(dir + os.Getenv("READ"))
+		if err == nil {
+			b = append(b, "path="+os.Getenv("GANTRY_VOLUME_PATH")+"\n"...)
+			err = os.WriteFile(dir+os.Getenv("WRITE"), b, 0o644)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(5)
+		}
+		os.Exit(0)
 	case "talks":
 		for i := 1; i <= 3; i++ {
 			fmt.Fprintf(os.Stdout, "out %d\n", i)
@@ -51,7 +65,7 @@ func main() {
 		}
 		os.Exit(3)
 	}
-	fmt.Fprintf(os.Stderr, "unknown mode %q (serves, ignores, crashes, talks)\n", mode)
+	fmt.Fprintf(os.Stderr, "unknown mode %q (serves, ignores, crashes, talks, volume)\n", mode)
 	os.Exit(2)
 }
 
