@@ -1,5 +1,7 @@
 package core
 
+import "context"
+
 // This file declares the ports the job engine reaches its stores and deliveries through.
 
 // JobRecords persists the job records under an in-process JobStore (store/memq over Pebble).
@@ -27,6 +29,9 @@ type Notifier interface {
 // engine calls it after the store holds the change, on the worker's request path: it must not
 // block. The job passed is the stored record; the observer must not keep or change it.
 type JobObserver interface {
+	// JobSubmitted: the job was stored IN_QUEUE by the submit whose context is ctx (which
+	// carries the submit request's trace span).
+	JobSubmitted(ctx context.Context, j *Job)
 	// JobTaken: a worker took the job; its delay is StartedAt - QueuedAt.
 	JobTaken(j *Job)
 	// JobEnded: the job reached a terminal status from status from (IN_QUEUE for a job
