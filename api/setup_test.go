@@ -153,7 +153,7 @@ func setup(t testing.TB, opts ...setupOpts) *env {
 	t.Cleanup(engine.Scheduler.Close)
 	jobs := engine.Jobs
 	cfg.Jobs = jobs
-	cfg.Management = &core.Management{Endpoints: st, Templates: st, Clock: clock, OnDelete: func(id string) { jobs.Purge(id) },
+	cfg.Management = &core.Management{Endpoints: st, Templates: st, Clock: clock, OnDelete: func(ctx context.Context, id string) { jobs.Purge(ctx, id) },
 		Catalog: core.NewCatalog(testPools, []core.NetworkVolume{{ID: "vol-eu", DataCenter: "EU-RO-1", SizeGB: 10}}, testTemplates)}
 	cfg.Management.Catalog.CanRun = o.canRun
 	for _, s := range specs {

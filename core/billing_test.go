@@ -309,7 +309,7 @@ func TestUsageSurvivesRestart(t *testing.T) {
 	_ = r.jobs.Done(t.Context(), r.ep.ID, "w", j.ID, core.Result{Output: json.RawMessage(`{"pixels":2000000}`)})
 	r.store.Close()
 	r.open()
-	if _, _, err := r.jobs.Recover(t.Context(), ); err != nil {
+	if _, _, err := r.jobs.Recover(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if u := r.usage("alice"); len(u) != 1 || u[0].CostMicros != 4800 || u[0].JobID != j.ID {

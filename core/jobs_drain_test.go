@@ -40,7 +40,7 @@ func TestDrainAndRelease(t *testing.T) {
 	}
 	a := r.submit(`{"n":"a"}`)
 	r.take("w1")
-	r.jobs.Tick(t.Context(), r.clock.Advance(core.WorkerLostAfter + time.Second)) // a was lost once: retries 1
+	r.jobs.Tick(t.Context(), r.clock.Advance(core.WorkerLostAfter+time.Second)) // a was lost once: retries 1
 	r.jobs.Ping(t.Context(), "w2", "")
 	if got := r.take("w1"); got.ID != a.ID {
 		t.Fatalf("w1 took %s; want %s", got.ID, a.ID)
@@ -90,7 +90,7 @@ func TestDrainAndRelease(t *testing.T) {
 	}
 	cancel()
 
-	n, err := r.jobs.Release(t.Context(), )
+	n, err := r.jobs.Release(t.Context())
 	if err != nil || n != 1 {
 		t.Fatalf("Release() = %d, %v; want 1, nil", n, err)
 	}
@@ -110,7 +110,7 @@ func TestDrainAndRelease(t *testing.T) {
 
 	r.store.Close() // a restart
 	r.open()
-	queued, requeued, err := r.jobs.Recover(t.Context(), )
+	queued, requeued, err := r.jobs.Recover(t.Context())
 	if err != nil || queued != 2 || requeued != 0 {
 		t.Fatalf("Recover = %d, %d, %v; want 2 queued (the released job and the one submitted while draining), 0 requeued", queued, requeued, err)
 	}

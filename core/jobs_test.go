@@ -213,7 +213,7 @@ func TestJobLifecycle(t *testing.T) {
 		t.Errorf("webhook body = %+v", hook)
 	}
 	// Retention: kept 30 minutes after the end, then 404.
-	r.jobs.Tick(t.Context(), r.clock.Advance(29 * time.Minute))
+	r.jobs.Tick(t.Context(), r.clock.Advance(29*time.Minute))
 	if r.gone(j.ID) {
 		t.Fatal("job gone before its 30 minute retention")
 	}
@@ -244,7 +244,7 @@ func TestRetention(t *testing.T) {
 			j := r.submit(`{}`, tc.sub)
 			r.take("w")
 			_ = r.jobs.Done(t.Context(), "ep1", "w", j.ID, core.Result{Output: json.RawMessage(`1`)})
-			r.jobs.Tick(t.Context(), r.clock.Advance(tc.keep - time.Second))
+			r.jobs.Tick(t.Context(), r.clock.Advance(tc.keep-time.Second))
 			if r.gone(j.ID) {
 				t.Fatalf("gone before %v", tc.keep)
 			}
@@ -262,7 +262,7 @@ func TestRetention(t *testing.T) {
 	if _, err := r.jobs.Get(t.Context(), core.JobRef{Endpoint: "ep1", ID: j.ID}, 6*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	r.jobs.Tick(t.Context(), r.clock.Advance(6 * time.Second))
+	r.jobs.Tick(t.Context(), r.clock.Advance(6*time.Second))
 	if !r.gone(j.ID) {
 		t.Error("ttl=6000 did not expire the job after 6 s")
 	}
@@ -317,7 +317,7 @@ func TestRetryAndTimeout(t *testing.T) {
 	r.jobs.RegisterWorker("ep1", "w1")
 	j := r.submit(`{"x":1}`, func(s *core.Submission) { s.Policy.ExecutionTimeoutMs = 5000 })
 	r.take("w1")
-	r.jobs.Tick(t.Context(), r.clock.Advance(4999 * time.Millisecond))
+	r.jobs.Tick(t.Context(), r.clock.Advance(4999*time.Millisecond))
 	if s := r.status(j.ID); s != core.InProgress {
 		t.Fatalf("before the timeout: %s", s)
 	}
@@ -357,14 +357,14 @@ func TestWorkerLost(t *testing.T) {
 	j := r.submit(`{}`)
 	for i := 1; i <= core.RetryBudget; i++ {
 		r.take("w1")
-		r.jobs.Tick(t.Context(), r.clock.Advance(core.WorkerLostAfter + time.Second))
+		r.jobs.Tick(t.Context(), r.clock.Advance(core.WorkerLostAfter+time.Second))
 		got, _ := r.jobs.Get(t.Context(), core.JobRef{Endpoint: "ep1", ID: j.ID}, 0)
 		if got.Status != core.InQueue || got.Retries != i {
 			t.Fatalf("loss %d: %s retries %d; want IN_QUEUE, %d", i, got.Status, got.Retries, i)
 		}
 	}
 	r.take("w1")
-	r.jobs.Tick(t.Context(), r.clock.Advance(core.WorkerLostAfter + time.Second))
+	r.jobs.Tick(t.Context(), r.clock.Advance(core.WorkerLostAfter+time.Second))
 	got, _ := r.jobs.Get(t.Context(), core.JobRef{Endpoint: "ep1", ID: j.ID}, 0)
 	if got.Status != core.Failed || !strings.Contains(got.Error, "lost") {
 		t.Errorf("after the budget: %s %q; want FAILED", got.Status, got.Error)
@@ -528,7 +528,7 @@ func TestWebhookSurvivesRestart(t *testing.T) {
 	r.store.Close() // the crash: the delivery never finished
 	r.open()
 	r.hooks.hold.Store(false)
-	if _, _, err := r.jobs.Recover(t.Context(), ); err != nil {
+	if _, _, err := r.jobs.Recover(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	recv(t, r.hooks.delivered, "the delivery after the restart")
@@ -545,7 +545,7 @@ func TestWebhookSurvivesRestart(t *testing.T) {
 
 	r.store.Close()
 	r.open()
-	if _, _, err := r.jobs.Recover(t.Context(), ); err != nil {
+	if _, _, err := r.jobs.Recover(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := r.jobs.Get(t.Context(), core.JobRef{Endpoint: "ep1", ID: j.ID}, 0); got.Status != core.Completed {
@@ -579,7 +579,7 @@ func TestRecover(t *testing.T) {
 	r.store.Close()
 
 	r.open()
-	queued, requeued, err := r.jobs.Recover(t.Context(), )
+	queued, requeued, err := r.jobs.Recover(t.Context())
 	if err != nil || queued != 2 || requeued != 1 {
 		t.Fatalf("Recover = %d, %d, %v; want 2 queued, 1 requeued", queued, requeued, err)
 	}
@@ -743,7 +743,7 @@ func TestRunSyncJobOutlivesItsWait(t *testing.T) {
 	}
 	r.store.Close()
 	r.open()
-	if _, _, err := r.jobs.Recover(t.Context(), ); err != nil {
+	if _, _, err := r.jobs.Recover(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if !r.gone(unanswered.ID) {

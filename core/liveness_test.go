@@ -122,7 +122,7 @@ func TestStoppedJobIsForgottenWithoutPings(t *testing.T) {
 	if _, err := r.jobs.Cancel(t.Context(), core.JobRef{Endpoint: r.ep.ID, ID: j.ID}); err != nil {
 		t.Fatal(err)
 	}
-	r.jobs.Tick(t.Context(), r.clock.Advance(core.WorkerLostAfter + time.Second))
+	r.jobs.Tick(t.Context(), r.clock.Advance(core.WorkerLostAfter+time.Second))
 	lost := slices.DeleteFunc(signals.Take(nil), func(s core.WorkerSignal) bool { return s.Kind != core.WorkerLost })
 	if st, _ := r.jobs.WorkerStatus("w1"); st.Busy != 0 || len(lost) != 0 {
 		t.Errorf("after WorkerLostAfter: busy %d, lost %v; want 0, none", st.Busy, lost)
