@@ -134,7 +134,7 @@ func (js *Jobs) Submit(ctx context.Context, ep *Endpoint, s Submission) (Job, er
 	}
 	js.countsOf(ep.ID).Submitted.Add(1)
 	if js.observe != nil {
-		js.observe.JobSubmitted(ctx, &stored)
+		js.observe.JobSubmitted(ctx, stored.Endpoint, stored.ID)
 	}
 	return stored, nil
 }

@@ -67,9 +67,9 @@ func NewJobs() *Jobs {
 
 // JobSubmitted starts following the job's trace from its submit: ctx carries the span of the
 // request that submitted it (the HTTP middleware's), of which the job's spans become children.
-func (m *Jobs) JobSubmitted(ctx context.Context, j *core.Job) {
+func (m *Jobs) JobSubmitted(ctx context.Context, _, id string) {
 	if m.Spans != nil {
-		m.Spans.Submitted(ctx, j.ID)
+		m.Spans.Submitted(ctx, id)
 	}
 }
 
