@@ -400,5 +400,7 @@ func (s *Scheduler) event(w *workerRec, ev WorkerEvent) {
 	s.publish(es)
 	es.mu.Unlock()
 	s.cfg.Log.Info("worker exited", "endpoint", es.ep.ID, "worker", w.id, "err", ev.Err, "stopped", ev.Stopped)
-	s.cfg.Jobs.ForgetWorker(s.ctx, w.id) // its jobs follow the worker-lost rule; this may call Demand
+	// An exit is applied even while the scheduler closes (WaitStopped waits for the exits):
+	// the store's writes (its jobs back to the queue, its token revoked) outlive s.ctx.
+	s.cfg.Jobs.ForgetWorker(context.WithoutCancel(s.ctx), w.id) // its jobs follow the worker-lost rule; this may call Demand
 }
