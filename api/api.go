@@ -81,12 +81,11 @@ type Config struct {
 	// negative = no bound.
 	BodyBudget int64
 	// TracerProvider, when set, traces every operation through the generated server's hooks
-	// (a span per request, joining the trace of a W3C traceparent header), and JobSpans hears
-	// of each job submitted, so that its take and end join the submit's trace. nil = no
-	// traces: the generated server gets no-op providers, and a well-formed /run takes
-	// runfast.go's path, which has no hooks.
+	// (a span per request, joining the trace of a W3C traceparent header). The request's
+	// context, which carries its span, reaches core.Jobs.Submit, whose observer makes the
+	// job's take and end spans of the submit's trace. nil = no traces: the generated server
+	// gets no-op providers, and a well-formed /run takes runfast.go's path, which has no hooks.
 	TracerProvider trace.TracerProvider
-	JobSpans       JobSpans
 	// StoreCheck tells whether the store the server needs answers (nil = nothing to check):
 	// while it fails, /healthz answers 503, so that a load balancer sends this replica no
 	// requests it could only refuse. Its answer is kept StoreCheckTTL (health.go).
@@ -94,11 +93,6 @@ type Config struct {
 	// ExpiredKeyGrace is how long an expired API key stays in the key list before it is
 	// deleted; 0 = core.DefaultExpiredKeyGrace (7 days).
 	ExpiredKeyGrace time.Duration
-}
-
-// JobSpans hears of the jobs submitted, with the context of the submit request's span.
-type JobSpans interface {
-	Submitted(ctx context.Context, id string)
 }
 
 // API is Gantry's HTTP front: /healthz plus every operation of openapi.yaml.
@@ -253,7 +247,7 @@ func (a *API) refuseResult(r *http.Request, args []string, limit int64) {
 	if a.cfg.Jobs.AuthWorker(r.Context(), strings.TrimSpace(r.Header.Get("Authorization")), args[0], args[1]) != nil {
 		return
 	}
-	_ = a.cfg.Jobs.Done(args[0], args[1], args[2], core.Result{TooLarge: limit + 1})
+	_ = a.cfg.Jobs.Done(r.Context(), args[0], args[1], args[2], core.Result{TooLarge: limit + 1})
 }
 
 func bodyCap(op string) int64 {

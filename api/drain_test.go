@@ -56,7 +56,7 @@ func TestDrain(t *testing.T) {
 		t.Errorf("job-done while draining = %d %s; want 200", r.status, r.body)
 	}
 	for job, want := range map[string]core.JobStatus{id: core.Completed, queued: core.InQueue} {
-		if j, err := e.engine.Get(core.JobRef{Endpoint: ep, ID: job}, 0); err != nil || j.Status != want {
+		if j, err := e.engine.Get(t.Context(), core.JobRef{Endpoint: ep, ID: job}, 0); err != nil || j.Status != want {
 			t.Errorf("job %s after draining = %s, %v; want %s", job, j.Status, err, want)
 		}
 	}

@@ -80,7 +80,7 @@ func TestListJobs(t *testing.T) {
 		t.Fatalf("cancel = %d %s", r.status, r.body)
 	}
 	e.clock.Advance(6 * time.Second)
-	e.engine.Tick(e.clock.Now()) // ids[2] passes its execution timeout
+	e.engine.Tick(t.Context(), e.clock.Now()) // ids[2] passes its execution timeout
 
 	newest := slices.Clone(ids)
 	slices.Reverse(newest)

@@ -95,11 +95,7 @@ func (h *handler) submit(ctx context.Context, req *oas.JobRequest, endpointID st
 	if p, ok := req.Policy.Get(); ok {
 		s.Policy = core.JobPolicy{ExecutionTimeoutMs: p.ExecutionTimeout.Or(0), LowPriority: p.LowPriority.Or(false), TTLMs: p.TTL.Or(0)}
 	}
-	j, err := h.cfg.Jobs.Submit(ep, s)
-	if err == nil && h.cfg.JobSpans != nil {
-		h.cfg.JobSpans.Submitted(ctx, j.ID)
-	}
-	return j, err
+	return h.cfg.Jobs.Submit(ctx, ep, s) // ctx carries the request's span: the job's spans join its trace
 }
 
 // RunJob implements run (spec 4.3).
@@ -138,13 +134,13 @@ func (h *handler) status(ctx context.Context, endpointID, jobID string, ttl int6
 	if wait > 0 {
 		j, err = h.cfg.Jobs.Wait(ctx, t.ref(jobID), wait)
 	} else {
-		j, err = h.cfg.Jobs.Get(t.ref(jobID), time.Duration(ttl)*time.Millisecond)
+		j, err = h.cfg.Jobs.Get(ctx, t.ref(jobID), time.Duration(ttl)*time.Millisecond)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if wait > 0 && ttl > 0 {
-		j, err = h.cfg.Jobs.Get(t.ref(jobID), time.Duration(ttl)*time.Millisecond)
+		j, err = h.cfg.Jobs.Get(ctx, t.ref(jobID), time.Duration(ttl)*time.Millisecond)
 		if err != nil {
 			return nil, err
 		}
@@ -233,7 +229,7 @@ func (h *handler) CancelJob(ctx context.Context, p oas.CancelJobParams) (oas.Can
 	if err != nil {
 		return nil, err
 	}
-	j, err := h.cfg.Jobs.Cancel(t.ref(p.JobId))
+	j, err := h.cfg.Jobs.Cancel(ctx, t.ref(p.JobId))
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +242,7 @@ func (h *handler) RetryJob(ctx context.Context, p oas.RetryJobParams) (oas.Retry
 	if err != nil {
 		return nil, err
 	}
-	j, err := h.cfg.Jobs.Retry(t.ref(p.JobId))
+	j, err := h.cfg.Jobs.Retry(ctx, t.ref(p.JobId))
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +259,7 @@ func (h *handler) PurgeQueue(ctx context.Context, p oas.PurgeQueueParams) (oas.P
 	if t.shared {
 		owner = t.caller // a model's queue is shared: purge only the caller's jobs
 	}
-	n := h.cfg.Jobs.PurgeOwned(t.ep.ID, owner)
+	n := h.cfg.Jobs.PurgeOwned(ctx, t.ep.ID, owner)
 	return &oas.PurgeResponseHeaders{Response: oas.PurgeResponse{Removed: n, Status: "completed"}}, nil
 }
 
@@ -273,7 +269,7 @@ func (h *handler) GetHealth(ctx context.Context, p oas.GetHealthParams) (oas.Get
 	if err != nil {
 		return nil, err
 	}
-	hl := h.cfg.Jobs.Health(t.ep.ID)
+	hl := h.cfg.Jobs.Health(ctx, t.ep.ID)
 	out := oas.Health{
 		Jobs: oas.HealthJobs{Completed: int(hl.Completed), Failed: int(hl.Failed), InProgress: int(hl.InProgress),
 			InQueue: int(hl.InQueue), Retried: int(hl.Retried)},
@@ -407,7 +403,7 @@ func (h *handler) WorkerJobDone(ctx context.Context, req *oas.JobDoneRequest, p 
 			r.Error = "the worker reported an empty error"
 		}
 	}
-	if err := h.cfg.Jobs.Done(p.EndpointId, p.WorkerId, p.JobId, r); err != nil {
+	if err := h.cfg.Jobs.Done(ctx, p.EndpointId, p.WorkerId, p.JobId, r); err != nil {
 		return nil, err
 	}
 	return &oas.WorkerAck{Status: "ok"}, nil
@@ -426,7 +422,7 @@ func (h *handler) WorkerJobStream(ctx context.Context, req *oas.JobStreamRequest
 	if m := bytes.TrimSpace(req.Metrics); len(m) > 0 && m[0] == '{' {
 		metrics = json.RawMessage(m)
 	}
-	if err := h.cfg.Jobs.StreamPart(p.EndpointId, p.WorkerId, p.JobId, part, metrics); err != nil {
+	if err := h.cfg.Jobs.StreamPart(ctx, p.EndpointId, p.WorkerId, p.JobId, part, metrics); err != nil {
 		return nil, err
 	}
 	return &oas.WorkerAck{Status: "ok"}, nil
@@ -441,7 +437,7 @@ func (h *handler) WorkerPing(ctx context.Context, p oas.WorkerPingParams) (oas.W
 	if p.Status.Or("") == "unhealthy" {
 		unhealthy = strings.TrimSpace(p.Check.Or("startup check") + ": " + p.Reason.Or("no reason given"))
 	}
-	h.cfg.Jobs.PingJobs(p.WorkerId, unhealthy, p.JobID.Or(""))
+	h.cfg.Jobs.PingJobs(ctx, p.WorkerId, unhealthy, p.JobID.Or(""))
 	return &oas.WorkerAck{Status: "ok"}, nil
 }
 

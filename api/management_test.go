@@ -83,7 +83,7 @@ func TestDeleteEndpoint(t *testing.T) {
 	if r := e.as(e.alice, "DELETE", "/v2/serverless/"+id, ""); r.status != 404 {
 		t.Errorf("second DELETE = %d; want 404", r.status)
 	}
-	if h := e.engine.Health(id); h.InQueue != 0 {
+	if h := e.engine.Health(t.Context(), id); h.InQueue != 0 {
 		t.Errorf("a deleted endpoint still has %d queued jobs (job %s); want its queue cancelled", h.InQueue, job)
 	}
 }

@@ -95,7 +95,7 @@ func (h *handler) WorkerJobFile(ctx context.Context, req oas.WorkerJobFileReq, p
 	if h.cfg.Files == nil {
 		return nil, core.Errorf(core.KindUnavailable, "this Gantry stores no files")
 	}
-	owner, err := h.cfg.Jobs.HeldOwner(p.EndpointId, p.WorkerId, p.JobId)
+	owner, err := h.cfg.Jobs.HeldOwner(ctx, p.EndpointId, p.WorkerId, p.JobId)
 	if err != nil {
 		return nil, err
 	}

@@ -78,6 +78,8 @@ type setupOpts struct {
 	limiter core.RateLimits
 	// leader is Config.Leader (nil: this replica always leads).
 	leader func() (self bool, holder, peerURL string)
+	// jobStore, when set, wraps the job store the engine runs over.
+	jobStore func(core.JobStore) core.JobStore
 	// keyStore, when set, wraps the key directory the server authenticates with.
 	keyStore func(core.KeyStore) core.KeyStore
 	// storeCheck is Config.StoreCheck (nil: none).
@@ -108,7 +110,11 @@ func setup(t testing.TB, opts ...setupOpts) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jc := core.JobsConfig{Store: js, Clock: clock, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), History: st}
+	var jstore core.JobStore = js
+	if o.jobStore != nil {
+		jstore = o.jobStore(js)
+	}
+	jc := core.JobsConfig{Store: jstore, Clock: clock, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), History: st}
 	var authKeys core.KeyStore = keys
 	if o.keyStore != nil {
 		authKeys = o.keyStore(keys)
@@ -153,7 +159,7 @@ func setup(t testing.TB, opts ...setupOpts) *env {
 	t.Cleanup(engine.Scheduler.Close)
 	jobs := engine.Jobs
 	cfg.Jobs = jobs
-	cfg.Management = &core.Management{Endpoints: st, Templates: st, Clock: clock, OnDelete: func(id string) { jobs.Purge(id) },
+	cfg.Management = &core.Management{Endpoints: st, Templates: st, Clock: clock, OnDelete: func(ctx context.Context, id string) { jobs.Purge(ctx, id) },
 		Catalog: core.NewCatalog(testPools, []core.NetworkVolume{{ID: "vol-eu", DataCenter: "EU-RO-1", SizeGB: 10}}, testTemplates)}
 	cfg.Management.Catalog.CanRun = o.canRun
 	for _, s := range specs {

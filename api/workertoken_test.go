@@ -15,7 +15,7 @@ func TestWorkerTokenRevokedOrExpired(t *testing.T) {
 	ep := e.create(minimalQueue)
 	q := "?gpu=CPU&job_in_progress=0"
 	stopped := e.engine.RegisterWorker(ep, "w1")
-	e.engine.ForgetWorker("w1")
+	e.engine.ForgetWorker(t.Context(), "w1")
 	live := e.engine.RegisterWorker(ep, "w2")
 
 	check := func(name, url, token, wantDetail string) {

@@ -55,9 +55,9 @@ func (e *engine) endpoint(tb testing.TB, min, max int) string {
 		tb.Fatal(err)
 	}
 	deadline := time.Now().Add(60 * time.Second)
-	for e.jobs.Health(id).Idle < min {
+	for e.jobs.Health(tb.Context(), id).Idle < min {
 		if time.Now().After(deadline) {
-			tb.Fatalf("%d idle workers wanted; health %+v", min, e.jobs.Health(id))
+			tb.Fatalf("%d idle workers wanted; health %+v", min, e.jobs.Health(tb.Context(), id))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -109,16 +109,16 @@ func BenchmarkE2E(b *testing.B) {
 	const workers, clients = 64, 64
 	ep := e.endpoint(b, workers, workers)
 	url, body := e.url+"/v2/"+ep+"/run", []byte(`{"input":{"echo":1}}`)
-	base := e.jobs.Health(ep).Completed
+	base := e.jobs.Health(b.Context(), ep).Completed
 	b.ResetTimer()
 	start := time.Now()
 	if r := burst(url, e.key, body, b.N, clients, nil); r.Errors > 0 {
 		b.Fatalf("%d of %d submissions failed", r.Errors, b.N)
 	}
 	deadline := time.Now().Add(5 * time.Minute)
-	for e.jobs.Health(ep).Completed < base+int64(b.N) {
+	for e.jobs.Health(b.Context(), ep).Completed < base+int64(b.N) {
 		if time.Now().After(deadline) {
-			b.Fatalf("not all jobs completed: %+v", e.jobs.Health(ep))
+			b.Fatalf("not all jobs completed: %+v", e.jobs.Health(b.Context(), ep))
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -150,7 +150,7 @@ func BenchmarkQueuedMemory(b *testing.B) {
 	runtime.GC()
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
-	queued := e.jobs.Health(ep).InQueue
+	queued := e.jobs.Health(b.Context(), ep).InQueue
 	b.ReportMetric(float64(after.HeapInuse-before.HeapInuse)/float64(queued), "heap-B/queued-job")
 	b.ReportMetric(float64(queued), "queued")
 	if path := os.Getenv("BENCH_HEAPPROFILE"); path != "" {

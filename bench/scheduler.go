@@ -398,7 +398,7 @@ func (e *simEngine) stuckReport() string {
 	var eps, queued, running, idle, initializing, throttled, suspended int64
 	pools := map[string]bool{}
 	for _, ep := range e.spec.eps {
-		h := e.jobs.Health(ep.ID)
+		h := e.jobs.Health(context.Background(), ep.ID)
 		if h.InQueue+h.InProgress == 0 {
 			continue
 		}
@@ -492,7 +492,7 @@ func burstLoad(e *simEngine, eps []int, o options) (submitted, errs int64) {
 				gr := rand.New(rand.NewPCG(seed, uint64(g)))
 				for range share {
 					ep := &e.spec.eps[set[gr.IntN(len(set))]]
-					if _, err := e.jobs.Submit(ep, core.Submission{Input: simLoadInput, Sync: !o.schedDurable}); err != nil {
+					if _, err := e.jobs.Submit(context.Background(), ep, core.Submission{Input: simLoadInput, Sync: !o.schedDurable}); err != nil {
 						bad.Add(1)
 					}
 					sub.Add(1)
@@ -535,7 +535,7 @@ func submitProbe(e *simEngine, ep *core.Endpoint) bool {
 	}
 	in := e.probes.input()
 	t0 := time.Now()
-	if _, err := e.jobs.Submit(ep, core.Submission{Input: in, Sync: true}); err != nil {
+	if _, err := e.jobs.Submit(context.Background(), ep, core.Submission{Input: in, Sync: true}); err != nil {
 		e.probes.unclaim(ep.ID)
 		return false
 	}

@@ -414,12 +414,12 @@ func (p *simPool) run(ctx context.Context, w *simWorker) {
 		for _, t := range got {
 			if len(t.Input) > len(simProbePrefix) && string(t.Input[:len(simProbePrefix)]) == string(simProbePrefix) {
 				e.probes.taken(w.ep.ID, t.Input, at)
-				_ = e.jobs.Done(w.ep.ID, w.spec.ID, t.ID, core.Result{Output: []byte(`1`)})
+				_ = e.jobs.Done(ctx, w.ep.ID, w.spec.ID, t.ID, core.Result{Output: []byte(`1`)})
 				e.probes.finished(w.ep.ID)
 				continue
 			}
 			sleepCtx(ctx, e.clock.real(w.prof.service))
-			if err := e.jobs.Done(w.ep.ID, w.spec.ID, t.ID, core.Result{Output: t.Input}); err != nil {
+			if err := e.jobs.Done(ctx, w.ep.ID, w.spec.ID, t.ID, core.Result{Output: t.Input}); err != nil {
 				e.doneErrs.Add(1) // the job was taken back (worker lost, timeout): it runs again
 				continue
 			}

@@ -242,7 +242,7 @@ type Meter interface {
 	// Measure prices what a job produced, from the output itself (the files it names are read
 	// and measured), never from what the input asked for. An error means the output cannot be
 	// measured: the job fails and nothing is charged.
-	Measure(j MeterJob) (Charge, error)
+	Measure(ctx context.Context, j MeterJob) (Charge, error)
 }
 
 // UsageFilter selects usage records: by model (""= all), completion time in [From, To) (zero:

@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -101,7 +102,7 @@ type pixelMeter struct {
 
 func (m *pixelMeter) Metered(endpoint string) bool { return endpoint == "gantry-image" }
 
-func (m *pixelMeter) Measure(j core.MeterJob) (core.Charge, error) {
+func (m *pixelMeter) Measure(_ context.Context, j core.MeterJob) (core.Charge, error) {
 	m.mu.Lock()
 	m.calls++
 	m.mu.Unlock()
@@ -139,7 +140,7 @@ func (r *rig) usage(owner string) []core.Usage {
 
 func (r *rig) get(id string) core.Job {
 	r.t.Helper()
-	j, err := r.jobs.Get(core.JobRef{Endpoint: r.ep.ID, ID: id}, 0)
+	j, err := r.jobs.Get(r.t.Context(), core.JobRef{Endpoint: r.ep.ID, ID: id}, 0)
 	if err != nil {
 		r.t.Fatalf("Get(%s) = %v", id, err)
 	}
@@ -158,26 +159,26 @@ func TestMeterOnCompletion(t *testing.T) {
 		cost   int64 // -1 = no charge
 	}{
 		{"completed", func(r *rig, id string) {
-			_ = r.jobs.Done(r.ep.ID, "w", id, core.Result{Output: json.RawMessage(`{"pixels":262144}`)})
+			_ = r.jobs.Done(t.Context(), r.ep.ID, "w", id, core.Result{Output: json.RawMessage(`{"pixels":262144}`)})
 		}, core.Completed, 630},
 		{"failed by the worker", func(r *rig, id string) {
-			_ = r.jobs.Done(r.ep.ID, "w", id, core.Result{Error: "espeak-ng is not installed", Output: json.RawMessage(`{"pixels":5}`)})
+			_ = r.jobs.Done(t.Context(), r.ep.ID, "w", id, core.Result{Error: "espeak-ng is not installed", Output: json.RawMessage(`{"pixels":5}`)})
 		}, core.Failed, -1},
 		{"output that cannot be measured", func(r *rig, id string) {
-			_ = r.jobs.Done(r.ep.ID, "w", id, core.Result{Output: json.RawMessage(`{"bad":true}`)})
+			_ = r.jobs.Done(t.Context(), r.ep.ID, "w", id, core.Result{Output: json.RawMessage(`{"bad":true}`)})
 		}, core.Failed, -1},
 		{"cancelled while running", func(r *rig, id string) {
-			_, _ = r.jobs.Cancel(core.JobRef{Endpoint: r.ep.ID, ID: id})
-			_ = r.jobs.Done(r.ep.ID, "w", id, core.Result{Output: json.RawMessage(`{"pixels":1}`)}) // too late
+			_, _ = r.jobs.Cancel(t.Context(), core.JobRef{Endpoint: r.ep.ID, ID: id})
+			_ = r.jobs.Done(t.Context(), r.ep.ID, "w", id, core.Result{Output: json.RawMessage(`{"pixels":1}`)}) // too late
 		}, core.Cancelled, -1},
 		{"timed out", func(r *rig, id string) {
-			r.jobs.Tick(r.clock.Advance(time.Minute))
-			_ = r.jobs.Done(r.ep.ID, "w", id, core.Result{Output: json.RawMessage(`{"pixels":1}`)}) // too late
+			r.jobs.Tick(t.Context(), r.clock.Advance(time.Minute))
+			_ = r.jobs.Done(t.Context(), r.ep.ID, "w", id, core.Result{Output: json.RawMessage(`{"pixels":1}`)}) // too late
 		}, core.TimedOut, -1},
 		{"progress only", func(r *rig, id string) {
-			_ = r.jobs.Done(r.ep.ID, "w", id, core.Result{Progress: true, Output: json.RawMessage(`{"pixels":9}`)})
+			_ = r.jobs.Done(t.Context(), r.ep.ID, "w", id, core.Result{Progress: true, Output: json.RawMessage(`{"pixels":9}`)})
 		}, core.InProgress, -1},
-		{"worker lost", func(r *rig, id string) { r.jobs.ForgetWorker("w") }, core.InQueue, -1},
+		{"worker lost", func(r *rig, id string) { r.jobs.ForgetWorker(t.Context(), "w") }, core.InQueue, -1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -213,20 +214,20 @@ func TestMeterRetryChargesOnce(t *testing.T) {
 	r.jobs.RegisterWorker(r.ep.ID, "w")
 	j := r.submit(`{}`, func(s *core.Submission) { s.Owner = "alice" })
 	r.take("w")
-	_ = r.jobs.Done(r.ep.ID, "w", j.ID, core.Result{Output: json.RawMessage(`{"bad":true}`)})
+	_ = r.jobs.Done(t.Context(), r.ep.ID, "w", j.ID, core.Result{Output: json.RawMessage(`{"bad":true}`)})
 	if got := r.get(j.ID); got.Status != core.Failed || !strings.Contains(got.Error, "nothing is charged: no image in the output") {
 		t.Fatalf("unmeasurable output: %s %q; want FAILED saying why and that nothing is charged", got.Status, got.Error)
 	}
-	if _, err := r.jobs.Retry(core.JobRef{Endpoint: r.ep.ID, ID: j.ID, Owner: "alice"}); err != nil {
+	if _, err := r.jobs.Retry(t.Context(), core.JobRef{Endpoint: r.ep.ID, ID: j.ID, Owner: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	r.take("w")
-	_ = r.jobs.Done(r.ep.ID, "w", j.ID, core.Result{Output: json.RawMessage(`{"pixels":1000000}`)})
+	_ = r.jobs.Done(t.Context(), r.ep.ID, "w", j.ID, core.Result{Output: json.RawMessage(`{"pixels":1000000}`)})
 	if u := r.usage("alice"); len(u) != 1 || u[0].CostMicros != 2400 {
 		t.Errorf("after a failed run and a completed retry: ledger %+v; want one charge of 2400", u)
 	}
 	// Done again (a worker retrying its post) changes nothing.
-	if err := r.jobs.Done(r.ep.ID, "w", j.ID, core.Result{Output: json.RawMessage(`{"pixels":1000000}`)}); core.KindOf(err) != core.KindConflict {
+	if err := r.jobs.Done(t.Context(), r.ep.ID, "w", j.ID, core.Result{Output: json.RawMessage(`{"pixels":1000000}`)}); core.KindOf(err) != core.KindConflict {
 		t.Errorf("repeated Done = %v; want a conflict", err)
 	}
 	if u := r.usage("alice"); len(u) != 1 {
@@ -263,11 +264,11 @@ func TestMeterConcurrentExactlyOnce(t *testing.T) {
 		for range posts {
 			wg.Go(func() {
 				<-start
-				_ = r.jobs.Done(r.ep.ID, holder[id], id, core.Result{Output: json.RawMessage(`{"pixels":1000000}`)})
+				_ = r.jobs.Done(t.Context(), r.ep.ID, holder[id], id, core.Result{Output: json.RawMessage(`{"pixels":1000000}`)})
 			})
 		}
 		if i%4 == 0 {
-			wg.Go(func() { <-start; _, _ = r.jobs.Cancel(core.JobRef{Endpoint: r.ep.ID, ID: id}) })
+			wg.Go(func() { <-start; _, _ = r.jobs.Cancel(t.Context(), core.JobRef{Endpoint: r.ep.ID, ID: id}) })
 		}
 	}
 	close(start)
@@ -305,10 +306,10 @@ func TestUsageSurvivesRestart(t *testing.T) {
 	r.jobs.RegisterWorker(r.ep.ID, "w")
 	j := r.submit(`{}`, func(s *core.Submission) { s.Owner = "alice" })
 	r.take("w")
-	_ = r.jobs.Done(r.ep.ID, "w", j.ID, core.Result{Output: json.RawMessage(`{"pixels":2000000}`)})
+	_ = r.jobs.Done(t.Context(), r.ep.ID, "w", j.ID, core.Result{Output: json.RawMessage(`{"pixels":2000000}`)})
 	r.store.Close()
 	r.open()
-	if _, _, err := r.jobs.Recover(); err != nil {
+	if _, _, err := r.jobs.Recover(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if u := r.usage("alice"); len(u) != 1 || u[0].CostMicros != 4800 || u[0].JobID != j.ID {

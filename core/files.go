@@ -189,9 +189,7 @@ func (fs *Files) open(ctx context.Context, name string) (io.ReadSeekCloser, File
 
 // OpenJobFile opens a file that job jobID stored, by the name or signed URL its output gave.
 // A file of another job is refused: a job cannot pass off another's file as its own.
-//
-// It takes no context because core.Meter.Measure, its caller, has none yet.
-func (fs *Files) OpenJobFile(jobID, nameOrURL string) (io.ReadSeekCloser, FileInfo, error) {
+func (fs *Files) OpenJobFile(ctx context.Context, jobID, nameOrURL string) (io.ReadSeekCloser, FileInfo, error) {
 	name := nameOrURL
 	if i := strings.Index(name, "/files/"); i >= 0 {
 		name = name[i+len("/files/"):]
@@ -202,7 +200,7 @@ func (fs *Files) OpenJobFile(jobID, nameOrURL string) (io.ReadSeekCloser, FileIn
 	if !fileNameRE.MatchString(name) || !strings.HasPrefix(name, strings.ToLower(jobID)+"-") {
 		return nil, FileInfo{}, fmt.Errorf("%q is not a file this job stored", nameOrURL)
 	}
-	return fs.open(context.Background(), name)
+	return fs.open(ctx, name)
 }
 
 // Sweep removes the files whose URLs have expired.

@@ -87,7 +87,7 @@ func TestFilesSignedURLs(t *testing.T) {
 	if n, err := fs.Sweep(t.Context()); n != 1 || err != nil {
 		t.Errorf("Sweep = %d, %v; want 1 file removed", n, err)
 	}
-	if _, _, err := fs.OpenJobFile(job, f.Name); core.KindOf(err) != core.KindNotFound {
+	if _, _, err := fs.OpenJobFile(t.Context(), job, f.Name); core.KindOf(err) != core.KindNotFound {
 		t.Errorf("OpenJobFile after the sweep = %v; want not found", err)
 	}
 }
@@ -130,7 +130,7 @@ func TestOpenJobFile(t *testing.T) {
 	mine, _ := fs.Put(t.Context(), "job-a", "png", strings.NewReader(pngHead+"a"))
 	theirs, _ := fs.Put(t.Context(), "job-ab", "png", strings.NewReader(pngHead+"b"))
 	for _, ref := range []string{mine.Name, "https://gantry.example" + mine.Path(), "/files/" + mine.Name + "#x"} {
-		rc, _, err := fs.OpenJobFile("job-a", ref)
+		rc, _, err := fs.OpenJobFile(t.Context(), "job-a", ref)
 		if err != nil {
 			t.Errorf("OpenJobFile(job-a, %q) = %v; want its file", ref, err)
 			continue
@@ -138,7 +138,7 @@ func TestOpenJobFile(t *testing.T) {
 		rc.Close()
 	}
 	for _, ref := range []string{theirs.Name, "https://gantry.example" + theirs.Path(), "", "job-a", "job-a-x.txt"} {
-		if _, _, err := fs.OpenJobFile("job-a", ref); err == nil {
+		if _, _, err := fs.OpenJobFile(t.Context(), "job-a", ref); err == nil {
 			t.Errorf("OpenJobFile(job-a, %q) = nil; want refused (not this job's file)", ref)
 		}
 	}

@@ -65,14 +65,14 @@ func (a WorkerActivity) Status() WorkerStatus {
 // SuspendWorker stops handing jobs to an idle worker before its pool suspends it: its polls
 // park until ResumeWorker. It reports false, and changes nothing, when the worker holds a job
 // (or takes one meanwhile) or is unknown.
-func (js *Jobs) SuspendWorker(worker string) bool {
+func (js *Jobs) SuspendWorker(ctx context.Context, worker string) bool {
 	if !js.suspendLocal(worker) {
 		return false
 	}
 	// On a shared store the worker may have taken a job through another replica since the
 	// last merge: the store says. (One taken there after this read follows the worker-lost
 	// rule once the worker is stopped, or goes silent suspended: DESIGN.md.)
-	held := js.heldInStore(worker)
+	held := js.heldInStore(ctx, worker)
 	if len(held) == 0 {
 		return true
 	}
@@ -154,8 +154,8 @@ func (js *Jobs) SetCondition(endpoint string, c Condition) {
 
 // condition returns the endpoint's last condition (zero if none); on a replica that follows,
 // what the leader published of it (jobs_shared.go).
-func (js *Jobs) condition(endpoint string) Condition {
-	if f, ok := js.sharedFigures(endpoint); ok {
+func (js *Jobs) condition(ctx context.Context, endpoint string) Condition {
+	if f, ok := js.sharedFigures(ctx, endpoint); ok {
 		return Condition{Throttled: f.Throttled, Unhealthy: f.Unhealthy, Suspended: f.Suspended, Reason: f.Reason,
 			ColdStarts: f.ColdStarts, ColdStartLast: f.ColdStartLast, ColdStartTotal: f.ColdStartTotal}
 	}

@@ -14,7 +14,7 @@ func TestSuspendedWorkerGetsNoJobUntilResumed(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	r.jobs.RegisterWorker(r.ep.ID, "w1")
-	if !r.jobs.SuspendWorker("w1") {
+	if !r.jobs.SuspendWorker(t.Context(), "w1") {
 		t.Fatal("SuspendWorker(idle w1) = false")
 	}
 	j := r.submit(`{}`)
@@ -36,7 +36,7 @@ func TestSuspendedWorkerGetsNoJobUntilResumed(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the resumed worker's parked poll got nothing")
 	}
-	if r.jobs.SuspendWorker("w1") {
+	if r.jobs.SuspendWorker(t.Context(), "w1") {
 		t.Error("SuspendWorker(busy w1) = true; want false")
 	}
 	if st, _ := r.jobs.WorkerStatus("w1"); st.Busy != 1 || !st.Polled {
@@ -59,14 +59,14 @@ func TestWorkerReadyAndIdleSince(t *testing.T) {
 	j := r.submit(`{}`)
 	r.take("w1")
 	end := r.clock.Advance(3 * time.Second)
-	if err := r.jobs.Done(r.ep.ID, "w1", j.ID, core.Result{Output: []byte(`1`)}); err != nil {
+	if err := r.jobs.Done(t.Context(), r.ep.ID, "w1", j.ID, core.Result{Output: []byte(`1`)}); err != nil {
 		t.Fatal(err)
 	}
 	st, _ := r.jobs.WorkerStatus("w1")
 	if !st.IdleSince.Equal(end) || st.Busy != 0 {
 		t.Errorf("WorkerStatus after a job = %+v; want idle since %v (not %v)", st, end, start)
 	}
-	r.jobs.SuspendWorker("w1")
+	r.jobs.SuspendWorker(t.Context(), "w1")
 	r.jobs.ResumeWorker("w1")
 	resumedPoll := r.clock.Advance(time.Second)
 	r.jobs.Take(done, r.ep.ID, "w1", 1) // the first poll after the resume
@@ -92,7 +92,7 @@ func TestSuspendRacesTake(t *testing.T) {
 		go func() { got <- r.jobs.Take(ctx, r.ep.ID, w, 1) }()
 		var submitted sync.WaitGroup
 		submitted.Go(func() { r.submit(`{}`, func(s *core.Submission) { s.Sync = true }) })
-		suspended := r.jobs.SuspendWorker(w)
+		suspended := r.jobs.SuspendWorker(t.Context(), w)
 		st, _ := r.jobs.WorkerStatus(w)
 		if suspended && st.Busy > 0 {
 			t.Fatalf("round %d: SuspendWorker = true, but the worker holds %d jobs", i, st.Busy)
@@ -104,8 +104,8 @@ func TestSuspendRacesTake(t *testing.T) {
 		cancel()
 		submitted.Wait()
 		for _, tk := range g {
-			_ = r.jobs.Done(r.ep.ID, w, tk.ID, core.Result{Output: []byte(`1`)})
+			_ = r.jobs.Done(t.Context(), r.ep.ID, w, tk.ID, core.Result{Output: []byte(`1`)})
 		}
-		r.jobs.ForgetWorker(w)
+		r.jobs.ForgetWorker(t.Context(), w)
 	}
 }

@@ -201,7 +201,8 @@ func (js *Jobs) RunHistory(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			if err := js.FlushHistory(context.Background()); err != nil {
+			// The last flush outlives ctx, which has ended: what ended before the stop is kept.
+			if err := js.FlushHistory(context.WithoutCancel(ctx)); err != nil {
 				js.log.Warn("storing history", "err", err)
 			}
 			return

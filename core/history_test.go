@@ -64,11 +64,11 @@ func TestHistoryFlushKeepsCountsOnError(t *testing.T) {
 	ep := &core.Endpoint{ID: "ep1", Owner: "alice", TimeoutMs: 60000}
 	endOne := func() {
 		t.Helper()
-		j, err := jobs.Submit(ep, core.Submission{Input: []byte(`{}`)})
+		j, err := jobs.Submit(t.Context(), ep, core.Submission{Input: []byte(`{}`)})
 		if err != nil {
 			t.Fatalf("Submit = %v", err)
 		}
-		if _, err := jobs.Cancel(core.JobRef{Endpoint: ep.ID, ID: j.ID}); err != nil {
+		if _, err := jobs.Cancel(t.Context(), core.JobRef{Endpoint: ep.ID, ID: j.ID}); err != nil {
 			t.Fatalf("Cancel = %v", err)
 		}
 	}
@@ -115,14 +115,14 @@ func BenchmarkJobEnd(b *testing.B) {
 			ctx := context.Background()
 			b.ResetTimer()
 			for range b.N {
-				j, err := jobs.Submit(ep, core.Submission{Input: []byte(`{}`), Sync: true})
+				j, err := jobs.Submit(b.Context(), ep, core.Submission{Input: []byte(`{}`), Sync: true})
 				if err != nil {
 					b.Fatal(err)
 				}
 				if got := jobs.Take(ctx, ep.ID, "w1", 1); len(got) != 1 {
 					b.Fatalf("Take = %d jobs; want 1", len(got))
 				}
-				if err := jobs.Done(ep.ID, "w1", j.ID, core.Result{Output: []byte(`1`)}); err != nil {
+				if err := jobs.Done(b.Context(), ep.ID, "w1", j.ID, core.Result{Output: []byte(`1`)}); err != nil {
 					b.Fatal(err)
 				}
 			}

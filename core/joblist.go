@@ -35,7 +35,7 @@ func (js *Jobs) List(ctx context.Context, ref JobRef, status StatusSet, cursor s
 	page := JobPage{Jobs: make([]Job, 0, len(jobs)), Next: next}
 	for _, j := range jobs {
 		if check(JobRef{Endpoint: ref.Endpoint, Owner: ref.Owner, ID: j.ID}, &j, now) == nil {
-			page.Jobs = append(page.Jobs, js.view(j))
+			page.Jobs = append(page.Jobs, js.view(ctx, j))
 		}
 	}
 	return page, nil

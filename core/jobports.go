@@ -1,5 +1,7 @@
 package core
 
+import "context"
+
 // This file declares the ports the job engine reaches its stores and deliveries through.
 
 // JobRecords persists the job records under an in-process JobStore (store/memq over Pebble).
@@ -27,6 +29,10 @@ type Notifier interface {
 // engine calls it after the store holds the change, on the worker's request path: it must not
 // block. The job passed is the stored record; the observer must not keep or change it.
 type JobObserver interface {
+	// JobSubmitted: the endpoint's job id was stored IN_QUEUE by the submit whose context is
+	// ctx (which carries the submit request's trace span). It gets ids, not the record: a
+	// pointer to the record Submit returns would move it to the heap on every submit.
+	JobSubmitted(ctx context.Context, endpoint, id string)
 	// JobTaken: a worker took the job; its delay is StartedAt - QueuedAt.
 	JobTaken(j *Job)
 	// JobEnded: the job reached a terminal status from status from (IN_QUEUE for a job

@@ -112,7 +112,7 @@ type Submission struct {
 // Submit creates a job IN_QUEUE in the store, which queues it and wakes a taker. An async job
 // is durable before Submit returns; a runsync job is not synced first (its client waits on
 // the connection).
-func (js *Jobs) Submit(ep *Endpoint, s Submission) (Job, error) {
+func (js *Jobs) Submit(ctx context.Context, ep *Endpoint, s Submission) (Job, error) {
 	now := js.clock.Now()
 	rec := Job{
 		ID: NewJobKey(s.Sync).String(), Endpoint: ep.ID, Owner: cmp.Or(s.Owner, ep.Owner), Status: InQueue, Sync: s.Sync,
@@ -128,11 +128,14 @@ func (js *Jobs) Submit(ep *Endpoint, s Submission) (Job, error) {
 		}
 	}
 	rec.ExpiresAt = now.Add(ttlOf(&rec))
-	stored, err := js.store.Insert(context.Background(), rec, s.Input, !s.Sync)
+	stored, err := js.store.Insert(ctx, rec, s.Input, !s.Sync)
 	if err != nil {
 		return Job{}, Internal("storing the job", err)
 	}
 	js.countsOf(ep.ID).Submitted.Add(1)
+	if js.observe != nil {
+		js.observe.JobSubmitted(ctx, stored.Endpoint, stored.ID)
+	}
 	return stored, nil
 }
 
@@ -181,11 +184,11 @@ func check(ref JobRef, j *Job, now time.Time) error {
 }
 
 // read returns the job the ref names, as the ref's caller may see it.
-func (js *Jobs) read(ref JobRef) (Job, error) {
+func (js *Jobs) read(ctx context.Context, ref JobRef) (Job, error) {
 	if _, ok := ParseJobKey(ref.ID); !ok {
 		return Job{}, notFound(ref.ID)
 	}
-	j, err := js.store.Get(context.Background(), ref.ID)
+	j, err := js.store.Get(ctx, ref.ID)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return Job{}, notFound(ref.ID)
@@ -201,10 +204,10 @@ func (js *Jobs) read(ref JobRef) (Job, error) {
 // apply changes the job the ref names by ev, if the transition table allows it from the job's
 // status: fn sets the fields of the state ev leads to. It returns the job as stored and the
 // status it left.
-func (js *Jobs) apply(ref JobRef, ev Event, durable bool, fn func(j *Job, to JobStatus, now time.Time)) (Job, JobStatus, error) {
+func (js *Jobs) apply(ctx context.Context, ref JobRef, ev Event, durable bool, fn func(j *Job, to JobStatus, now time.Time)) (Job, JobStatus, error) {
 	now := js.clock.Now()
 	var from JobStatus
-	j, err := js.store.Update(context.Background(), ref.ID, From(ev), func(j *Job) error {
+	j, err := js.store.Update(ctx, ref.ID, From(ev), func(j *Job) error {
 		if err := check(ref, j, now); err != nil {
 			return err
 		}
@@ -217,19 +220,19 @@ func (js *Jobs) apply(ref JobRef, ev Event, durable bool, fn func(j *Job, to Job
 		return nil
 	}, durable)
 	if err != nil {
-		return Job{}, "", js.refused(ref, ev, err)
+		return Job{}, "", js.refused(ctx, ref, ev, err)
 	}
 	return j, from, nil
 }
 
 // refused turns a store's refusal into the caller's error: a job the ref may not see is not
 // found, whatever its state; one in a state ev is not allowed from is a conflict naming why.
-func (js *Jobs) refused(ref JobRef, ev Event, err error) error {
+func (js *Jobs) refused(ctx context.Context, ref JobRef, ev Event, err error) error {
 	var se *StateError
 	var ours *Error
 	switch {
 	case errors.As(err, &se):
-		if _, err := js.read(ref); err != nil {
+		if _, err := js.read(ctx, ref); err != nil {
 			return err
 		}
 		_, err := Next(se.Status, ev)
@@ -252,8 +255,8 @@ func (js *Jobs) ending(j *Job, to JobStatus, now time.Time) {
 
 // ended follows a job's end once the store holds it: its execution time counts, its worker no
 // longer holds it (and is told to stop a job cancelled or timed out under it), and the webhook
-// goes out.
-func (js *Jobs) ended(j *Job, from JobStatus, ev Event) {
+// goes out (detached from ctx: see sendWebhook).
+func (js *Jobs) ended(ctx context.Context, j *Job, from JobStatus, ev Event) {
 	if js.observe != nil {
 		js.observe.JobEnded(j, from)
 	}
@@ -267,7 +270,7 @@ func (js *Jobs) ended(j *Job, from JobStatus, ev Event) {
 		js.release(j.WorkerID, j.ID, ev == EvCancel || ev == EvTimeout)
 	}
 	if j.WebhookPending {
-		js.sendWebhook(j)
+		js.sendWebhook(ctx, j)
 	}
 }
 
@@ -284,21 +287,21 @@ func requeueing(j *Job, now time.Time, spend bool) {
 }
 
 // view returns the job with the scheduler's reason for a queued one's wait.
-func (js *Jobs) view(j Job) Job {
+func (js *Jobs) view(ctx context.Context, j Job) Job {
 	if j.Status == InQueue {
-		j.Reason = js.condition(j.Endpoint).Reason
+		j.Reason = js.condition(ctx, j.Endpoint).Reason
 	}
 	return j
 }
 
 // Get returns a job. A positive ttl sets the job to expire ttl from now.
-func (js *Jobs) Get(ref JobRef, ttl time.Duration) (Job, error) {
+func (js *Jobs) Get(ctx context.Context, ref JobRef, ttl time.Duration) (Job, error) {
 	if ttl <= 0 {
-		j, err := js.read(ref)
-		return js.view(j), err
+		j, err := js.read(ctx, ref)
+		return js.view(ctx, j), err
 	}
 	now := js.clock.Now()
-	j, err := js.store.Update(context.Background(), ref.ID, anyStatus, func(j *Job) error {
+	j, err := js.store.Update(ctx, ref.ID, anyStatus, func(j *Job) error {
 		if err := check(ref, j, now); err != nil {
 			return err
 		}
@@ -306,50 +309,60 @@ func (js *Jobs) Get(ref JobRef, ttl time.Duration) (Job, error) {
 		return nil
 	}, false)
 	if err != nil {
-		return Job{}, js.refused(ref, "", err)
+		return Job{}, js.refused(ctx, ref, "", err)
 	}
-	return js.view(j), nil
+	return js.view(ctx, j), nil
 }
 
 // Wait returns the job once it ends or when wait passes (or ctx ends), whichever is first.
 func (js *Jobs) Wait(ctx context.Context, ref JobRef, wait time.Duration) (Job, error) {
-	if _, err := js.read(ref); err != nil {
+	if _, err := js.read(ctx, ref); err != nil {
 		return Job{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	_ = js.store.WaitEnded(ctx, ref.ID) // its end, the wait, or the caller's context
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	_ = js.store.WaitEnded(wctx, ref.ID) // its end, the wait, or the caller's context
 	cancel()
-	j, err := js.Get(ref, 0)
+	if ctx.Err() != nil {
+		// The caller left: the job outlives its wait, and a runsync job's input must still be
+		// stored (keepInput), so the reads below must not fail for the ended context. Only
+		// an abandoned wait pays WithoutCancel's small allocation.
+		ctx = context.WithoutCancel(ctx)
+	}
+	j, err := js.Get(ctx, ref, 0)
 	if err == nil && isSync(j.ID) && !j.Status.Terminal() {
-		js.keepInput(j.ID) // a runsync job outlives its wait: its input is stored now
+		js.keepInput(ctx, j.ID) // a runsync job outlives its wait: its input is stored now
 	}
 	return j, err
 }
 
 // keepInput stores a runsync job's input that the store kept in memory (InputKeeper).
-func (js *Jobs) keepInput(id string) {
+func (js *Jobs) keepInput(ctx context.Context, id string) {
 	if k, ok := js.store.(InputKeeper); ok {
-		if err := k.KeepInput(context.Background(), id); err != nil {
+		if err := k.KeepInput(ctx, id); err != nil {
 			js.log.Error("storing a runsync job's input", "job", id, "err", err)
 		}
 	}
 }
 
 // Cancel cancels a queued or running job; a running job's worker is told to stop.
-func (js *Jobs) Cancel(ref JobRef) (Job, error) {
-	j, from, err := js.apply(ref, EvCancel, !isSync(ref.ID), func(j *Job, to JobStatus, now time.Time) {
+func (js *Jobs) Cancel(ctx context.Context, ref JobRef) (Job, error) {
+	// A cancel once received is carried out even if its caller leaves: a client that gave up
+	// waiting for the answer must not find the job half-cancelled (a PostgreSQL write rolled
+	// back by the cancelled request). The context's values (its trace) are kept.
+	ctx = context.WithoutCancel(ctx)
+	j, from, err := js.apply(ctx, ref, EvCancel, !isSync(ref.ID), func(j *Job, to JobStatus, now time.Time) {
 		js.ending(j, to, now)
 	})
 	if err != nil {
 		return Job{}, err
 	}
-	js.ended(&j, from, EvCancel)
-	return js.view(j), nil
+	js.ended(ctx, &j, from, EvCancel)
+	return js.view(ctx, j), nil
 }
 
 // Retry puts a FAILED or TIMED_OUT job back in the queue: same id, same input, output removed.
-func (js *Jobs) Retry(ref JobRef) (Job, error) {
-	j, _, err := js.apply(ref, EvRetry, !isSync(ref.ID), func(j *Job, _ JobStatus, now time.Time) {
+func (js *Jobs) Retry(ctx context.Context, ref JobRef) (Job, error) {
+	j, _, err := js.apply(ctx, ref, EvRetry, !isSync(ref.ID), func(j *Job, _ JobStatus, now time.Time) {
 		requeueing(j, now, true)
 	})
 	if err != nil {
@@ -358,17 +371,19 @@ func (js *Jobs) Retry(ref JobRef) (Job, error) {
 	c := js.countsOf(ref.Endpoint)
 	c.Retried.Add(1)
 	c.Submitted.Add(1)
-	return js.view(j), nil
+	return js.view(ctx, j), nil
 }
 
 // Purge cancels every queued job of the endpoint; running jobs are not touched.
-func (js *Jobs) Purge(endpoint string) int { return js.PurgeOwned(endpoint, "") }
+func (js *Jobs) Purge(ctx context.Context, endpoint string) int {
+	return js.PurgeOwned(ctx, endpoint, "")
+}
 
 // PurgeOwned cancels the endpoint's queued jobs that owner submitted ("" = every owner's), as
 // purge-queue on a shared ready-made model endpoint does; running jobs are not touched.
-func (js *Jobs) PurgeOwned(endpoint, owner string) int {
+func (js *Jobs) PurgeOwned(ctx context.Context, endpoint, owner string) int {
 	now := js.clock.Now()
-	n, err := js.store.Purge(context.Background(), endpoint, owner, func(j *Job) {
+	n, err := js.store.Purge(ctx, endpoint, owner, func(j *Job) {
 		j.Error = "purged from the queue"
 		js.ending(j, Cancelled, now)
 	}, true)

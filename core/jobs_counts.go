@@ -29,7 +29,9 @@ func (js *Jobs) countersOf(endpoint string) *counters {
 	case EndpointStats:
 		c.c, c.stats = new(Counters), st.EndpointStats(endpoint)
 	default:
-		c.c, c.stats = new(Counters), func() QueueStats { return js.stats(endpoint) }
+		// The autoscaler's reader has no context of its own (it reads every endpoint on every
+		// tick); only a store that is neither counting nor shared gets here (test fakes).
+		c.c, c.stats = new(Counters), func() QueueStats { return js.stats(context.Background(), endpoint) }
 	}
 	v, _ := js.counts.LoadOrStore(endpoint, c)
 	return v.(*counters)
@@ -39,8 +41,8 @@ func (js *Jobs) countersOf(endpoint string) *counters {
 func (js *Jobs) countsOf(endpoint string) *Counters { return js.countersOf(endpoint).c }
 
 // stats returns the store's figures for the endpoint; zero, logged, when it cannot answer.
-func (js *Jobs) stats(endpoint string) QueueStats {
-	st, err := js.store.Stats(context.Background(), endpoint)
+func (js *Jobs) stats(ctx context.Context, endpoint string) QueueStats {
+	st, err := js.store.Stats(ctx, endpoint)
 	if err != nil {
 		js.log.Error("reading queue figures", "endpoint", endpoint, "err", err)
 	}
@@ -65,11 +67,11 @@ type Health struct {
 // Health returns the endpoint's counts. With several replicas on a shared store, a replica
 // that follows shows the worker figures the leader published (at most SharedRefresh old): the
 // leader's scheduler runs the workers, and its engine hears of them from every replica.
-func (js *Jobs) Health(endpoint string) Health {
-	st := js.stats(endpoint)
+func (js *Jobs) Health(ctx context.Context, endpoint string) Health {
+	st := js.stats(ctx, endpoint)
 	h := Health{InQueue: st.Queued, InProgress: st.InProgress, Completed: st.Completed, Failed: st.Failed,
 		Retried: js.countsOf(endpoint).Retried.Load()}
-	f, ok := js.sharedFigures(endpoint)
+	f, ok := js.sharedFigures(ctx, endpoint)
 	if !ok {
 		f = js.localFigures(endpoint)
 	}

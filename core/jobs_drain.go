@@ -59,7 +59,7 @@ func (js *Jobs) WaitRunning(ctx context.Context, poll time.Duration) bool {
 // Release drains first (see Drain) and waits for the Take calls moving a job to a worker. The
 // store queues the jobs again, but no worker of this engine takes them now; the next start
 // loads them in their original order. It returns how many jobs it put back.
-func (js *Jobs) Release() (int, error) {
+func (js *Jobs) Release(ctx context.Context) (int, error) {
 	type held struct{ worker, id string }
 	var all []held
 	js.Drain()
@@ -78,7 +78,7 @@ func (js *Jobs) Release() (int, error) {
 	}
 	n := 0
 	for _, h := range all {
-		_, err := js.store.Update(context.Background(), h.id, Statuses(InProgress), func(j *Job) error {
+		_, err := js.store.Update(ctx, h.id, Statuses(InProgress), func(j *Job) error {
 			if j.WorkerID != h.worker {
 				return errNotHeld
 			}

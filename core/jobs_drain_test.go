@@ -40,8 +40,8 @@ func TestDrainAndRelease(t *testing.T) {
 	}
 	a := r.submit(`{"n":"a"}`)
 	r.take("w1")
-	r.jobs.Tick(r.clock.Advance(core.WorkerLostAfter + time.Second)) // a was lost once: retries 1
-	r.jobs.Ping("w2", "")
+	r.jobs.Tick(t.Context(), r.clock.Advance(core.WorkerLostAfter+time.Second)) // a was lost once: retries 1
+	r.jobs.Ping(t.Context(), "w2", "")
 	if got := r.take("w1"); got.ID != a.ID {
 		t.Fatalf("w1 took %s; want %s", got.ID, a.ID)
 	}
@@ -81,7 +81,7 @@ func TestDrainAndRelease(t *testing.T) {
 	if n := r.jobs.Running(); n != 2 {
 		t.Errorf("Running() = %d; want 2", n)
 	}
-	if err := r.jobs.Done("ep1", "w2", b.ID, core.Result{Output: json.RawMessage(`"b"`)}); err != nil {
+	if err := r.jobs.Done(t.Context(), "ep1", "w2", b.ID, core.Result{Output: json.RawMessage(`"b"`)}); err != nil {
 		t.Fatalf("Done while draining = %v; want nil", err)
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Millisecond)
@@ -90,18 +90,18 @@ func TestDrainAndRelease(t *testing.T) {
 	}
 	cancel()
 
-	n, err := r.jobs.Release()
+	n, err := r.jobs.Release(t.Context())
 	if err != nil || n != 1 {
 		t.Fatalf("Release() = %d, %v; want 1, nil", n, err)
 	}
 	if !r.jobs.WaitRunning(context.Background(), time.Millisecond) {
 		t.Error("WaitRunning after Release = false; want true")
 	}
-	got, _ := r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: a.ID}, 0)
+	got, _ := r.jobs.Get(t.Context(), core.JobRef{Endpoint: "ep1", ID: a.ID}, 0)
 	if got.Status != core.InQueue || got.Retries != 1 || got.WorkerID != "" {
 		t.Errorf("released job: %s retries %d worker %q; want IN_QUEUE, retries 1 (unchanged), no worker", got.Status, got.Retries, got.WorkerID)
 	}
-	if err := r.jobs.Done("ep1", "w1", a.ID, core.Result{Output: json.RawMessage(`"late"`)}); core.KindOf(err) != core.KindConflict {
+	if err := r.jobs.Done(t.Context(), "ep1", "w1", a.ID, core.Result{Output: json.RawMessage(`"late"`)}); core.KindOf(err) != core.KindConflict {
 		t.Errorf("the worker's result after Release = %v; want a conflict", err)
 	}
 	if ids := r.jobs.JobsToStop(context.Background(), "w1", time.Second); !slices.Equal(ids, []string{a.ID}) {
@@ -110,7 +110,7 @@ func TestDrainAndRelease(t *testing.T) {
 
 	r.store.Close() // a restart
 	r.open()
-	queued, requeued, err := r.jobs.Recover()
+	queued, requeued, err := r.jobs.Recover(t.Context())
 	if err != nil || queued != 2 || requeued != 0 {
 		t.Fatalf("Recover = %d, %d, %v; want 2 queued (the released job and the one submitted while draining), 0 requeued", queued, requeued, err)
 	}
@@ -118,7 +118,7 @@ func TestDrainAndRelease(t *testing.T) {
 	if tk := r.take("w4"); tk.ID != a.ID {
 		t.Errorf("first job after the restart = %s; want the released one, %s", tk.ID, a.ID)
 	}
-	if got, _ := r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: a.ID}, 0); got.Retries != 1 {
+	if got, _ := r.jobs.Get(t.Context(), core.JobRef{Endpoint: "ep1", ID: a.ID}, 0); got.Retries != 1 {
 		t.Errorf("released job after the restart: retries %d; want 1", got.Retries)
 	}
 	if s := r.status(b.ID); s != core.Completed {

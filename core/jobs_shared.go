@@ -104,7 +104,7 @@ func (sh *shared) notedStopPod(worker string) bool {
 // noteRemote records in the store what this replica heard from a worker it did not register,
 // when that is news: its first contact, a poll not noted for notePollEvery, a stopPod, a new
 // unhealthy reason. Nothing is written otherwise. js.shared is not nil.
-func (js *Jobs) noteRemote(worker string, n WorkerNote) {
+func (js *Jobs) noteRemote(ctx context.Context, worker string, n WorkerNote) {
 	sh := js.shared
 	now := js.clock.Now()
 	sh.mu.Lock()
@@ -131,7 +131,7 @@ func (js *Jobs) noteRemote(worker string, n WorkerNote) {
 		st.unhealthy = n.Unhealthy
 	}
 	sh.mu.Unlock()
-	if err := sh.store.NoteWorker(context.Background(), worker, n, now); err != nil {
+	if err := sh.store.NoteWorker(ctx, worker, n, now); err != nil {
 		js.log.Error("noting another replica's worker", "worker", worker, "err", err)
 		sh.mu.Lock()
 		delete(sh.notes, worker) // its next contact writes again
@@ -140,9 +140,9 @@ func (js *Jobs) noteRemote(worker string, n WorkerNote) {
 }
 
 // noteIfRemote is noteRemote for a worker that may be registered here (then nothing is noted).
-func (js *Jobs) noteIfRemote(worker string, n WorkerNote) {
+func (js *Jobs) noteIfRemote(ctx context.Context, worker string, n WorkerNote) {
 	if !js.workers.known(worker) {
-		js.noteRemote(worker, n)
+		js.noteRemote(ctx, worker, n)
 	}
 }
 
@@ -260,11 +260,11 @@ func (js *Jobs) mergeActivity(a *SharedActivity, before []string, now time.Time)
 // heldInStore returns the jobs the store says worker holds, through whichever replica; nil on
 // a store that shares no workers (there this replica hands out every job). No worker's lock is
 // held.
-func (js *Jobs) heldInStore(worker string) []string {
+func (js *Jobs) heldInStore(ctx context.Context, worker string) []string {
 	if js.shared == nil {
 		return nil
 	}
-	held, err := js.store.Held(context.Background(), worker)
+	held, err := js.store.Held(ctx, worker)
 	if err != nil {
 		js.log.Error("reading a worker's jobs", "worker", worker, "err", err)
 	}
@@ -311,7 +311,7 @@ func (js *Jobs) publishFigures(ctx context.Context) {
 // (ok false when it leads, or on a store that shares no workers: it shows its own). They are
 // read at most every SharedRefresh, by one caller while the others show the last ones read;
 // when a read fails the last ones are shown.
-func (js *Jobs) sharedFigures(endpoint string) (WorkerFigures, bool) {
+func (js *Jobs) sharedFigures(ctx context.Context, endpoint string) (WorkerFigures, bool) {
 	sh := js.shared
 	if sh == nil {
 		return WorkerFigures{}, false
@@ -328,7 +328,7 @@ func (js *Jobs) sharedFigures(endpoint string) (WorkerFigures, bool) {
 	}
 	sh.figReading = true
 	sh.figMu.Unlock()
-	figs, err := sh.store.ReadFigures(context.Background())
+	figs, err := sh.store.ReadFigures(ctx)
 	if err != nil {
 		js.log.Error("reading the leader's worker figures", "err", err)
 	}

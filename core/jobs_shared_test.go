@@ -140,12 +140,12 @@ func TestWorkerHeardElsewhere(t *testing.T) {
 	}
 	tick := func() {
 		clk.Advance(core.SharedRefresh)
-		a.Tick(clk.Now())
-		b.Tick(clk.Now())
+		a.Tick(t.Context(), clk.Now())
+		b.Tick(t.Context(), clk.Now())
 	}
 	submit := func() core.Job {
 		t.Helper()
-		j, err := b.Submit(ep, core.Submission{Input: []byte(`{}`)})
+		j, err := b.Submit(t.Context(), ep, core.Submission{Input: []byte(`{}`)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,44 +166,44 @@ func TestWorkerHeardElsewhere(t *testing.T) {
 	if sig := signals.Take(nil); len(sig) != 1 || sig[0].Kind != core.WorkerReady || sig[0].Worker != "w" {
 		t.Fatalf("A's signals = %+v; want w ready", sig)
 	}
-	if a.SuspendWorker("w") {
+	if a.SuspendWorker(t.Context(), "w") {
 		t.Fatal("SuspendWorker while the worker runs a job taken at B = true; want false")
 	}
-	if ha, hb := a.Health(ep.ID), b.Health(ep.ID); ha.Running != 1 || hb.Running != 1 || hb.Idle != 0 {
+	if ha, hb := a.Health(t.Context(), ep.ID), b.Health(t.Context(), ep.ID); ha.Running != 1 || hb.Running != 1 || hb.Idle != 0 {
 		t.Fatalf("Health running/idle on A = %d/%d, on B = %d/%d; want 1/0 on both", ha.Running, ha.Idle, hb.Running, hb.Idle)
 	}
 
 	// The job ends through B; A sees the worker idle at its next tick.
-	if err := b.Done(ep.ID, "w", j1.ID, core.Result{Output: []byte(`1`)}); err != nil {
+	if err := b.Done(t.Context(), ep.ID, "w", j1.ID, core.Result{Output: []byte(`1`)}); err != nil {
 		t.Fatal(err)
 	}
 	tick()
 	if st, _ := a.WorkerStatus("w"); st.Busy != 0 || !st.IdleSince.Equal(clk.Now()) {
 		t.Fatalf("A's view after the job ended at B = %+v; want idle since now", st)
 	}
-	if hb := b.Health(ep.ID); hb.Running != 0 || hb.Idle != 1 {
+	if hb := b.Health(t.Context(), ep.ID); hb.Running != 0 || hb.Idle != 1 {
 		t.Fatalf("Health on B = %+v; want 1 idle", hb)
 	}
 
 	// B hands the worker a job A has not heard of yet: A's suspension asks the store.
 	j2 := submit()
 	takeAtB()
-	if a.SuspendWorker("w") {
+	if a.SuspendWorker(t.Context(), "w") {
 		t.Fatal("SuspendWorker after a take at B that A did not merge yet = true; want false")
 	}
-	if err := b.Done(ep.ID, "w", j2.ID, core.Result{Output: []byte(`2`)}); err != nil {
+	if err := b.Done(t.Context(), ep.ID, "w", j2.ID, core.Result{Output: []byte(`2`)}); err != nil {
 		t.Fatal(err)
 	}
 	tick()
-	if !a.SuspendWorker("w") {
+	if !a.SuspendWorker(t.Context(), "w") {
 		t.Fatal("SuspendWorker of the idle worker = false; want true")
 	}
 	// The race: B hands it a job as A stops it. The job goes back to the queue, one retry
 	// spent; nothing is lost.
 	j3 := submit()
 	takeAtB()
-	a.ForgetWorker("w")
-	got, err := a.Get(core.JobRef{Endpoint: ep.ID, ID: j3.ID}, 0)
+	a.ForgetWorker(t.Context(), "w")
+	got, err := a.Get(t.Context(), core.JobRef{Endpoint: ep.ID, ID: j3.ID}, 0)
 	if err != nil || got.Status != core.InQueue || got.Retries != 1 {
 		t.Fatalf("the job taken at B as A stopped the worker = %s retries %d, %v; want IN_QUEUE, 1 retry", got.Status, got.Retries, err)
 	}
@@ -238,7 +238,7 @@ func TestOrphanedWebhookDeliveredByLeader(t *testing.T) {
 	c.ShareFigures(func() (int64, bool) { return 1, false })
 	ep := &core.Endpoint{ID: "ep1", Owner: "alice", TimeoutMs: 60000}
 	a.RegisterWorker(ep.ID, "w")
-	j, err := a.Submit(ep, core.Submission{Input: []byte(`{}`), Webhook: "http://hook.test/orphan"})
+	j, err := a.Submit(t.Context(), ep, core.Submission{Input: []byte(`{}`), Webhook: "http://hook.test/orphan"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,14 +247,14 @@ func TestOrphanedWebhookDeliveredByLeader(t *testing.T) {
 	if got := a.Take(ctx, ep.ID, "w", 1); len(got) != 1 {
 		t.Fatalf("Take = %d jobs; want 1", len(got))
 	}
-	if err := a.Done(ep.ID, "w", j.ID, core.Result{Output: []byte(`1`)}); err != nil {
+	if err := a.Done(t.Context(), ep.ID, "w", j.ID, core.Result{Output: []byte(`1`)}); err != nil {
 		t.Fatal(err)
 	}
 	<-hooksA.got // in flight at A, never delivered
 	tick := func(d time.Duration) {
 		now := clk.Advance(d)
-		b.Tick(now)
-		c.Tick(now)
+		b.Tick(t.Context(), now)
+		c.Tick(t.Context(), now)
 	}
 	tick(time.Minute) // not orphaned yet: A may still be retrying
 	if n := b.WebhooksOffered(); n != 0 {

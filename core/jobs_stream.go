@@ -29,7 +29,11 @@ const (
 
 // StreamPart records one part a worker streamed, split into chunks of at most MaxStreamChunk;
 // metrics (nil = none) go with the last of them.
-func (js *Jobs) StreamPart(endpoint, worker, id string, part, metrics json.RawMessage) error {
+func (js *Jobs) StreamPart(ctx context.Context, endpoint, worker, id string, part, metrics json.RawMessage) error {
+	// A part the worker posted is stored even if its request is cut meanwhile: the worker
+	// does not post it again, and a reader would miss it. (WithoutCancel allocates a small
+	// struct per part; the store write costs far more.)
+	ctx = context.WithoutCancel(ctx)
 	split := SplitChunk(part, MaxStreamChunk)
 	chunks := make([]StreamChunk, len(split))
 	for i, c := range split {
@@ -39,19 +43,19 @@ func (js *Jobs) StreamPart(endpoint, worker, id string, part, metrics json.RawMe
 		chunks[len(chunks)-1].Metrics = metrics
 	}
 	ref := JobRef{Endpoint: endpoint, ID: id}
-	unread, err := js.store.AppendChunks(context.Background(), id, worker, chunks)
+	unread, err := js.store.AppendChunks(ctx, id, worker, chunks)
 	if err != nil {
-		return js.notHeld(ref, worker, err)
+		return js.notHeld(ctx, ref, worker, err)
 	}
 	if unread <= MaxStreamBacklog {
 		return nil
 	}
-	j, err := js.post(endpoint, worker, id, !isSync(id), func(j *Job, now time.Time) {
+	j, err := js.post(ctx, endpoint, worker, id, !isSync(id), func(j *Job, now time.Time) {
 		j.Error = fmt.Sprintf("the job streamed more than %d MB that no one read; read /stream while it runs", MaxStreamBacklog>>20)
 		js.ending(j, Failed, now)
 	})
 	if err == nil {
-		js.ended(&j, InProgress, EvFail)
+		js.ended(ctx, &j, InProgress, EvFail)
 	}
 	return nil // the part was taken; the job failed for the backlog, or ended meanwhile
 }
@@ -59,22 +63,22 @@ func (js *Jobs) StreamPart(endpoint, worker, id string, part, metrics json.RawMe
 // ReadStream hands out the chunks not yet read, waiting up to wait for one to arrive while the
 // job runs. Each chunk is handed out once.
 func (js *Jobs) ReadStream(ctx context.Context, ref JobRef, wait time.Duration) (Job, []StreamChunk, error) {
-	if _, err := js.read(ref); err != nil { // the caller may see the job
+	if _, err := js.read(ctx, ref); err != nil { // the caller may see the job
 		return Job{}, nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, wait)
+	wctx, cancel := context.WithTimeout(ctx, wait) // for the wait only: the reads run under ctx
 	defer cancel()
 	for {
-		chunks, err := js.store.DrainChunks(context.Background(), ref.ID)
+		chunks, err := js.store.DrainChunks(ctx, ref.ID)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			return Job{}, nil, Internal("reading the job's stream", err)
 		}
-		j, err := js.read(ref)
+		j, err := js.read(ctx, ref)
 		if err != nil || len(chunks) > 0 || j.Status.Terminal() {
-			return js.view(j), chunks, err
+			return js.view(ctx, j), chunks, err
 		}
-		if js.store.WaitChunks(ctx, ref.ID) != nil { // the wait passed, or the caller left
-			snap, err := js.Get(ref, 0)
+		if js.store.WaitChunks(wctx, ref.ID) != nil { // the wait passed, or the caller left
+			snap, err := js.Get(ctx, ref, 0)
 			return snap, nil, err
 		}
 	}
@@ -84,14 +88,14 @@ func (js *Jobs) ReadStream(ctx context.Context, ref JobRef, wait time.Duration) 
 // first kept), delivered or not, and hands none out: a /stream reader still gets every chunk.
 // Delivered chunks stay readable within MaxStreamKept. The console reads streams this way.
 func (js *Jobs) PeekStream(ctx context.Context, ref JobRef, after int64) (Job, []StreamChunk, error) {
-	if _, err := js.read(ref); err != nil { // the caller may see the job
+	if _, err := js.read(ctx, ref); err != nil { // the caller may see the job
 		return Job{}, nil, err
 	}
 	chunks, err := js.store.PeekChunks(ctx, ref.ID, after)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return Job{}, nil, Internal("reading the job's stream", err)
 	}
-	j, err := js.Get(ref, 0)
+	j, err := js.Get(ctx, ref, 0)
 	return j, chunks, err
 }
 

@@ -102,7 +102,7 @@ func (r *rig) submit(input string, mods ...func(*core.Submission)) core.Job {
 	for _, m := range mods {
 		m(&s)
 	}
-	j, err := r.jobs.Submit(r.ep, s)
+	j, err := r.jobs.Submit(r.t.Context(), r.ep, s)
 	if err != nil {
 		r.t.Fatalf("Submit: %v", err)
 	}
@@ -123,7 +123,7 @@ func (r *rig) take(w string) core.Taken {
 
 func (r *rig) status(id string) core.JobStatus {
 	r.t.Helper()
-	j, err := r.jobs.Get(core.JobRef{Endpoint: r.ep.ID, ID: id}, 0)
+	j, err := r.jobs.Get(r.t.Context(), core.JobRef{Endpoint: r.ep.ID, ID: id}, 0)
 	if err != nil {
 		r.t.Fatalf("Get(%s): %v", id, err)
 	}
@@ -131,7 +131,7 @@ func (r *rig) status(id string) core.JobStatus {
 }
 
 func (r *rig) gone(id string) bool {
-	_, err := r.jobs.Get(core.JobRef{Endpoint: r.ep.ID, ID: id}, 0)
+	_, err := r.jobs.Get(r.t.Context(), core.JobRef{Endpoint: r.ep.ID, ID: id}, 0)
 	return core.KindOf(err) == core.KindNotFound
 }
 
@@ -173,32 +173,32 @@ func TestJobLifecycle(t *testing.T) {
 	if tk.ID != j.ID || string(tk.Input) != `{"b":1,"a":2}` {
 		t.Fatalf("Take = %s %s; want %s with the input byte for byte", tk.ID, tk.Input, j.ID)
 	}
-	if err := r.jobs.Done("ep1", "w1", j.ID, core.Result{Output: json.RawMessage(`{"p":1}`), Progress: true}); err != nil {
+	if err := r.jobs.Done(t.Context(), "ep1", "w1", j.ID, core.Result{Output: json.RawMessage(`{"p":1}`), Progress: true}); err != nil {
 		t.Fatal(err)
 	}
-	got, _ := r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: j.ID}, 0)
+	got, _ := r.jobs.Get(t.Context(), core.JobRef{Endpoint: "ep1", ID: j.ID}, 0)
 	if got.Status != core.InProgress || string(got.Output) != `{"p":1}` {
 		t.Errorf("after progress: %s %s; want IN_PROGRESS with the progress as output", got.Status, got.Output)
 	}
 	r.clock.Advance(time.Second)
-	if err := r.jobs.Done("ep1", "w1", j.ID, core.Result{Output: json.RawMessage(`"ok"`)}); err != nil {
+	if err := r.jobs.Done(t.Context(), "ep1", "w1", j.ID, core.Result{Output: json.RawMessage(`"ok"`)}); err != nil {
 		t.Fatal(err)
 	}
-	got, _ = r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: j.ID}, 0)
+	got, _ = r.jobs.Get(t.Context(), core.JobRef{Endpoint: "ep1", ID: j.ID}, 0)
 	now := r.clock.Now()
 	if got.Status != core.Completed || string(got.Output) != `"ok"` || got.DelayTime(now) != 250 || got.ExecutionTime(now) != 1000 {
 		t.Errorf("done: %s %s delay %d exec %d; want COMPLETED \"ok\" 250 1000", got.Status, got.Output, got.DelayTime(now), got.ExecutionTime(now))
 	}
 	// Late posts change nothing.
 	for _, res := range []core.Result{{Output: json.RawMessage(`"late"`)}, {Progress: true, Output: json.RawMessage(`1`)}, {Error: "late"}} {
-		if err := r.jobs.Done("ep1", "w1", j.ID, res); core.KindOf(err) != core.KindConflict {
+		if err := r.jobs.Done(t.Context(), "ep1", "w1", j.ID, res); core.KindOf(err) != core.KindConflict {
 			t.Errorf("late Done(%+v) = %v; want a conflict", res, err)
 		}
 	}
-	if err := r.jobs.StreamPart("ep1", "w1", j.ID, json.RawMessage(`"x"`), nil); core.KindOf(err) != core.KindConflict {
+	if err := r.jobs.StreamPart(t.Context(), "ep1", "w1", j.ID, json.RawMessage(`"x"`), nil); core.KindOf(err) != core.KindConflict {
 		t.Errorf("late stream = %v; want a conflict", err)
 	}
-	if got, _ := r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: j.ID}, 0); string(got.Output) != `"ok"` {
+	if got, _ := r.jobs.Get(t.Context(), core.JobRef{Endpoint: "ep1", ID: j.ID}, 0); string(got.Output) != `"ok"` {
 		t.Errorf("output after late posts = %s", got.Output)
 	}
 	// The webhook got the final job with its input.
@@ -213,11 +213,11 @@ func TestJobLifecycle(t *testing.T) {
 		t.Errorf("webhook body = %+v", hook)
 	}
 	// Retention: kept 30 minutes after the end, then 404.
-	r.jobs.Tick(r.clock.Advance(29 * time.Minute))
+	r.jobs.Tick(t.Context(), r.clock.Advance(29*time.Minute))
 	if r.gone(j.ID) {
 		t.Fatal("job gone before its 30 minute retention")
 	}
-	r.jobs.Tick(r.clock.Advance(time.Minute))
+	r.jobs.Tick(t.Context(), r.clock.Advance(time.Minute))
 	if !r.gone(j.ID) {
 		t.Error("job still there after its 30 minute retention")
 	}
@@ -243,12 +243,12 @@ func TestRetention(t *testing.T) {
 			r := newRig(t)
 			j := r.submit(`{}`, tc.sub)
 			r.take("w")
-			_ = r.jobs.Done("ep1", "w", j.ID, core.Result{Output: json.RawMessage(`1`)})
-			r.jobs.Tick(r.clock.Advance(tc.keep - time.Second))
+			_ = r.jobs.Done(t.Context(), "ep1", "w", j.ID, core.Result{Output: json.RawMessage(`1`)})
+			r.jobs.Tick(t.Context(), r.clock.Advance(tc.keep-time.Second))
 			if r.gone(j.ID) {
 				t.Fatalf("gone before %v", tc.keep)
 			}
-			r.jobs.Tick(r.clock.Advance(time.Second))
+			r.jobs.Tick(t.Context(), r.clock.Advance(time.Second))
 			if !r.gone(j.ID) {
 				t.Errorf("kept after %v", tc.keep)
 			}
@@ -258,11 +258,11 @@ func TestRetention(t *testing.T) {
 	r := newRig(t)
 	j := r.submit(`{}`)
 	r.take("w")
-	_ = r.jobs.Done("ep1", "w", j.ID, core.Result{Output: json.RawMessage(`1`)})
-	if _, err := r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: j.ID}, 6*time.Second); err != nil {
+	_ = r.jobs.Done(t.Context(), "ep1", "w", j.ID, core.Result{Output: json.RawMessage(`1`)})
+	if _, err := r.jobs.Get(t.Context(), core.JobRef{Endpoint: "ep1", ID: j.ID}, 6*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	r.jobs.Tick(r.clock.Advance(6 * time.Second))
+	r.jobs.Tick(t.Context(), r.clock.Advance(6*time.Second))
 	if !r.gone(j.ID) {
 		t.Error("ttl=6000 did not expire the job after 6 s")
 	}
@@ -284,29 +284,29 @@ func TestCancel(t *testing.T) {
 	r := newRig(t)
 	r.jobs.RegisterWorker("ep1", "w1")
 	queued := r.submit(`{"n":1}`)
-	if j, err := r.jobs.Cancel(core.JobRef{Endpoint: "ep1", ID: queued.ID}); err != nil || j.Status != core.Cancelled {
+	if j, err := r.jobs.Cancel(t.Context(), core.JobRef{Endpoint: "ep1", ID: queued.ID}); err != nil || j.Status != core.Cancelled {
 		t.Fatalf("Cancel queued = %v %v", j.Status, err)
 	}
 	running := r.submit(`{"n":2}`)
 	if tk := r.take("w1"); tk.ID != running.ID {
 		t.Fatalf("took %s; want %s (the cancelled job is skipped)", tk.ID, running.ID)
 	}
-	if _, err := r.jobs.Cancel(core.JobRef{Endpoint: "ep1", ID: running.ID}); err != nil {
+	if _, err := r.jobs.Cancel(t.Context(), core.JobRef{Endpoint: "ep1", ID: running.ID}); err != nil {
 		t.Fatal(err)
 	}
 	if ids := r.jobs.JobsToStop(context.Background(), "w1", time.Second); len(ids) != 1 || ids[0] != running.ID {
 		t.Errorf("JobsToStop = %v; want [%s]", ids, running.ID)
 	}
-	if err := r.jobs.Done("ep1", "w1", running.ID, core.Result{Output: json.RawMessage(`1`)}); core.KindOf(err) != core.KindConflict {
+	if err := r.jobs.Done(t.Context(), "ep1", "w1", running.ID, core.Result{Output: json.RawMessage(`1`)}); core.KindOf(err) != core.KindConflict {
 		t.Errorf("done after cancel = %v; want a conflict", err)
 	}
-	if _, err := r.jobs.Cancel(core.JobRef{Endpoint: "ep1", ID: running.ID}); core.KindOf(err) != core.KindConflict {
+	if _, err := r.jobs.Cancel(t.Context(), core.JobRef{Endpoint: "ep1", ID: running.ID}); core.KindOf(err) != core.KindConflict {
 		t.Errorf("second cancel = %v; want a conflict (409)", err)
 	}
-	if _, err := r.jobs.Cancel(core.JobRef{Endpoint: "ep1", ID: "nope"}); core.KindOf(err) != core.KindNotFound {
+	if _, err := r.jobs.Cancel(t.Context(), core.JobRef{Endpoint: "ep1", ID: "nope"}); core.KindOf(err) != core.KindNotFound {
 		t.Errorf("cancel unknown = %v; want not found", err)
 	}
-	if _, err := r.jobs.Cancel(core.JobRef{Endpoint: "other-endpoint", ID: running.ID}); core.KindOf(err) != core.KindNotFound {
+	if _, err := r.jobs.Cancel(t.Context(), core.JobRef{Endpoint: "other-endpoint", ID: running.ID}); core.KindOf(err) != core.KindNotFound {
 		t.Errorf("cancel through another endpoint = %v; want not found", err)
 	}
 }
@@ -317,35 +317,35 @@ func TestRetryAndTimeout(t *testing.T) {
 	r.jobs.RegisterWorker("ep1", "w1")
 	j := r.submit(`{"x":1}`, func(s *core.Submission) { s.Policy.ExecutionTimeoutMs = 5000 })
 	r.take("w1")
-	r.jobs.Tick(r.clock.Advance(4999 * time.Millisecond))
+	r.jobs.Tick(t.Context(), r.clock.Advance(4999*time.Millisecond))
 	if s := r.status(j.ID); s != core.InProgress {
 		t.Fatalf("before the timeout: %s", s)
 	}
-	r.jobs.Tick(r.clock.Advance(time.Millisecond))
-	got, _ := r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: j.ID}, 0)
+	r.jobs.Tick(t.Context(), r.clock.Advance(time.Millisecond))
+	got, _ := r.jobs.Get(t.Context(), core.JobRef{Endpoint: "ep1", ID: j.ID}, 0)
 	if got.Status != core.TimedOut || !strings.Contains(got.Error, "5000 ms") {
 		t.Fatalf("after the timeout: %s %q; want TIMED_OUT naming 5000 ms", got.Status, got.Error)
 	}
 	if ids := r.jobs.JobsToStop(context.Background(), "w1", time.Second); len(ids) != 1 {
 		t.Errorf("the worker was not told to stop the timed-out job: %v", ids)
 	}
-	if j2, err := r.jobs.Retry(core.JobRef{Endpoint: "ep1", ID: j.ID}); err != nil || j2.Status != core.InQueue || j2.ID != j.ID || j2.Retries != 1 || j2.Error != "" {
+	if j2, err := r.jobs.Retry(t.Context(), core.JobRef{Endpoint: "ep1", ID: j.ID}); err != nil || j2.Status != core.InQueue || j2.ID != j.ID || j2.Retries != 1 || j2.Error != "" {
 		t.Fatalf("Retry = %+v, %v; want IN_QUEUE, same id, retries 1, error cleared", j2, err)
 	}
 	tk := r.take("w1")
 	if string(tk.Input) != `{"x":1}` {
 		t.Errorf("retried input = %s; want the original", tk.Input)
 	}
-	_ = r.jobs.Done("ep1", "w1", j.ID, core.Result{Error: "bad"})
-	if _, err := r.jobs.Retry(core.JobRef{Endpoint: "ep1", ID: j.ID}); err != nil {
+	_ = r.jobs.Done(t.Context(), "ep1", "w1", j.ID, core.Result{Error: "bad"})
+	if _, err := r.jobs.Retry(t.Context(), core.JobRef{Endpoint: "ep1", ID: j.ID}); err != nil {
 		t.Errorf("retry FAILED = %v", err)
 	}
 	r.take("w1")
-	_ = r.jobs.Done("ep1", "w1", j.ID, core.Result{Output: json.RawMessage(`1`)})
-	if _, err := r.jobs.Retry(core.JobRef{Endpoint: "ep1", ID: j.ID}); core.KindOf(err) != core.KindConflict {
+	_ = r.jobs.Done(t.Context(), "ep1", "w1", j.ID, core.Result{Output: json.RawMessage(`1`)})
+	if _, err := r.jobs.Retry(t.Context(), core.JobRef{Endpoint: "ep1", ID: j.ID}); core.KindOf(err) != core.KindConflict {
 		t.Errorf("retry COMPLETED = %v; want a conflict", err)
 	}
-	if h := r.jobs.Health("ep1"); h.Retried != 2 || h.Completed != 1 || h.Failed != 0 {
+	if h := r.jobs.Health(t.Context(), "ep1"); h.Retried != 2 || h.Completed != 1 || h.Failed != 0 {
 		t.Errorf("health = %+v; want retried 2, completed 1, failed 0", h)
 	}
 }
@@ -357,15 +357,15 @@ func TestWorkerLost(t *testing.T) {
 	j := r.submit(`{}`)
 	for i := 1; i <= core.RetryBudget; i++ {
 		r.take("w1")
-		r.jobs.Tick(r.clock.Advance(core.WorkerLostAfter + time.Second))
-		got, _ := r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: j.ID}, 0)
+		r.jobs.Tick(t.Context(), r.clock.Advance(core.WorkerLostAfter+time.Second))
+		got, _ := r.jobs.Get(t.Context(), core.JobRef{Endpoint: "ep1", ID: j.ID}, 0)
 		if got.Status != core.InQueue || got.Retries != i {
 			t.Fatalf("loss %d: %s retries %d; want IN_QUEUE, %d", i, got.Status, got.Retries, i)
 		}
 	}
 	r.take("w1")
-	r.jobs.Tick(r.clock.Advance(core.WorkerLostAfter + time.Second))
-	got, _ := r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: j.ID}, 0)
+	r.jobs.Tick(t.Context(), r.clock.Advance(core.WorkerLostAfter+time.Second))
+	got, _ := r.jobs.Get(t.Context(), core.JobRef{Endpoint: "ep1", ID: j.ID}, 0)
 	if got.Status != core.Failed || !strings.Contains(got.Error, "lost") {
 		t.Errorf("after the budget: %s %q; want FAILED", got.Status, got.Error)
 	}
@@ -374,8 +374,8 @@ func TestWorkerLost(t *testing.T) {
 	r.take("w1")
 	for range 3 {
 		r.clock.Advance(core.WorkerLostAfter - time.Second)
-		r.jobs.Ping("w1", "")
-		r.jobs.Tick(r.clock.Now())
+		r.jobs.Ping(t.Context(), "w1", "")
+		r.jobs.Tick(t.Context(), r.clock.Now())
 	}
 	if s := r.status(k.ID); s != core.InProgress {
 		t.Errorf("pinging worker's job: %s; want IN_PROGRESS", s)
@@ -387,7 +387,7 @@ func TestWrongWorkerAndPurge(t *testing.T) {
 	r := newRig(t)
 	a := r.submit(`{}`)
 	r.take("w1")
-	if err := r.jobs.Done("ep1", "w2", a.ID, core.Result{Output: json.RawMessage(`1`)}); core.KindOf(err) != core.KindConflict {
+	if err := r.jobs.Done(t.Context(), "ep1", "w2", a.ID, core.Result{Output: json.RawMessage(`1`)}); core.KindOf(err) != core.KindConflict {
 		t.Errorf("done by another worker = %v; want a conflict", err)
 	}
 	if s := r.status(a.ID); s != core.InProgress {
@@ -397,7 +397,7 @@ func TestWrongWorkerAndPurge(t *testing.T) {
 	for range 3 {
 		queued = append(queued, r.submit(`{}`).ID)
 	}
-	if n := r.jobs.Purge("ep1"); n != 3 {
+	if n := r.jobs.Purge(t.Context(), "ep1"); n != 3 {
 		t.Errorf("Purge = %d; want 3", n)
 	}
 	for _, id := range queued {
@@ -408,7 +408,7 @@ func TestWrongWorkerAndPurge(t *testing.T) {
 	if s := r.status(a.ID); s != core.InProgress {
 		t.Errorf("running job after purge: %s; want IN_PROGRESS", s)
 	}
-	if h := r.jobs.Health("ep1"); h.InQueue != 0 || h.InProgress != 1 {
+	if h := r.jobs.Health(t.Context(), "ep1"); h.InQueue != 0 || h.InProgress != 1 {
 		t.Errorf("health = %+v", h)
 	}
 }
@@ -419,10 +419,10 @@ func TestResultTooLarge(t *testing.T) {
 	j := r.submit(`{}`)
 	r.take("w")
 	big := json.RawMessage(`"` + strings.Repeat("x", core.MaxResult) + `"`)
-	if err := r.jobs.Done("ep1", "w", j.ID, core.Result{Output: big}); err != nil {
+	if err := r.jobs.Done(t.Context(), "ep1", "w", j.ID, core.Result{Output: big}); err != nil {
 		t.Fatal(err)
 	}
-	got, _ := r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: j.ID}, 0)
+	got, _ := r.jobs.Get(t.Context(), core.JobRef{Endpoint: "ep1", ID: j.ID}, 0)
 	if got.Status != core.Failed || !strings.Contains(got.Error, "over the 20 MB limit") {
 		t.Errorf("oversized result: %s %q; want FAILED with a clear error", got.Status, got.Error)
 	}
@@ -438,7 +438,7 @@ func TestStream(t *testing.T) {
 		if p != `"a"` {
 			metrics = json.RawMessage(`{"output_tokens":1}`)
 		}
-		if err := r.jobs.StreamPart("ep1", "w", j.ID, json.RawMessage(p), metrics); err != nil {
+		if err := r.jobs.StreamPart(t.Context(), "ep1", "w", j.ID, json.RawMessage(p), metrics); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -447,7 +447,7 @@ func TestStream(t *testing.T) {
 		chunks[0].Metrics != nil || string(chunks[1].Metrics) != `{"output_tokens":1}` {
 		t.Fatalf("ReadStream = %+v, %v; want the two parts, the second with its metrics", chunks, err)
 	}
-	_ = r.jobs.Done("ep1", "w", j.ID, core.Result{Output: json.RawMessage(`["a"]`)})
+	_ = r.jobs.Done(t.Context(), "ep1", "w", j.ID, core.Result{Output: json.RawMessage(`["a"]`)})
 	st, chunks, _ := r.jobs.ReadStream(context.Background(), core.JobRef{Endpoint: "ep1", ID: j.ID}, time.Second)
 	if st.Status != core.Completed || len(chunks) != 0 {
 		t.Errorf("second read = %s %+v; want COMPLETED with nothing (chunks are handed out once)", st.Status, chunks)
@@ -464,7 +464,7 @@ func TestStreamPeek(t *testing.T) {
 	ref := core.JobRef{Endpoint: "ep1", ID: j.ID}
 	ctx := context.Background()
 	for _, p := range []string{`"a"`, `"b"`} {
-		if err := r.jobs.StreamPart("ep1", "w", j.ID, json.RawMessage(p), nil); err != nil {
+		if err := r.jobs.StreamPart(t.Context(), "ep1", "w", j.ID, json.RawMessage(p), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -517,7 +517,7 @@ func TestWebhookSurvivesRestart(t *testing.T) {
 	r.hooks.hold.Store(true)
 	j := r.submit(`{"a":1}`, func(s *core.Submission) { s.Webhook = "http://hook.test/w" })
 	r.take("w")
-	if err := r.jobs.Done("ep1", "w", j.ID, core.Result{Output: json.RawMessage(`"out"`)}); err != nil {
+	if err := r.jobs.Done(t.Context(), "ep1", "w", j.ID, core.Result{Output: json.RawMessage(`"out"`)}); err != nil {
 		t.Fatal(err)
 	}
 	recv(t, r.hooks.got, "the first delivery")
@@ -528,7 +528,7 @@ func TestWebhookSurvivesRestart(t *testing.T) {
 	r.store.Close() // the crash: the delivery never finished
 	r.open()
 	r.hooks.hold.Store(false)
-	if _, _, err := r.jobs.Recover(); err != nil {
+	if _, _, err := r.jobs.Recover(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	recv(t, r.hooks.delivered, "the delivery after the restart")
@@ -545,10 +545,10 @@ func TestWebhookSurvivesRestart(t *testing.T) {
 
 	r.store.Close()
 	r.open()
-	if _, _, err := r.jobs.Recover(); err != nil {
+	if _, _, err := r.jobs.Recover(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: j.ID}, 0); got.Status != core.Completed {
+	if got, _ := r.jobs.Get(t.Context(), core.JobRef{Endpoint: "ep1", ID: j.ID}, 0); got.Status != core.Completed {
 		t.Errorf("job after the second restart: %s", got.Status)
 	}
 }
@@ -574,16 +574,16 @@ func TestRecover(t *testing.T) {
 	q1 := r.submit(`{"n":2}`)
 	q2 := r.submit(`{"n":3}`)
 	r.take("w")
-	_ = r.jobs.Done("ep1", "w", done.ID, core.Result{Output: json.RawMessage(`"kept"`)})
+	_ = r.jobs.Done(t.Context(), "ep1", "w", done.ID, core.Result{Output: json.RawMessage(`"kept"`)})
 	r.take("w")
 	r.store.Close()
 
 	r.open()
-	queued, requeued, err := r.jobs.Recover()
+	queued, requeued, err := r.jobs.Recover(t.Context())
 	if err != nil || queued != 2 || requeued != 1 {
 		t.Fatalf("Recover = %d, %d, %v; want 2 queued, 1 requeued", queued, requeued, err)
 	}
-	if got, _ := r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: done.ID}, 0); got.Status != core.Completed || string(got.Output) != `"kept"` {
+	if got, _ := r.jobs.Get(t.Context(), core.JobRef{Endpoint: "ep1", ID: done.ID}, 0); got.Status != core.Completed || string(got.Output) != `"kept"` {
 		t.Errorf("finished job after restart: %s %s", got.Status, got.Output)
 	}
 	var order []string
@@ -593,7 +593,7 @@ func TestRecover(t *testing.T) {
 	if want := []string{running.ID, q1.ID, q2.ID}; strings.Join(order, ",") != strings.Join(want, ",") {
 		t.Errorf("order after restart = %v; want %v (original order)", order, want)
 	}
-	if got, _ := r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: running.ID}, 0); got.Retries != 1 {
+	if got, _ := r.jobs.Get(t.Context(), core.JobRef{Endpoint: "ep1", ID: running.ID}, 0); got.Retries != 1 {
 		t.Errorf("requeued job retries = %d; want 1", got.Retries)
 	}
 	if fresh := r.submit(`{}`); fresh.Seq <= q2.Seq {
@@ -635,7 +635,7 @@ func TestHotQueue(t *testing.T) {
 
 	// A status ttl on a hot queued job changes the stored record; the take sees the change.
 	j := r.submit(`{"k":1}`)
-	if _, err := r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: j.ID}, 20*time.Second); err != nil {
+	if _, err := r.jobs.Get(t.Context(), core.JobRef{Endpoint: "ep1", ID: j.ID}, 20*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	tk := r.take("w")
@@ -665,7 +665,7 @@ func TestConcurrentSubmitTakeDone(t *testing.T) {
 			name := fmt.Sprintf("w%d", w)
 			for ctx.Err() == nil {
 				for _, tk := range r.jobs.Take(ctx, "ep1", name, 2) {
-					if err := r.jobs.Done("ep1", name, tk.ID, core.Result{Output: tk.Input}); err != nil {
+					if err := r.jobs.Done(t.Context(), "ep1", name, tk.ID, core.Result{Output: tk.Input}); err != nil {
 						t.Errorf("Done(%s): %v", tk.ID, err)
 					}
 					if _, dup := done.LoadOrStore(tk.ID, true); dup {
@@ -684,7 +684,7 @@ func TestConcurrentSubmitTakeDone(t *testing.T) {
 			for i := range perSubmitter {
 				j := r.submit(fmt.Sprintf(`{"s":%d,"i":%d}`, s, i))
 				ids.Store(j.ID, true)
-				if _, err := r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: j.ID}, 0); err != nil { // status reads race with takes
+				if _, err := r.jobs.Get(t.Context(), core.JobRef{Endpoint: "ep1", ID: j.ID}, 0); err != nil { // status reads race with takes
 					t.Errorf("Get: %v", err)
 				}
 			}
@@ -692,7 +692,7 @@ func TestConcurrentSubmitTakeDone(t *testing.T) {
 	}
 	sub.Wait()
 	testkit.EventuallyWithin(t, 30*time.Second, fmt.Sprintf("%d jobs completed", submitters*perSubmitter), func() bool {
-		return r.jobs.Health("ep1").Completed == submitters*perSubmitter
+		return r.jobs.Health(t.Context(), "ep1").Completed == submitters*perSubmitter
 	})
 	cancel()
 	wg.Wait()
@@ -722,7 +722,7 @@ func TestJobKey(t *testing.T) {
 		if _, ok := core.ParseJobKey(bad); ok {
 			t.Errorf("ParseJobKey(%q) accepted a malformed id", bad)
 		}
-		if _, err := r.jobs.Get(core.JobRef{Endpoint: "ep1", ID: bad}, 0); core.KindOf(err) != core.KindNotFound {
+		if _, err := r.jobs.Get(t.Context(), core.JobRef{Endpoint: "ep1", ID: bad}, 0); core.KindOf(err) != core.KindNotFound {
 			t.Errorf("Get(%q) = %v; want not found", bad, err)
 		}
 	}
@@ -743,7 +743,7 @@ func TestRunSyncJobOutlivesItsWait(t *testing.T) {
 	}
 	r.store.Close()
 	r.open()
-	if _, _, err := r.jobs.Recover(); err != nil {
+	if _, _, err := r.jobs.Recover(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if !r.gone(unanswered.ID) {

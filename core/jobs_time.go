@@ -9,8 +9,7 @@ import (
 // Tick applies everything due at now: expired jobs are removed, running jobs past their
 // execution timeout become TIMED_OUT, and silent workers lose their jobs. Run it about every
 // quarter second; tests call it with an injected clock.
-func (js *Jobs) Tick(now time.Time) {
-	ctx := context.Background()
+func (js *Jobs) Tick(ctx context.Context, now time.Time) {
 	expired, err := js.store.Expire(ctx, now)
 	if err != nil {
 		js.log.Error("expiring jobs", "err", err)
@@ -25,14 +24,14 @@ func (js *Jobs) Tick(now time.Time) {
 		js.log.Error("finding jobs past their timeout", "err", err)
 	}
 	for _, id := range overdue {
-		js.timeOut(id, now)
+		js.timeOut(ctx, id, now)
 	}
 	// Worker loss is judged over WorkerLostAfter (30 s), so the scans of every worker need not
 	// run at every tick (a quarter second): with thousands of workers they were a third of
 	// the tick's CPU in the scheduler simulation.
 	if due(now, &js.lastSilentCheck, silentCheckEvery) {
 		for _, id := range js.silentWorkers(now) {
-			js.workerLost(id)
+			js.workerLost(ctx, id)
 		}
 	}
 	if due(now, &js.lastStoreSilentCheck, storeSilentCheckEvery) {
@@ -41,7 +40,7 @@ func (js *Jobs) Tick(now time.Time) {
 	if js.shared != nil {
 		js.tickShared(ctx, now)
 	}
-	js.offerDeferredWebhooks()
+	js.offerDeferredWebhooks(ctx)
 }
 
 // How often Tick looks for silent workers: its own (and repeats the stops they ignore, every
@@ -74,14 +73,14 @@ func (js *Jobs) loseSilentElsewhere(ctx context.Context, now time.Time) {
 	for _, worker := range silent {
 		if !js.workers.known(worker) {
 			js.log.Warn("worker lost: no heartbeat in the job store", "worker", worker, "after", WorkerLostAfter)
-			js.loseWorker(worker)
+			js.loseWorker(ctx, worker)
 		}
 	}
 }
 
 // timeOut ends a running job past its execution timeout at now.
-func (js *Jobs) timeOut(id string, now time.Time) {
-	j, err := js.store.Update(context.Background(), id, From(EvTimeout), func(j *Job) error {
+func (js *Jobs) timeOut(ctx context.Context, id string, now time.Time) {
+	j, err := js.store.Update(ctx, id, From(EvTimeout), func(j *Job) error {
 		if j.TimeoutMs <= 0 || now.Before(j.StartedAt.Add(time.Duration(j.TimeoutMs)*time.Millisecond)) {
 			return errNotDue
 		}
@@ -92,13 +91,13 @@ func (js *Jobs) timeOut(id string, now time.Time) {
 	if err != nil {
 		return // ended, taken again or expired meanwhile
 	}
-	js.ended(&j, InProgress, EvTimeout)
+	js.ended(ctx, &j, InProgress, EvTimeout)
 }
 
 // errNotDue leaves a job whose timeout moved on (it was taken again) running.
 var errNotDue = Errorf(KindConflict, "the job's execution timeout is not due")
 
-// Run ticks every interval until ctx ends.
+// Run ticks every interval until ctx ends; each Tick's store calls run under ctx.
 func (js *Jobs) Run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -107,7 +106,7 @@ func (js *Jobs) Run(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			js.Tick(js.clock.Now())
+			js.Tick(ctx, js.clock.Now())
 		}
 	}
 }
@@ -117,14 +116,13 @@ func (js *Jobs) Run(ctx context.Context, interval time.Duration) {
 // running follow the worker-lost rule (their workers died with the server), and the webhooks
 // of finished jobs that were not delivered are sent again. It returns how many jobs are
 // queued and how many of them went back to the queue now.
-func (js *Jobs) Recover() (queued, requeued int, err error) {
-	ctx := context.Background()
+func (js *Jobs) Recover(ctx context.Context) (queued, requeued int, err error) {
 	running, _, err := js.store.List(ctx, JobFilter{Status: Statuses(InProgress)})
 	if err != nil {
 		return 0, 0, fmt.Errorf("reading running jobs: %w", err)
 	}
 	for _, j := range running {
-		if js.lostJob("", j.ID) {
+		if js.lostJob(ctx, "", j.ID) {
 			requeued++
 		}
 	}
@@ -135,7 +133,7 @@ func (js *Jobs) Recover() (queued, requeued int, err error) {
 		}
 		for i := range pending {
 			if pending[i].Webhook != "" {
-				js.sendWebhook(&pending[i])
+				js.sendWebhook(ctx, &pending[i])
 			}
 		}
 		if len(pending) > 0 {

@@ -38,7 +38,7 @@ func (js *Jobs) deferWebhook(endpoint, id string, endedAt time.Time) {
 
 // offerDeferredWebhooks offers the notifier the oldest deferred webhooks again, up to
 // webhookOfferBatch; those it refuses again go back to the backlog.
-func (js *Jobs) offerDeferredWebhooks() {
+func (js *Jobs) offerDeferredWebhooks(ctx context.Context) {
 	b := &js.webhookBacklog
 	b.mu.Lock()
 	n := min(len(b.jobs), webhookOfferBatch)
@@ -46,17 +46,17 @@ func (js *Jobs) offerDeferredWebhooks() {
 	b.jobs = append(b.jobs[:0], b.jobs[n:]...)
 	b.mu.Unlock()
 	for _, d := range batch {
-		js.resendWebhook(d)
+		js.resendWebhook(ctx, d)
 	}
 }
 
 // resendWebhook sends a deferred webhook if its job is still marked for that end.
-func (js *Jobs) resendWebhook(d deferredWebhook) {
-	j, err := js.read(JobRef{Endpoint: d.endpoint, ID: d.id})
+func (js *Jobs) resendWebhook(ctx context.Context, d deferredWebhook) {
+	j, err := js.read(ctx, JobRef{Endpoint: d.endpoint, ID: d.id})
 	if err != nil || !j.Status.Terminal() || !j.WebhookPending || !j.EndedAt.Equal(d.endedAt) || j.Webhook == "" {
 		return // expired, or retried meanwhile (its next end sends it), or delivered
 	}
-	js.sendWebhook(&j)
+	js.sendWebhook(ctx, &j)
 }
 
 // ended is every terminal status.
@@ -76,7 +76,10 @@ type WebhookBody struct {
 }
 
 // sendWebhook hands the job's final state to the notifier; the record is no longer changed.
-func (js *Jobs) sendWebhook(rec *Job) {
+// The delivery and its delivered mark outlive ctx (the request or tick that ended the job):
+// they run detached from its cancellation, keeping its values (its trace).
+func (js *Jobs) sendWebhook(ctx context.Context, rec *Job) {
+	ctx = context.WithoutCancel(ctx)
 	now := js.clock.Now()
 	body := WebhookBody{ID: rec.ID, Status: rec.Status, Output: rec.Output, Error: rec.Error,
 		DelayTime: rec.DelayTime(now), ExecutionTime: rec.ExecutionTime(now), Retries: rec.Retries, WorkerID: rec.WorkerID}
@@ -86,11 +89,11 @@ func (js *Jobs) sendWebhook(rec *Job) {
 		// it, and webhook it, a second time. A job's end is synced but for a runsync job's.
 		if isSync(body.ID) {
 			keep := func(*Job) error { return nil }
-			if _, err := js.store.Update(context.Background(), body.ID, ended, keep, true); err != nil {
+			if _, err := js.store.Update(ctx, body.ID, ended, keep, true); err != nil {
 				return
 			}
 		}
-		if in, err := js.store.Input(context.Background(), body.ID); err == nil {
+		if in, err := js.store.Input(ctx, body.ID); err == nil {
 			body.Input = in
 		}
 		b, err := json.Marshal(body)
@@ -98,7 +101,7 @@ func (js *Jobs) sendWebhook(rec *Job) {
 			js.log.Error("encoding a webhook", "job", body.ID, "err", err)
 			return
 		}
-		if !js.notify.Notify(url, b, func() { js.webhookDelivered(endpoint, body.ID, endedAt) }) {
+		if !js.notify.Notify(url, b, func() { js.webhookDelivered(ctx, endpoint, body.ID, endedAt) }) {
 			js.deferWebhook(endpoint, body.ID, endedAt)
 		}
 	}()
@@ -106,10 +109,11 @@ func (js *Jobs) sendWebhook(rec *Job) {
 
 // webhookDelivered clears the delivery mark of the job's end at endedAt (not of a later end,
 // after a retry). The write is not synced: a crash before it only delivers the webhook again.
-func (js *Jobs) webhookDelivered(endpoint, id string, endedAt time.Time) {
+// ctx is sendWebhook's, detached from the cancellation of the request that ended the job.
+func (js *Jobs) webhookDelivered(ctx context.Context, endpoint, id string, endedAt time.Time) {
 	ref := JobRef{Endpoint: endpoint, ID: id}
 	now := js.clock.Now()
-	_, _ = js.store.Update(context.Background(), id, ended, func(j *Job) error {
+	_, _ = js.store.Update(ctx, id, ended, func(j *Job) error {
 		if err := check(ref, j, now); err != nil {
 			return err // expired meanwhile
 		}
@@ -151,7 +155,7 @@ func (js *Jobs) redeliverOrphanedWebhooks(ctx context.Context, now time.Time) {
 			continue // offered by an earlier sweep: its delivery may still be retrying
 		}
 		sh.offered[j.ID] = now
-		js.sendWebhook(j)
+		js.sendWebhook(ctx, j)
 		n++
 	}
 	for id, at := range sh.offered {

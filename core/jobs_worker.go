@@ -69,11 +69,11 @@ func (js *Jobs) RegisterWorkerActivity(endpoint, worker string) (string, WorkerA
 
 // ForgetWorker removes a worker that stopped and revokes its token; its jobs follow the
 // worker-lost rule.
-func (js *Jobs) ForgetWorker(worker string) {
-	if err := js.tokens.Revoke(context.Background(), worker); err != nil {
+func (js *Jobs) ForgetWorker(ctx context.Context, worker string) {
+	if err := js.tokens.Revoke(ctx, worker); err != nil {
 		js.log.Error("forgetting a worker", "worker", worker, "err", err)
 	}
-	js.loseWorker(worker)
+	js.loseWorker(ctx, worker)
 	sh, w := js.workers.lock(worker)
 	defer sh.mu.Unlock()
 	if w != nil {
@@ -82,7 +82,7 @@ func (js *Jobs) ForgetWorker(worker string) {
 			js.resumeLocked(w) // its parked polls end
 		}
 	}
-	if err := js.store.ForgetWorker(context.Background(), worker); err != nil {
+	if err := js.store.ForgetWorker(ctx, worker); err != nil {
 		js.log.Error("forgetting a worker", "worker", worker, "err", err)
 	}
 }
@@ -106,7 +106,7 @@ func (js *Jobs) AuthWorker(ctx context.Context, token, endpoint, worker string) 
 	}
 	sh.mu.Unlock()
 	if !ok && js.shared != nil && exp.Sub(now) < WorkerTokenRecycle {
-		js.noteRemote(worker, WorkerNote{StopPod: true}) // another replica's worker: its registrar recycles it
+		js.noteRemote(ctx, worker, WorkerNote{StopPod: true}) // another replica's worker: its registrar recycles it
 	}
 	return nil
 }
@@ -206,7 +206,7 @@ func (js *Jobs) Take(ctx context.Context, endpoint, worker string, max int) []Ta
 			<-ctx.Done()
 			return nil
 		}
-		js.noteRemote(worker, WorkerNote{Polled: true})
+		js.noteRemote(ctx, worker, WorkerNote{Polled: true})
 	}
 	for ctx.Err() == nil {
 		got, err := js.store.Take(ctx, endpoint, worker, max, js.clock.Now())
@@ -260,10 +260,10 @@ func (js *Jobs) taken(worker string, got []TakenJob) []Taken {
 
 // post applies a worker's post to a job it holds (IN_PROGRESS, taken by it): fn changes the
 // record. It returns the job as stored.
-func (js *Jobs) post(endpoint, worker, id string, durable bool, fn func(j *Job, now time.Time)) (Job, error) {
+func (js *Jobs) post(ctx context.Context, endpoint, worker, id string, durable bool, fn func(j *Job, now time.Time)) (Job, error) {
 	ref := JobRef{Endpoint: endpoint, ID: id}
 	now := js.clock.Now()
-	j, err := js.store.Update(context.Background(), id, Statuses(InProgress), func(j *Job) error {
+	j, err := js.store.Update(ctx, id, Statuses(InProgress), func(j *Job) error {
 		if err := check(ref, j, now); err != nil {
 			return err
 		}
@@ -274,7 +274,7 @@ func (js *Jobs) post(endpoint, worker, id string, durable bool, fn func(j *Job, 
 		return nil
 	}, durable)
 	if err != nil {
-		return Job{}, js.notHeld(ref, worker, err)
+		return Job{}, js.notHeld(ctx, ref, worker, err)
 	}
 	return j, nil
 }
@@ -283,10 +283,10 @@ func (js *Jobs) post(endpoint, worker, id string, durable bool, fn func(j *Job, 
 var errNotHeld = errors.New("the job is held by another worker")
 
 // notHeld turns a store's refusal of a worker's post into the worker's error.
-func (js *Jobs) notHeld(ref JobRef, worker string, err error) error {
+func (js *Jobs) notHeld(ctx context.Context, ref JobRef, worker string, err error) error {
 	var se *StateError
 	if errors.As(err, &se) || errors.Is(err, errNotHeld) {
-		j, rerr := js.read(ref)
+		j, rerr := js.read(ctx, ref)
 		if rerr != nil {
 			return rerr
 		}
@@ -295,7 +295,7 @@ func (js *Jobs) notHeld(ref JobRef, worker string, err error) error {
 		}
 		return Errorf(KindConflict, "job %s is not held by worker %s", ref.ID, worker)
 	}
-	return js.refused(ref, "", err)
+	return js.refused(ctx, ref, "", err)
 }
 
 // Result is what a worker posts to job-done.
@@ -316,16 +316,21 @@ type Result struct {
 // durably, before the job turns COMPLETED with its cost. A job completes once, and the ledger
 // keeps one record per job, so a job is charged exactly once whatever posts race or repeat.
 // An output that cannot be measured fails the job, and a failed job is charged nothing.
-func (js *Jobs) Done(endpoint, worker, id string, r Result) error {
+func (js *Jobs) Done(ctx context.Context, endpoint, worker, id string, r Result) error {
+	// A worker's result is stored, and charged, even if its request is cut meanwhile: the
+	// worker ran the job and may not post again, and a charge once measured must be recorded
+	// with it. WithoutCancel keeps ctx's values (its trace) and allocates a small struct per
+	// post, far less than the post's store write.
+	ctx = context.WithoutCancel(ctx)
 	var charge Charge
 	var unmeasured error
 	metered := js.meter != nil && !r.Progress && r.Error == "" && r.TooLarge == 0 && len(r.Output) <= MaxResult &&
 		js.meter.Metered(endpoint)
 	if metered {
-		charge, unmeasured = js.measure(endpoint, id, r.Output)
+		charge, unmeasured = js.measure(ctx, endpoint, id, r.Output)
 	}
 	ev := EvDone
-	j, err := js.post(endpoint, worker, id, !r.Progress && !isSync(id), func(rec *Job, now time.Time) {
+	j, err := js.post(ctx, endpoint, worker, id, !r.Progress && !isSync(id), func(rec *Job, now time.Time) {
 		switch {
 		case r.TooLarge > 0 || len(r.Output) > MaxResult:
 			size := max(r.TooLarge, int64(len(r.Output)))
@@ -347,9 +352,9 @@ func (js *Jobs) Done(endpoint, worker, id string, r Result) error {
 			rec.Error = "the model's output could not be measured for billing, so the job failed and nothing is charged: " + unmeasured.Error()
 			ev = EvFail
 		case metered:
-			// Done has no context of its own; a charge once measured is recorded whatever
-			// becomes of the worker's request.
-			u, _, err := js.usage.AddUsage(context.Background(), Usage{Charge: charge, JobID: rec.ID, Owner: rec.Owner, At: now})
+			// ctx is detached from the worker's request (see above): a charge once measured
+			// is recorded whatever becomes of it.
+			u, _, err := js.usage.AddUsage(ctx, Usage{Charge: charge, JobID: rec.ID, Owner: rec.Owner, At: now})
 			if err != nil {
 				js.log.Error("recording a charge", "job", rec.ID, "err", err)
 				rec.Error = "recording the job's charge failed, so the job failed and nothing is charged; retry it"
@@ -377,22 +382,22 @@ func (js *Jobs) Done(endpoint, worker, id string, r Result) error {
 		}
 		sh.mu.Unlock()
 		if !ok && js.shared != nil { // another replica's worker: its registrar learns the job ended
-			js.noteRemote(worker, WorkerNote{StopPod: r.StopPod})
+			js.noteRemote(ctx, worker, WorkerNote{StopPod: r.StopPod})
 		}
 	}
 	if ev != EvProgress {
-		js.ended(&j, InProgress, ev)
+		js.ended(ctx, &j, InProgress, ev)
 	}
 	return nil
 }
 
 // measure prices a completing job's output with the meter.
-func (js *Jobs) measure(endpoint, id string, output json.RawMessage) (Charge, error) {
-	input, err := js.store.Input(context.Background(), id)
+func (js *Jobs) measure(ctx context.Context, endpoint, id string, output json.RawMessage) (Charge, error) {
+	input, err := js.store.Input(ctx, id)
 	if err != nil {
 		return Charge{}, fmt.Errorf("reading the job's input: %w", err)
 	}
-	c, err := js.meter.Measure(MeterJob{ID: id, Endpoint: endpoint, Input: input, Output: output})
+	c, err := js.meter.Measure(ctx, MeterJob{ID: id, Endpoint: endpoint, Input: input, Output: output})
 	if err != nil {
 		return Charge{}, err
 	}
@@ -450,7 +455,7 @@ func (js *Jobs) JobsToStop(ctx context.Context, worker string, wait time.Duratio
 
 // Ping records a worker's heartbeat. A non-empty unhealthy reason marks the worker unhealthy
 // (a RunPod worker that fails its startup checks pings status=unhealthy, then exits).
-func (js *Jobs) Ping(worker, unhealthy string) {
+func (js *Jobs) Ping(ctx context.Context, worker, unhealthy string) {
 	now := js.clock.Now()
 	sh, w := js.workers.lock(worker)
 	ok := w != nil
@@ -462,16 +467,16 @@ func (js *Jobs) Ping(worker, unhealthy string) {
 	}
 	sh.mu.Unlock()
 	if ok {
-		js.heartbeat(worker, now)
+		js.heartbeat(ctx, worker, now)
 	} else if js.shared != nil { // another replica's worker: it is alive, wherever it runs jobs
-		js.noteRemote(worker, WorkerNote{Unhealthy: unhealthy})
-		js.heartbeat(worker, now)
+		js.noteRemote(ctx, worker, WorkerNote{Unhealthy: unhealthy})
+		js.heartbeat(ctx, worker, now)
 	}
 }
 
 // heartbeat tells the store the worker is alive, for replicas that do not hear its pings.
-func (js *Jobs) heartbeat(worker string, now time.Time) {
-	if err := js.store.Heartbeat(context.Background(), worker, now); err != nil {
+func (js *Jobs) heartbeat(ctx context.Context, worker string, now time.Time) {
+	if err := js.store.Heartbeat(ctx, worker, now); err != nil {
 		js.log.Error("recording a heartbeat", "worker", worker, "err", err)
 	}
 }
@@ -501,7 +506,7 @@ func (js *Jobs) release(worker, id string, stop bool) {
 
 // loseWorker applies the worker-lost rule to the worker's jobs: back to the queue with one
 // more retry, or FAILED once the retry budget is spent.
-func (js *Jobs) loseWorker(worker string) {
+func (js *Jobs) loseWorker(ctx context.Context, worker string) {
 	sh, w := js.workers.lock(worker)
 	ok := w != nil
 	var ids []string
@@ -516,28 +521,28 @@ func (js *Jobs) loseWorker(worker string) {
 	}
 	sh.mu.Unlock()
 	if !ok { // another replica's worker, or one this replica forgot: ask the store
-		held, err := js.store.Held(context.Background(), worker)
+		held, err := js.store.Held(ctx, worker)
 		if err != nil {
 			js.log.Error("reading a lost worker's jobs", "worker", worker, "err", err)
 		}
 		ids = held
 	} else { // on a shared store it may hold jobs taken through another replica
-		for _, id := range js.heldInStore(worker) {
+		for _, id := range js.heldInStore(ctx, worker) {
 			if !slices.Contains(ids, id) {
 				ids = append(ids, id)
 			}
 		}
 	}
 	for _, id := range ids {
-		js.lostJob(worker, id)
+		js.lostJob(ctx, worker, id)
 	}
 }
 
 // lostJob applies the worker-lost rule to one job while worker ("" = any) holds it: back to
 // the queue with one more retry, or FAILED once the retry budget is spent. Synced.
-func (js *Jobs) lostJob(worker, id string) (requeued bool) {
+func (js *Jobs) lostJob(ctx context.Context, worker, id string) (requeued bool) {
 	var ev Event
-	j, err := js.store.Update(context.Background(), id, Statuses(InProgress), func(j *Job) error {
+	j, err := js.store.Update(ctx, id, Statuses(InProgress), func(j *Job) error {
 		if worker != "" && j.WorkerID != worker {
 			return errNotHeld
 		}
@@ -560,7 +565,7 @@ func (js *Jobs) lostJob(worker, id string) (requeued bool) {
 		js.log.Error("taking a lost worker's job back", "job", id, "err", err)
 		return false
 	case ev == EvLost:
-		js.ended(&j, InProgress, ev)
+		js.ended(ctx, &j, InProgress, ev)
 		return false
 	}
 	js.countsOf(j.Endpoint).Submitted.Add(1)
@@ -569,21 +574,21 @@ func (js *Jobs) lostJob(worker, id string) (requeued bool) {
 
 // Holds returns nil when the worker holds the job (IN_PROGRESS, taken by it), else the error a
 // post for the job would get: a worker may store files only for a job it runs.
-func (js *Jobs) Holds(endpoint, worker, id string) error {
-	_, err := js.HeldOwner(endpoint, worker, id)
+func (js *Jobs) Holds(ctx context.Context, endpoint, worker, id string) error {
+	_, err := js.HeldOwner(ctx, endpoint, worker, id)
 	return err
 }
 
 // HeldOwner is Holds, and returns the user whose job it is (the endpoint's id for a job
 // without one): the files the job stores count against that user's quota.
-func (js *Jobs) HeldOwner(endpoint, worker, id string) (string, error) {
+func (js *Jobs) HeldOwner(ctx context.Context, endpoint, worker, id string) (string, error) {
 	ref := JobRef{Endpoint: endpoint, ID: id}
-	j, err := js.read(ref)
+	j, err := js.read(ctx, ref)
 	if err != nil {
 		return "", err
 	}
 	if j.Status != InProgress || j.WorkerID != worker {
-		return "", js.notHeld(ref, worker, errNotHeld)
+		return "", js.notHeld(ctx, ref, worker, errNotHeld)
 	}
 	return cmp.Or(j.Owner, "endpoint "+endpoint), nil
 }

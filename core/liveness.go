@@ -1,6 +1,7 @@
 package core
 
 import (
+	"context"
 	"strings"
 	"time"
 )
@@ -62,12 +63,12 @@ func (js *Jobs) silentWorkers(now time.Time) []string {
 // the worker signals), the worker is marked lost (its polls in flight end with nothing, it is
 // given no more jobs and does not count on /health) and the scheduler is told to stop it by
 // force, before its jobs go back to the queue. With none, a lost worker only loses its jobs.
-func (js *Jobs) workerLost(worker string) {
+func (js *Jobs) workerLost(ctx context.Context, worker string) {
 	js.log.Warn("worker lost: no heartbeat", "worker", worker, "after", WorkerLostAfter)
 	if js.signals.listened() && js.markLost(worker) {
 		js.signals.post(WorkerSignal{Worker: worker, Kind: WorkerLost, At: js.clock.Now()})
 	}
-	js.loseWorker(worker)
+	js.loseWorker(ctx, worker)
 }
 
 // markLost marks a worker lost and ends its polls in flight; false when it is unknown or was
@@ -116,13 +117,13 @@ func (js *Jobs) settleStopsLocked(w *workerState, now time.Time) {
 // PingJobs is Ping with the ids of the jobs the worker reports in progress (ping's job_id, a
 // comma-separated list; "" when it runs none). A stopped job the list still names stays named
 // by job-stop; one it no longer names is forgotten.
-func (js *Jobs) PingJobs(worker, unhealthy, jobs string) {
+func (js *Jobs) PingJobs(ctx context.Context, worker, unhealthy, jobs string) {
 	now := js.clock.Now()
 	if js.pingJobs(worker, unhealthy, jobs, now) {
-		js.heartbeat(worker, now)
+		js.heartbeat(ctx, worker, now)
 	} else if js.shared != nil { // another replica's worker: it is alive, wherever it runs jobs
-		js.noteRemote(worker, WorkerNote{Unhealthy: unhealthy})
-		js.heartbeat(worker, now)
+		js.noteRemote(ctx, worker, WorkerNote{Unhealthy: unhealthy})
+		js.heartbeat(ctx, worker, now)
 	}
 }
 

@@ -30,12 +30,12 @@ func TestLostWorkerIsSignalledAndTakesNothing(t *testing.T) {
 	go func() { polled <- r.jobs.Take(ctx, r.ep.ID, "w1", 1) }()
 	// The poll must be in flight before the clock moves: it marks w1 seen at its start.
 	testkit.Eventually(t, "w1's poll to park", func() bool { return r.js.Parked(r.ep.ID) > 0 })
-	r.jobs.Ping("w2", "")
+	r.jobs.Ping(t.Context(), "w2", "")
 	r.clock.Advance(core.WorkerLostAfter + time.Second)
-	r.jobs.Ping("w2", "")
+	r.jobs.Ping(t.Context(), "w2", "")
 	lostAt := r.clock.Now()
-	r.jobs.Tick(r.clock.Now())
-	r.jobs.Tick(r.clock.Now())
+	r.jobs.Tick(t.Context(), r.clock.Now())
+	r.jobs.Tick(t.Context(), r.clock.Now())
 	var lost []core.WorkerSignal
 	for _, sig := range signals.Take(nil) {
 		if sig.Kind == core.WorkerLost {
@@ -45,7 +45,7 @@ func TestLostWorkerIsSignalledAndTakesNothing(t *testing.T) {
 	if want := []core.WorkerSignal{{Worker: "w1", Kind: core.WorkerLost, At: lostAt}}; !slices.Equal(lost, want) {
 		t.Errorf("lost signals = %v; want %v", lost, want)
 	}
-	if h := r.jobs.Health(r.ep.ID); h.Idle != 1 || h.Running != 0 || h.InQueue != 1 {
+	if h := r.jobs.Health(t.Context(), r.ep.ID); h.Idle != 1 || h.Running != 0 || h.InQueue != 1 {
 		t.Errorf("health = idle %d, running %d, inQueue %d; want 1, 0, 1 (the lost worker not counted)", h.Idle, h.Running, h.InQueue)
 	}
 	if got := <-polled; len(got) != 0 {
@@ -66,7 +66,7 @@ func TestStoppedJobIsNamedAgainWhileTheWorkerHoldsIt(t *testing.T) {
 		r.jobs.RegisterWorker(r.ep.ID, "w1")
 		j := r.submit(`{}`)
 		tk := r.take("w1")
-		if _, err := r.jobs.Cancel(core.JobRef{Endpoint: r.ep.ID, ID: j.ID}); err != nil {
+		if _, err := r.jobs.Cancel(t.Context(), core.JobRef{Endpoint: r.ep.ID, ID: j.ID}); err != nil {
 			t.Fatal(err)
 		}
 		ctx := context.Background()
@@ -75,7 +75,7 @@ func TestStoppedJobIsNamedAgainWhileTheWorkerHoldsIt(t *testing.T) {
 		}
 		// The SDK ignored it (its task had not started): it keeps listing the job.
 		r.clock.Advance(2 * time.Second)
-		r.jobs.PingJobs("w1", "", "other,"+tk.ID)
+		r.jobs.PingJobs(t.Context(), "w1", "", "other,"+tk.ID)
 		start := time.Now()
 		if got := r.jobs.JobsToStop(ctx, "w1", 5*time.Second); !slices.Equal(got, []string{tk.ID}) {
 			t.Fatalf("%s: job-stop while the worker holds the job = %v; want [%s]", end, got, tk.ID)
@@ -83,28 +83,28 @@ func TestStoppedJobIsNamedAgainWhileTheWorkerHoldsIt(t *testing.T) {
 		if d := time.Since(start); d < core.StopRepeat/2 {
 			t.Errorf("%s: the stop was named again after %s; want a pause of about %s", end, d, core.StopRepeat)
 		}
-		if h := r.jobs.Health(r.ep.ID); h.Running != 1 || h.Idle != 0 {
+		if h := r.jobs.Health(t.Context(), r.ep.ID); h.Running != 1 || h.Idle != 0 {
 			t.Errorf("%s: health = running %d, idle %d; want the worker busy", end, h.Running, h.Idle)
 		}
 		if st, _ := r.jobs.WorkerStatus("w1"); st.Busy != 1 {
 			t.Errorf("%s: worker busy = %d; want 1", end, st.Busy)
 		}
-		if r.jobs.SuspendWorker("w1") {
+		if r.jobs.SuspendWorker(t.Context(), "w1") {
 			t.Errorf("%s: SuspendWorker of a worker still running a stopped job = true", end)
 		}
 		switch end {
 		case "ping":
 			r.clock.Advance(10 * time.Second)
-			r.jobs.PingJobs("w1", "", "")
+			r.jobs.PingJobs(t.Context(), "w1", "", "")
 		case "done":
-			if err := r.jobs.Done(r.ep.ID, "w1", tk.ID, core.Result{Output: []byte(`1`)}); core.KindOf(err) != core.KindConflict {
+			if err := r.jobs.Done(t.Context(), r.ep.ID, "w1", tk.ID, core.Result{Output: []byte(`1`)}); core.KindOf(err) != core.KindConflict {
 				t.Errorf("done: the stopped job's result = %v; want a conflict", err)
 			}
 		}
 		if got := r.jobs.JobsToStop(ctx, "w1", 3*core.StopRepeat/2); len(got) != 0 {
 			t.Errorf("%s: job-stop after the worker let the job go = %v; want nothing", end, got)
 		}
-		if h := r.jobs.Health(r.ep.ID); h.Running != 0 || h.Idle != 1 {
+		if h := r.jobs.Health(t.Context(), r.ep.ID); h.Running != 0 || h.Idle != 1 {
 			t.Errorf("%s: health = running %d, idle %d; want the worker idle", end, h.Running, h.Idle)
 		}
 	}
@@ -119,10 +119,10 @@ func TestStoppedJobIsForgottenWithoutPings(t *testing.T) {
 	signals := r.jobs.SubscribeWorkers()
 	j := r.submit(`{}`)
 	r.take("w1")
-	if _, err := r.jobs.Cancel(core.JobRef{Endpoint: r.ep.ID, ID: j.ID}); err != nil {
+	if _, err := r.jobs.Cancel(t.Context(), core.JobRef{Endpoint: r.ep.ID, ID: j.ID}); err != nil {
 		t.Fatal(err)
 	}
-	r.jobs.Tick(r.clock.Advance(core.WorkerLostAfter + time.Second))
+	r.jobs.Tick(t.Context(), r.clock.Advance(core.WorkerLostAfter+time.Second))
 	lost := slices.DeleteFunc(signals.Take(nil), func(s core.WorkerSignal) bool { return s.Kind != core.WorkerLost })
 	if st, _ := r.jobs.WorkerStatus("w1"); st.Busy != 0 || len(lost) != 0 {
 		t.Errorf("after WorkerLostAfter: busy %d, lost %v; want 0, none", st.Busy, lost)
@@ -139,8 +139,8 @@ func TestPingIsTheStoresHeartbeat(t *testing.T) {
 	r.take("w")
 	start := r.clock.Now()
 	for i, ping := range []func(){
-		func() { r.jobs.Ping("w", "") },
-		func() { r.jobs.PingJobs("w", "", "") },
+		func() { r.jobs.Ping(t.Context(), "w", "") },
+		func() { r.jobs.PingJobs(t.Context(), "w", "", "") },
 	} {
 		r.clock.Advance(20 * time.Second)
 		ping()
@@ -163,12 +163,12 @@ func TestStoreSilentWorkerOfAnotherEngineIsLost(t *testing.T) {
 		t.Fatalf("store Take = %v, %v; want the job", got, err)
 	}
 	half := core.WorkerLostAfter / 2
-	r.jobs.Tick(r.clock.Advance(half))
+	r.jobs.Tick(t.Context(), r.clock.Advance(half))
 	if st := r.status(j.ID); st != core.InProgress {
 		t.Fatalf("job after %v of silence is %s; want IN_PROGRESS", half, st)
 	}
-	r.jobs.Tick(r.clock.Advance(core.WorkerLostAfter))
-	got2, _ := r.jobs.Get(core.JobRef{Endpoint: r.ep.ID, ID: j.ID}, 0)
+	r.jobs.Tick(t.Context(), r.clock.Advance(core.WorkerLostAfter))
+	got2, _ := r.jobs.Get(t.Context(), core.JobRef{Endpoint: r.ep.ID, ID: j.ID}, 0)
 	if got2.Status != core.InQueue || got2.Retries != 1 {
 		t.Errorf("job after its worker went silent is %s with %d retries; want IN_QUEUE with 1", got2.Status, got2.Retries)
 	}

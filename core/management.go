@@ -45,8 +45,9 @@ type Management struct {
 	Catalog   *Catalog
 	Clock     Clock
 	// OnDelete, when set, is called with the id of each deleted endpoint (the job engine
-	// cancels its queued jobs).
-	OnDelete func(endpointID string)
+	// cancels its queued jobs), under the deleting request's context detached from its
+	// cancellation.
+	OnDelete func(ctx context.Context, endpointID string)
 	// OnChange, when set, is called with each endpoint created or updated (the scheduler
 	// applies a new scaling policy, worker bounds or GPU choice at once).
 	OnChange func(Endpoint)
@@ -262,7 +263,8 @@ func (m *Management) DeleteEndpoint(ctx context.Context, owner, id string) error
 		return Internal("deleting the endpoint", err)
 	}
 	if m.OnDelete != nil {
-		m.OnDelete(id)
+		// The endpoint is gone: its queue is purged even if the request is cut meanwhile.
+		m.OnDelete(context.WithoutCancel(ctx), id)
 	}
 	return nil
 }

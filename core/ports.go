@@ -15,11 +15,11 @@ type WorkerRegistry interface {
 	RegisterWorkerActivity(endpoint, worker string) (token string, act WorkerActivity)
 	// SuspendWorker stops handing jobs to an idle worker; false, changing nothing, when the
 	// worker holds a job (or takes one meanwhile) or is unknown.
-	SuspendWorker(worker string) bool
+	SuspendWorker(ctx context.Context, worker string) bool
 	// ResumeWorker lets a suspended worker take jobs again; its next poll counts as its first.
 	ResumeWorker(worker string)
 	// ForgetWorker removes a worker that exited; its jobs follow the worker-lost rule.
-	ForgetWorker(worker string)
+	ForgetWorker(ctx context.Context, worker string)
 	// WorkerStatus returns a registered worker's activity, with its self-reported health.
 	WorkerStatus(worker string) (WorkerStatus, bool)
 	// Workers returns how many workers are registered and not yet forgotten.

@@ -21,14 +21,14 @@ func TestStopPodWorkerTakesNoFurtherJob(t *testing.T) {
 	r.jobs.RegisterWorker(r.ep.ID, "w2")
 	cancelled := r.submit(`{}`)
 	r.take("w1")
-	if _, err := r.jobs.Cancel(core.JobRef{Endpoint: r.ep.ID, ID: cancelled.ID}); err != nil {
+	if _, err := r.jobs.Cancel(t.Context(), core.JobRef{Endpoint: r.ep.ID, ID: cancelled.ID}); err != nil {
 		t.Fatal(err)
 	}
 	refresh := r.submit(`{}`)
 	if tk := r.take("w1"); tk.ID != refresh.ID {
 		t.Fatalf("w1 took %s; want %s", tk.ID, refresh.ID)
 	}
-	if err := r.jobs.Done(r.ep.ID, "w1", refresh.ID, core.Result{Output: []byte(`1`), StopPod: true}); err != nil {
+	if err := r.jobs.Done(t.Context(), r.ep.ID, "w1", refresh.ID, core.Result{Output: []byte(`1`), StopPod: true}); err != nil {
 		t.Fatal(err)
 	}
 	next := r.submit(`{}`)
@@ -66,7 +66,7 @@ func TestStopPodEndsThePollInFlight(t *testing.T) {
 	polled := make(chan []core.Taken, 1)
 	go func() { polled <- r.jobs.Take(ctx, r.ep.ID, "w1", 1) }()
 	testkit.Eventually(t, "w1's second poll to park", func() bool { return r.js.Parked(r.ep.ID) > 0 })
-	if err := r.jobs.Done(r.ep.ID, "w1", j.ID, core.Result{Output: []byte(`1`), StopPod: true}); err != nil {
+	if err := r.jobs.Done(t.Context(), r.ep.ID, "w1", j.ID, core.Result{Output: []byte(`1`), StopPod: true}); err != nil {
 		t.Fatal(err)
 	}
 	next := r.submit(`{}`)

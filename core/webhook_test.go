@@ -125,7 +125,7 @@ func TestWebhookWaitsWhileNotifierIsFull(t *testing.T) {
 	r.hooks.full.Store(true)
 	j := r.submit(`{"a":1}`, func(s *core.Submission) { s.Webhook = "http://hook.test/full" })
 	r.take("w")
-	if err := r.jobs.Done("ep1", "w", j.ID, core.Result{Output: json.RawMessage(`"out"`)}); err != nil {
+	if err := r.jobs.Done(t.Context(), "ep1", "w", j.ID, core.Result{Output: json.RawMessage(`"out"`)}); err != nil {
 		t.Fatal(err)
 	}
 	recv(t, r.hooks.refused, "the refused delivery")
@@ -154,7 +154,7 @@ func TestWebhookWaitsWhileNotifierIsFull(t *testing.T) {
 func tickUntil(t *testing.T, r *rig, c <-chan string, what string) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		r.jobs.Tick(r.clock.Now())
+		r.jobs.Tick(t.Context(), r.clock.Now())
 		select {
 		case <-c:
 			return

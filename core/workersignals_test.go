@@ -53,7 +53,7 @@ func TestWorkerSignalsNeedASubscriber(t *testing.T) {
 	j := r.submit(`{}`)
 	r.jobs.RegisterWorker(r.ep.ID, "w1")
 	r.take("w1")
-	r.jobs.Tick(r.clock.Advance(core.WorkerLostAfter + time.Second))
+	r.jobs.Tick(t.Context(), r.clock.Advance(core.WorkerLostAfter+time.Second))
 	if got := r.status(j.ID); got != core.InQueue {
 		t.Fatalf("the silent worker's job is %s; want %s", got, core.InQueue)
 	}

@@ -158,7 +158,7 @@ func TestForgetWorkerRevokesItsToken(t *testing.T) {
 	other := r.replica(r.store)
 	tok := r.jobs.RegisterWorker("ep1", "ep1-w1")
 	tok2 := r.jobs.RegisterWorker("ep1", "ep1-w2")
-	r.jobs.ForgetWorker("ep1-w1")
+	r.jobs.ForgetWorker(t.Context(), "ep1-w1")
 	for name, js := range map[string]*core.Jobs{"this replica": r.jobs, "another replica": other} {
 		err := js.AuthWorker(context.Background(), tok, "ep1", "ep1-w1")
 		if core.KindOf(err) != core.KindUnauthorized || !strings.Contains(err.Error(), "revoked") {

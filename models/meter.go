@@ -1,6 +1,7 @@
 package models
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,7 +47,7 @@ func Characters(s string) int64 { return int64(len([]rune(s))) }
 // FileOpener opens a file a job stored (core.Files.OpenJobFile): a name or URL of a file of
 // another job is refused.
 type FileOpener interface {
-	OpenJobFile(jobID, nameOrURL string) (io.ReadSeekCloser, core.FileInfo, error)
+	OpenJobFile(ctx context.Context, jobID, nameOrURL string) (io.ReadSeekCloser, core.FileInfo, error)
 }
 
 // Meter measures the output of model jobs (core.Meter).
@@ -82,7 +83,7 @@ func (m *Meter) Metered(endpoint string) bool {
 //
 // The file must be one this job stored. Anything missing or unreadable is an error: the job
 // fails and is not charged.
-func (m *Meter) Measure(j core.MeterJob) (core.Charge, error) {
+func (m *Meter) Measure(ctx context.Context, j core.MeterJob) (core.Charge, error) {
 	s, ok := m.specs[j.Endpoint]
 	if !ok {
 		return core.Charge{}, fmt.Errorf("%s is not a model", j.Endpoint)
@@ -93,16 +94,16 @@ func (m *Meter) Measure(j core.MeterJob) (core.Charge, error) {
 	case core.ModelImage:
 		c.Measure = "pixels"
 		var w, h int
-		w, h, err = m.imageSize(j)
+		w, h, err = m.imageSize(ctx, j)
 		c.Quantity, c.UnitsMicros = int64(w)*int64(h), ImageUnits(w, h)
 	case core.ModelVideo:
 		c.Measure = "milliseconds"
 		var info GIFInfo
-		info, err = m.clip(j)
+		info, err = m.clip(ctx, j)
 		c.Quantity, c.UnitsMicros = info.DurationMs, VideoUnits(info.DurationMs)
 	case core.ModelSpeech:
 		c.Measure = "characters"
-		c.Quantity, err = m.spoken(j)
+		c.Quantity, err = m.spoken(ctx, j)
 		c.UnitsMicros = SpeechUnits(c.Quantity)
 	case core.ModelText:
 		c.Measure = "tokens"
@@ -132,7 +133,7 @@ func urlField(output json.RawMessage, field string) (string, error) {
 }
 
 // open opens the file that the output's field names.
-func (m *Meter) open(j core.MeterJob, field string) (io.ReadSeekCloser, error) {
+func (m *Meter) open(ctx context.Context, j core.MeterJob, field string) (io.ReadSeekCloser, error) {
 	u, err := urlField(j.Output, field)
 	if err != nil {
 		return nil, err
@@ -140,15 +141,15 @@ func (m *Meter) open(j core.MeterJob, field string) (io.ReadSeekCloser, error) {
 	if m.files == nil {
 		return nil, errors.New("no file store to read the output from")
 	}
-	f, _, err := m.files.OpenJobFile(j.ID, u)
+	f, _, err := m.files.OpenJobFile(ctx, j.ID, u)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", field, err)
 	}
 	return f, nil
 }
 
-func (m *Meter) imageSize(j core.MeterJob) (int, int, error) {
-	f, err := m.open(j, "image_url")
+func (m *Meter) imageSize(ctx context.Context, j core.MeterJob) (int, int, error) {
+	f, err := m.open(ctx, j, "image_url")
 	if err != nil {
 		return 0, 0, err
 	}
@@ -163,8 +164,8 @@ func (m *Meter) imageSize(j core.MeterJob) (int, int, error) {
 	return cfg.Width, cfg.Height, nil
 }
 
-func (m *Meter) clip(j core.MeterJob) (GIFInfo, error) {
-	f, err := m.open(j, "video_url")
+func (m *Meter) clip(ctx context.Context, j core.MeterJob) (GIFInfo, error) {
+	f, err := m.open(ctx, j, "video_url")
 	if err != nil {
 		return GIFInfo{}, err
 	}
@@ -179,8 +180,8 @@ func (m *Meter) clip(j core.MeterJob) (GIFInfo, error) {
 	return info, nil
 }
 
-func (m *Meter) spoken(j core.MeterJob) (int64, error) {
-	f, err := m.open(j, "audio_url")
+func (m *Meter) spoken(ctx context.Context, j core.MeterJob) (int64, error) {
+	f, err := m.open(ctx, j, "audio_url")
 	if err != nil {
 		return 0, err
 	}

@@ -133,7 +133,7 @@ func specs(t *testing.T) []models.Spec {
 
 func charge(t *testing.T, m *models.Meter, model, job, input, output string) (core.Charge, error) {
 	t.Helper()
-	return m.Measure(core.MeterJob{ID: job, Endpoint: model, Input: json.RawMessage(input), Output: json.RawMessage(output)})
+	return m.Measure(t.Context(), core.MeterJob{ID: job, Endpoint: model, Input: json.RawMessage(input), Output: json.RawMessage(output)})
 }
 
 // TestMeasureFromProduced: each unit is computed from what the job produced, not from what its
@@ -407,7 +407,7 @@ func TestImageIsTheHashOfThePrompt(t *testing.T) {
 			ImageURL string `json:"image_url"`
 		}
 		_ = json.Unmarshal(out, &o)
-		rc, _, err := files.OpenJobFile(id, o.ImageURL)
+		rc, _, err := files.OpenJobFile(t.Context(), id, o.ImageURL)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -29,7 +29,7 @@ func TestAdapterPanicInStartFailsTheWorker(t *testing.T) {
 	if ids := r.pool.running(); len(ids) != 0 {
 		t.Errorf("workers still running after Start panicked: %v; want it stopped", ids)
 	}
-	h := r.jobs.Health(ep.ID)
+	h := r.jobs.Health(t.Context(), ep.ID)
 	if h.Unhealthy != 1 || !strings.Contains(h.Reason, "the adapter panicked in Start: boom in Start") {
 		t.Errorf("health = unhealthy %d, reason %q; want 1, the panic", h.Unhealthy, h.Reason)
 	}

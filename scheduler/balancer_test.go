@@ -62,7 +62,7 @@ func TestLBScaleFromZeroHoldsTheRequest(t *testing.T) {
 	if base == nil || base.Host == "" {
 		t.Fatalf("Acquire = %v; want the worker's address", base)
 	}
-	if h := r.jobs.Health(ep.ID); h.ColdStarts != 1 {
+	if h := r.jobs.Health(t.Context(), ep.ID); h.ColdStarts != 1 {
 		t.Errorf("cold starts = %d; want 1", h.ColdStarts)
 	}
 }
@@ -85,7 +85,7 @@ func TestLBHoldTimesOut(t *testing.T) {
 	if err := <-waited; core.KindOf(err) != core.KindUnavailable {
 		t.Fatalf("Acquire with no ready worker = %v; want KindUnavailable", err)
 	}
-	if h := r.jobs.Health(ep.ID); h.Initializing != 1 {
+	if h := r.jobs.Health(t.Context(), ep.ID); h.Initializing != 1 {
 		t.Errorf("health = %+v; want the worker initializing", h)
 	}
 	// Nobody waits any more: once the wait leaves the stable window, the starting worker is
@@ -124,7 +124,7 @@ func TestLBLeastInFlightAndHealth(t *testing.T) {
 	ws.set(bad, 500)
 	testkit.Eventually(t, "one worker out of rotation", func() bool { p := es.lb.Load(); return len(*p) == 1 })
 	r.tick(time.Second)
-	if h := r.jobs.Health(ep.ID); h.Unhealthy != 1 || h.Idle != 1 {
+	if h := r.jobs.Health(t.Context(), ep.ID); h.Unhealthy != 1 || h.Idle != 1 {
 		t.Errorf("health = %+v; want 1 unhealthy, 1 idle", h)
 	}
 	for range 5 {

@@ -118,16 +118,16 @@ func TestWaitingWorkerIsThrottledNotFailing(t *testing.T) {
 	spec.Report(WorkerEvent{Worker: spec.ID, State: WorkerWaiting, Err: errors.New(why)})
 	r.tick(2 * time.Minute) // past the init timeout: a waiting worker is not stopped for it
 	r.running(1)
-	if h := r.jobs.Health(ep.ID); h.Throttled != 1 || h.Unhealthy != 0 || !strings.Contains(h.Reason, why) {
+	if h := r.jobs.Health(t.Context(), ep.ID); h.Throttled != 1 || h.Unhealthy != 0 || !strings.Contains(h.Reason, why) {
 		t.Errorf("health of a waiting worker = %+v; want throttled with the pool's reason, not unhealthy", h)
 	}
 	spec.Report(WorkerEvent{Worker: spec.ID, State: WorkerRunning})
 	r.tick(30 * time.Second)
-	if h := r.jobs.Health(ep.ID); h.Throttled != 0 || h.Unhealthy != 0 {
+	if h := r.jobs.Health(t.Context(), ep.ID); h.Throttled != 0 || h.Unhealthy != 0 {
 		t.Errorf("health once it runs = %+v; want neither throttled nor unhealthy", h)
 	}
 	r.tick(31 * time.Second) // the init timeout now counts from its start
-	if h := r.jobs.Health(ep.ID); h.Unhealthy != 1 {
+	if h := r.jobs.Health(t.Context(), ep.ID); h.Unhealthy != 1 {
 		t.Errorf("health a minute after its start without a poll = %+v; want unhealthy", h)
 	}
 }

@@ -199,7 +199,7 @@ func (s *Scheduler) startLocked(es *epState, now time.Time, code string) error {
 			s.forgetLocked(w)
 			w.stopping = panicked // an exit event, if one comes, is no second failure
 			es.mu.Unlock()
-			s.cfg.Jobs.ForgetWorker(id)
+			s.cfg.Jobs.ForgetWorker(ctx, id)
 			if panicked { // it may have started the worker before it panicked
 				_ = s.adapterCall(res.PoolID(), "Stop", id, func() error { return res.Pool().Stop(ctx, id) })
 			}
@@ -272,7 +272,7 @@ func (s *Scheduler) retireLocked(w *workerRec, why string, mayKeep bool) {
 		fenced = es.lbFence(w.lb)
 	}
 	s.call(func(ctx context.Context) {
-		if !fenced || (w.lb == nil && !s.cfg.Jobs.SuspendWorker(w.id)) { // it took work after all
+		if !fenced || (w.lb == nil && !s.cfg.Jobs.SuspendWorker(ctx, w.id)) { // it took work after all
 			es.mu.Lock()
 			if w.state == phaseSuspending {
 				w.state = prev
@@ -400,5 +400,7 @@ func (s *Scheduler) event(w *workerRec, ev WorkerEvent) {
 	s.publish(es)
 	es.mu.Unlock()
 	s.cfg.Log.Info("worker exited", "endpoint", es.ep.ID, "worker", w.id, "err", ev.Err, "stopped", ev.Stopped)
-	s.cfg.Jobs.ForgetWorker(w.id) // its jobs follow the worker-lost rule; this may call Demand
+	// An exit is applied even while the scheduler closes (WaitStopped waits for the exits):
+	// the store's writes (its jobs back to the queue, its token revoked) outlive s.ctx.
+	s.cfg.Jobs.ForgetWorker(context.WithoutCancel(s.ctx), w.id) // its jobs follow the worker-lost rule; this may call Demand
 }

@@ -45,12 +45,12 @@ func TestLostWorkerIsKilledAndReplaced(t *testing.T) {
 		if got := r.take(ep, hung); got != job {
 			t.Fatalf("slowKill %v: took %s; want %s", slow, got, job)
 		}
-		r.jobs.Tick(r.clock.Advance(core.WorkerLostAfter + time.Second))
+		r.jobs.Tick(t.Context(), r.clock.Advance(core.WorkerLostAfter+time.Second))
 		r.settle()
 		if k := r.pool.kills(); !slices.Equal(k, []string{hung}) {
 			t.Errorf("slowKill %v: killed %v; want [%s]", slow, k, hung)
 		}
-		if h := r.jobs.Health(ep.ID); h.Idle != 0 || h.Running != 0 || h.Initializing != 1 || h.InQueue != 1 {
+		if h := r.jobs.Health(t.Context(), ep.ID); h.Idle != 0 || h.Running != 0 || h.Initializing != 1 || h.InQueue != 1 {
 			t.Errorf("slowKill %v: health after the loss = idle %d, running %d, initializing %d, inQueue %d; want 0, 0, 1, 1",
 				slow, h.Idle, h.Running, h.Initializing, h.InQueue)
 		}

@@ -72,7 +72,7 @@ func (s *Scheduler) adopt(ctx context.Context, sl *slot, lw LiveWorker) bool {
 		s.forgetLocked(w)
 		es.mu.Unlock()
 		if queue {
-			s.cfg.Jobs.ForgetWorker(lw.ID)
+			s.cfg.Jobs.ForgetWorker(ctx, lw.ID)
 		}
 		return false
 	}

@@ -91,7 +91,7 @@ func (r *rig) tick(d time.Duration) {
 func (r *rig) submit(ep *core.Endpoint, n int, low bool) []string {
 	var ids []string
 	for range n {
-		j, err := r.jobs.Submit(ep, core.Submission{Input: []byte(`{}`), Policy: core.JobPolicy{LowPriority: low}})
+		j, err := r.jobs.Submit(r.t.Context(), ep, core.Submission{Input: []byte(`{}`), Policy: core.JobPolicy{LowPriority: low}})
 		if err != nil {
 			r.t.Fatal(err)
 		}
@@ -123,7 +123,7 @@ func (r *rig) take(ep *core.Endpoint, worker string) string {
 }
 
 func (r *rig) done(ep *core.Endpoint, worker, id string) {
-	if err := r.jobs.Done(ep.ID, worker, id, core.Result{Output: []byte(`1`)}); err != nil {
+	if err := r.jobs.Done(r.t.Context(), ep.ID, worker, id, core.Result{Output: []byte(`1`)}); err != nil {
 		r.t.Fatal(err)
 	}
 }
@@ -146,12 +146,12 @@ func TestScaleFromZeroAtOnce(t *testing.T) {
 	r.running(0)
 	r.submit(ep, 1, false) // no tick: Demand starts it
 	w := r.running(1)[0]
-	if h := r.jobs.Health(ep.ID); h.Initializing != 1 {
+	if h := r.jobs.Health(t.Context(), ep.ID); h.Initializing != 1 {
 		t.Errorf("health = %+v; want 1 initializing", h)
 	}
 	r.clock.Advance(120 * time.Millisecond)
 	r.poll()
-	h := r.jobs.Health(ep.ID)
+	h := r.jobs.Health(t.Context(), ep.ID)
 	if h.ColdStarts != 1 || h.ColdStartLast != 120*time.Millisecond {
 		t.Errorf("cold starts = %d, last %s; want 1, 120ms", h.ColdStarts, h.ColdStartLast)
 	}
@@ -269,7 +269,7 @@ func TestPanicScalesUpOnlyAndOnBursts(t *testing.T) {
 		t.Fatal("not panicking after a 12x burst")
 	}
 	r.poll()
-	r.jobs.Purge(ep.ID) // the burst vanishes: panic mode does not scale down
+	r.jobs.Purge(t.Context(), ep.ID) // the burst vanishes: panic mode does not scale down
 	for range 10 {
 		r.tick(time.Minute / 10)
 	}
@@ -389,7 +389,7 @@ func TestIdleWorkerTakingAJobIsNotRetired(t *testing.T) {
 	// The worker takes a job just as it is retired: SuspendWorker refuses, it stays.
 	r.submit(ep, 1, false)
 	r.take(ep, w)
-	if r.jobs.SuspendWorker(w) {
+	if r.jobs.SuspendWorker(t.Context(), w) {
 		t.Fatal("SuspendWorker of a busy worker = true")
 	}
 	r.tick(time.Second)
@@ -430,11 +430,11 @@ func TestCrashLoopBacksOffAndShowsUnhealthy(t *testing.T) {
 	if started != 1 {
 		t.Fatalf("started %d; want 1", started)
 	}
-	h := r.jobs.Health(ep.ID)
+	h := r.jobs.Health(t.Context(), ep.ID)
 	if h.Unhealthy != 1 || !strings.Contains(h.Reason, "exit status 3") {
 		t.Errorf("health = %+v; want 1 unhealthy with the exit status as reason", h)
 	}
-	j, _ := r.jobs.Get(core.JobRef{Endpoint: ep.ID, ID: ids[0]}, 0)
+	j, _ := r.jobs.Get(t.Context(), core.JobRef{Endpoint: ep.ID, ID: ids[0]}, 0)
 	if !strings.Contains(j.Reason, "exit status 3") {
 		t.Errorf("queued job reason = %q; want the crash", j.Reason)
 	}
@@ -456,7 +456,7 @@ func TestCrashLoopBacksOffAndShowsUnhealthy(t *testing.T) {
 	r.tick(8 * time.Second)
 	r.poll()
 	r.tick(time.Second)
-	if h := r.jobs.Health(ep.ID); h.Unhealthy != 0 || h.Reason != "" {
+	if h := r.jobs.Health(t.Context(), ep.ID); h.Unhealthy != 0 || h.Reason != "" {
 		t.Errorf("health after recovery = %+v; want healthy", h)
 	}
 }
@@ -473,7 +473,7 @@ func TestInitTimeout(t *testing.T) {
 	if alive, _, _ := r.pool.counts(); alive != 0 {
 		t.Fatalf("%d workers alive after the init timeout; want 0", alive)
 	}
-	if h := r.jobs.Health(ep.ID); h.Unhealthy != 1 || !strings.Contains(h.Reason, "did not poll") {
+	if h := r.jobs.Health(t.Context(), ep.ID); h.Unhealthy != 1 || !strings.Contains(h.Reason, "did not poll") {
 		t.Errorf("health = %+v; want unhealthy, reason the init timeout", h)
 	}
 }
@@ -493,7 +493,7 @@ func TestPolledWorkerReadyWithoutItsSignal(t *testing.T) {
 	r.jobs.Take(ctx, ep.ID, w, 1) // its first poll, at +2 s
 	r.s.signals.Take(nil)         // the signal is late: not applied before the tick
 	r.tick(5 * time.Second)
-	if h := r.jobs.Health(ep.ID); h.ColdStarts != 1 || h.ColdStartLast != 2*time.Second {
+	if h := r.jobs.Health(t.Context(), ep.ID); h.ColdStarts != 1 || h.ColdStartLast != 2*time.Second {
 		t.Fatalf("health = %+v; want the worker ready, its cold start 2s (to its poll)", h)
 	}
 	r.running(1)
@@ -512,7 +512,7 @@ func TestStopDuringStartStopsTheWorker(t *testing.T) {
 			startGate: make(chan struct{}), startIn: make(chan string, 1)}
 		r := setup(t, pool)
 		ep := r.endpoint(nil)
-		if _, err := r.jobs.Submit(ep, core.Submission{Input: []byte(`{}`)}); err != nil { // Demand starts a worker
+		if _, err := r.jobs.Submit(t.Context(), ep, core.Submission{Input: []byte(`{}`)}); err != nil { // Demand starts a worker
 			t.Fatal(err)
 		}
 		id := <-pool.startIn
@@ -547,7 +547,7 @@ func TestThrottledWhenNoPoolHasRoom(t *testing.T) {
 	r.submit(ep, 4, false)
 	r.tick(time.Second)
 	r.running(2)
-	h := r.jobs.Health(ep.ID)
+	h := r.jobs.Health(t.Context(), ep.ID)
 	if h.Throttled != 1 || !strings.Contains(h.Reason, "P: 2 of 2 in use") {
 		t.Errorf("health = %+v; want throttled with the pool's reason", h)
 	}
@@ -562,8 +562,8 @@ func TestThrottledWhenThePoolRefuses(t *testing.T) {
 	r := setup(t, pool)
 	ep := r.endpoint(nil)
 	r.submit(ep, 1, false)
-	testkit.Eventually(t, "the refusal published", func() bool { return r.jobs.Health(ep.ID).Throttled == 1 })
-	if h := r.jobs.Health(ep.ID); h.Unhealthy != 0 || !strings.Contains(h.Reason, "waiting for capacity: pool P: throttled: the cost guard allows 1 pod") {
+	testkit.Eventually(t, "the refusal published", func() bool { return r.jobs.Health(t.Context(), ep.ID).Throttled == 1 })
+	if h := r.jobs.Health(t.Context(), ep.ID); h.Unhealthy != 0 || !strings.Contains(h.Reason, "waiting for capacity: pool P: throttled: the cost guard allows 1 pod") {
 		t.Errorf("health = %+v; want throttled with the pool's reason, none unhealthy", h)
 	}
 	r.tick(RefusedRetry - time.Second)
@@ -577,7 +577,7 @@ func TestThrottledWhenThePoolRefuses(t *testing.T) {
 	r.running(1)
 	r.poll()
 	r.tick(time.Second)
-	if h := r.jobs.Health(ep.ID); h.Throttled != 0 || h.Reason != "" {
+	if h := r.jobs.Health(t.Context(), ep.ID); h.Throttled != 0 || h.Reason != "" {
 		t.Errorf("health after a start succeeded = %+v; want no longer throttled", h)
 	}
 }
@@ -595,7 +595,7 @@ func TestFlashbootSuspendsAndResumes(t *testing.T) {
 	if alive != 1 || suspended != 1 {
 		t.Fatalf("alive %d, suspended %d; want 1, 1", alive, suspended)
 	}
-	if h := r.jobs.Health(ep.ID); h.Suspended != 1 || h.Idle != 0 {
+	if h := r.jobs.Health(t.Context(), ep.ID); h.Suspended != 1 || h.Idle != 0 {
 		t.Errorf("health = %+v; want 1 suspended, 0 idle", h)
 	}
 	r.clock.Advance(time.Hour)
@@ -605,7 +605,7 @@ func TestFlashbootSuspendsAndResumes(t *testing.T) {
 	}
 	r.clock.Advance(3 * time.Millisecond)
 	r.poll()
-	h := r.jobs.Health(ep.ID)
+	h := r.jobs.Health(t.Context(), ep.ID)
 	if h.ColdStarts != 2 || h.ColdStartLast != 3*time.Millisecond {
 		t.Errorf("cold starts %d, last %s; want 2, 3ms (the resume)", h.ColdStarts, h.ColdStartLast)
 	}
@@ -636,11 +636,11 @@ func TestSuspendedWorkersAreReclaimedFlashbootFirst(t *testing.T) {
 	if alive != 1 || suspended != 1 {
 		t.Fatalf("alive %d, suspended %d after a reclaim; want 1, 1", alive, suspended)
 	}
-	if h := r.jobs.Health(plain.ID); h.Suspended != 0 {
+	if h := r.jobs.Health(t.Context(), plain.ID); h.Suspended != 0 {
 		t.Errorf("plain FLASHBOOT endpoint keeps %d suspended; want its worker reclaimed first", h.Suspended)
 	}
 	r.tick(time.Second) // the freed GPU is used
-	if h := r.jobs.Health(third.ID); h.Initializing != 1 {
+	if h := r.jobs.Health(t.Context(), third.ID); h.Initializing != 1 {
 		t.Errorf("third endpoint health = %+v; want a worker starting", h)
 	}
 }
@@ -908,13 +908,13 @@ func TestStopPodAfterACancelRetiresAtOnce(t *testing.T) {
 	if got := r.take(ep, w); got != ids[0] {
 		t.Fatalf("took %s; want %s", got, ids[0])
 	}
-	if _, err := r.jobs.Cancel(core.JobRef{Endpoint: ep.ID, ID: ids[0]}); err != nil {
+	if _, err := r.jobs.Cancel(t.Context(), core.JobRef{Endpoint: ep.ID, ID: ids[0]}); err != nil {
 		t.Fatal(err)
 	}
 	if got := r.take(ep, w); got != ids[1] {
 		t.Fatalf("took %s; want %s", got, ids[1])
 	}
-	if err := r.jobs.Done(ep.ID, w, ids[1], core.Result{Output: []byte(`1`), StopPod: true}); err != nil {
+	if err := r.jobs.Done(t.Context(), ep.ID, w, ids[1], core.Result{Output: []byte(`1`), StopPod: true}); err != nil {
 		t.Fatal(err)
 	}
 	r.tick(time.Second)

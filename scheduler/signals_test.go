@@ -22,10 +22,10 @@ func TestReadySignalEndsAColdStartWithoutATick(t *testing.T) {
 	r.jobs.Take(ctx, ep.ID, w, 1) // its first poll; no settle, no tick
 	r.clock.Advance(time.Second)  // the signal may be applied after this: it carries its time
 	deadline := time.Now().Add(5 * time.Second)
-	for r.jobs.Health(ep.ID).ColdStarts == 0 && time.Now().Before(deadline) {
+	for r.jobs.Health(t.Context(), ep.ID).ColdStarts == 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	if h := r.jobs.Health(ep.ID); h.ColdStarts != 1 || h.ColdStartLast != 250*time.Millisecond {
+	if h := r.jobs.Health(t.Context(), ep.ID); h.ColdStarts != 1 || h.ColdStartLast != 250*time.Millisecond {
 		t.Errorf("cold starts = %d, last %s; want 1, 250ms", h.ColdStarts, h.ColdStartLast)
 	}
 }

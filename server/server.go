@@ -306,7 +306,7 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 	// not requeue the jobs other replicas' workers run. Their workers' silence in the store
 	// (core.WorkerLostAfter) is what loses them (Jobs.Run on every replica).
 	if s.st.Leases == nil {
-		queued, requeued, err := jobs.Recover()
+		queued, requeued, err := jobs.Recover(ctx)
 		if err != nil {
 			return err
 		}
@@ -321,8 +321,8 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 	mgmt := &core.Management{
 		Endpoints: s.st.Endpoints, Templates: s.st.Templates, Clock: clock, Catalog: catalog,
 		OnChange: sched.Set, // new scaling, bounds or GPUs take effect at once
-		OnDelete: func(id string) {
-			jobs.Purge(id) // a deleted endpoint's queue is cancelled, its workers stopped
+		OnDelete: func(ctx context.Context, id string) {
+			jobs.Purge(ctx, id) // a deleted endpoint's queue is cancelled, its workers stopped
 			sched.Remove(id)
 		},
 	}
@@ -353,7 +353,7 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 		StoreCheck:      s.st.Check,
 	}
 	if observer.Spans != nil {
-		apiCfg.TracerProvider, apiCfg.JobSpans = tracer, observer.Spans
+		apiCfg.TracerProvider = tracer
 	}
 	cfg.Limits.apiLimits(&apiCfg)
 	if s.api, err = api.New(apiCfg); err != nil {

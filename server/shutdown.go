@@ -57,7 +57,9 @@ func (g *graceful) drainJobs(cut <-chan struct{}) {
 	if running > 0 && g.jobs.WaitRunning(ctx, 10*time.Millisecond) {
 		g.log.Info("shutting down: the running jobs finished", "after", time.Since(start).Round(time.Millisecond))
 	}
-	n, err := g.jobs.Release()
+	// The grace's context has ended by now; the release runs detached from it, since a job
+	// still running must go back to the queue (the next start runs it, no retry spent).
+	n, err := g.jobs.Release(context.WithoutCancel(ctx))
 	if err != nil {
 		g.log.Error("shutting down: putting running jobs back in the queue", "err", err)
 	}

@@ -89,7 +89,7 @@ func (p *lateExitPool) Start(_ context.Context, spec scheduler.WorkerSpec) error
 					continue // stopped: nothing posted
 				case <-time.After(time.Duration(in.MS) * time.Millisecond):
 				}
-				_ = p.jobs.Done(spec.Endpoint, spec.ID, tk.ID, core.Result{Output: json.RawMessage(`"ok"`)})
+				_ = p.jobs.Done(ctx, spec.Endpoint, spec.ID, tk.ID, core.Result{Output: json.RawMessage(`"ok"`)})
 			}
 		}
 		time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond) // the exit is noticed a little later
@@ -161,7 +161,7 @@ func TestGracefulStopOrder(t *testing.T) {
 			if i < 3 {
 				ms = 60000 // held by a worker at the stop
 			}
-			j, err := jobs.Submit(&ep, core.Submission{Input: fmt.Appendf(nil, `{"ms":%d}`, ms)})
+			j, err := jobs.Submit(t.Context(), &ep, core.Submission{Input: fmt.Appendf(nil, `{"ms":%d}`, ms)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -199,11 +199,11 @@ func TestGracefulStopOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		after := core.NewJobs(core.JobsConfig{Store: ajs, Clock: core.SystemClock{}, Log: log})
-		if _, requeued, err := after.Recover(); err != nil || requeued != 0 {
+		if _, requeued, err := after.Recover(t.Context()); err != nil || requeued != 0 {
 			t.Errorf("round %d: Recover = %d requeued, %v; want none requeued (nothing was left IN_PROGRESS)", round, requeued, err)
 		}
 		for i, id := range ids {
-			j, err := after.Get(core.JobRef{Endpoint: ep.ID, ID: id}, 0)
+			j, err := after.Get(t.Context(), core.JobRef{Endpoint: ep.ID, ID: id}, 0)
 			want := core.Completed
 			if i < 3 {
 				want = core.InQueue
@@ -245,14 +245,14 @@ func TestDrainJobsGrace(t *testing.T) {
 		}
 		jobs := core.NewJobs(core.JobsConfig{Store: js, Clock: core.SystemClock{}, Log: log})
 		jobs.RegisterWorker(ep.ID, "w1")
-		j, err := jobs.Submit(ep, core.Submission{Input: []byte(`{}`)})
+		j, err := jobs.Submit(t.Context(), ep, core.Submission{Input: []byte(`{}`)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got := jobs.Take(context.Background(), ep.ID, "w1", 1); len(got) != 1 {
 			t.Fatalf("%s: Take = %d jobs; want 1", tc.name, len(got))
 		}
-		finish := time.AfterFunc(tc.runs, func() { _ = jobs.Done(ep.ID, "w1", j.ID, core.Result{Output: json.RawMessage(`1`)}) })
+		finish := time.AfterFunc(tc.runs, func() { _ = jobs.Done(t.Context(), ep.ID, "w1", j.ID, core.Result{Output: json.RawMessage(`1`)}) })
 		cut := make(chan struct{})
 		if tc.signal {
 			close(cut)
@@ -266,7 +266,7 @@ func TestDrainJobsGrace(t *testing.T) {
 			t.Fatalf("%s: drainJobs did not return within 10 s", tc.name)
 		}
 		finish.Stop()
-		got, err := jobs.Get(core.JobRef{Endpoint: ep.ID, ID: j.ID}, 0)
+		got, err := jobs.Get(t.Context(), core.JobRef{Endpoint: ep.ID, ID: j.ID}, 0)
 		if err != nil || got.Status != tc.want || got.Retries != 0 {
 			t.Errorf("%s: job after drainJobs = %s retries %d, %v; want %s, retries 0", tc.name, got.Status, got.Retries, err, tc.want)
 		}

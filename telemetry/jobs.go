@@ -6,6 +6,7 @@
 package telemetry
 
 import (
+	"context"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gantryhq/gantry/core"
@@ -61,6 +62,14 @@ func NewJobs() *Jobs {
 			Name: "gantry_jobs_ended_total",
 			Help: "Jobs that reached a terminal status: COMPLETED, FAILED, CANCELLED or TIMED_OUT.",
 		}, []string{"endpoint", "status"}),
+	}
+}
+
+// JobSubmitted starts following the job's trace from its submit: ctx carries the span of the
+// request that submitted it (the HTTP middleware's), of which the job's spans become children.
+func (m *Jobs) JobSubmitted(ctx context.Context, _, id string) {
+	if m.Spans != nil {
+		m.Spans.Submitted(ctx, id)
 	}
 }
 

@@ -85,8 +85,9 @@ const MaxTracedJobs = 100_000
 
 // JobSpans turns a job's life into spans of the trace its submit request began: a "job
 // queued" span from the submit to the take, then a "job run" span from the take to the end,
-// both children of the submit request's span. The API tells it of each submit (Submitted);
-// the job engine's observer (Jobs) of each take and end.
+// both children of the submit request's span. The job engine's observer (Jobs) tells it of
+// each submit (Submitted, with the submit's context, which carries the request's span), take
+// and end.
 type JobSpans struct {
 	tracer trace.Tracer
 	mu     sync.Mutex

@@ -68,6 +68,17 @@ func TestJobSpansSubmitTakeDone(t *testing.T) {
 	checkSpans(t, m, rec, ctx)
 }
 
+// The job engine tells of a submit through its observer, with the submit's context: the
+// job's spans are children of the span that context carries.
+func TestJobSubmittedFollowsContext(t *testing.T) {
+	t.Parallel()
+	m, rec, ctx := setup(t)
+	m.JobSubmitted(ctx, "ep", "j1")
+	m.JobTaken(job(core.InProgress))
+	m.JobEnded(job(core.Completed), core.InProgress)
+	checkSpans(t, m, rec, ctx)
+}
+
 // A worker waiting on the queue can take the job before the submit request hears its id.
 func TestJobSpansTakeBeforeSubmitted(t *testing.T) {
 	t.Parallel()
