@@ -140,6 +140,8 @@ type Config struct {
 	// are rebased onto it. Empty = the URLs as the scheduler made them (Gantry's own address,
 	// reachable only when pods share its network, as in tests).
 	WorkerURL string
+	// Volumes configures the PersistentVolumeClaims that keep network volumes (volume.go).
+	Volumes VolumeConfig
 	// Log receives the pool's own errors; default slog.Default().
 	Log *slog.Logger
 }
@@ -212,6 +214,9 @@ func New(ctx context.Context, cfg Config) (*Pool, error) {
 		errs = append(errs, fmt.Errorf("nodeSelector: %w", err))
 	}
 	if _, _, err := resources(d, 1, cfg); err != nil {
+		errs = append(errs, err)
+	}
+	if err := cfg.Volumes.check(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -545,6 +550,7 @@ func (p *Pool) observe(o any) {
 	if !ok {
 		return
 	}
+	stuck := p.volumeStuck(pod, time.Now()) // volume.go; before p.mu: it may read the pod's events
 	p.mu.Lock()
 	w := p.workers[pod.Labels[LabelWorker]]
 	if w == nil || w.exited {
@@ -552,6 +558,9 @@ func (p *Pool) observe(o any) {
 		return
 	}
 	st := State(pod, time.Now(), p.cfg.UnschedulableAfter)
+	if stuck != nil && !st.Gone && !st.Running {
+		st = PodState{Gone: true, Err: stuck}
+	}
 	switch {
 	case st.Gone:
 		err := st.Err
