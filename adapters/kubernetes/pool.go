@@ -13,6 +13,8 @@
 //
 // Gantry must reach pod IPs (it runs in the cluster, or routes to the pod network): load-
 // balancing workers are reached at the pod IP and the port they asked for.
+//
+// Network volumes are PersistentVolumeClaims that the workers' pods mount (volume.go).
 package kubernetes
 
 import (

@@ -37,7 +37,8 @@ func (p *Pool) volumeDataCenter(v core.Volume) (string, error) {
 	return dc, nil
 }
 
-// findVolume returns the RunPod network volume that stores v, or nil if there is none.
+// findVolume returns the RunPod network volume that stores v, or nil if there is none, and
+// notes its id for mountVolume.
 func (p *Pool) findVolume(ctx context.Context, v core.Volume) (*rpapi.NetworkVolume, error) {
 	vols, err := p.listVolumes(ctx)
 	if err != nil {
@@ -46,9 +47,11 @@ func (p *Pool) findVolume(ctx context.Context, v core.Volume) (*rpapi.NetworkVol
 	name := volumeName(p.cfg.Installation, v.ID)
 	for i := range vols {
 		if vols[i].Name == name {
+			p.volumes.Store(v.ID, vols[i].ID)
 			return &vols[i], nil
 		}
 	}
+	p.volumes.Delete(v.ID)
 	return nil, nil
 }
 
@@ -73,6 +76,7 @@ func (p *Pool) EnsureVolume(ctx context.Context, v core.Volume) error {
 		if err != nil {
 			return fmt.Errorf("volume %s: %w", v.ID, err)
 		}
+		p.volumes.Store(v.ID, created.ID)
 		p.log.Info("network volume created", "volume", v.ID, "runpodVolume", created.ID, "dataCenter", dc, "gb", v.SizeGB)
 		return nil
 	}
@@ -101,6 +105,7 @@ func (p *Pool) DeleteVolume(ctx context.Context, v core.Volume) error {
 	if err := p.deleteVolume(ctx, rv.ID); err != nil && !isNotFound(err) {
 		return fmt.Errorf("volume %s: %w", v.ID, err)
 	}
+	p.volumes.Delete(v.ID)
 	p.log.Info("network volume deleted", "volume", v.ID, "runpodVolume", rv.ID)
 	return nil
 }
@@ -110,22 +115,41 @@ func (p *Pool) DeleteVolume(ctx context.Context, v core.Volume) error {
 func (p *Pool) VolumeUsage(context.Context, core.Volume) (int64, error) { return -1, nil }
 
 // mountVolume makes a pod create mount spec's volume at core.VolumeMountPath and places the
-// pod in the volume's data center. The volume must exist (EnsureVolume).
+// pod in the volume's data center. The volume must exist (EnsureVolume); its RunPod id is the
+// one EnsureVolume found or made, else it is looked up (one list), so that a burst of starts
+// does not list the volumes once a worker.
 func (p *Pool) mountVolume(ctx context.Context, req *rpapi.CreatePod, v core.Volume) error {
 	dc, err := p.volumeDataCenter(v)
 	if err != nil {
 		return err
 	}
-	rv, err := p.findVolume(ctx, v)
-	if err != nil {
-		return fmt.Errorf("volume %s: %w", v.ID, err)
+	id, ok := p.volumes.Load(v.ID)
+	if !ok {
+		rv, err := p.findVolume(ctx, v)
+		if err != nil {
+			return fmt.Errorf("volume %s: %w", v.ID, err)
+		}
+		if rv == nil {
+			return fmt.Errorf("volume %s: RunPod has no network volume %q (it was never made, or was deleted)", v.ID, volumeName(p.cfg.Installation, v.ID))
+		}
+		id = rv.ID
 	}
-	if rv == nil {
-		return fmt.Errorf("volume %s: RunPod has no network volume %q (it was never made, or was deleted)", v.ID, volumeName(p.cfg.Installation, v.ID))
-	}
-	req.Mounts = rpapi.NewOptMounts(rpapi.Mounts{Network: []rpapi.NetworkMount{{VolumeId: rv.ID, Path: core.VolumeMountPath}}})
+	req.Mounts = rpapi.NewOptMounts(rpapi.Mounts{Network: []rpapi.NetworkMount{{VolumeId: id.(string), Path: core.VolumeMountPath}}})
 	req.DataCenterIds = []string{dc}
 	return nil
+}
+
+// forgetVolume drops the noted RunPod id of the volume a failed create mounted: RunPod may
+// have lost it (deleted behind Gantry's back), and the next start looks it up again.
+func (p *Pool) forgetVolume(req *rpapi.CreatePod) {
+	if m, ok := req.Mounts.Get(); ok && len(m.Network) > 0 {
+		p.volumes.Range(func(k, v any) bool {
+			if v == m.Network[0].VolumeId {
+				p.volumes.Delete(k)
+			}
+			return true
+		})
+	}
 }
 
 // The network volume API calls, each turning error answers into *APIError.

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gantryhq/gantry/adapters/runpod/rpapi"
 	"github.com/gantryhq/gantry/adapters/runpod/runpodfake"
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/scheduler"
@@ -47,9 +48,13 @@ func TestNetworkVolumes(t *testing.T) {
 		t.Errorf("VolumeUsage = %d, %v; want -1 (RunPod does not say)", n, err)
 	}
 
+	lists := f.cloud.Requests("GET /v2/network-volumes")
 	spec := f.spec()
 	spec.Volume = &v
 	f.start(spec)
+	if got := f.cloud.Requests("GET /v2/network-volumes"); got != lists {
+		t.Errorf("a start listed the volumes %d times; want none (EnsureVolume noted the id)", got-lists)
+	}
 	pod, ok := f.cloud.podOf(spec.ID)
 	if !ok {
 		t.Fatal("no pod for the worker")
@@ -77,6 +82,26 @@ func TestNetworkVolumes(t *testing.T) {
 	spec.Volume = &v
 	if err := f.pool.Start(ctx, spec); err == nil || !strings.Contains(err.Error(), "no network volume") {
 		t.Errorf("Start with a deleted volume = %v; want an error naming the missing volume", err)
+	}
+
+	// One deleted behind Gantry's back: the create is refused with RunPod's reason, and the
+	// next start looks the volume up again.
+	if err := f.pool.EnsureVolume(ctx, v); err != nil {
+		t.Fatal(err)
+	}
+	vols = f.cloud.Volumes()
+	if _, err := f.cloud.client(t).DeleteNetworkVolume(ctx, rpapi.DeleteNetworkVolumeParams{ID: vols[0].ID}); err != nil {
+		t.Fatal(err)
+	}
+	spec = f.spec()
+	spec.Volume = &v
+	if err := f.pool.Start(ctx, spec); err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Errorf("Start with a volume deleted at RunPod = %v; want RunPod's 400 naming it", err)
+	}
+	spec = f.spec()
+	spec.Volume = &v
+	if err := f.pool.Start(ctx, spec); err == nil || !strings.Contains(err.Error(), "no network volume") {
+		t.Errorf("the next Start = %v; want the volume looked up again and found missing", err)
 	}
 }
 

@@ -97,6 +97,7 @@ func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
 	defer cancel()
 	pod, err := p.createPod(cctx, req)
 	if err != nil {
+		p.forgetVolume(req) // volume.go
 		w.mu.Lock()
 		w.phase = exited
 		w.mu.Unlock()

@@ -1,7 +1,8 @@
 // Package runpodfake is a fake RunPod for tests: an http.Handler that implements the server
 // generated from the runpod adapter's API subset (rpapi) with the pod state machine RunPod
-// documents, on an injected clock. It keeps pods in memory, answers the GPU catalog from its
-// configuration, checks the API key (401) and its permission (403), rate-limits (429 with
+// documents, on an injected clock. It keeps pods and network volumes (volumes.go) in memory,
+// answers the GPU catalog from its configuration, checks the API key (401) and its
+// permission (403), rate-limits (429 with
 // Retry-After, RateLimit and RateLimit-Policy on every answer), and lets a test inject capacity
 // errors, pods that fail to start and throttling, and change a GPU type's stock (in all its
 // data centers or in one) while it runs. A Runner, when set, runs each pod's container
