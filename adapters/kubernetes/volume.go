@@ -15,6 +15,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -212,10 +213,11 @@ func claimOf(pod *corev1.Pod) string {
 
 // volumeStuck says why a pending pod's volume keeps it from running once it has waited
 // longer than the mount timeout: the cluster scheduler cannot place it for its claim
-// (unbound, missing, being deleted, out of the nodes' reach), or it was placed and its
-// container was not started (the volume was not attached or mounted; the reason is the
-// pod's latest FailedMount or FailedAttachVolume event, where Gantry may read events). nil =
-// not stuck, or not for its volume.
+// (unbound, missing, being deleted, out of the nodes' reach; with the claim's latest warning
+// event, such as its provisioner's ProvisioningFailed), or it was placed and its container
+// was not started (the volume was not attached or mounted; with the pod's latest FailedMount
+// or FailedAttachVolume event). Events are added where Gantry may read them. nil = not stuck,
+// or not for its volume.
 func (p *Pool) volumeStuck(pod *corev1.Pod, now time.Time) error {
 	claim := claimOf(pod)
 	if claim == "" || pod.Status.Phase != corev1.PodPending || pod.DeletionTimestamp != nil ||
@@ -234,14 +236,18 @@ func (p *Pool) volumeStuck(pod *corev1.Pod, now time.Time) error {
 			if !mentionsVolume(c.Message) {
 				return nil // waiting for room, not for its volume
 			}
-			return &ExitError{Reason: "VolumeUnavailable", Message: fmt.Sprintf("the worker's volume (claim %s) cannot be used: %s", claim, c.Message)}
+			msg := fmt.Sprintf("the worker's volume (claim %s) cannot be used: %s", claim, c.Message)
+			if ev := p.latestEvent(pod.Namespace, "PersistentVolumeClaim", claim, "", corev1.EventTypeWarning); ev != "" {
+				msg += "; the claim: " + ev // e.g. its provisioner's ProvisioningFailed
+			}
+			return &ExitError{Reason: "VolumeUnavailable", Message: msg}
 		}
 	}
 	if pod.Spec.NodeName == "" {
 		return nil
 	}
 	msg := fmt.Sprintf("the worker's volume (claim %s) was not mounted within %v", claim, p.cfg.Volumes.MountTimeout)
-	if ev := p.mountEvent(pod); ev != "" {
+	if ev := p.latestEvent(pod.Namespace, "Pod", pod.Name, pod.UID, "", "FailedMount", "FailedAttachVolume"); ev != "" {
 		msg += ": " + ev
 	}
 	return &ExitError{Reason: "FailedMount", Message: msg}
@@ -258,21 +264,24 @@ func mentionsVolume(msg string) bool {
 	return false
 }
 
-// mountEvent is the message of the pod's latest FailedMount or FailedAttachVolume event; ""
-// if none, or events cannot be read.
-func (p *Pool) mountEvent(pod *corev1.Pod) string {
+// latestEvent is the message of the latest event of an object (of that uid, when given) of
+// type typ and one of reasons (any, when none); "" if none, or events cannot be read.
+func (p *Pool) latestEvent(ns, kind, name string, uid types.UID, typ string, reasons ...string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	list, err := p.cfg.Client.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{
-		FieldSelector: "involvedObject.kind=Pod,involvedObject.name=" + pod.Name})
+	list, err := p.cfg.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+		FieldSelector: "involvedObject.kind=" + kind + ",involvedObject.name=" + name})
 	if err != nil {
 		return ""
 	}
 	var last *corev1.Event
 	for i := range list.Items {
 		e := &list.Items[i]
-		if (e.Reason == "FailedMount" || e.Reason == "FailedAttachVolume") && e.InvolvedObject.UID == pod.UID &&
-			(last == nil || e.LastTimestamp.After(last.LastTimestamp.Time)) {
+		if e.InvolvedObject.Kind != kind || e.InvolvedObject.Name != name || (uid != "" && e.InvolvedObject.UID != uid) ||
+			(typ != "" && e.Type != typ) || (len(reasons) > 0 && !slices.Contains(reasons, e.Reason)) {
+			continue
+		}
+		if last == nil || e.LastTimestamp.After(last.LastTimestamp.Time) {
 			last = e
 		}
 	}

@@ -159,7 +159,13 @@ func TestPodMountsTheClaim(t *testing.T) {
 			pod.Spec.Volumes, pod.Spec.Containers[0].VolumeMounts)
 	}
 
-	// The scheduler cannot place it for its claim: past the mount timeout, the worker exits.
+	// The scheduler cannot place it for its claim: past the mount timeout, the worker exits,
+	// saying why the claim was not bound where its events do.
+	if _, err := client.CoreV1().Events("gpu").Create(t.Context(), &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "c1", Namespace: "gpu"},
+		InvolvedObject: corev1.ObjectReference{Kind: "PersistentVolumeClaim", Name: "gantry-vol-vol1"}, Type: corev1.EventTypeWarning,
+		Reason: "ProvisioningFailed", Message: `storageclass.storage.k8s.io "nfs" not found`}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	pod.CreationTimestamp = metav1.NewTime(time.Now().Add(-time.Minute))
 	pod.Status = corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled,
 		Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims."}}}
@@ -167,8 +173,9 @@ func TestPodMountsTheClaim(t *testing.T) {
 	e := ev.next(t)
 	var exit *ExitError
 	if e.State != scheduler.WorkerExited || !errors.As(e.Err, &exit) || exit.Reason != "VolumeUnavailable" ||
-		!strings.Contains(exit.Message, "gantry-vol-vol1") || !strings.Contains(exit.Message, "unbound immediate") {
-		t.Errorf("event = %+v; want WorkerExited, VolumeUnavailable naming the claim and the scheduler's reason", e)
+		!strings.Contains(exit.Message, "gantry-vol-vol1") || !strings.Contains(exit.Message, "unbound immediate") ||
+		!strings.Contains(exit.Message, `"nfs" not found`) {
+		t.Errorf("event = %+v; want WorkerExited, VolumeUnavailable naming the claim, the scheduler's reason and the claim's event", e)
 	}
 }
 
