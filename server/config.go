@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	kube "github.com/gantryhq/gantry/adapters/kubernetes"
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/models"
 	"github.com/gantryhq/gantry/scheduler"
@@ -199,6 +200,10 @@ type KubernetesConfig struct {
 	// QPS and Burst bound the pool's requests to the API server; default 50 and 100 (500 pods start in about 10 s).
 	QPS   float32 `yaml:"qps"`
 	Burst int     `yaml:"burst"`
+	// Volumes configures the PersistentVolumeClaims that keep the network volumes of this
+	// pool's data center: storageClass ("" = the cluster's default), accessMode (default
+	// ReadWriteMany) and mountTimeout (default 2m).
+	Volumes kube.VolumeConfig `yaml:"volumes"`
 }
 
 // KubernetesToleration is a pod toleration.

@@ -48,7 +48,7 @@ var kubernetesAdapter = adapter{
 			RuntimeClassName: k.RuntimeClassName, PriorityClassName: k.PriorityClassName,
 			ServiceAccount: k.ServiceAccount, Labels: k.Labels, Annotations: k.Annotations, CPU: k.CPU,
 			Memory: k.Memory, ShmGB: k.ShmGB, StopGrace: k.StopGrace, Capacity: k.Capacity, UnschedulableAfter: k.UnschedulableAfter,
-			WorkerURL: cmp.Or(k.WorkerURL, env.cfg.PublicURL), Credentials: env.cfg.kubeCredential, Log: env.log})
+			WorkerURL: cmp.Or(k.WorkerURL, env.cfg.PublicURL), Credentials: env.cfg.kubeCredential, Volumes: k.Volumes, Log: env.log})
 	},
 	section: func(p PoolConfig) bool { return p.Kubernetes != nil },
 	grace: func(p PoolConfig) time.Duration {

@@ -113,6 +113,9 @@ func (p *Pool) podSpec(ctx context.Context, spec scheduler.WorkerSpec) (*corev1.
 				EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: shm}}}},
 		},
 	}
+	if spec.Volume != nil {
+		mountVolume(pod, *spec.Volume) // volume.go
+	}
 	if p.cfg.RuntimeClassName != "" {
 		pod.Spec.RuntimeClassName = new(p.cfg.RuntimeClassName)
 	}

@@ -13,6 +13,8 @@
 //
 // Gantry must reach pod IPs (it runs in the cluster, or routes to the pod network): load-
 // balancing workers are reached at the pod IP and the port they asked for.
+//
+// Network volumes are PersistentVolumeClaims that the workers' pods mount (volume.go).
 package kubernetes
 
 import (
@@ -140,6 +142,8 @@ type Config struct {
 	// are rebased onto it. Empty = the URLs as the scheduler made them (Gantry's own address,
 	// reachable only when pods share its network, as in tests).
 	WorkerURL string
+	// Volumes configures the PersistentVolumeClaims that keep network volumes (volume.go).
+	Volumes VolumeConfig
 	// Log receives the pool's own errors; default slog.Default().
 	Log *slog.Logger
 }
@@ -212,6 +216,9 @@ func New(ctx context.Context, cfg Config) (*Pool, error) {
 		errs = append(errs, fmt.Errorf("nodeSelector: %w", err))
 	}
 	if _, _, err := resources(d, 1, cfg); err != nil {
+		errs = append(errs, err)
+	}
+	if err := cfg.Volumes.check(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -545,6 +552,7 @@ func (p *Pool) observe(o any) {
 	if !ok {
 		return
 	}
+	stuck := p.volumeStuck(pod, time.Now()) // volume.go; before p.mu: it may read the pod's events
 	p.mu.Lock()
 	w := p.workers[pod.Labels[LabelWorker]]
 	if w == nil || w.exited {
@@ -552,6 +560,9 @@ func (p *Pool) observe(o any) {
 		return
 	}
 	st := State(pod, time.Now(), p.cfg.UnschedulableAfter)
+	if stuck != nil && !st.Gone && !st.Running {
+		st = PodState{Gone: true, Err: stuck}
+	}
 	switch {
 	case st.Gone:
 		err := st.Err

@@ -130,6 +130,8 @@ type Pool struct {
 	gpu     gpuInfo // from the catalog
 	health  error   // why the API refuses the pool's calls (401, 403); nil = none
 	catalog time.Time
+
+	volumes sync.Map // Gantry volume id -> its RunPod volume id, as found (volume.go)
 }
 
 // gpuInfo is what the catalog says of the pool's GPU type.

@@ -80,6 +80,11 @@ func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
 	if err != nil {
 		return fmt.Errorf("starting worker %s: %w", spec.ID, err)
 	}
+	if spec.Volume != nil { // volume.go
+		if err := p.mountVolume(ctx, req, *spec.Volume); err != nil {
+			return fmt.Errorf("starting worker %s: its network volume: %w", spec.ID, err)
+		}
+	}
 	w := &worker{id: spec.ID, count: count, price: p.price(count),
 		portEnv: maps.Clone(spec.PortEnv), report: spec.Report, gone: make(chan struct{})}
 	w.op.Lock()
@@ -92,6 +97,7 @@ func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
 	defer cancel()
 	pod, err := p.createPod(cctx, req)
 	if err != nil {
+		p.forgetVolume(req) // volume.go
 		w.mu.Lock()
 		w.phase = exited
 		w.mu.Unlock()

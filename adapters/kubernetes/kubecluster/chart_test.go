@@ -174,6 +174,10 @@ func testChart(t *testing.T, c *kubecluster.Cluster, k *kubecluster.Kubelet) {
 		{"update", "secrets", "", ns, false}, {"get", "configmaps", "", ns, false},
 		{"list", "pods", "", "default", false}, {"create", "pods", "", "default", false}, {"list", "pods", "", "", false},
 		{"list", "nodes", "", "", false}, {"watch", "nodes", "", "", false},
+		{"get", "persistentvolumeclaims", "", ns, true}, {"create", "persistentvolumeclaims", "", ns, true},
+		{"patch", "persistentvolumeclaims", "", ns, true}, {"delete", "persistentvolumeclaims", "", ns, true},
+		{"update", "persistentvolumeclaims", "", ns, false}, {"create", "persistentvolumeclaims", "", "default", false},
+		{"list", "events", "", ns, true}, {"create", "events", "", ns, false}, {"list", "persistentvolumes", "", "", false},
 	})
 
 	// Gantry with the chart's gantry.yaml; only what ties it to this machine changes.

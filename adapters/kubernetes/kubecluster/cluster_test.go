@@ -42,6 +42,7 @@ func TestKubernetes(t *testing.T) {
 		{"Found", testFound},
 		{"Spec", testSpec},
 		{"Jobs", testJobs},
+		{"Volumes", testVolumes},
 		{"Chart", testChart},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -59,15 +59,20 @@ type KubeletConfig struct {
 	// NoProcess runs no process: a pod becomes Running and Ready at once and runs until it is
 	// deleted. For measuring the control plane apart from process start.
 	NoProcess bool
+	// Volumes, when set, is a host directory under which the kubelet provisions the claims of
+	// StorageClass and mounts them into its pods (volumes.go).
+	Volumes string
 }
 
 // Kubelet is a test kubelet for fake nodes: it watches the pods bound to its nodes, runs
 // each pod's container as a local process with the pod's environment, reports the pod's
 // status as a kubelet does (Running and Ready; Succeeded or Failed with the container's exit
 // status and reason), honours deletion with the pod's grace period and then removes the pod,
-// and serves the containers' logs to the API server (pods/log). It can inject faults: a failed
-// image pull (an unknown image), OOMKilled, eviction and the loss of a node. It is not a
-// real kubelet: no cgroups, no network namespaces (every pod's IP is 127.0.0.1), no probes.
+// and serves the containers' logs to the API server (pods/log); with KubeletConfig.Volumes it
+// provisions claims as host directories and hands each pod its mounts (volumes.go). It can
+// inject faults: a failed image pull (an unknown image), OOMKilled, eviction and the loss of
+// a node. It is not a real kubelet: no cgroups, no network namespaces (every pod's IP is
+// 127.0.0.1), no probes.
 type Kubelet struct {
 	c    *Cluster
 	cfg  KubeletConfig
@@ -148,9 +153,19 @@ func NewKubelet(t testing.TB, c *Cluster, cfg KubeletConfig) *Kubelet {
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		t.Fatal("the test kubelet's pod watch did not sync")
 	}
+	stopClaims := func() {}
+	if cfg.Volumes != "" {
+		stop, err := k.startProvisioner(ctx)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		stopClaims = stop
+	}
 	t.Cleanup(func() {
 		cancel()
 		factory.Shutdown()
+		stopClaims()
 		k.mu.Lock()
 		runs := make([]*run, 0, len(k.pods))
 		for _, r := range k.pods {
@@ -412,6 +427,10 @@ func (k *Kubelet) run(ctx context.Context, r *run, pod *corev1.Pod) {
 			return
 		}
 	}
+	mounts, ok := k.mountVolumes(ctx, r, pod) // volumes.go
+	if !ok {
+		return
+	}
 	if !k.cfg.NoProcess {
 		if len(c.Command) > 0 {
 			argv = c.Command
@@ -420,6 +439,9 @@ func (k *Kubelet) run(ctx context.Context, r *run, pod *corev1.Pod) {
 		env := append(slices.Clone(k.cfg.Env), "HOSTNAME="+pod.Name)
 		for _, e := range c.Env {
 			env = append(env, e.Name+"="+e.Value)
+		}
+		if mounts != "" {
+			env = append(env, MountsEnv+"="+mounts)
 		}
 		p, err := adaptertest.StartProcess(argv, env, r.log)
 		if err != nil {

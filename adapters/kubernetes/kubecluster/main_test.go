@@ -31,6 +31,9 @@ const (
 
 func TestMain(m *testing.M) {
 	if os.Getenv(envWorkerMode) != "" {
+		if arg := os.Args[len(os.Args)-1]; arg == readsVolume {
+			os.Exit(readVolume()) // volumes_test.go
+		}
 		os.Exit(testworker.Run(os.Args[len(os.Args)-1]))
 	}
 	os.Exit(m.Run())
@@ -43,8 +46,9 @@ func kubelet(t *testing.T, c *kubecluster.Cluster) *kubecluster.Kubelet {
 		t.Fatal(err)
 	}
 	return kubecluster.NewKubelet(t, c, kubecluster.KubeletConfig{
-		Images: map[string][]string{testImage: {self, "-test.run=^$"}, echoImage: {self, "-test.run=^$", testworker.Echo}},
-		Env:    []string{envWorkerMode + "=run"},
+		Images:  map[string][]string{testImage: {self, "-test.run=^$"}, echoImage: {self, "-test.run=^$", testworker.Echo}},
+		Env:     []string{envWorkerMode + "=run"},
+		Volumes: t.TempDir(),
 	})
 }
 

@@ -22,6 +22,12 @@ func trimTrailingSlashes(u *url.URL) {
 
 // Invoker invokes operations described by OpenAPI v3 specification.
 type Invoker interface {
+	// CreateNetworkVolume invokes createNetworkVolume operation.
+	//
+	// Create a network volume in a data center.
+	//
+	// POST /v2/network-volumes
+	CreateNetworkVolume(ctx context.Context, request *CreateNetworkVolume) (CreateNetworkVolumeRes, error)
 	// CreatePod invokes createPod operation.
 	//
 	// Exactly one of `gpu` and `cpu` (400 otherwise). `gpu.allowedCudaVersions` and `gpu.minCudaVersion`
@@ -30,12 +36,24 @@ type Invoker interface {
 	//
 	// POST /v2/pods
 	CreatePod(ctx context.Context, request *CreatePod) (CreatePodRes, error)
+	// DeleteNetworkVolume invokes deleteNetworkVolume operation.
+	//
+	// Delete a network volume and its data.
+	//
+	// DELETE /v2/network-volumes/{id}
+	DeleteNetworkVolume(ctx context.Context, params DeleteNetworkVolumeParams) (DeleteNetworkVolumeRes, error)
 	// DeletePod invokes deletePod operation.
 	//
 	// Terminate a pod for good (it no longer appears in the list).
 	//
 	// DELETE /v2/pods/{id}
 	DeletePod(ctx context.Context, params DeletePodParams) (DeletePodRes, error)
+	// GetNetworkVolume invokes getNetworkVolume operation.
+	//
+	// One network volume.
+	//
+	// GET /v2/network-volumes/{id}
+	GetNetworkVolume(ctx context.Context, params GetNetworkVolumeParams) (GetNetworkVolumeRes, error)
 	// GetPod invokes getPod operation.
 	//
 	// One pod.
@@ -54,6 +72,12 @@ type Invoker interface {
 	//
 	// GET /v2/catalog/gpus
 	ListGpuTypes(ctx context.Context, params ListGpuTypesParams) (ListGpuTypesRes, error)
+	// ListNetworkVolumes invokes listNetworkVolumes operation.
+	//
+	// List the account's network volumes.
+	//
+	// GET /v2/network-volumes
+	ListNetworkVolumes(ctx context.Context) (ListNetworkVolumesRes, error)
 	// ListPods invokes listPods operation.
 	//
 	// List the account's pods.
@@ -68,6 +92,12 @@ type Invoker interface {
 	//
 	// POST /v2/pods/{id}/action
 	PodAction(ctx context.Context, request *PodActionRequest, params PodActionParams) (PodActionRes, error)
+	// UpdateNetworkVolume invokes updateNetworkVolume operation.
+	//
+	// Rename or grow a network volume; a smaller size answers 400.
+	//
+	// PATCH /v2/network-volumes/{id}
+	UpdateNetworkVolume(ctx context.Context, request *UpdateNetworkVolume, params UpdateNetworkVolumeParams) (UpdateNetworkVolumeRes, error)
 }
 
 // Client implements OAS client.
@@ -109,6 +139,85 @@ func (c *Client) requestURL(ctx context.Context) *url.URL {
 		return c.serverURL
 	}
 	return u
+}
+
+// CreateNetworkVolume invokes createNetworkVolume operation.
+//
+// Create a network volume in a data center.
+//
+// POST /v2/network-volumes
+func (c *Client) CreateNetworkVolume(ctx context.Context, request *CreateNetworkVolume) (CreateNetworkVolumeRes, error) {
+	res, err := c.sendCreateNetworkVolume(ctx, request)
+	return res, err
+}
+
+func (c *Client) sendCreateNetworkVolume(ctx context.Context, request *CreateNetworkVolume) (res CreateNetworkVolumeRes, err error) {
+
+	u := uri.Clone(c.requestURL(ctx))
+	var pathParts [1]string
+	pathParts[0] = "/v2/network-volumes"
+	uri.AddPathParts(u, pathParts[:]...)
+
+	r, err := ht.NewRequest(ctx, "POST", u)
+	if err != nil {
+		return res, errors.Wrap(err, "create request")
+	}
+	if err := encodeCreateNetworkVolumeRequest(request, r); err != nil {
+		return res, errors.Wrap(err, "encode request")
+	}
+
+	{
+		type bitset = [1]uint8
+		var satisfied bitset
+		{
+
+			switch err := c.securityBearerAuth(ctx, CreateNetworkVolumeOperation, r); {
+			case err == nil: // if NO error
+				satisfied[0] |= 1 << 0
+			case errors.Is(err, ogenerrors.ErrSkipClientSecurity):
+				// Skip this security.
+			default:
+				return res, errors.Wrap(err, "security \"BearerAuth\"")
+			}
+		}
+
+		if ok := func() bool {
+		nextRequirement:
+			for _, requirement := range []bitset{
+				{0b00000001},
+			} {
+				for i, mask := range requirement {
+					if satisfied[i]&mask != mask {
+						continue nextRequirement
+					}
+				}
+				return true
+			}
+			return false
+		}(); !ok {
+			return res, ogenerrors.ErrSecurityRequirementIsNotSatisfied
+		}
+	}
+
+	resp, err := c.cfg.Client.Do(r)
+	if err != nil {
+		return res, errors.Wrap(err, "do request")
+	}
+	body := resp.Body
+	defer func() {
+		// Drain the body to EOF before closing, so the underlying
+		// connection can be reused by the Transport regardless of the
+		// response status code. See https://github.com/ogen-go/ogen/issues/1670.
+		_, _ = io.Copy(io.Discard, body)
+		_ = body.Close()
+	}()
+
+	result, err := decodeCreateNetworkVolumeResponse(resp)
+	if err != nil {
+		return res, errors.Wrap(err, "decode response")
+	}
+
+	return result, nil
 }
 
 // CreatePod invokes createPod operation.
@@ -185,6 +294,100 @@ func (c *Client) sendCreatePod(ctx context.Context, request *CreatePod) (res Cre
 	}()
 
 	result, err := decodeCreatePodResponse(resp)
+	if err != nil {
+		return res, errors.Wrap(err, "decode response")
+	}
+
+	return result, nil
+}
+
+// DeleteNetworkVolume invokes deleteNetworkVolume operation.
+//
+// Delete a network volume and its data.
+//
+// DELETE /v2/network-volumes/{id}
+func (c *Client) DeleteNetworkVolume(ctx context.Context, params DeleteNetworkVolumeParams) (DeleteNetworkVolumeRes, error) {
+	res, err := c.sendDeleteNetworkVolume(ctx, params)
+	return res, err
+}
+
+func (c *Client) sendDeleteNetworkVolume(ctx context.Context, params DeleteNetworkVolumeParams) (res DeleteNetworkVolumeRes, err error) {
+
+	u := uri.Clone(c.requestURL(ctx))
+	var pathParts [2]string
+	pathParts[0] = "/v2/network-volumes/"
+	{
+		// Encode "id" parameter.
+		e := uri.NewPathEncoder(uri.PathEncoderConfig{
+			Param:   "id",
+			Style:   uri.PathStyleSimple,
+			Explode: false,
+		})
+		if err := func() error {
+			return e.EncodeValue(conv.StringToString(params.ID))
+		}(); err != nil {
+			return res, errors.Wrap(err, "encode path")
+		}
+		encoded, err := e.Result()
+		if err != nil {
+			return res, errors.Wrap(err, "encode path")
+		}
+		pathParts[1] = encoded
+	}
+	uri.AddPathParts(u, pathParts[:]...)
+
+	r, err := ht.NewRequest(ctx, "DELETE", u)
+	if err != nil {
+		return res, errors.Wrap(err, "create request")
+	}
+
+	{
+		type bitset = [1]uint8
+		var satisfied bitset
+		{
+
+			switch err := c.securityBearerAuth(ctx, DeleteNetworkVolumeOperation, r); {
+			case err == nil: // if NO error
+				satisfied[0] |= 1 << 0
+			case errors.Is(err, ogenerrors.ErrSkipClientSecurity):
+				// Skip this security.
+			default:
+				return res, errors.Wrap(err, "security \"BearerAuth\"")
+			}
+		}
+
+		if ok := func() bool {
+		nextRequirement:
+			for _, requirement := range []bitset{
+				{0b00000001},
+			} {
+				for i, mask := range requirement {
+					if satisfied[i]&mask != mask {
+						continue nextRequirement
+					}
+				}
+				return true
+			}
+			return false
+		}(); !ok {
+			return res, ogenerrors.ErrSecurityRequirementIsNotSatisfied
+		}
+	}
+
+	resp, err := c.cfg.Client.Do(r)
+	if err != nil {
+		return res, errors.Wrap(err, "do request")
+	}
+	body := resp.Body
+	defer func() {
+		// Drain the body to EOF before closing, so the underlying
+		// connection can be reused by the Transport regardless of the
+		// response status code. See https://github.com/ogen-go/ogen/issues/1670.
+		_, _ = io.Copy(io.Discard, body)
+		_ = body.Close()
+	}()
+
+	result, err := decodeDeleteNetworkVolumeResponse(resp)
 	if err != nil {
 		return res, errors.Wrap(err, "decode response")
 	}
@@ -279,6 +482,100 @@ func (c *Client) sendDeletePod(ctx context.Context, params DeletePodParams) (res
 	}()
 
 	result, err := decodeDeletePodResponse(resp)
+	if err != nil {
+		return res, errors.Wrap(err, "decode response")
+	}
+
+	return result, nil
+}
+
+// GetNetworkVolume invokes getNetworkVolume operation.
+//
+// One network volume.
+//
+// GET /v2/network-volumes/{id}
+func (c *Client) GetNetworkVolume(ctx context.Context, params GetNetworkVolumeParams) (GetNetworkVolumeRes, error) {
+	res, err := c.sendGetNetworkVolume(ctx, params)
+	return res, err
+}
+
+func (c *Client) sendGetNetworkVolume(ctx context.Context, params GetNetworkVolumeParams) (res GetNetworkVolumeRes, err error) {
+
+	u := uri.Clone(c.requestURL(ctx))
+	var pathParts [2]string
+	pathParts[0] = "/v2/network-volumes/"
+	{
+		// Encode "id" parameter.
+		e := uri.NewPathEncoder(uri.PathEncoderConfig{
+			Param:   "id",
+			Style:   uri.PathStyleSimple,
+			Explode: false,
+		})
+		if err := func() error {
+			return e.EncodeValue(conv.StringToString(params.ID))
+		}(); err != nil {
+			return res, errors.Wrap(err, "encode path")
+		}
+		encoded, err := e.Result()
+		if err != nil {
+			return res, errors.Wrap(err, "encode path")
+		}
+		pathParts[1] = encoded
+	}
+	uri.AddPathParts(u, pathParts[:]...)
+
+	r, err := ht.NewRequest(ctx, "GET", u)
+	if err != nil {
+		return res, errors.Wrap(err, "create request")
+	}
+
+	{
+		type bitset = [1]uint8
+		var satisfied bitset
+		{
+
+			switch err := c.securityBearerAuth(ctx, GetNetworkVolumeOperation, r); {
+			case err == nil: // if NO error
+				satisfied[0] |= 1 << 0
+			case errors.Is(err, ogenerrors.ErrSkipClientSecurity):
+				// Skip this security.
+			default:
+				return res, errors.Wrap(err, "security \"BearerAuth\"")
+			}
+		}
+
+		if ok := func() bool {
+		nextRequirement:
+			for _, requirement := range []bitset{
+				{0b00000001},
+			} {
+				for i, mask := range requirement {
+					if satisfied[i]&mask != mask {
+						continue nextRequirement
+					}
+				}
+				return true
+			}
+			return false
+		}(); !ok {
+			return res, ogenerrors.ErrSecurityRequirementIsNotSatisfied
+		}
+	}
+
+	resp, err := c.cfg.Client.Do(r)
+	if err != nil {
+		return res, errors.Wrap(err, "do request")
+	}
+	body := resp.Body
+	defer func() {
+		// Drain the body to EOF before closing, so the underlying
+		// connection can be reused by the Transport regardless of the
+		// response status code. See https://github.com/ogen-go/ogen/issues/1670.
+		_, _ = io.Copy(io.Discard, body)
+		_ = body.Close()
+	}()
+
+	result, err := decodeGetNetworkVolumeResponse(resp)
 	if err != nil {
 		return res, errors.Wrap(err, "decode response")
 	}
@@ -703,6 +1000,82 @@ func (c *Client) sendListGpuTypes(ctx context.Context, params ListGpuTypesParams
 	return result, nil
 }
 
+// ListNetworkVolumes invokes listNetworkVolumes operation.
+//
+// List the account's network volumes.
+//
+// GET /v2/network-volumes
+func (c *Client) ListNetworkVolumes(ctx context.Context) (ListNetworkVolumesRes, error) {
+	res, err := c.sendListNetworkVolumes(ctx)
+	return res, err
+}
+
+func (c *Client) sendListNetworkVolumes(ctx context.Context) (res ListNetworkVolumesRes, err error) {
+
+	u := uri.Clone(c.requestURL(ctx))
+	var pathParts [1]string
+	pathParts[0] = "/v2/network-volumes"
+	uri.AddPathParts(u, pathParts[:]...)
+
+	r, err := ht.NewRequest(ctx, "GET", u)
+	if err != nil {
+		return res, errors.Wrap(err, "create request")
+	}
+
+	{
+		type bitset = [1]uint8
+		var satisfied bitset
+		{
+
+			switch err := c.securityBearerAuth(ctx, ListNetworkVolumesOperation, r); {
+			case err == nil: // if NO error
+				satisfied[0] |= 1 << 0
+			case errors.Is(err, ogenerrors.ErrSkipClientSecurity):
+				// Skip this security.
+			default:
+				return res, errors.Wrap(err, "security \"BearerAuth\"")
+			}
+		}
+
+		if ok := func() bool {
+		nextRequirement:
+			for _, requirement := range []bitset{
+				{0b00000001},
+			} {
+				for i, mask := range requirement {
+					if satisfied[i]&mask != mask {
+						continue nextRequirement
+					}
+				}
+				return true
+			}
+			return false
+		}(); !ok {
+			return res, ogenerrors.ErrSecurityRequirementIsNotSatisfied
+		}
+	}
+
+	resp, err := c.cfg.Client.Do(r)
+	if err != nil {
+		return res, errors.Wrap(err, "do request")
+	}
+	body := resp.Body
+	defer func() {
+		// Drain the body to EOF before closing, so the underlying
+		// connection can be reused by the Transport regardless of the
+		// response status code. See https://github.com/ogen-go/ogen/issues/1670.
+		_, _ = io.Copy(io.Discard, body)
+		_ = body.Close()
+	}()
+
+	result, err := decodeListNetworkVolumesResponse(resp)
+	if err != nil {
+		return res, errors.Wrap(err, "decode response")
+	}
+
+	return result, nil
+}
+
 // ListPods invokes listPods operation.
 //
 // List the account's pods.
@@ -892,6 +1265,103 @@ func (c *Client) sendPodAction(ctx context.Context, request *PodActionRequest, p
 	}()
 
 	result, err := decodePodActionResponse(resp)
+	if err != nil {
+		return res, errors.Wrap(err, "decode response")
+	}
+
+	return result, nil
+}
+
+// UpdateNetworkVolume invokes updateNetworkVolume operation.
+//
+// Rename or grow a network volume; a smaller size answers 400.
+//
+// PATCH /v2/network-volumes/{id}
+func (c *Client) UpdateNetworkVolume(ctx context.Context, request *UpdateNetworkVolume, params UpdateNetworkVolumeParams) (UpdateNetworkVolumeRes, error) {
+	res, err := c.sendUpdateNetworkVolume(ctx, request, params)
+	return res, err
+}
+
+func (c *Client) sendUpdateNetworkVolume(ctx context.Context, request *UpdateNetworkVolume, params UpdateNetworkVolumeParams) (res UpdateNetworkVolumeRes, err error) {
+
+	u := uri.Clone(c.requestURL(ctx))
+	var pathParts [2]string
+	pathParts[0] = "/v2/network-volumes/"
+	{
+		// Encode "id" parameter.
+		e := uri.NewPathEncoder(uri.PathEncoderConfig{
+			Param:   "id",
+			Style:   uri.PathStyleSimple,
+			Explode: false,
+		})
+		if err := func() error {
+			return e.EncodeValue(conv.StringToString(params.ID))
+		}(); err != nil {
+			return res, errors.Wrap(err, "encode path")
+		}
+		encoded, err := e.Result()
+		if err != nil {
+			return res, errors.Wrap(err, "encode path")
+		}
+		pathParts[1] = encoded
+	}
+	uri.AddPathParts(u, pathParts[:]...)
+
+	r, err := ht.NewRequest(ctx, "PATCH", u)
+	if err != nil {
+		return res, errors.Wrap(err, "create request")
+	}
+	if err := encodeUpdateNetworkVolumeRequest(request, r); err != nil {
+		return res, errors.Wrap(err, "encode request")
+	}
+
+	{
+		type bitset = [1]uint8
+		var satisfied bitset
+		{
+
+			switch err := c.securityBearerAuth(ctx, UpdateNetworkVolumeOperation, r); {
+			case err == nil: // if NO error
+				satisfied[0] |= 1 << 0
+			case errors.Is(err, ogenerrors.ErrSkipClientSecurity):
+				// Skip this security.
+			default:
+				return res, errors.Wrap(err, "security \"BearerAuth\"")
+			}
+		}
+
+		if ok := func() bool {
+		nextRequirement:
+			for _, requirement := range []bitset{
+				{0b00000001},
+			} {
+				for i, mask := range requirement {
+					if satisfied[i]&mask != mask {
+						continue nextRequirement
+					}
+				}
+				return true
+			}
+			return false
+		}(); !ok {
+			return res, ogenerrors.ErrSecurityRequirementIsNotSatisfied
+		}
+	}
+
+	resp, err := c.cfg.Client.Do(r)
+	if err != nil {
+		return res, errors.Wrap(err, "do request")
+	}
+	body := resp.Body
+	defer func() {
+		// Drain the body to EOF before closing, so the underlying
+		// connection can be reused by the Transport regardless of the
+		// response status code. See https://github.com/ogen-go/ogen/issues/1670.
+		_, _ = io.Copy(io.Discard, body)
+		_ = body.Close()
+	}()
+
+	result, err := decodeUpdateNetworkVolumeResponse(resp)
 	if err != nil {
 		return res, errors.Wrap(err, "decode response")
 	}

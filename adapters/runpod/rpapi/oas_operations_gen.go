@@ -6,11 +6,16 @@ package rpapi
 type OperationName = string
 
 const (
-	CreatePodOperation    OperationName = "CreatePod"
-	DeletePodOperation    OperationName = "DeletePod"
-	GetPodOperation       OperationName = "GetPod"
-	GetPodLogsOperation   OperationName = "GetPodLogs"
-	ListGpuTypesOperation OperationName = "ListGpuTypes"
-	ListPodsOperation     OperationName = "ListPods"
-	PodActionOperation    OperationName = "PodAction"
+	CreateNetworkVolumeOperation OperationName = "CreateNetworkVolume"
+	CreatePodOperation           OperationName = "CreatePod"
+	DeleteNetworkVolumeOperation OperationName = "DeleteNetworkVolume"
+	DeletePodOperation           OperationName = "DeletePod"
+	GetNetworkVolumeOperation    OperationName = "GetNetworkVolume"
+	GetPodOperation              OperationName = "GetPod"
+	GetPodLogsOperation          OperationName = "GetPodLogs"
+	ListGpuTypesOperation        OperationName = "ListGpuTypes"
+	ListNetworkVolumesOperation  OperationName = "ListNetworkVolumes"
+	ListPodsOperation            OperationName = "ListPods"
+	PodActionOperation           OperationName = "PodAction"
+	UpdateNetworkVolumeOperation OperationName = "UpdateNetworkVolume"
 )

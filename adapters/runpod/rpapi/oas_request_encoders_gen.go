@@ -10,6 +10,20 @@ import (
 	ht "github.com/ogen-go/ogen/http"
 )
 
+func encodeCreateNetworkVolumeRequest(
+	req *CreateNetworkVolume,
+	r *http.Request,
+) error {
+	const contentType = "application/json"
+	e := new(jx.Encoder)
+	{
+		req.Encode(e)
+	}
+	encoded := e.Bytes()
+	ht.SetBody(r, bytes.NewReader(encoded), contentType)
+	return nil
+}
+
 func encodeCreatePodRequest(
 	req *CreatePod,
 	r *http.Request,
@@ -26,6 +40,20 @@ func encodeCreatePodRequest(
 
 func encodePodActionRequest(
 	req *PodActionRequest,
+	r *http.Request,
+) error {
+	const contentType = "application/json"
+	e := new(jx.Encoder)
+	{
+		req.Encode(e)
+	}
+	encoded := e.Bytes()
+	ht.SetBody(r, bytes.NewReader(encoded), contentType)
+	return nil
+}
+
+func encodeUpdateNetworkVolumeRequest(
+	req *UpdateNetworkVolume,
 	r *http.Request,
 ) error {
 	const contentType = "application/json"

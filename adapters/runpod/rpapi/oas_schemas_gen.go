@@ -158,6 +158,54 @@ func (s *CpuRequest) SetVcpuCount(val OptInt) {
 	s.VcpuCount = val
 }
 
+// Ref: #/components/schemas/CreateNetworkVolume
+type CreateNetworkVolume struct {
+	Name       string        `json:"name"`
+	Size       int           `json:"size"`
+	DataCenter string        `json:"dataCenter"`
+	Type       OptVolumeType `json:"type"`
+}
+
+// GetName returns the value of Name.
+func (s *CreateNetworkVolume) GetName() string {
+	return s.Name
+}
+
+// GetSize returns the value of Size.
+func (s *CreateNetworkVolume) GetSize() int {
+	return s.Size
+}
+
+// GetDataCenter returns the value of DataCenter.
+func (s *CreateNetworkVolume) GetDataCenter() string {
+	return s.DataCenter
+}
+
+// GetType returns the value of Type.
+func (s *CreateNetworkVolume) GetType() OptVolumeType {
+	return s.Type
+}
+
+// SetName sets the value of Name.
+func (s *CreateNetworkVolume) SetName(val string) {
+	s.Name = val
+}
+
+// SetSize sets the value of Size.
+func (s *CreateNetworkVolume) SetSize(val int) {
+	s.Size = val
+}
+
+// SetDataCenter sets the value of DataCenter.
+func (s *CreateNetworkVolume) SetDataCenter(val string) {
+	s.DataCenter = val
+}
+
+// SetType sets the value of Type.
+func (s *CreateNetworkVolume) SetType(val OptVolumeType) {
+	s.Type = val
+}
+
 // Ref: #/components/schemas/CreatePod
 type CreatePod struct {
 	Name          string          `json:"name"`
@@ -171,6 +219,7 @@ type CreatePod struct {
 	DataCenterIds []string        `json:"dataCenterIds"`
 	Gpu           OptGpuRequest   `json:"gpu"`
 	CPU           OptCpuRequest   `json:"cpu"`
+	Mounts        OptMounts       `json:"mounts"`
 }
 
 // GetName returns the value of Name.
@@ -228,6 +277,11 @@ func (s *CreatePod) GetCPU() OptCpuRequest {
 	return s.CPU
 }
 
+// GetMounts returns the value of Mounts.
+func (s *CreatePod) GetMounts() OptMounts {
+	return s.Mounts
+}
+
 // SetName sets the value of Name.
 func (s *CreatePod) SetName(val string) {
 	s.Name = val
@@ -283,6 +337,11 @@ func (s *CreatePod) SetCPU(val OptCpuRequest) {
 	s.CPU = val
 }
 
+// SetMounts sets the value of Mounts.
+func (s *CreatePod) SetMounts(val OptMounts) {
+	s.Mounts = val
+}
+
 type CreatePodEnv map[string]string
 
 func (s *CreatePodEnv) init() CreatePodEnv {
@@ -293,6 +352,34 @@ func (s *CreatePodEnv) init() CreatePodEnv {
 	}
 	return m
 }
+
+// DeleteNetworkVolumeNoContent is response for DeleteNetworkVolume operation.
+type DeleteNetworkVolumeNoContent struct {
+	RateLimit       OptString
+	RateLimitPolicy OptString
+}
+
+// GetRateLimit returns the value of RateLimit.
+func (s *DeleteNetworkVolumeNoContent) GetRateLimit() OptString {
+	return s.RateLimit
+}
+
+// GetRateLimitPolicy returns the value of RateLimitPolicy.
+func (s *DeleteNetworkVolumeNoContent) GetRateLimitPolicy() OptString {
+	return s.RateLimitPolicy
+}
+
+// SetRateLimit sets the value of RateLimit.
+func (s *DeleteNetworkVolumeNoContent) SetRateLimit(val OptString) {
+	s.RateLimit = val
+}
+
+// SetRateLimitPolicy sets the value of RateLimitPolicy.
+func (s *DeleteNetworkVolumeNoContent) SetRateLimitPolicy(val OptString) {
+	s.RateLimitPolicy = val
+}
+
+func (*DeleteNetworkVolumeNoContent) deleteNetworkVolumeRes() {}
 
 // DeletePodNoContent is response for DeletePod operation.
 type DeletePodNoContent struct {
@@ -879,6 +966,204 @@ func (s *LogSource) UnmarshalText(data []byte) error {
 	}
 }
 
+// A pod's storage mounts; Gantry uses a network volume's only.
+// Ref: #/components/schemas/Mounts
+type Mounts struct {
+	Network []NetworkMount `json:"network"`
+}
+
+// GetNetwork returns the value of Network.
+func (s *Mounts) GetNetwork() []NetworkMount {
+	return s.Network
+}
+
+// SetNetwork sets the value of Network.
+func (s *Mounts) SetNetwork(val []NetworkMount) {
+	s.Network = val
+}
+
+// A network volume in the pod's data center, mounted at path.
+// Ref: #/components/schemas/NetworkMount
+type NetworkMount struct {
+	VolumeId string `json:"volumeId"`
+	Path     string `json:"path"`
+}
+
+// GetVolumeId returns the value of VolumeId.
+func (s *NetworkMount) GetVolumeId() string {
+	return s.VolumeId
+}
+
+// GetPath returns the value of Path.
+func (s *NetworkMount) GetPath() string {
+	return s.Path
+}
+
+// SetVolumeId sets the value of VolumeId.
+func (s *NetworkMount) SetVolumeId(val string) {
+	s.VolumeId = val
+}
+
+// SetPath sets the value of Path.
+func (s *NetworkMount) SetPath(val string) {
+	s.Path = val
+}
+
+// Ref: #/components/schemas/NetworkVolume
+type NetworkVolume struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// GB.
+	Size       int        `json:"size"`
+	DataCenter string     `json:"dataCenter"`
+	Type       VolumeType `json:"type"`
+}
+
+// GetID returns the value of ID.
+func (s *NetworkVolume) GetID() string {
+	return s.ID
+}
+
+// GetName returns the value of Name.
+func (s *NetworkVolume) GetName() string {
+	return s.Name
+}
+
+// GetSize returns the value of Size.
+func (s *NetworkVolume) GetSize() int {
+	return s.Size
+}
+
+// GetDataCenter returns the value of DataCenter.
+func (s *NetworkVolume) GetDataCenter() string {
+	return s.DataCenter
+}
+
+// GetType returns the value of Type.
+func (s *NetworkVolume) GetType() VolumeType {
+	return s.Type
+}
+
+// SetID sets the value of ID.
+func (s *NetworkVolume) SetID(val string) {
+	s.ID = val
+}
+
+// SetName sets the value of Name.
+func (s *NetworkVolume) SetName(val string) {
+	s.Name = val
+}
+
+// SetSize sets the value of Size.
+func (s *NetworkVolume) SetSize(val int) {
+	s.Size = val
+}
+
+// SetDataCenter sets the value of DataCenter.
+func (s *NetworkVolume) SetDataCenter(val string) {
+	s.DataCenter = val
+}
+
+// SetType sets the value of Type.
+func (s *NetworkVolume) SetType(val VolumeType) {
+	s.Type = val
+}
+
+// NetworkVolumeHeaders wraps NetworkVolume with response headers.
+type NetworkVolumeHeaders struct {
+	RateLimit       OptString
+	RateLimitPolicy OptString
+	Response        NetworkVolume
+}
+
+// GetRateLimit returns the value of RateLimit.
+func (s *NetworkVolumeHeaders) GetRateLimit() OptString {
+	return s.RateLimit
+}
+
+// GetRateLimitPolicy returns the value of RateLimitPolicy.
+func (s *NetworkVolumeHeaders) GetRateLimitPolicy() OptString {
+	return s.RateLimitPolicy
+}
+
+// GetResponse returns the value of Response.
+func (s *NetworkVolumeHeaders) GetResponse() NetworkVolume {
+	return s.Response
+}
+
+// SetRateLimit sets the value of RateLimit.
+func (s *NetworkVolumeHeaders) SetRateLimit(val OptString) {
+	s.RateLimit = val
+}
+
+// SetRateLimitPolicy sets the value of RateLimitPolicy.
+func (s *NetworkVolumeHeaders) SetRateLimitPolicy(val OptString) {
+	s.RateLimitPolicy = val
+}
+
+// SetResponse sets the value of Response.
+func (s *NetworkVolumeHeaders) SetResponse(val NetworkVolume) {
+	s.Response = val
+}
+
+func (*NetworkVolumeHeaders) createNetworkVolumeRes() {}
+func (*NetworkVolumeHeaders) getNetworkVolumeRes()    {}
+func (*NetworkVolumeHeaders) updateNetworkVolumeRes() {}
+
+// Ref: #/components/schemas/NetworkVolumeList
+type NetworkVolumeList struct {
+	NetworkVolumes []NetworkVolume `json:"networkVolumes"`
+}
+
+// GetNetworkVolumes returns the value of NetworkVolumes.
+func (s *NetworkVolumeList) GetNetworkVolumes() []NetworkVolume {
+	return s.NetworkVolumes
+}
+
+// SetNetworkVolumes sets the value of NetworkVolumes.
+func (s *NetworkVolumeList) SetNetworkVolumes(val []NetworkVolume) {
+	s.NetworkVolumes = val
+}
+
+// NetworkVolumeListHeaders wraps NetworkVolumeList with response headers.
+type NetworkVolumeListHeaders struct {
+	RateLimit       OptString
+	RateLimitPolicy OptString
+	Response        NetworkVolumeList
+}
+
+// GetRateLimit returns the value of RateLimit.
+func (s *NetworkVolumeListHeaders) GetRateLimit() OptString {
+	return s.RateLimit
+}
+
+// GetRateLimitPolicy returns the value of RateLimitPolicy.
+func (s *NetworkVolumeListHeaders) GetRateLimitPolicy() OptString {
+	return s.RateLimitPolicy
+}
+
+// GetResponse returns the value of Response.
+func (s *NetworkVolumeListHeaders) GetResponse() NetworkVolumeList {
+	return s.Response
+}
+
+// SetRateLimit sets the value of RateLimit.
+func (s *NetworkVolumeListHeaders) SetRateLimit(val OptString) {
+	s.RateLimit = val
+}
+
+// SetRateLimitPolicy sets the value of RateLimitPolicy.
+func (s *NetworkVolumeListHeaders) SetRateLimitPolicy(val OptString) {
+	s.RateLimitPolicy = val
+}
+
+// SetResponse sets the value of Response.
+func (s *NetworkVolumeListHeaders) SetResponse(val NetworkVolumeList) {
+	s.Response = val
+}
+
+func (*NetworkVolumeListHeaders) listNetworkVolumesRes() {}
+
 // NewOptAvailability returns new OptAvailability with value set to v.
 func NewOptAvailability(v Availability) OptAvailability {
 	return OptAvailability{
@@ -1339,6 +1624,52 @@ func (o OptLogSource) Or(d LogSource) LogSource {
 	return d
 }
 
+// NewOptMounts returns new OptMounts with value set to v.
+func NewOptMounts(v Mounts) OptMounts {
+	return OptMounts{
+		Value: v,
+		Set:   true,
+	}
+}
+
+// OptMounts is optional Mounts.
+type OptMounts struct {
+	Value Mounts
+	Set   bool
+}
+
+// IsSet returns true if OptMounts was set.
+func (o OptMounts) IsSet() bool { return o.Set }
+
+// Reset unsets value.
+func (o *OptMounts) Reset() {
+	var v Mounts
+	o.Value = v
+	o.Set = false
+}
+
+// SetTo sets value to v.
+func (o *OptMounts) SetTo(v Mounts) {
+	o.Set = true
+	o.Value = v
+}
+
+// Get returns value and boolean that denotes whether value was set.
+func (o OptMounts) Get() (v Mounts, ok bool) {
+	if !o.Set {
+		return v, false
+	}
+	return o.Value, true
+}
+
+// Or returns value if set, or given parameter if does not.
+func (o OptMounts) Or(d Mounts) Mounts {
+	if v, ok := o.Get(); ok {
+		return v
+	}
+	return d
+}
+
 // NewOptNilDateTime returns new OptNilDateTime with value set to v.
 func NewOptNilDateTime(v time.Time) OptNilDateTime {
 	return OptNilDateTime{
@@ -1749,6 +2080,52 @@ func (o OptString) Or(d string) string {
 	return d
 }
 
+// NewOptVolumeType returns new OptVolumeType with value set to v.
+func NewOptVolumeType(v VolumeType) OptVolumeType {
+	return OptVolumeType{
+		Value: v,
+		Set:   true,
+	}
+}
+
+// OptVolumeType is optional VolumeType.
+type OptVolumeType struct {
+	Value VolumeType
+	Set   bool
+}
+
+// IsSet returns true if OptVolumeType was set.
+func (o OptVolumeType) IsSet() bool { return o.Set }
+
+// Reset unsets value.
+func (o *OptVolumeType) Reset() {
+	var v VolumeType
+	o.Value = v
+	o.Set = false
+}
+
+// SetTo sets value to v.
+func (o *OptVolumeType) SetTo(v VolumeType) {
+	o.Set = true
+	o.Value = v
+}
+
+// Get returns value and boolean that denotes whether value was set.
+func (o OptVolumeType) Get() (v VolumeType, ok bool) {
+	if !o.Set {
+		return v, false
+	}
+	return o.Value, true
+}
+
+// Or returns value if set, or given parameter if does not.
+func (o OptVolumeType) Or(d VolumeType) VolumeType {
+	if v, ok := o.Get(); ok {
+		return v
+	}
+	return d
+}
+
 // Ref: #/components/schemas/Pod
 type Pod struct {
 	ID           string       `json:"id"`
@@ -1763,6 +2140,7 @@ type Pod struct {
 	Gpu          OptPodGpu    `json:"gpu"`
 	Cloud        OptCloud     `json:"cloud"`
 	DataCenterId OptNilString `json:"dataCenterId"`
+	Mounts       OptMounts    `json:"mounts"`
 	CudaVersion  OptNilString `json:"cudaVersion"`
 	// USD per hour now (0 when EXITED).
 	Cost      OptFloat64     `json:"cost"`
@@ -1829,6 +2207,11 @@ func (s *Pod) GetCloud() OptCloud {
 // GetDataCenterId returns the value of DataCenterId.
 func (s *Pod) GetDataCenterId() OptNilString {
 	return s.DataCenterId
+}
+
+// GetMounts returns the value of Mounts.
+func (s *Pod) GetMounts() OptMounts {
+	return s.Mounts
 }
 
 // GetCudaVersion returns the value of CudaVersion.
@@ -1914,6 +2297,11 @@ func (s *Pod) SetCloud(val OptCloud) {
 // SetDataCenterId sets the value of DataCenterId.
 func (s *Pod) SetDataCenterId(val OptNilString) {
 	s.DataCenterId = val
+}
+
+// SetMounts sets the value of Mounts.
+func (s *Pod) SetMounts(val OptMounts) {
+	s.Mounts = val
 }
 
 // SetCudaVersion sets the value of CudaVersion.
@@ -2349,13 +2737,18 @@ func (s *ProblemStatusCodeWithHeaders) SetResponse(val Problem) {
 	s.Response = val
 }
 
-func (*ProblemStatusCodeWithHeaders) createPodRes()    {}
-func (*ProblemStatusCodeWithHeaders) deletePodRes()    {}
-func (*ProblemStatusCodeWithHeaders) getPodLogsRes()   {}
-func (*ProblemStatusCodeWithHeaders) getPodRes()       {}
-func (*ProblemStatusCodeWithHeaders) listGpuTypesRes() {}
-func (*ProblemStatusCodeWithHeaders) listPodsRes()     {}
-func (*ProblemStatusCodeWithHeaders) podActionRes()    {}
+func (*ProblemStatusCodeWithHeaders) createNetworkVolumeRes() {}
+func (*ProblemStatusCodeWithHeaders) createPodRes()           {}
+func (*ProblemStatusCodeWithHeaders) deleteNetworkVolumeRes() {}
+func (*ProblemStatusCodeWithHeaders) deletePodRes()           {}
+func (*ProblemStatusCodeWithHeaders) getNetworkVolumeRes()    {}
+func (*ProblemStatusCodeWithHeaders) getPodLogsRes()          {}
+func (*ProblemStatusCodeWithHeaders) getPodRes()              {}
+func (*ProblemStatusCodeWithHeaders) listGpuTypesRes()        {}
+func (*ProblemStatusCodeWithHeaders) listNetworkVolumesRes()  {}
+func (*ProblemStatusCodeWithHeaders) listPodsRes()            {}
+func (*ProblemStatusCodeWithHeaders) podActionRes()           {}
+func (*ProblemStatusCodeWithHeaders) updateNetworkVolumeRes() {}
 
 // Ref: #/components/schemas/Runtime
 type Runtime struct {
@@ -2429,4 +2822,73 @@ func (s *RuntimePort) SetType(val OptString) {
 // SetIP sets the value of IP.
 func (s *RuntimePort) SetIP(val OptNilString) {
 	s.IP = val
+}
+
+// At least one field; a size below the volume's answers 400.
+// Ref: #/components/schemas/UpdateNetworkVolume
+type UpdateNetworkVolume struct {
+	Name OptString `json:"name"`
+	Size OptInt    `json:"size"`
+}
+
+// GetName returns the value of Name.
+func (s *UpdateNetworkVolume) GetName() OptString {
+	return s.Name
+}
+
+// GetSize returns the value of Size.
+func (s *UpdateNetworkVolume) GetSize() OptInt {
+	return s.Size
+}
+
+// SetName sets the value of Name.
+func (s *UpdateNetworkVolume) SetName(val OptString) {
+	s.Name = val
+}
+
+// SetSize sets the value of Size.
+func (s *UpdateNetworkVolume) SetSize(val OptInt) {
+	s.Size = val
+}
+
+// Ref: #/components/schemas/VolumeType
+type VolumeType string
+
+const (
+	VolumeTypeSTANDARD        VolumeType = "STANDARD"
+	VolumeTypeHIGHPERFORMANCE VolumeType = "HIGH_PERFORMANCE"
+)
+
+// AllValues returns all VolumeType values.
+func (VolumeType) AllValues() []VolumeType {
+	return []VolumeType{
+		VolumeTypeSTANDARD,
+		VolumeTypeHIGHPERFORMANCE,
+	}
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (s VolumeType) MarshalText() ([]byte, error) {
+	switch s {
+	case VolumeTypeSTANDARD:
+		return []byte(s), nil
+	case VolumeTypeHIGHPERFORMANCE:
+		return []byte(s), nil
+	default:
+		return nil, errors.Errorf("invalid value: %q", s)
+	}
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (s *VolumeType) UnmarshalText(data []byte) error {
+	switch VolumeType(data) {
+	case VolumeTypeSTANDARD:
+		*s = VolumeTypeSTANDARD
+		return nil
+	case VolumeTypeHIGHPERFORMANCE:
+		*s = VolumeTypeHIGHPERFORMANCE
+		return nil
+	default:
+		return errors.Errorf("invalid value: %q", data)
+	}
 }

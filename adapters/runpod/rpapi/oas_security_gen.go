@@ -35,13 +35,18 @@ func findAuthorization(h http.Header, prefix string) (string, bool) {
 
 // operationRolesBearerAuth is a private map storing roles per operation.
 var operationRolesBearerAuth = map[string][]string{
-	CreatePodOperation:    []string{},
-	DeletePodOperation:    []string{},
-	GetPodOperation:       []string{},
-	GetPodLogsOperation:   []string{},
-	ListGpuTypesOperation: []string{},
-	ListPodsOperation:     []string{},
-	PodActionOperation:    []string{},
+	CreateNetworkVolumeOperation: []string{},
+	CreatePodOperation:           []string{},
+	DeleteNetworkVolumeOperation: []string{},
+	DeletePodOperation:           []string{},
+	GetNetworkVolumeOperation:    []string{},
+	GetPodOperation:              []string{},
+	GetPodLogsOperation:          []string{},
+	ListGpuTypesOperation:        []string{},
+	ListNetworkVolumesOperation:  []string{},
+	ListPodsOperation:            []string{},
+	PodActionOperation:           []string{},
+	UpdateNetworkVolumeOperation: []string{},
 }
 
 // GetRolesForBearerAuth returns the required roles for the given operation.

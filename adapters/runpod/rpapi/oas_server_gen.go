@@ -8,6 +8,12 @@ import (
 
 // Handler handles operations described by OpenAPI v3 specification.
 type Handler interface {
+	// CreateNetworkVolume implements createNetworkVolume operation.
+	//
+	// Create a network volume in a data center.
+	//
+	// POST /v2/network-volumes
+	CreateNetworkVolume(ctx context.Context, req *CreateNetworkVolume) (CreateNetworkVolumeRes, error)
 	// CreatePod implements createPod operation.
 	//
 	// Exactly one of `gpu` and `cpu` (400 otherwise). `gpu.allowedCudaVersions` and `gpu.minCudaVersion`
@@ -16,12 +22,24 @@ type Handler interface {
 	//
 	// POST /v2/pods
 	CreatePod(ctx context.Context, req *CreatePod) (CreatePodRes, error)
+	// DeleteNetworkVolume implements deleteNetworkVolume operation.
+	//
+	// Delete a network volume and its data.
+	//
+	// DELETE /v2/network-volumes/{id}
+	DeleteNetworkVolume(ctx context.Context, params DeleteNetworkVolumeParams) (DeleteNetworkVolumeRes, error)
 	// DeletePod implements deletePod operation.
 	//
 	// Terminate a pod for good (it no longer appears in the list).
 	//
 	// DELETE /v2/pods/{id}
 	DeletePod(ctx context.Context, params DeletePodParams) (DeletePodRes, error)
+	// GetNetworkVolume implements getNetworkVolume operation.
+	//
+	// One network volume.
+	//
+	// GET /v2/network-volumes/{id}
+	GetNetworkVolume(ctx context.Context, params GetNetworkVolumeParams) (GetNetworkVolumeRes, error)
 	// GetPod implements getPod operation.
 	//
 	// One pod.
@@ -40,6 +58,12 @@ type Handler interface {
 	//
 	// GET /v2/catalog/gpus
 	ListGpuTypes(ctx context.Context, params ListGpuTypesParams) (ListGpuTypesRes, error)
+	// ListNetworkVolumes implements listNetworkVolumes operation.
+	//
+	// List the account's network volumes.
+	//
+	// GET /v2/network-volumes
+	ListNetworkVolumes(ctx context.Context) (ListNetworkVolumesRes, error)
 	// ListPods implements listPods operation.
 	//
 	// List the account's pods.
@@ -54,6 +78,12 @@ type Handler interface {
 	//
 	// POST /v2/pods/{id}/action
 	PodAction(ctx context.Context, req *PodActionRequest, params PodActionParams) (PodActionRes, error)
+	// UpdateNetworkVolume implements updateNetworkVolume operation.
+	//
+	// Rename or grow a network volume; a smaller size answers 400.
+	//
+	// PATCH /v2/network-volumes/{id}
+	UpdateNetworkVolume(ctx context.Context, req *UpdateNetworkVolume, params UpdateNetworkVolumeParams) (UpdateNetworkVolumeRes, error)
 }
 
 // Server implements http server based on OpenAPI v3 specification and

@@ -13,6 +13,15 @@ type UnimplementedHandler struct{}
 
 var _ Handler = UnimplementedHandler{}
 
+// CreateNetworkVolume implements createNetworkVolume operation.
+//
+// Create a network volume in a data center.
+//
+// POST /v2/network-volumes
+func (UnimplementedHandler) CreateNetworkVolume(ctx context.Context, req *CreateNetworkVolume) (r CreateNetworkVolumeRes, _ error) {
+	return r, ht.ErrNotImplemented
+}
+
 // CreatePod implements createPod operation.
 //
 // Exactly one of `gpu` and `cpu` (400 otherwise). `gpu.allowedCudaVersions` and `gpu.minCudaVersion`
@@ -24,12 +33,30 @@ func (UnimplementedHandler) CreatePod(ctx context.Context, req *CreatePod) (r Cr
 	return r, ht.ErrNotImplemented
 }
 
+// DeleteNetworkVolume implements deleteNetworkVolume operation.
+//
+// Delete a network volume and its data.
+//
+// DELETE /v2/network-volumes/{id}
+func (UnimplementedHandler) DeleteNetworkVolume(ctx context.Context, params DeleteNetworkVolumeParams) (r DeleteNetworkVolumeRes, _ error) {
+	return r, ht.ErrNotImplemented
+}
+
 // DeletePod implements deletePod operation.
 //
 // Terminate a pod for good (it no longer appears in the list).
 //
 // DELETE /v2/pods/{id}
 func (UnimplementedHandler) DeletePod(ctx context.Context, params DeletePodParams) (r DeletePodRes, _ error) {
+	return r, ht.ErrNotImplemented
+}
+
+// GetNetworkVolume implements getNetworkVolume operation.
+//
+// One network volume.
+//
+// GET /v2/network-volumes/{id}
+func (UnimplementedHandler) GetNetworkVolume(ctx context.Context, params GetNetworkVolumeParams) (r GetNetworkVolumeRes, _ error) {
 	return r, ht.ErrNotImplemented
 }
 
@@ -60,6 +87,15 @@ func (UnimplementedHandler) ListGpuTypes(ctx context.Context, params ListGpuType
 	return r, ht.ErrNotImplemented
 }
 
+// ListNetworkVolumes implements listNetworkVolumes operation.
+//
+// List the account's network volumes.
+//
+// GET /v2/network-volumes
+func (UnimplementedHandler) ListNetworkVolumes(ctx context.Context) (r ListNetworkVolumesRes, _ error) {
+	return r, ht.ErrNotImplemented
+}
+
 // ListPods implements listPods operation.
 //
 // List the account's pods.
@@ -77,5 +113,14 @@ func (UnimplementedHandler) ListPods(ctx context.Context, params ListPodsParams)
 //
 // POST /v2/pods/{id}/action
 func (UnimplementedHandler) PodAction(ctx context.Context, req *PodActionRequest, params PodActionParams) (r PodActionRes, _ error) {
+	return r, ht.ErrNotImplemented
+}
+
+// UpdateNetworkVolume implements updateNetworkVolume operation.
+//
+// Rename or grow a network volume; a smaller size answers 400.
+//
+// PATCH /v2/network-volumes/{id}
+func (UnimplementedHandler) UpdateNetworkVolume(ctx context.Context, req *UpdateNetworkVolume, params UpdateNetworkVolumeParams) (r UpdateNetworkVolumeRes, _ error) {
 	return r, ht.ErrNotImplemented
 }

@@ -1,7 +1,8 @@
 // Package runpodfake is a fake RunPod for tests: an http.Handler that implements the server
 // generated from the runpod adapter's API subset (rpapi) with the pod state machine RunPod
-// documents, on an injected clock. It keeps pods in memory, answers the GPU catalog from its
-// configuration, checks the API key (401) and its permission (403), rate-limits (429 with
+// documents, on an injected clock. It keeps pods and network volumes (volumes.go) in memory,
+// answers the GPU catalog from its configuration, checks the API key (401) and its
+// permission (403), rate-limits (429 with
 // Retry-After, RateLimit and RateLimit-Policy on every answer), and lets a test inject capacity
 // errors, pods that fail to start and throttling, and change a GPU type's stock (in all its
 // data centers or in one) while it runs. A Runner, when set, runs each pod's container
@@ -108,6 +109,8 @@ type Fake struct {
 	window    time.Time // start of the rate-limit window
 	used      int       // requests in it
 	requests  map[string]int
+	vols      map[string]*volume // network volumes (volumes.go)
+	vseq      int
 }
 
 // New returns a fake RunPod; serve it with httptest.NewServer(f).
@@ -189,7 +192,7 @@ func (f *Fake) reset(now time.Time) int {
 // routeOf names a request path by its route ("/v2/pods/{id}"), for Requests.
 func routeOf(p string) string {
 	parts := strings.Split(strings.Trim(p, "/"), "/")
-	if len(parts) >= 3 && parts[0] == "v2" && parts[1] == "pods" {
+	if len(parts) >= 3 && parts[0] == "v2" && (parts[1] == "pods" || parts[1] == "network-volumes") {
 		parts[2] = "{id}"
 	}
 	return "/" + strings.Join(parts, "/")
@@ -269,8 +272,11 @@ type Pod struct {
 	CUDA                  []string // allowedCudaVersions sent
 	Cloud, Registry       string
 	DataCenters           []string // dataCenterIds sent
+	DataCenter            string   // where it was placed
 	Disk                  int
 	Cost                  float64
+	NetworkVolume         string   // the network volume mounted (mounts.network[0].volumeId)
+	VolumePath            string   // where (mounts.network[0].path)
 	Log                   []string // system and container lines, oldest first
 }
 

@@ -94,12 +94,22 @@ func (h handler) CreatePod(_ context.Context, req *rpapi.CreatePod) (rpapi.Creat
 	if len(offered) == 0 {
 		return problem(http.StatusBadRequest, fmt.Sprintf("no machine with %s runs CUDA %s", g.ID, strings.Join(gpu.AllowedCudaVersions, " or "))), nil
 	}
+	volumeDC, prob := f.checkMounts(req)
+	if prob != nil {
+		return prob, nil
+	}
 	allowed := g.DataCenters
 	if len(req.DataCenterIds) > 0 {
 		allowed = slices.DeleteFunc(slices.Clone(req.DataCenterIds), func(dc string) bool { return !slices.Contains(g.DataCenters, dc) })
 		if len(allowed) == 0 {
 			return problem(http.StatusBadRequest, fmt.Sprintf("%s is not offered in %s", g.ID, strings.Join(req.DataCenterIds, ", "))), nil
 		}
+	}
+	if volumeDC != "" { // a pod mounting a network volume runs in the volume's data center
+		if !slices.Contains(allowed, volumeDC) {
+			return problem(http.StatusBadRequest, fmt.Sprintf("the network volume is in %s, where %s is not offered or not allowed", volumeDC, g.ID)), nil
+		}
+		allowed = []string{volumeDC}
 	}
 	i := slices.IndexFunc(allowed, func(dc string) bool { return g.level(dc) != "NONE" })
 	if i < 0 {

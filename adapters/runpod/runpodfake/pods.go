@@ -151,6 +151,10 @@ func (p *pod) view() Pod {
 	if p.holds() {
 		v.Cost = p.cost
 	}
+	v.DataCenter = p.dc
+	if m, ok := p.req.Mounts.Get(); ok && len(m.Network) > 0 {
+		v.NetworkVolume, v.VolumePath = m.Network[0].VolumeId, m.Network[0].Path
+	}
 	return v
 }
 
@@ -172,6 +176,9 @@ func (p *pod) api() rpapi.Pod {
 	}
 	if p.holds() {
 		out.Cost = rpapi.NewOptFloat64(p.cost)
+	}
+	if m, ok := p.req.Mounts.Get(); ok {
+		out.Mounts = rpapi.NewOptMounts(rpapi.Mounts{Network: slices.Clone(m.Network)})
 	}
 	if p.started.IsZero() {
 		out.StartedAt.SetToNull()

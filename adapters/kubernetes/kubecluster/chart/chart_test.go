@@ -82,6 +82,7 @@ func TestOptions(t *testing.T) {
 	}
 	text := chart.Text(ms)
 	for _, s := range []string{"name: prod-gantry\n  namespace: gpu", "capacity: nodes", "namespace: gpu\n", "resources: [secrets]",
+		"resources: [persistentvolumeclaims]\n    verbs: [get, create, patch, delete]",
 		"resources: [nodes, pods]", "name: prod-gantry-store", "url: \"postgres://gantry:pw@db:5432/gantry\""} {
 		if !strings.Contains(text, s) {
 			t.Errorf("the rendering lacks %q", s)
