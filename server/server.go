@@ -26,6 +26,7 @@ import (
 	"github.com/gantryhq/gantry/console"
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/lbproxy"
+	"github.com/gantryhq/gantry/leader"
 	"github.com/gantryhq/gantry/models"
 	"github.com/gantryhq/gantry/scheduler"
 	"github.com/gantryhq/gantry/store/memq"
@@ -60,7 +61,7 @@ type Options struct {
 	// Tick is the autoscaler's tick; 0 = 1 s.
 	Tick time.Duration
 	// LeaseTTL is how long the leader's lease lasts unrenewed, with replicas on PostgreSQL;
-	// 0 = core.DefaultLeaseTTL (10 s). A lost leader is replaced within two of it.
+	// 0 = leader.DefaultLeaseTTL (10 s). A lost leader is replaced within two of it.
 	LeaseTTL time.Duration
 	// ReplicaID names this replica among those sharing a store; "" = host name, process id
 	// and a random part.
@@ -94,7 +95,7 @@ type Server struct {
 	failed      chan error // the HTTP server's error when it stops on its own
 
 	// elector keeps one replica the leader, on PostgreSQL (nil on the embedded store).
-	elector *core.Elector
+	elector *leader.Elector
 	mgmt    *core.Management
 
 	started, shutDown bool
@@ -142,7 +143,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *Server, err error) {
 	}
 
 	s := &Server{cfg: cfg, log: log, clock: clock, tick: opts.Tick, failed: make(chan error, 1)}
-	s.elector = &core.Elector{Name: "scheduler", Holder: cmp.Or(opts.ReplicaID, replicaID()), TTL: opts.LeaseTTL, Log: log}
+	s.elector = &leader.Elector{Name: "scheduler", Holder: cmp.Or(opts.ReplicaID, replicaID()), TTL: opts.LeaseTTL, Log: log}
 	if s.tick == 0 {
 		s.tick = time.Second
 	}
