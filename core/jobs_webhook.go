@@ -122,7 +122,7 @@ func (js *Jobs) webhookDelivered(endpoint, id string, endedAt time.Time) {
 }
 
 // WebhookOrphanAfter is how long after its job ended an undelivered webhook counts as
-// orphaned on a shared store: longer than a delivery's whole schedule (WebhookAttempts
+// orphaned on a shared store: longer than a delivery's whole schedule (webhook.Attempts
 // attempts of at most 10 s each, with 1+2+4+8+16 s of backoff between them). The replica that
 // ended the job may have died with the delivery in flight; the leader delivers such webhooks
 // again (at least once: a replica that is alive but far behind may deliver it too).

@@ -32,6 +32,7 @@ import (
 	"github.com/gantryhq/gantry/store/memq"
 	"github.com/gantryhq/gantry/store/pebble"
 	"github.com/gantryhq/gantry/telemetry"
+	"github.com/gantryhq/gantry/webhook"
 )
 
 // DefaultListen and DefaultData are where a server listens and keeps its state when the
@@ -81,7 +82,7 @@ type Server struct {
 	st       stores
 	files    *core.Files
 	pools    []scheduler.Pool
-	webhooks *scheduler.Webhooks
+	webhooks *webhook.Deliverer
 	engine   *Engine
 	api      *api.API
 	http     *http.Server
@@ -178,7 +179,7 @@ func (s *Server) listen(ln net.Listener) error {
 	}
 	s.ln = ln
 	s.closers = append(s.closers, func() { ln.Close() })
-	s.cfg.Webhooks.listensOn(ln.Addr())
+	s.cfg.Webhooks.ListensOn(ln.Addr())
 	if s.cfg.PublicURL == "" {
 		if s.cfg.PublicURL = listenURL(ln.Addr()); s.cfg.PublicURL == "" {
 			return fmt.Errorf("publicUrl is required when listening on every interface (%s): the URLs handed out (requestUrls, file URLs, a Kubernetes pool's workerUrl) need an address clients can reach; set publicUrl (--public-url, GANTRY_PUBLIC_URL), e.g. http://gantry.example.com:%s",
@@ -218,7 +219,7 @@ func listenURL(addr net.Addr) string {
 func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) error {
 	cfg, log, clock := &s.cfg, s.log, s.clock
 	// Closed before the store: retries stop, and undelivered jobs stay marked for the restart.
-	s.webhooks = cfg.Webhooks.deliveries(log)
+	s.webhooks = cfg.Webhooks.New(log)
 	s.closers = append(s.closers, s.webhooks.Close)
 
 	templates := append(slices.Clone(BuiltinTemplates), cfg.Templates...)
@@ -347,7 +348,7 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 		Clock:      clock,
 		PublicURL:  cfg.PublicURL,
 		Log:        log,
-		Webhooks:   cfg.Webhooks.policy(),
+		Webhooks:   cfg.Webhooks.Policy(),
 
 		ExpiredKeyGrace: cfg.ExpiredKeyGrace,
 		StoreCheck:      s.st.check,

@@ -1,4 +1,8 @@
-package scheduler
+// Package webhook delivers job webhooks: the HTTP POST of a job's final state, retried with
+// backoff, on a bounded pool of goroutines, to the addresses its Policy allows. The job engine
+// (core) decides when a webhook is due and keeps it marked until delivered; this package only
+// carries it there (core.Notifier).
+package webhook
 
 import (
 	"bytes"
@@ -17,12 +21,12 @@ import (
 	"time"
 
 	"github.com/sourcegraph/conc/pool"
-
-	"github.com/gantryhq/gantry/core"
 )
 
-// Webhooks delivers job results: one POST of the final job (application/json), retried with
-// exponential backoff (1 s, 2 s, 4 s, ... WebhookAttempts in all) until a 2xx answer.
+// This file is delivery: the queue, the workers, the attempts and their backoff.
+
+// Deliverer delivers job results: one POST of the final job (application/json), retried with
+// exponential backoff (1 s, 2 s, 4 s, ... Attempts in all) until a 2xx answer.
 //
 // Deliveries run on a fixed pool of Workers goroutines fed by a queue of Queue deliveries;
 // Notify refuses a delivery when the queue is full, and the job engine keeps it in the store
@@ -34,15 +38,15 @@ import (
 // called, so a delivery that Close or a restart interrupted is made again.
 //
 // The zero value is ready to use; Close stops it.
-type Webhooks struct {
+type Deliverer struct {
 	// Policy is where deliveries may connect; the zero policy allows public addresses only.
-	Policy core.WebhookPolicy
+	Policy Policy
 	Log    *slog.Logger
 	// Backoff is the first retry delay (default 1 s); tests shorten it.
 	Backoff time.Duration
-	// Workers is how many deliveries are in flight at most; 0 = DefaultWebhookWorkers.
+	// Workers is how many deliveries are in flight at most; 0 = DefaultWorkers.
 	Workers int
-	// Queue is how many deliveries wait for a worker at most; 0 = DefaultWebhookQueue.
+	// Queue is how many deliveries wait for a worker at most; 0 = DefaultQueue.
 	Queue int
 
 	once   sync.Once
@@ -58,13 +62,13 @@ type Webhooks struct {
 	outcomes webhookOutcomes // deliveries by outcome (metrics.go)
 }
 
-// WebhookAttempts is how many times a webhook is tried.
-const WebhookAttempts = 6
+// Attempts is how many times a webhook is tried.
+const Attempts = 6
 
-// DefaultWebhookWorkers and DefaultWebhookQueue size the delivery pool.
+// DefaultWorkers and DefaultQueue size the delivery pool.
 const (
-	DefaultWebhookWorkers = 16
-	DefaultWebhookQueue   = 1024
+	DefaultWorkers = 16
+	DefaultQueue   = 1024
 )
 
 // webhookAttemptTimeout bounds one attempt: connecting, sending and reading the answer's head.
@@ -83,7 +87,7 @@ type errNotSent struct{ err error }
 func (e *errNotSent) Error() string { return e.err.Error() }
 
 // start builds the client and starts the workers, once.
-func (w *Webhooks) start() {
+func (w *Deliverer) start() {
 	w.once.Do(func() {
 		if w.Log == nil {
 			w.Log = slog.Default()
@@ -118,13 +122,13 @@ func (w *Webhooks) start() {
 		}
 		q := w.Queue
 		if q <= 0 {
-			q = DefaultWebhookQueue
+			q = DefaultQueue
 		}
 		w.queue = make(chan delivery, q)
 		w.ctx, w.cancel = context.WithCancel(context.Background())
 		n := w.Workers
 		if n <= 0 {
-			n = DefaultWebhookWorkers
+			n = DefaultWorkers
 		}
 		w.pool = pool.New().WithMaxGoroutines(n)
 		for range n {
@@ -136,7 +140,7 @@ func (w *Webhooks) start() {
 // Notify queues a delivery of body to url; done is called after a 2xx answer or once the
 // delivery is given up (not when Close interrupts it). It reports false, keeping nothing,
 // when the queue is full or the deliveries were closed.
-func (w *Webhooks) Notify(url string, body []byte, done func()) bool {
+func (w *Deliverer) Notify(url string, body []byte, done func()) bool {
 	w.start()
 	if w.ctx.Err() != nil {
 		return false
@@ -153,7 +157,7 @@ func (w *Webhooks) Notify(url string, body []byte, done func()) bool {
 // Close stops the deliveries: attempts in flight and retry waits end at once, queued
 // deliveries are dropped (their jobs stay marked for delivery), and it returns when the
 // workers have stopped.
-func (w *Webhooks) Close() {
+func (w *Deliverer) Close() {
 	w.start()
 	w.closed.Do(func() {
 		w.cancel()
@@ -162,7 +166,7 @@ func (w *Webhooks) Close() {
 }
 
 // work delivers queued webhooks until Close.
-func (w *Webhooks) work() {
+func (w *Deliverer) work() {
 	for {
 		select {
 		case <-w.ctx.Done():
@@ -177,7 +181,7 @@ func (w *Webhooks) work() {
 
 // deliver makes the attempts; it reports whether the delivery is finished (delivered or
 // given up), false when ctx ended first.
-func (w *Webhooks) deliver(ctx context.Context, url string, body []byte) (finished bool) {
+func (w *Deliverer) deliver(ctx context.Context, url string, body []byte) (finished bool) {
 	w.start()
 	delay := w.Backoff
 	if delay == 0 {
@@ -197,7 +201,7 @@ func (w *Webhooks) deliver(ctx context.Context, url string, body []byte) (finish
 			w.outcomes.notSent.Add(1)
 			return true
 		}
-		if attempt == WebhookAttempts {
+		if attempt == Attempts {
 			w.Log.Warn("webhook gave up", "url", logURL(url), "attempts", attempt, "err", redactErr(err, url))
 			w.outcomes.gaveUp.Add(1)
 			return true
@@ -217,7 +221,7 @@ func (w *Webhooks) deliver(ctx context.Context, url string, body []byte) (finish
 }
 
 // attempt posts body once; nil means a 2xx answer.
-func (w *Webhooks) attempt(ctx context.Context, url string, body []byte) error {
+func (w *Deliverer) attempt(ctx context.Context, url string, body []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, webhookAttemptTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))

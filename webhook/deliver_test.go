@@ -1,4 +1,4 @@
-package scheduler
+package webhook
 
 import (
 	"bytes"
@@ -16,14 +16,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-
-	"github.com/gantryhq/gantry/core"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // local allows the loopback receivers of these tests.
-var local = core.WebhookPolicy{AllowPrivate: true}
+var local = Policy{AllowPrivate: true}
 
 // wait fails the test unless c is closed or sends within 10 s.
 func wait[T any](t *testing.T, c <-chan T, what string) {
@@ -51,7 +49,7 @@ func TestWebhookRetriesUntil2xx(t *testing.T) {
 		got <- string(b)
 	}))
 	defer srv.Close()
-	w := &Webhooks{Policy: local, Backoff: time.Millisecond, Log: quiet}
+	w := &Deliverer{Policy: local, Backoff: time.Millisecond, Log: quiet}
 	defer w.Close()
 	done := make(chan struct{})
 	if !w.Notify(srv.URL, []byte(`{"id":"j1","status":"COMPLETED"}`), func() { close(done) }) {
@@ -70,7 +68,7 @@ func TestWebhookRetriesUntil2xx(t *testing.T) {
 }
 
 // wantOutcomes checks the deliveries' counts by outcome, as /metrics shows them.
-func wantOutcomes(t *testing.T, w *Webhooks, want map[string]float64) {
+func wantOutcomes(t *testing.T, w *Deliverer, want map[string]float64) {
 	t.Helper()
 	ch := make(chan prometheus.Metric, 8)
 	w.Collector().Collect(ch)
@@ -99,13 +97,13 @@ func TestWebhookGivesUp(t *testing.T) {
 	}))
 	defer srv.Close()
 	var log syncBuffer
-	w := &Webhooks{Policy: local, Backoff: time.Millisecond, Log: slog.New(slog.NewTextHandler(&log, nil))}
+	w := &Deliverer{Policy: local, Backoff: time.Millisecond, Log: slog.New(slog.NewTextHandler(&log, nil))}
 	defer w.Close()
 	if !w.deliver(context.Background(), srv.URL+"/hook?token=s3cret", []byte(`{}`)) { // synchronous: returns when it gives up
 		t.Error("deliver = false (interrupted); want true (given up)")
 	}
-	if n := calls.Load(); n != WebhookAttempts {
-		t.Errorf("%d attempts; want %d", n, WebhookAttempts)
+	if n := calls.Load(); n != Attempts {
+		t.Errorf("%d attempts; want %d", n, Attempts)
 	}
 	if l := log.String(); !strings.Contains(l, "webhook gave up") || !strings.Contains(l, srv.URL+"/hook") || strings.Contains(l, "s3cret") {
 		t.Errorf("log:\n%s\nwant \"webhook gave up\" with the URL, without its query", l)
@@ -137,20 +135,20 @@ func TestWebhookRefusesInternalAddresses(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls.Add(1) }))
 	defer srv.Close()
 	port := srv.URL[strings.LastIndexByte(srv.URL, ':'):]
-	self := core.WebhookPolicy{AllowPrivate: true, Self: []netip.AddrPort{netip.MustParseAddrPort(srv.Listener.Addr().String())}}
+	self := Policy{AllowPrivate: true, Self: []netip.AddrPort{netip.MustParseAddrPort(srv.Listener.Addr().String())}}
 	for _, tt := range []struct {
 		url    string
-		policy core.WebhookPolicy
+		policy Policy
 		rule   string
 	}{
-		{srv.URL, core.WebhookPolicy{}, "a loopback address"},
-		{"http://localhost" + port + "/hook?token=s3cret", core.WebhookPolicy{}, "a loopback address"},
-		{"http://[::ffff:127.0.0.1]" + port, core.WebhookPolicy{}, "a loopback address"},
+		{srv.URL, Policy{}, "a loopback address"},
+		{"http://localhost" + port + "/hook?token=s3cret", Policy{}, "a loopback address"},
+		{"http://[::ffff:127.0.0.1]" + port, Policy{}, "a loopback address"},
 		{"http://localhost" + port + "/v2/x/run", self, "Gantry's own address"},
 	} {
 		url := tt.url
 		var log syncBuffer
-		w := &Webhooks{Policy: tt.policy, Backoff: time.Hour, Log: slog.New(slog.NewTextHandler(&log, nil))}
+		w := &Deliverer{Policy: tt.policy, Backoff: time.Hour, Log: slog.New(slog.NewTextHandler(&log, nil))}
 		done := make(chan struct{})
 		w.Notify(url, []byte(`{}`), func() { close(done) })
 		wait(t, done, "done for the refused delivery to "+url)
@@ -163,7 +161,7 @@ func TestWebhookRefusesInternalAddresses(t *testing.T) {
 		}
 	}
 	for _, url := range []string{srv.URL, "http://localhost" + port + "/hook"} {
-		w := &Webhooks{Policy: local, Backoff: time.Hour, Log: quiet}
+		w := &Deliverer{Policy: local, Backoff: time.Hour, Log: quiet}
 		if !w.deliver(context.Background(), url, []byte(`{}`)) {
 			t.Errorf("deliver(%s) with AllowPrivate interrupted", url)
 		}
@@ -187,13 +185,13 @@ func TestWebhookDoesNotFollowRedirects(t *testing.T) {
 		http.Redirect(w, r, target.URL+"/internal", http.StatusTemporaryRedirect)
 	}))
 	defer redirector.Close()
-	w := &Webhooks{Policy: local, Backoff: time.Millisecond, Log: quiet}
+	w := &Deliverer{Policy: local, Backoff: time.Millisecond, Log: quiet}
 	defer w.Close()
 	if !w.deliver(context.Background(), redirector.URL, []byte(`{"secret":1}`)) {
 		t.Error("deliver interrupted")
 	}
-	if i, o := inner.Load(), outer.Load(); i != 0 || o != WebhookAttempts {
-		t.Errorf("redirect target got %d requests, redirector %d; want 0 and %d (a redirect is a failed attempt)", i, o, WebhookAttempts)
+	if i, o := inner.Load(), outer.Load(); i != 0 || o != Attempts {
+		t.Errorf("redirect target got %d requests, redirector %d; want 0 and %d (a redirect is a failed attempt)", i, o, Attempts)
 	}
 }
 
@@ -214,7 +212,7 @@ func TestWebhookPoolIsBounded(t *testing.T) {
 		inFlight.Add(-1)
 	}))
 	defer srv.Close()
-	w := &Webhooks{Policy: local, Workers: 2, Queue: 1, Backoff: time.Millisecond, Log: quiet}
+	w := &Deliverer{Policy: local, Workers: 2, Queue: 1, Backoff: time.Millisecond, Log: quiet}
 	defer w.Close()
 	var done sync.WaitGroup
 	notify := func() bool {
@@ -255,7 +253,7 @@ func TestWebhookCloseStopsRetries(t *testing.T) {
 	}))
 	defer srv.Close()
 	waiting := make(chan struct{}, 1)
-	w := &Webhooks{Policy: local, Backoff: time.Hour, Log: quiet, waiting: func() { waiting <- struct{}{} }}
+	w := &Deliverer{Policy: local, Backoff: time.Hour, Log: quiet, waiting: func() { waiting <- struct{}{} }}
 	var called atomic.Bool
 	w.Notify(srv.URL, []byte(`{}`), func() { called.Store(true) })
 	wait(t, waiting, "the wait before the second attempt")
