@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/internal/startstop"
 )
 
 // This file is the elector, moved from core/leases.go: core keeps the Leases port it uses.
@@ -36,6 +37,7 @@ type Elector struct {
 	// Lead runs while this replica leads, until ctx ends; l is its term (for Fence).
 	Lead func(ctx context.Context, l core.Lease)
 
+	run  startstop.Group // the election loop, between Start and Stop
 	mu   sync.Mutex
 	cur  *core.Lease // the current term; nil = not leading
 	seen *core.Lease // the latest term Acquire reported, this replica's or another's; nil = none yet
@@ -68,9 +70,21 @@ func (e *Elector) Leader() (l core.Lease, ok bool) {
 	return *e.seen, true
 }
 
-// Run elects until ctx ends; then it ends the term it holds and releases the lease, so that
-// another replica takes over at once.
-func (e *Elector) Run(ctx context.Context) {
+// Start elects, in a goroutine, until ctx ends or Stop; ErrStarted when it runs already.
+func (e *Elector) Start(ctx context.Context) error {
+	if _, err := e.run.Begin(ctx); err != nil {
+		return err
+	}
+	e.run.Go(e.elect)
+	return nil
+}
+
+// Stop ends the election: it ends the term this replica holds (Lead returns) and releases
+// the lease, so that another replica takes over at once, and returns when all that is done.
+func (e *Elector) Stop() { e.run.Stop() }
+
+// elect elects until ctx ends; then it ends the term it holds and releases the lease.
+func (e *Elector) elect(ctx context.Context) {
 	ttl := e.TTL
 	if ttl <= 0 {
 		ttl = DefaultLeaseTTL
@@ -128,7 +142,7 @@ func (e *Elector) Run(ctx context.Context) {
 		}
 		switch {
 		case ctx.Err() != nil:
-			// Run's end: handled at the top.
+			// elect's end: handled at the top.
 		case err == nil:
 			if leading && l.Epoch != term.Epoch {
 				stop("the term changed") // lapsed and taken again: a new term, begun afresh

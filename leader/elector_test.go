@@ -40,8 +40,6 @@ type replica struct {
 	e       *leader.Elector
 	leases  *cuttable
 	leading atomic.Int64 // the epoch of the term Lead runs, 0 = none
-	stop    context.CancelFunc
-	done    chan struct{}
 }
 
 func startReplica(t *testing.T, shared core.Leases, holder string, ttl time.Duration) *replica {
@@ -52,17 +50,17 @@ func startReplica(t *testing.T, shared core.Leases, holder string, ttl time.Dura
 // startReplicaAt starts a replica that publishes address with its lease.
 func startReplicaAt(t *testing.T, shared core.Leases, holder, address string, ttl time.Duration) *replica {
 	t.Helper()
-	r := &replica{leases: &cuttable{Leases: shared}, done: make(chan struct{})}
+	r := &replica{leases: &cuttable{Leases: shared}}
 	r.e = &leader.Elector{Leases: r.leases, Name: "scheduler", Holder: holder, Address: address, TTL: ttl, Log: slog.New(slog.DiscardHandler),
 		Lead: func(ctx context.Context, l core.Lease) {
 			r.leading.Store(l.Epoch)
 			<-ctx.Done()
 			r.leading.Store(0)
 		}}
-	ctx, cancel := context.WithCancel(context.Background())
-	r.stop = cancel
-	go func() { defer close(r.done); r.e.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-r.done })
+	if err := r.e.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.e.Stop)
 	return r
 }
 
@@ -80,11 +78,10 @@ func TestElectorOneLeaderAndHandover(t *testing.T) {
 	if _, ok := b.e.Leading(); ok {
 		t.Fatal("b leads while a holds the lease")
 	}
-	a.stop()
-	<-a.done
+	a.e.Stop() // returns once the term ended and the lease was released
 	stopped := time.Now()
 	if a.leading.Load() != 0 {
-		t.Error("a's Lead still runs after its Run returned")
+		t.Error("a's Lead still runs after its Stop returned")
 	}
 	testkit.Eventually(t, "b to lead after a released", func() bool { return b.leading.Load() != 0 })
 	if took := time.Since(stopped); took > ttl-ttl/6 {

@@ -25,6 +25,7 @@ import (
 	"github.com/gantryhq/gantry/api"
 	"github.com/gantryhq/gantry/console"
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/internal/startstop"
 	"github.com/gantryhq/gantry/lbproxy"
 	"github.com/gantryhq/gantry/leader"
 	"github.com/gantryhq/gantry/models"
@@ -218,9 +219,10 @@ func listenURL(addr net.Addr) string {
 // recovers the stored jobs and syncs the ready-made models' endpoints.
 func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) error {
 	cfg, log, clock := &s.cfg, s.log, s.clock
-	// Closed before the store: retries stop, and undelivered jobs stay marked for the restart.
+	// Started by Start; stopped before the store: retries stop, and undelivered jobs stay
+	// marked for the restart.
 	s.webhooks = cfg.Webhooks.New(log)
-	s.closers = append(s.closers, s.webhooks.Close)
+	s.closers = append(s.closers, s.webhooks.Stop)
 
 	templates := append(slices.Clone(BuiltinTemplates), cfg.Templates...)
 	for i := range templates {
@@ -271,6 +273,7 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 			History: s.st.history},
 		Scheduler: scheduler.Config{Pools: s.pools, BaseURL: "http://" + loopback(s.ln.Addr().String()), Clock: clock, Log: log,
 			StableWindow: cfg.Autoscaler.StableWindow, PanicWindow: cfg.Autoscaler.PanicWindow,
+			Source: s.st.source, Tick: s.tick, Resync: 30 * time.Second,
 			InitTimeout: time.Duration(cfg.Autoscaler.InitTimeout) * time.Second,
 			VolumeDC:    func(id string) (string, bool) { v, ok := catalog.NetworkVolume(id); return v.DataCenter, ok },
 			Removed: func(id string) { // a deleted endpoint's series leave /metrics
@@ -433,18 +436,17 @@ func (s *Server) Start() {
 	jobs, sched := s.engine.Jobs, s.engine.Scheduler
 	s.background.Go(func() { jobs.Run(s.serveCtx, 250*time.Millisecond) })
 	s.background.Go(func() { jobs.RunHistory(s.serveCtx) }) // the endpoints' history, stored every second
-	if s.elector == nil {
-		s.background.Go(func() { sched.Run(s.serveCtx, s.st.source, s.tick, 30*time.Second) })
-	} else {
-		// The autoscaler runs for each term this replica leads; when serving stops, the
-		// elector releases the lease (another replica leads at once) and the workers stop.
-		s.elector.Lead = func(ctx context.Context, _ core.Lease) { sched.Lead(ctx, s.st.source, s.tick, 30*time.Second) }
+	// The services start alike (startstop) and stop in stopServices. The scheduler's
+	// autoscaler runs at once alone, or for each term this replica leads: when serving stops,
+	// the elector releases the lease (another replica leads at once) and the workers stop.
+	// Webhooks are delivered past serving's end, so that the jobs a shutdown drains get theirs.
+	s.startService(context.WithoutCancel(s.serveCtx), s.webhooks)
+	s.startService(s.serveCtx, sched) // runs nothing while it follows: the elector leads it
+	if s.elector != nil {
+		s.elector.Lead = func(ctx context.Context, _ core.Lease) { sched.LeadTerm(ctx) }
 		// The leader publishes its workers' figures for /health; the others show them.
 		jobs.ShareFigures(func() (int64, bool) { l, ok := s.elector.Leading(); return l.Epoch, ok })
-		s.background.Go(func() {
-			s.elector.Run(s.serveCtx)
-			sched.Close()
-		})
+		s.startService(s.serveCtx, s.elector)
 		// Every replica hears of the endpoints the others change: its job operations read
 		// them afresh, and its scheduler (leading or not) knows them.
 		s.background.Go(func() { s.st.pg.FollowEndpoints(s.serveCtx, s.log, s.endpointChanged) })
@@ -457,6 +459,27 @@ func (s *Server) Start() {
 		}
 	}()
 	s.api.SetReady(true)
+}
+
+// startService starts svc under ctx; Start guards against a second start, so an error here
+// is a bug, logged.
+func (s *Server) startService(ctx context.Context, svc startstop.Service) {
+	if err := svc.Start(ctx); err != nil {
+		s.log.Error("starting a service", "service", fmt.Sprintf("%T", svc), "err", err)
+	}
+}
+
+// stopServices stops the elector (its term's autoscaler returns and the lease is released),
+// then the scheduler (every worker is told to stop), and waits for the background loops.
+// Webhook deliveries stop later, with the closers, before the stores close.
+func (s *Server) stopServices() {
+	if s.elector != nil {
+		s.elector.Stop()
+	}
+	if s.engine != nil {
+		s.engine.Scheduler.Stop()
+	}
+	s.background.Wait()
 }
 
 // endpointChanged applies a change another replica made to endpoint id ("" = to any of them).
@@ -515,8 +538,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if lbErr := <-lbDone; err == nil {
 		err = lbErr
 	}
-	s.background.Wait() // ticks done, workers told to stop
-	g.stopWorkers()     // their exits applied: the store can close
+	s.stopServices() // ticks done, workers told to stop
+	g.stopWorkers()  // their exits applied: the store can close
 	if err != nil {
 		return fmt.Errorf("shutting down: %w", err)
 	}
@@ -544,7 +567,7 @@ func (s *Server) stopWorkers() {
 		cancel() // the proxied connections close at once
 		_ = s.api.Shutdown(ctx)
 	}
-	s.background.Wait()
+	s.stopServices()
 	(&graceful{log: s.log, sched: s.engine.Scheduler, exitWait: exitWait(&s.cfg)}).stopWorkers()
 }
 

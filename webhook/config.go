@@ -56,7 +56,7 @@ func (w Config) Policy() Policy {
 	return Policy{AllowPrivate: w.AllowPrivate, Self: w.self}
 }
 
-// New returns the webhook deliverer; Close it before the store closes.
+// New returns the webhook deliverer; Start it, and Stop it before the store closes.
 func (w Config) New(log *slog.Logger) *Deliverer {
 	if w.AllowPrivate {
 		log.Warn("webhooks may reach private networks (webhooks.allowPrivate)")

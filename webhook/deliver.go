@@ -17,10 +17,11 @@ import (
 	neturl "net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/sourcegraph/conc/pool"
+	"github.com/gantryhq/gantry/internal/startstop"
 )
 
 // This file is delivery: the queue, the workers, the attempts and their backoff.
@@ -37,7 +38,8 @@ import (
 // environment is used. The job engine keeps each job marked for delivery until done is
 // called, so a delivery that Close or a restart interrupted is made again.
 //
-// The zero value is ready to use; Close stops it.
+// The zero value is ready to configure; Start starts its workers (deliveries Notify queued
+// before wait for them) and Stop ends them (internal/startstop).
 type Deliverer struct {
 	// Policy is where deliveries may connect; the zero policy allows public addresses only.
 	Policy Policy
@@ -49,13 +51,11 @@ type Deliverer struct {
 	// Queue is how many deliveries wait for a worker at most; 0 = DefaultQueue.
 	Queue int
 
-	once   sync.Once
-	client *http.Client
-	queue  chan delivery
-	ctx    context.Context // cancelled by Close: attempts and retry waits end
-	cancel context.CancelFunc
-	pool   *pool.Pool
-	closed sync.Once
+	once    sync.Once // builds client and queue
+	client  *http.Client
+	queue   chan delivery
+	run     startstop.Group // the workers; Stop cancels their attempts and retry waits
+	stopped atomic.Bool     // Stop ran: Notify refuses
 
 	waiting func() // tests: called when a delivery starts waiting to retry
 
@@ -86,8 +86,8 @@ type errNotSent struct{ err error }
 
 func (e *errNotSent) Error() string { return e.err.Error() }
 
-// start builds the client and starts the workers, once.
-func (w *Deliverer) start() {
+// init builds the client and the queue, once.
+func (w *Deliverer) init() {
 	w.once.Do(func() {
 		if w.Log == nil {
 			w.Log = slog.Default()
@@ -125,24 +125,37 @@ func (w *Deliverer) start() {
 			q = DefaultQueue
 		}
 		w.queue = make(chan delivery, q)
-		w.ctx, w.cancel = context.WithCancel(context.Background())
-		n := w.Workers
-		if n <= 0 {
-			n = DefaultWorkers
-		}
-		w.pool = pool.New().WithMaxGoroutines(n)
-		for range n {
-			w.pool.Go(w.work)
-		}
 	})
 }
 
+// Start starts the Workers delivery goroutines, bound to ctx; ErrStarted when they run already.
+func (w *Deliverer) Start(ctx context.Context) error {
+	w.init()
+	if _, err := w.run.Begin(ctx); err != nil {
+		return err
+	}
+	n := w.Workers
+	if n <= 0 {
+		n = DefaultWorkers
+	}
+	// Start returns once every worker runs, so that the first deliveries find them idle.
+	var running sync.WaitGroup
+	running.Add(n)
+	for range n {
+		if !w.run.Go(func(ctx context.Context) { running.Done(); w.work(ctx) }) {
+			running.Done() // ctx ended already
+		}
+	}
+	running.Wait()
+	return nil
+}
+
 // Notify queues a delivery of body to url; done is called after a 2xx answer or once the
-// delivery is given up (not when Close interrupts it). It reports false, keeping nothing,
-// when the queue is full or the deliveries were closed.
+// delivery is given up (not when Stop interrupts it). It reports false, keeping nothing,
+// when the queue is full or the deliveries were stopped.
 func (w *Deliverer) Notify(url string, body []byte, done func()) bool {
-	w.start()
-	if w.ctx.Err() != nil {
+	w.init()
+	if w.stopped.Load() {
 		return false
 	}
 	select {
@@ -154,25 +167,22 @@ func (w *Deliverer) Notify(url string, body []byte, done func()) bool {
 	}
 }
 
-// Close stops the deliveries: attempts in flight and retry waits end at once, queued
-// deliveries are dropped (their jobs stay marked for delivery), and it returns when the
-// workers have stopped.
-func (w *Deliverer) Close() {
-	w.start()
-	w.closed.Do(func() {
-		w.cancel()
-		w.pool.Wait()
-	})
+// Stop stops the deliveries: attempts in flight and retry waits end at once, queued
+// deliveries are dropped (their jobs stay marked for delivery), Notify refuses from then on,
+// and it returns when the workers have stopped.
+func (w *Deliverer) Stop() {
+	w.stopped.Store(true)
+	w.run.Stop()
 }
 
-// work delivers queued webhooks until Close.
-func (w *Deliverer) work() {
+// work delivers queued webhooks until ctx ends (Stop).
+func (w *Deliverer) work(ctx context.Context) {
 	for {
 		select {
-		case <-w.ctx.Done():
+		case <-ctx.Done():
 			return
 		case d := <-w.queue:
-			if w.deliver(w.ctx, d.url, d.body) && d.done != nil {
+			if w.deliver(ctx, d.url, d.body) && d.done != nil {
 				d.done()
 			}
 		}
@@ -182,7 +192,7 @@ func (w *Deliverer) work() {
 // deliver makes the attempts; it reports whether the delivery is finished (delivered or
 // given up), false when ctx ended first.
 func (w *Deliverer) deliver(ctx context.Context, url string, body []byte) (finished bool) {
-	w.start()
+	w.init()
 	delay := w.Backoff
 	if delay == 0 {
 		delay = time.Second

@@ -23,6 +23,14 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // local allows the loopback receivers of these tests.
 var local = Policy{AllowPrivate: true}
 
+// start starts w's workers.
+func start(t *testing.T, w *Deliverer) {
+	t.Helper()
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // wait fails the test unless c is closed or sends within 10 s.
 func wait[T any](t *testing.T, c <-chan T, what string) {
 	t.Helper()
@@ -50,7 +58,8 @@ func TestWebhookRetriesUntil2xx(t *testing.T) {
 	}))
 	defer srv.Close()
 	w := &Deliverer{Policy: local, Backoff: time.Millisecond, Log: quiet}
-	defer w.Close()
+	start(t, w)
+	defer w.Stop()
 	done := make(chan struct{})
 	if !w.Notify(srv.URL, []byte(`{"id":"j1","status":"COMPLETED"}`), func() { close(done) }) {
 		t.Fatal("Notify = false with an empty queue; want true")
@@ -98,7 +107,8 @@ func TestWebhookGivesUp(t *testing.T) {
 	defer srv.Close()
 	var log syncBuffer
 	w := &Deliverer{Policy: local, Backoff: time.Millisecond, Log: slog.New(slog.NewTextHandler(&log, nil))}
-	defer w.Close()
+	start(t, w)
+	defer w.Stop()
 	if !w.deliver(context.Background(), srv.URL+"/hook?token=s3cret", []byte(`{}`)) { // synchronous: returns when it gives up
 		t.Error("deliver = false (interrupted); want true (given up)")
 	}
@@ -149,10 +159,11 @@ func TestWebhookRefusesInternalAddresses(t *testing.T) {
 		url := tt.url
 		var log syncBuffer
 		w := &Deliverer{Policy: tt.policy, Backoff: time.Hour, Log: slog.New(slog.NewTextHandler(&log, nil))}
+		start(t, w)
 		done := make(chan struct{})
 		w.Notify(url, []byte(`{}`), func() { close(done) })
 		wait(t, done, "done for the refused delivery to "+url)
-		w.Close()
+		w.Stop()
 		if n := calls.Load(); n != 0 {
 			t.Errorf("delivery to %s reached the receiver %d times; want refused", url, n)
 		}
@@ -162,10 +173,11 @@ func TestWebhookRefusesInternalAddresses(t *testing.T) {
 	}
 	for _, url := range []string{srv.URL, "http://localhost" + port + "/hook"} {
 		w := &Deliverer{Policy: local, Backoff: time.Hour, Log: quiet}
+		start(t, w)
 		if !w.deliver(context.Background(), url, []byte(`{}`)) {
 			t.Errorf("deliver(%s) with AllowPrivate interrupted", url)
 		}
-		w.Close()
+		w.Stop()
 	}
 	if n := calls.Load(); n != 2 {
 		t.Errorf("receiver got %d deliveries with AllowPrivate; want 2", n)
@@ -186,7 +198,8 @@ func TestWebhookDoesNotFollowRedirects(t *testing.T) {
 	}))
 	defer redirector.Close()
 	w := &Deliverer{Policy: local, Backoff: time.Millisecond, Log: quiet}
-	defer w.Close()
+	start(t, w)
+	defer w.Stop()
 	if !w.deliver(context.Background(), redirector.URL, []byte(`{"secret":1}`)) {
 		t.Error("deliver interrupted")
 	}
@@ -213,7 +226,8 @@ func TestWebhookPoolIsBounded(t *testing.T) {
 	}))
 	defer srv.Close()
 	w := &Deliverer{Policy: local, Workers: 2, Queue: 1, Backoff: time.Millisecond, Log: quiet}
-	defer w.Close()
+	start(t, w)
+	defer w.Stop()
 	var done sync.WaitGroup
 	notify := func() bool {
 		done.Add(1)
@@ -244,7 +258,7 @@ func TestWebhookPoolIsBounded(t *testing.T) {
 	}
 }
 
-// Close stops retries at once: a delivery waiting (an hour) to retry ends without done, so
+// Stop stops retries at once: a delivery waiting (an hour) to retry ends without done, so
 // its job stays marked for delivery and a restart makes it again.
 func TestWebhookCloseStopsRetries(t *testing.T) {
 	t.Parallel()
@@ -254,16 +268,17 @@ func TestWebhookCloseStopsRetries(t *testing.T) {
 	defer srv.Close()
 	waiting := make(chan struct{}, 1)
 	w := &Deliverer{Policy: local, Backoff: time.Hour, Log: quiet, waiting: func() { waiting <- struct{}{} }}
+	start(t, w)
 	var called atomic.Bool
 	w.Notify(srv.URL, []byte(`{}`), func() { called.Store(true) })
 	wait(t, waiting, "the wait before the second attempt")
 	closed := make(chan struct{})
-	go func() { w.Close(); close(closed) }()
-	wait(t, closed, "Close during a retry wait")
+	go func() { w.Stop(); close(closed) }()
+	wait(t, closed, "Stop during a retry wait")
 	if called.Load() {
-		t.Error("done called for a delivery Close interrupted; want the job left marked")
+		t.Error("done called for a delivery Stop interrupted; want the job left marked")
 	}
 	if w.Notify(srv.URL, []byte(`{}`), nil) {
-		t.Error("Notify after Close = true; want false")
+		t.Error("Notify after Stop = true; want false")
 	}
 }
