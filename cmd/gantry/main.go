@@ -75,6 +75,8 @@ func isTerminal(f *os.File) bool {
 
 // run runs the command line with the process's environment (tests of the server commands use
 // it; the client commands' tests build an app of their own).
+var errNoCommand = errors.New("no command given")
+
 func run(args []string, stdout, stderr io.Writer) error {
 	a := &app{stdout: stdout, stderr: stderr, stdin: os.Stdin, getenv: os.Getenv}
 	return a.run(context.Background(), args)
