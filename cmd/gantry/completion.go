@@ -19,7 +19,7 @@ func (a *app) completionCmd(args []string) error {
 		fmt.Fprint(a.stderr, groupHelp("completion"))
 		return usagef("gantry completion takes a shell: bash, zsh or fish (e.g. source <(gantry completion bash))")
 	}
-	script, ok := completions[args[0]]
+	script, ok := completions()[args[0]]
 	if !ok {
 		return usagef("gantry completion %q: want bash, zsh or fish", args[0])
 	}
@@ -27,18 +27,11 @@ func (a *app) completionCmd(args []string) error {
 	return err
 }
 
-// commandTree is every command and its subcommands, for completion.
-var commandTree = [][2]string{
-	{"serve", ""}, {"login", ""}, {"run", ""}, {"usage", ""}, {"version", ""}, {"completion", "bash zsh fish"},
-	{"endpoint", "create list get update delete"}, {"template", "create list get update delete"},
-	{"job", "status cancel retry stream list"}, {"worker", "list logs"}, {"key", "create list revoke"},
-	{"keys", "create list revoke"}, {"model", "list"}, {"catalog", "gpus templates cpus"},
-}
-
-var completions = func() map[string]string {
+// completions returns the completion script of each shell, from the table of commands.
+func completions() map[string]string {
 	var top []string
 	var bashCases, zshCases, fish strings.Builder
-	for _, c := range commandTree {
+	for _, c := range completionTree() {
 		top = append(top, c[0])
 		if c[1] != "" {
 			fmt.Fprintf(&bashCases, "    %s) COMPREPLY=($(compgen -W %q -- \"$cur\")) ;;\n", c[0], c[1])
@@ -56,4 +49,4 @@ var completions = func() map[string]string {
 		"fish": "# gantry completion for fish: gantry completion fish | source\ncomplete -c gantry -f\n" +
 			"complete -c gantry -n '__fish_use_subcommand' -a " + fmt.Sprintf("%q", all) + "\n" + fish.String(),
 	}
-}()
+}

@@ -14,27 +14,17 @@ func (a *app) modelCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fs := a.flagSet("model "+sub, "gantry model list\n\nThe ready-made models: run one with gantry run MODEL_ID --input '{...}'.")
-	c := a.commonFlags(fs)
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := needArgs(fs, pos); err != nil {
-		return err
-	}
-	cn, err := a.connect(c)
-	if err != nil {
-		return err
-	}
-	ms, err := answer[oas.ModelListHeaders](cn.api.ListModels(ctx)).get(cn, "listing models")
-	if err != nil {
-		return err
-	}
-	return cn.out.emit(&ms.Response, func(t *table) {
-		t.row("ID", "TYPE", "UNIT", "PRICE", "NAME")
-		for _, m := range ms.Response.Items {
-			t.row(m.ID, string(m.Type), m.Unit.ID, m.Price.PerUnit+" "+string(m.Price.Currency), m.Name)
-		}
-	})
+	return a.call("model "+sub, "gantry model list\n\nThe ready-made models: run one with gantry run MODEL_ID --input '{...}'.", args, nil, nil,
+		func(cn *conn, _ []string) error {
+			ms, err := answer[oas.ModelListHeaders](cn.api.ListModels(ctx)).get(cn, "listing models")
+			if err != nil {
+				return err
+			}
+			return cn.out.emit(&ms.Response, func(t *table) {
+				t.row("ID", "TYPE", "UNIT", "PRICE", "NAME")
+				for _, m := range ms.Response.Items {
+					t.row(m.ID, string(m.Type), m.Unit.ID, m.Price.PerUnit+" "+string(m.Price.Currency), m.Name)
+				}
+			})
+		})
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"strconv"
 
@@ -12,30 +13,27 @@ import (
 
 // usageCmd runs `gantry usage`: the caller's usage of ready-made models, and its totals.
 func (a *app) usageCmd(ctx context.Context, args []string) error {
-	fs := a.flagSet("usage", "gantry usage [--model ID] [--from DATE] [--to DATE] [--limit N] [--cursor C]\n\nYour usage of ready-made models, one record per completed job, with totals.")
-	c := a.commonFlags(fs)
-	model := fs.String("model", "", "only this model's usage")
-	from := fs.String("from", "", "completed at or after (RFC 3339, or YYYY-MM-DD)")
-	to := fs.String("to", "", "completed before (RFC 3339, or YYYY-MM-DD for the end of that day)")
-	limit := fs.Int("limit", 100, "records per page (1 to 1000)")
-	cursor := fs.String("cursor", "", "the next page's cursor")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := needArgs(fs, pos); err != nil {
-		return err
-	}
-	cn, err := a.connect(c)
-	if err != nil {
-		return err
-	}
-	u, err := answer[oas.UsageReportHeaders](cn.api.GetUsage(ctx, oas.GetUsageParams{Model: optString(*model), From: optString(*from),
-		To: optString(*to), Limit: oas.NewOptInt(*limit), Cursor: optString(*cursor)})).get(cn, "reading usage")
-	if err != nil {
-		return err
-	}
-	r := &u.Response
+	var model, from, to, cursor string
+	var limit int
+	return a.call("usage", "gantry usage [--model ID] [--from DATE] [--to DATE] [--limit N] [--cursor C]\n\nYour usage of ready-made models, one record per completed job, with totals.",
+		args, nil, func(fs *flag.FlagSet) {
+			fs.StringVar(&model, "model", "", "only this model's usage")
+			fs.StringVar(&from, "from", "", "completed at or after (RFC 3339, or YYYY-MM-DD)")
+			fs.StringVar(&to, "to", "", "completed before (RFC 3339, or YYYY-MM-DD for the end of that day)")
+			fs.IntVar(&limit, "limit", 100, "records per page (1 to 1000)")
+			fs.StringVar(&cursor, "cursor", "", "the next page's cursor")
+		}, func(cn *conn, _ []string) error {
+			u, err := answer[oas.UsageReportHeaders](cn.api.GetUsage(ctx, oas.GetUsageParams{Model: optString(model), From: optString(from),
+				To: optString(to), Limit: oas.NewOptInt(limit), Cursor: optString(cursor)})).get(cn, "reading usage")
+			if err != nil {
+				return err
+			}
+			return a.printUsage(cn, &u.Response)
+		})
+}
+
+// printUsage prints a usage report: its records, then its totals.
+func (a *app) printUsage(cn *conn, r *oas.UsageReport) error {
 	if err := cn.out.emit(r, func(t *table) {
 		t.row("JOB", "COMPLETED", "MODEL", "UNITS", "UNIT", "COST")
 		for _, it := range r.Items {
