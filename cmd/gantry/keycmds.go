@@ -42,57 +42,35 @@ func (a *app) keyCmd(ctx context.Context, args []string) error {
 	case "create":
 		return a.keyCreate(ctx, rest)
 	case "list":
-		fs := a.flagSet("key list", "gantry key list [--data DIR]\n\nLists your user's keys (with --data: every key of that data directory).")
-		c := a.commonFlags(fs)
-		offlineFlag(fs)
-		pos, err := parseFlags(fs, rest)
-		if err != nil {
-			return err
-		}
-		if err := needArgs(fs, pos); err != nil {
-			return err
-		}
-		cn, err := a.connect(c)
-		if err != nil {
-			return err
-		}
-		ks, err := answer[oas.KeyListHeaders](cn.api.ListKeys(ctx)).get(cn, "listing keys")
-		if err != nil {
-			return err
-		}
-		return cn.out.emit(&ks.Response, func(t *table) {
-			t.row("ID", "USER", "SCOPE", "ENDPOINTS", "CREATED", "EXPIRES")
-			for _, k := range ks.Response.Items {
-				expires := "never"
-				if e, ok := k.ExpiresAt.Get(); ok {
-					expires = when(e)
+		return a.call("key list", "gantry key list [--data DIR]\n\nLists your user's keys (with --data: every key of that data directory).",
+			rest, nil, offlineFlag, func(cn *conn, _ []string) error {
+				ks, err := answer[oas.KeyListHeaders](cn.api.ListKeys(ctx)).get(cn, "listing keys")
+				if err != nil {
+					return err
 				}
-				t.row(k.ID, k.User, string(k.Scope), strings.Join(k.Endpoints, ","), when(k.CreatedAt), expires)
+				return cn.out.emit(&ks.Response, func(t *table) {
+					t.row("ID", "USER", "SCOPE", "ENDPOINTS", "CREATED", "EXPIRES")
+					for _, k := range ks.Response.Items {
+						expires := "never"
+						if e, ok := k.ExpiresAt.Get(); ok {
+							expires = when(e)
+						}
+						t.row(k.ID, k.User, string(k.Scope), strings.Join(k.Endpoints, ","), when(k.CreatedAt), expires)
+					}
+				})
+			})
+	}
+	return a.call("key revoke", "gantry key revoke KEY_ID [--data DIR]\n\nRevokes one of your user's keys, and the keys made with it; servers refuse them within 10 s.",
+		rest, []string{"KEY_ID"}, offlineFlag, func(cn *conn, pos []string) error {
+			if _, err := answer[oas.DeleteKeyNoContent](cn.api.DeleteKey(ctx, oas.DeleteKeyParams{KeyId: pos[0]})).get(cn, "revoking the key"); err != nil {
+				return err
 			}
+			if cn.out.format == "table" {
+				_, err := fmt.Fprintf(a.stdout, "Revoked key %s and any keys made with it; servers refuse them within 10 s.\n", pos[0])
+				return err
+			}
+			return cn.out.raw([]byte(fmt.Sprintf(`{"id":%q,"revoked":true}`, pos[0])))
 		})
-	}
-	fs := a.flagSet("key revoke", "gantry key revoke KEY_ID [--data DIR]\n\nRevokes one of your user's keys, and the keys made with it; servers refuse them within 10 s.")
-	c := a.commonFlags(fs)
-	offlineFlag(fs)
-	pos, err := parseFlags(fs, rest)
-	if err != nil {
-		return err
-	}
-	if err := needArgs(fs, pos, "KEY_ID"); err != nil {
-		return err
-	}
-	cn, err := a.connect(c)
-	if err != nil {
-		return err
-	}
-	if _, err := answer[oas.DeleteKeyNoContent](cn.api.DeleteKey(ctx, oas.DeleteKeyParams{KeyId: pos[0]})).get(cn, "revoking the key"); err != nil {
-		return err
-	}
-	if cn.out.format == "table" {
-		_, err := fmt.Fprintf(a.stdout, "Revoked key %s and any keys made with it; servers refuse them within 10 s.\n", pos[0])
-		return err
-	}
-	return cn.out.raw([]byte(fmt.Sprintf(`{"id":%q,"revoked":true}`, pos[0])))
 }
 
 // offlineFlag documents --data and --store in the help of the key commands over the API;
