@@ -219,9 +219,11 @@ func listenURL(addr net.Addr) string {
 // recovers the stored jobs and syncs the ready-made models' endpoints.
 func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) error {
 	cfg, log, clock := &s.cfg, s.log, s.clock
-	// Started by Start; stopped before the store: retries stop, and undelivered jobs stay
-	// marked for the restart.
+	// Started now, for the webhooks Recover finds undelivered; stopped before the store:
+	// retries stop, and undelivered jobs stay marked for the restart. Not bound to serving, so
+	// that the jobs a shutdown drains get theirs.
 	s.webhooks = cfg.Webhooks.New(log)
+	s.startService(context.Background(), s.webhooks)
 	s.closers = append(s.closers, s.webhooks.Stop)
 
 	templates := append(slices.Clone(BuiltinTemplates), cfg.Templates...)
@@ -436,11 +438,10 @@ func (s *Server) Start() {
 	jobs, sched := s.engine.Jobs, s.engine.Scheduler
 	s.background.Go(func() { jobs.Run(s.serveCtx, 250*time.Millisecond) })
 	s.background.Go(func() { jobs.RunHistory(s.serveCtx) }) // the endpoints' history, stored every second
-	// The services start alike (startstop) and stop in stopServices. The scheduler's
-	// autoscaler runs at once alone, or for each term this replica leads: when serving stops,
-	// the elector releases the lease (another replica leads at once) and the workers stop.
-	// Webhooks are delivered past serving's end, so that the jobs a shutdown drains get theirs.
-	s.startService(context.WithoutCancel(s.serveCtx), s.webhooks)
+	// The services start alike (startstop) and stop in stopServices (webhook delivery, started
+	// by build, with the closers). The scheduler's autoscaler runs at once alone, or for each
+	// term this replica leads: when serving stops, the elector releases the lease (another
+	// replica leads at once) and the workers stop.
 	s.startService(s.serveCtx, sched) // runs nothing while it follows: the elector leads it
 	if s.elector != nil {
 		s.elector.Lead = func(ctx context.Context, _ core.Lease) { sched.LeadTerm(ctx) }

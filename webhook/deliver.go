@@ -167,6 +167,10 @@ func (w *Deliverer) Notify(url string, body []byte, done func()) bool {
 	}
 }
 
+// Go runs fn, the job engine's part of a delivery, in a goroutine that Stop waits for, with
+// the deliveries' context; false, running nothing, when they are not running.
+func (w *Deliverer) Go(fn func(ctx context.Context)) bool { return w.run.Go(fn) }
+
 // Stop stops the deliveries: attempts in flight and retry waits end at once, queued
 // deliveries are dropped (their jobs stay marked for delivery), Notify refuses from then on,
 // and it returns when the workers have stopped.

@@ -282,3 +282,35 @@ func TestWebhookCloseStopsRetries(t *testing.T) {
 		t.Error("Notify after Stop = true; want false")
 	}
 }
+
+// The job engine's part of a delivery, run by Go, is tracked: Stop waits for it, and Go
+// refuses work before Start and after Stop (the engine then keeps the job marked).
+func TestWebhookStopWaitsForGo(t *testing.T) {
+	t.Parallel()
+	w := &Deliverer{Policy: local, Log: quiet}
+	if w.Go(func(context.Context) {}) {
+		t.Error("Go ran work before Start")
+	}
+	start(t, w)
+	release, ended := make(chan struct{}), make(chan struct{})
+	if !w.Go(func(ctx context.Context) { <-release; close(ended) }) {
+		t.Fatal("Go refused work while started")
+	}
+	stopped := make(chan struct{})
+	go func() { w.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+		t.Fatal("Stop returned while work Go started still ran")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	wait(t, stopped, "Stop once the work returned")
+	select {
+	case <-ended:
+	default:
+		t.Error("Stop returned before the work ended")
+	}
+	if w.Go(func(context.Context) {}) {
+		t.Error("Go ran work after Stop")
+	}
+}
