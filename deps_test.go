@@ -32,6 +32,10 @@ var layers = map[string][]string{
 	"models":    {"api", "store", "scheduler", "adapters"},            // core and worker only
 	"telemetry": {"api", "store", "scheduler", "adapters", "lbproxy"}, // observes core's ports
 	"console":   {""},                                                 // static files and a client of the API
+	// The elector runs on core's Leases port alone; what it leads is handed to it by server.
+	"leader": {"api", "store", "scheduler", "adapters", "lbproxy", "telemetry", "models", "server"},
+	// Webhook delivery implements core's Notifier; the API checks URLs with its Policy.
+	"webhook": {"api", "store", "scheduler", "adapters", "lbproxy", "telemetry", "models", "leader", "server"},
 	// The test kit is imported by tests of every layer, so it imports none of them.
 	"internal/testkit": {""},
 	"server":           {"cmd"}, // the composition root: everything but the commands

@@ -25,6 +25,7 @@ import (
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/lbproxy"
 	"github.com/gantryhq/gantry/oas"
+	"github.com/gantryhq/gantry/webhook"
 )
 
 // Body caps per operation, in bytes (spec 8); everything else gets DefaultBodyCap.
@@ -70,7 +71,7 @@ type Config struct {
 	// nil = none. A replica that forwards a request to the leader leaves it to the leader's.
 	LBObserver lbproxy.Observer
 	// Webhooks is where job webhooks may go; the zero policy refuses private addresses.
-	Webhooks core.WebhookPolicy
+	Webhooks webhook.Policy
 	// BodyReadTimeout bounds the reading of one request body, from the moment the handler
 	// starts reading it: a slower upload gets 408 and its connection closed.
 	// 0 = DefaultBodyReadTimeout (60 s); negative = no bound.

@@ -22,6 +22,7 @@ import (
 	"github.com/gantryhq/gantry/store/keydir"
 	"github.com/gantryhq/gantry/store/memq"
 	"github.com/gantryhq/gantry/store/pebble"
+	"github.com/gantryhq/gantry/webhook"
 )
 
 // t0 is 15 s into a minute, 15 s into an hour (10:00:15 UTC): minute t=45, hour t=3585,
@@ -70,7 +71,7 @@ type setupOpts struct {
 	// canRun, when set, tells which images the pools can run (nil: every pool runs any).
 	canRun core.ImageRunner
 	// webhooks is where job webhooks may go (default: public addresses only).
-	webhooks core.WebhookPolicy
+	webhooks webhook.Policy
 	// bodyTimeout and bodyBudget set Config.BodyReadTimeout and Config.BodyBudget (0 = defaults).
 	bodyTimeout time.Duration
 	bodyBudget  int64

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/webhook"
 )
 
 // Webhook URLs that reach internal addresses, as the SSRF finding found them, are refused
@@ -13,7 +14,7 @@ import (
 // runsync; with the setting, addresses are accepted, but never a user:password@ URL.
 func TestWebhookURLRules(t *testing.T) {
 	t.Parallel()
-	strict, open := setup(t), setup(t, setupOpts{quota: core.Quota{Minute: 1000}, webhooks: core.WebhookPolicy{AllowPrivate: true}})
+	strict, open := setup(t), setup(t, setupOpts{quota: core.Quota{Minute: 1000}, webhooks: webhook.Policy{AllowPrivate: true}})
 	strictEP, openEP := strict.create(minimalQueue), open.create(minimalQueue)
 	tests := []struct {
 		webhook          string

@@ -84,7 +84,7 @@ func (js *Jobs) sendWebhook(ctx context.Context, rec *Job) {
 	body := WebhookBody{ID: rec.ID, Status: rec.Status, Output: rec.Output, Error: rec.Error,
 		DelayTime: rec.DelayTime(now), ExecutionTime: rec.ExecutionTime(now), Retries: rec.Retries, WorkerID: rec.WorkerID}
 	url, endpoint, endedAt := rec.Webhook, rec.Endpoint, rec.EndedAt
-	go func() {
+	send := func(context.Context) {
 		// Once the end is on disk, a crash cannot take the job back to a state that would end
 		// it, and webhook it, a second time. A job's end is synced but for a runsync job's.
 		if isSync(body.ID) {
@@ -104,7 +104,23 @@ func (js *Jobs) sendWebhook(ctx context.Context, rec *Job) {
 		if !js.notify.Notify(url, b, func() { js.webhookDelivered(ctx, endpoint, body.ID, endedAt) }) {
 			js.deferWebhook(endpoint, body.ID, endedAt)
 		}
-	}()
+	}
+	if r, ok := js.notify.(webhookRunner); ok {
+		if !r.Go(send) { // stopping: the job stays marked, and the backlog or a restart offers it
+			js.deferWebhook(endpoint, body.ID, endedAt)
+		}
+		return
+	}
+	go send(context.Background())
+}
+
+// webhookRunner is a Notifier that also runs the engine's part of each delivery (the sync of
+// a runsync job's end, reading the job's input) in goroutines it tracks, so that stopping it
+// waits for them too (webhook.Deliverer). Go reports false, running nothing, once it stops.
+// The part's store writes use context.Background all the same: a job's end must reach the
+// disk before its webhook goes, whether or not the deliveries are stopping.
+type webhookRunner interface {
+	Go(fn func(ctx context.Context)) bool
 }
 
 // webhookDelivered clears the delivery mark of the job's end at endedAt (not of a later end,
@@ -126,7 +142,7 @@ func (js *Jobs) webhookDelivered(ctx context.Context, endpoint, id string, ended
 }
 
 // WebhookOrphanAfter is how long after its job ended an undelivered webhook counts as
-// orphaned on a shared store: longer than a delivery's whole schedule (WebhookAttempts
+// orphaned on a shared store: longer than a delivery's whole schedule (webhook.Attempts
 // attempts of at most 10 s each, with 1+2+4+8+16 s of backoff between them). The replica that
 // ended the job may have died with the delivery in flight; the leader delivers such webhooks
 // again (at least once: a replica that is alive but far behind may deliver it too).

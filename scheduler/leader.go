@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// With several replicas on one store, one leads (core.Elector): it alone runs the autoscaler,
+// With several replicas on one store, one leads (leader.Elector): it alone runs the autoscaler,
 // placement and the pool adapters. The others follow: their schedulers tick nothing and start
 // no workers, while their APIs serve every call.
 

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/internal/startstop"
 )
 
 // Defaults of Config.
@@ -65,6 +66,10 @@ type Config struct {
 	// StableWindow and PanicWindow are the autoscaler's windows in ticks; 0 = StableWindow
 	// (60) and PanicWindow (6).
 	StableWindow, PanicWindow int
+	// Source is where Start (and each term's Lead) reads the endpoints; Tick is how often it
+	// ticks (0 = 1 s) and Resync how often it reads them all again (0 = 30 s).
+	Source       EndpointSource
+	Tick, Resync time.Duration
 }
 
 // Scheduler runs every endpoint's workers: it autoscales them between workers.min and
@@ -107,7 +112,8 @@ type Scheduler struct {
 	following atomic.Bool // Follow: another replica leads; none start here (leader.go)
 
 	metrics metrics
-	learn   learner // endpoints Acquire has not heard of yet (learn.go)
+	learn   learner         // endpoints Acquire has not heard of yet (learn.go)
+	run     startstop.Group // Start's autoscaler loop (service.go)
 }
 
 // epState is one endpoint as the scheduler runs it. mu guards everything but active.

@@ -14,6 +14,7 @@ import (
 	"github.com/gantryhq/gantry/models"
 	"github.com/gantryhq/gantry/scheduler"
 	"github.com/gantryhq/gantry/telemetry"
+	"github.com/gantryhq/gantry/webhook"
 )
 
 // Config is what `gantry serve` runs with: flags override the config file, which overrides the
@@ -75,8 +76,8 @@ type Config struct {
 	// before it puts them back in the queue, their retries unchanged; 0 = at once; omitted =
 	// DefaultShutdownGrace (30 s).
 	ShutdownGrace *time.Duration `yaml:"shutdownGrace"`
-	// Webhooks is where job webhooks may go (webhooks.go).
-	Webhooks WebhooksConfig `yaml:"webhooks"`
+	// Webhooks is where job webhooks may go (webhook.Config).
+	Webhooks webhook.Config `yaml:"webhooks"`
 	// Limits bounds request bodies (limits.go); omitted fields keep their defaults.
 	Limits LimitsConfig `yaml:"limits"`
 	// Telemetry exports OpenTelemetry traces over OTLP/HTTP; omitted = no traces.
@@ -522,7 +523,7 @@ func (c *Config) Validate() error {
 	if c.ShutdownGrace != nil && *c.ShutdownGrace < 0 {
 		return fmt.Errorf("shutdownGrace %v must not be negative", *c.ShutdownGrace)
 	}
-	if err := c.Webhooks.validate(); err != nil {
+	if err := c.Webhooks.Validate(); err != nil {
 		return err
 	}
 	if err := c.Telemetry.Validate(); err != nil {

@@ -25,12 +25,15 @@ import (
 	"github.com/gantryhq/gantry/api"
 	"github.com/gantryhq/gantry/console"
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/internal/startstop"
 	"github.com/gantryhq/gantry/lbproxy"
+	"github.com/gantryhq/gantry/leader"
 	"github.com/gantryhq/gantry/models"
 	"github.com/gantryhq/gantry/scheduler"
 	"github.com/gantryhq/gantry/store/memq"
 	"github.com/gantryhq/gantry/store/pebble"
 	"github.com/gantryhq/gantry/telemetry"
+	"github.com/gantryhq/gantry/webhook"
 )
 
 // DefaultListen and DefaultData are where a server listens and keeps its state when the
@@ -60,7 +63,7 @@ type Options struct {
 	// Tick is the autoscaler's tick; 0 = 1 s.
 	Tick time.Duration
 	// LeaseTTL is how long the leader's lease lasts unrenewed, with replicas on PostgreSQL;
-	// 0 = core.DefaultLeaseTTL (10 s). A lost leader is replaced within two of it.
+	// 0 = leader.DefaultLeaseTTL (10 s). A lost leader is replaced within two of it.
 	LeaseTTL time.Duration
 	// ReplicaID names this replica among those sharing a store; "" = host name, process id
 	// and a random part.
@@ -80,7 +83,7 @@ type Server struct {
 	st       *Stores
 	files    *core.Files
 	pools    []scheduler.Pool
-	webhooks *scheduler.Webhooks
+	webhooks *webhook.Deliverer
 	engine   *Engine
 	api      *api.API
 	http     *http.Server
@@ -94,7 +97,7 @@ type Server struct {
 	failed      chan error // the HTTP server's error when it stops on its own
 
 	// elector keeps one replica the leader, on PostgreSQL (nil on the embedded store).
-	elector *core.Elector
+	elector *leader.Elector
 	mgmt    *core.Management
 
 	started, shutDown bool
@@ -142,7 +145,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *Server, err error) {
 	}
 
 	s := &Server{cfg: cfg, log: log, clock: clock, tick: opts.Tick, failed: make(chan error, 1)}
-	s.elector = &core.Elector{Name: "scheduler", Holder: cmp.Or(opts.ReplicaID, replicaID()), TTL: opts.LeaseTTL, Log: log}
+	s.elector = &leader.Elector{Name: "scheduler", Holder: cmp.Or(opts.ReplicaID, replicaID()), TTL: opts.LeaseTTL, Log: log}
 	if s.tick == 0 {
 		s.tick = time.Second
 	}
@@ -178,7 +181,7 @@ func (s *Server) listen(ln net.Listener) error {
 	}
 	s.ln = ln
 	s.closers = append(s.closers, func() { ln.Close() })
-	s.cfg.Webhooks.listensOn(ln.Addr())
+	s.cfg.Webhooks.ListensOn(ln.Addr())
 	if s.cfg.PublicURL == "" {
 		if s.cfg.PublicURL = listenURL(ln.Addr()); s.cfg.PublicURL == "" {
 			return fmt.Errorf("publicUrl is required when listening on every interface (%s): the URLs handed out (requestUrls, file URLs, a Kubernetes pool's workerUrl) need an address clients can reach; set publicUrl (--public-url, GANTRY_PUBLIC_URL), e.g. http://gantry.example.com:%s",
@@ -217,9 +220,12 @@ func listenURL(addr net.Addr) string {
 // recovers the stored jobs and syncs the ready-made models' endpoints.
 func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) error {
 	cfg, log, clock := &s.cfg, s.log, s.clock
-	// Closed before the store: retries stop, and undelivered jobs stay marked for the restart.
-	s.webhooks = cfg.Webhooks.deliveries(log)
-	s.closers = append(s.closers, s.webhooks.Close)
+	// Started now, for the webhooks Recover finds undelivered; stopped before the store:
+	// retries stop, and undelivered jobs stay marked for the restart. Not bound to serving, so
+	// that the jobs a shutdown drains get theirs.
+	s.webhooks = cfg.Webhooks.New(log)
+	s.startService(context.Background(), s.webhooks)
+	s.closers = append(s.closers, s.webhooks.Stop)
 
 	templates := append(slices.Clone(BuiltinTemplates), cfg.Templates...)
 	for i := range templates {
@@ -270,6 +276,7 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 			History: s.st.History},
 		Scheduler: scheduler.Config{Pools: s.pools, BaseURL: "http://" + loopback(s.ln.Addr().String()), Clock: clock, Log: log,
 			StableWindow: cfg.Autoscaler.StableWindow, PanicWindow: cfg.Autoscaler.PanicWindow,
+			Source: s.st.Source, Tick: s.tick, Resync: 30 * time.Second,
 			InitTimeout: time.Duration(cfg.Autoscaler.InitTimeout) * time.Second,
 			VolumeDC:    func(id string) (string, bool) { v, ok := catalog.NetworkVolume(id); return v.DataCenter, ok },
 			Removed: func(id string) { // a deleted endpoint's series leave /metrics
@@ -347,7 +354,7 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 		Clock:      clock,
 		PublicURL:  cfg.PublicURL,
 		Log:        log,
-		Webhooks:   cfg.Webhooks.policy(),
+		Webhooks:   cfg.Webhooks.Policy(),
 
 		ExpiredKeyGrace: cfg.ExpiredKeyGrace,
 		StoreCheck:      s.st.Check,
@@ -432,18 +439,16 @@ func (s *Server) Start() {
 	jobs, sched := s.engine.Jobs, s.engine.Scheduler
 	s.background.Go(func() { jobs.Run(s.serveCtx, 250*time.Millisecond) })
 	s.background.Go(func() { jobs.RunHistory(s.serveCtx) }) // the endpoints' history, stored every second
-	if s.elector == nil {
-		s.background.Go(func() { sched.Run(s.serveCtx, s.st.Source, s.tick, 30*time.Second) })
-	} else {
-		// The autoscaler runs for each term this replica leads; when serving stops, the
-		// elector releases the lease (another replica leads at once) and the workers stop.
-		s.elector.Lead = func(ctx context.Context, _ core.Lease) { sched.Lead(ctx, s.st.Source, s.tick, 30*time.Second) }
+	// The services start alike (startstop) and stop in stopServices (webhook delivery, started
+	// by build, with the closers). The scheduler's autoscaler runs at once alone, or for each
+	// term this replica leads: when serving stops, the elector releases the lease (another
+	// replica leads at once) and the workers stop.
+	s.startService(s.serveCtx, sched) // runs nothing while it follows: the elector leads it
+	if s.elector != nil {
+		s.elector.Lead = func(ctx context.Context, _ core.Lease) { sched.LeadTerm(ctx) }
 		// The leader publishes its workers' figures for /health; the others show them.
 		jobs.ShareFigures(func() (int64, bool) { l, ok := s.elector.Leading(); return l.Epoch, ok })
-		s.background.Go(func() {
-			s.elector.Run(s.serveCtx)
-			sched.Close()
-		})
+		s.startService(s.serveCtx, s.elector)
 		// Every replica hears of the endpoints the others change: its job operations read
 		// them afresh, and its scheduler (leading or not) knows them.
 		if f, ok := s.st.Endpoints.(EndpointFollower); ok {
@@ -458,6 +463,27 @@ func (s *Server) Start() {
 		}
 	}()
 	s.api.SetReady(true)
+}
+
+// startService starts svc under ctx; Start guards against a second start, so an error here
+// is a bug, logged.
+func (s *Server) startService(ctx context.Context, svc startstop.Service) {
+	if err := svc.Start(ctx); err != nil {
+		s.log.Error("starting a service", "service", fmt.Sprintf("%T", svc), "err", err)
+	}
+}
+
+// stopServices stops the elector (its term's autoscaler returns and the lease is released),
+// then the scheduler (every worker is told to stop), and waits for the background loops.
+// Webhook deliveries stop later, with the closers, before the stores close.
+func (s *Server) stopServices() {
+	if s.elector != nil {
+		s.elector.Stop()
+	}
+	if s.engine != nil {
+		s.engine.Scheduler.Stop()
+	}
+	s.background.Wait()
 }
 
 // endpointChanged applies a change another replica made to endpoint id ("" = to any of them).
@@ -516,8 +542,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if lbErr := <-lbDone; err == nil {
 		err = lbErr
 	}
-	s.background.Wait() // ticks done, workers told to stop
-	g.stopWorkers()     // their exits applied: the store can close
+	s.stopServices() // ticks done, workers told to stop
+	g.stopWorkers()  // their exits applied: the store can close
 	if err != nil {
 		return fmt.Errorf("shutting down: %w", err)
 	}
@@ -545,7 +571,7 @@ func (s *Server) stopWorkers() {
 		cancel() // the proxied connections close at once
 		_ = s.api.Shutdown(ctx)
 	}
-	s.background.Wait()
+	s.stopServices()
 	(&graceful{log: s.log, sched: s.engine.Scheduler, exitWait: exitWait(&s.cfg)}).stopWorkers()
 }
 

@@ -18,63 +18,15 @@ func (s subcmd) name() string {
 	return n
 }
 
-// groups are the command groups and their subcommands, which `gantry GROUP --help` lists.
-var groups = map[string][]subcmd{
-	"endpoint": {
-		{"create --name NAME --image IMAGE --pool POOL [flags] | -f FILE", "create an endpoint"},
-		{"list [--limit N]", "list your endpoints"},
-		{"get ENDPOINT_ID", "show one endpoint"},
-		{"update ENDPOINT_ID [flags] | -f FILE", "change an endpoint's fields"},
-		{"delete ENDPOINT_ID", "delete an endpoint (its queued jobs are cancelled)"},
-	},
-	"template": {
-		{"create --name NAME --image IMAGE [flags] | -f FILE", "create a template of your own"},
-		{"list [--public=false]", "list your templates and the public ones"},
-		{"get TEMPLATE_ID", "show one template (yours or a public one)"},
-		{"update TEMPLATE_ID [flags] | -f FILE", "change one of your templates"},
-		{"delete TEMPLATE_ID", "delete one of your templates"},
-	},
-	"job": {
-		{"status ENDPOINT JOB_ID", "show a job: its state, times, output or error, cost"},
-		{"cancel ENDPOINT JOB_ID", "cancel a queued or running job"},
-		{"retry ENDPOINT JOB_ID", "queue a failed, timed-out or cancelled job again"},
-		{"stream ENDPOINT JOB_ID", "print the job's stream parts not yet handed out, until it ends"},
-		{"list ENDPOINT [--status S]... [--limit N]", "list an endpoint's jobs, newest first"},
-	},
-	"key": {
-		{"create [--scope all|read|jobs] [--expires D]", "issue an API key for your user (--data DIR --user NAME: offline)"},
-		{"list", "list your user's keys (--data DIR: every key, offline)"},
-		{"revoke KEY_ID", "revoke a key"},
-	},
-	"model": {
-		{"list", "list the ready-made models, their units and prices"},
-	},
-	"catalog": {
-		{"gpus [--availability]", "the GPU types of each pool (the ids to give endpoint create --pool)"},
-		{"templates", "the public templates (gantry template list shows them too)"},
-		{"cpus", "the CPU flavors"},
-	},
-	"worker": {
-		{"list ENDPOINT", "list an endpoint's workers, and the ones that exited lately"},
-		{"logs ENDPOINT WORKER [-f] [--tail N]", "print a worker's log; -f follows it"},
-		{"NAME", "run a built-in worker (the process pool starts these; see below)"},
-	},
-	"completion": {
-		{"bash", "source <(gantry completion bash)"},
-		{"zsh", "source <(gantry completion zsh)"},
-		{"fish", "gantry completion fish | source"},
-	},
-}
-
 // groupHelp is `gantry GROUP --help`: the group's subcommands, a line each.
 func groupHelp(group string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Usage: gantry %s SUBCOMMAND [ARGS] [flags]\n\nSubcommands:\n", group)
 	width := 0
-	for _, s := range groups[group] {
+	for _, s := range subsOf(group) {
 		width = max(width, len(s.synopsis))
 	}
-	for _, s := range groups[group] {
+	for _, s := range subsOf(group) {
 		fmt.Fprintf(&b, "  %-*s  %s\n", width, s.synopsis, s.what)
 	}
 	switch group {
@@ -85,7 +37,7 @@ func groupHelp(group string) string {
 			"RUNPOD_PING_INTERVAL, as RunPod workers do.\n", strings.Join(builtinWorkerNames(), ", "))
 	case "completion":
 	default:
-		fmt.Fprintf(&b, "\nEach subcommand takes --help: gantry %s %s --help.\n", group, groups[group][0].name())
+		fmt.Fprintf(&b, "\nEach subcommand takes --help: gantry %s %s --help.\n", group, subsOf(group)[0].name())
 	}
 	return b.String()
 }

@@ -75,55 +75,21 @@ func isTerminal(f *os.File) bool {
 
 // run runs the command line with the process's environment (tests of the server commands use
 // it; the client commands' tests build an app of their own).
+var errNoCommand = errors.New("no command given")
+
 func run(args []string, stdout, stderr io.Writer) error {
 	a := &app{stdout: stdout, stderr: stderr, stdin: os.Stdin, getenv: os.Getenv}
 	return a.run(context.Background(), args)
 }
 
 func (a *app) run(ctx context.Context, args []string) error {
-	stdout, stderr := a.stdout, a.stderr
+	stderr := a.stderr
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return &usageError{errNoCommand}
 	}
-	switch args[0] {
-	case "serve":
-		return serve(args[1:], stdout, stderr)
-	case "login":
-		return a.loginCmd(ctx, args[1:])
-	case "endpoint", "endpoints":
-		return a.endpointCmd(ctx, args[1:])
-	case "template", "templates":
-		return a.templateCmd(ctx, args[1:])
-	case "run":
-		return a.runCmd(ctx, args[1:])
-	case "job", "jobs":
-		return a.jobCmd(ctx, args[1:])
-	case "key", "keys":
-		return a.keyCmd(ctx, args[1:])
-	case "usage":
-		return a.usageCmd(ctx, args[1:])
-	case "model", "models":
-		return a.modelCmd(ctx, args[1:])
-	case "completion":
-		return a.completionCmd(args[1:])
-	case "catalog":
-		return a.catalogCmd(ctx, args[1:])
-	case "worker":
-		if len(args) > 1 && (args[1] == "list" || args[1] == "logs") {
-			return a.workerCmd(ctx, args[1:])
-		}
-		if len(args) > 1 && isHelp(args[1]) {
-			fmt.Fprint(stdout, groupHelp("worker"))
-			return flag.ErrHelp
-		}
-		return runWorker(args[1:], stderr)
-	case "version", "--version":
-		printVersion(stdout)
-		return nil
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return nil
+	if c, ok := lookup(args[0]); ok {
+		return c.run(a, ctx, args[1:])
 	}
 	fmt.Fprint(stderr, usage)
 	return usagef("unknown command %q", args[0])

@@ -342,23 +342,17 @@ func (a *app) catalogCmd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	fs := a.flagSet("catalog "+sub, catalogUsage[sub])
-	c := a.commonFlags(fs)
 	var avail bool
-	if sub == "gpus" {
-		fs.BoolVar(&avail, "availability", false, "add the CUDA versions, the GPUs free now and the largest gpu count that fits")
-	}
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if err := needArgs(fs, pos); err != nil {
-		return err
-	}
-	cn, err := a.connect(c)
-	if err != nil {
-		return err
-	}
+	return a.call("catalog "+sub, catalogUsage[sub], args, nil, func(fs *flag.FlagSet) {
+		if sub == "gpus" {
+			fs.BoolVar(&avail, "availability", false, "add the CUDA versions, the GPUs free now and the largest gpu count that fits")
+		}
+	}, func(cn *conn, _ []string) error { return catalogList(ctx, cn, sub, avail) })
+}
+
+// catalogList prints one catalog lookup: gpus (with availability: what is free now),
+// templates or cpus.
+func catalogList(ctx context.Context, cn *conn, sub string, avail bool) error {
 	switch sub {
 	case "gpus":
 		var p oas.ListCatalogGpusParams

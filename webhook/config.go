@@ -1,17 +1,16 @@
-package server
+package webhook
 
 import (
 	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
-
-	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
 )
 
-// WebhooksConfig is where job webhooks may go and how many are delivered at once.
-type WebhooksConfig struct {
+// This file is the webhooks section of the server's config, and the deliverer it builds.
+
+// Config is where job webhooks may go and how many are delivered at once.
+type Config struct {
 	// AllowPrivate lets webhooks reach loopback, private, link-local and other internal
 	// addresses (a laptop, a closed network). Default false: public addresses only.
 	AllowPrivate bool `yaml:"allowPrivate"`
@@ -25,9 +24,9 @@ type WebhooksConfig struct {
 	self []netip.AddrPort
 }
 
-// listensOn sets the server's own addresses from its listener's: the address itself, or,
+// ListensOn sets the server's own addresses from its listener's: the address itself, or,
 // for an unspecified one (0.0.0.0, ::), every address of this machine's interfaces.
-func (w *WebhooksConfig) listensOn(addr net.Addr) {
+func (w *Config) ListensOn(addr net.Addr) {
 	ap, err := netip.ParseAddrPort(addr.String())
 	if err != nil {
 		return
@@ -44,23 +43,23 @@ func (w *WebhooksConfig) listensOn(addr net.Addr) {
 	}
 }
 
-// validate checks the webhooks section.
-func (w WebhooksConfig) validate() error {
+// Validate checks the webhooks section.
+func (w Config) Validate() error {
 	if w.Workers < 0 || w.Queue < 0 {
 		return fmt.Errorf("webhooks: workers %d and queue %d may not be negative", w.Workers, w.Queue)
 	}
 	return nil
 }
 
-// policy is where the API accepts webhook URLs to and deliveries connect.
-func (w WebhooksConfig) policy() core.WebhookPolicy {
-	return core.WebhookPolicy{AllowPrivate: w.AllowPrivate, Self: w.self}
+// Policy is where the API accepts webhook URLs to and deliveries connect.
+func (w Config) Policy() Policy {
+	return Policy{AllowPrivate: w.AllowPrivate, Self: w.self}
 }
 
-// deliveries returns the webhook deliverer; Close it before the store closes.
-func (w WebhooksConfig) deliveries(log *slog.Logger) *scheduler.Webhooks {
+// New returns the webhook deliverer; Start it, and Stop it before the store closes.
+func (w Config) New(log *slog.Logger) *Deliverer {
 	if w.AllowPrivate {
 		log.Warn("webhooks may reach private networks (webhooks.allowPrivate)")
 	}
-	return &scheduler.Webhooks{Policy: w.policy(), Workers: w.Workers, Queue: w.Queue, Log: log}
+	return &Deliverer{Policy: w.Policy(), Workers: w.Workers, Queue: w.Queue, Log: log}
 }

@@ -1,4 +1,4 @@
-package scheduler
+package webhook
 
 import (
 	"bytes"
@@ -16,14 +16,20 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-
-	"github.com/gantryhq/gantry/core"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // local allows the loopback receivers of these tests.
-var local = core.WebhookPolicy{AllowPrivate: true}
+var local = Policy{AllowPrivate: true}
+
+// start starts w's workers.
+func start(t *testing.T, w *Deliverer) {
+	t.Helper()
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // wait fails the test unless c is closed or sends within 10 s.
 func wait[T any](t *testing.T, c <-chan T, what string) {
@@ -51,8 +57,9 @@ func TestWebhookRetriesUntil2xx(t *testing.T) {
 		got <- string(b)
 	}))
 	defer srv.Close()
-	w := &Webhooks{Policy: local, Backoff: time.Millisecond, Log: quiet}
-	defer w.Close()
+	w := &Deliverer{Policy: local, Backoff: time.Millisecond, Log: quiet}
+	start(t, w)
+	defer w.Stop()
 	done := make(chan struct{})
 	if !w.Notify(srv.URL, []byte(`{"id":"j1","status":"COMPLETED"}`), func() { close(done) }) {
 		t.Fatal("Notify = false with an empty queue; want true")
@@ -70,7 +77,7 @@ func TestWebhookRetriesUntil2xx(t *testing.T) {
 }
 
 // wantOutcomes checks the deliveries' counts by outcome, as /metrics shows them.
-func wantOutcomes(t *testing.T, w *Webhooks, want map[string]float64) {
+func wantOutcomes(t *testing.T, w *Deliverer, want map[string]float64) {
 	t.Helper()
 	ch := make(chan prometheus.Metric, 8)
 	w.Collector().Collect(ch)
@@ -99,13 +106,14 @@ func TestWebhookGivesUp(t *testing.T) {
 	}))
 	defer srv.Close()
 	var log syncBuffer
-	w := &Webhooks{Policy: local, Backoff: time.Millisecond, Log: slog.New(slog.NewTextHandler(&log, nil))}
-	defer w.Close()
+	w := &Deliverer{Policy: local, Backoff: time.Millisecond, Log: slog.New(slog.NewTextHandler(&log, nil))}
+	start(t, w)
+	defer w.Stop()
 	if !w.deliver(context.Background(), srv.URL+"/hook?token=s3cret", []byte(`{}`)) { // synchronous: returns when it gives up
 		t.Error("deliver = false (interrupted); want true (given up)")
 	}
-	if n := calls.Load(); n != WebhookAttempts {
-		t.Errorf("%d attempts; want %d", n, WebhookAttempts)
+	if n := calls.Load(); n != Attempts {
+		t.Errorf("%d attempts; want %d", n, Attempts)
 	}
 	if l := log.String(); !strings.Contains(l, "webhook gave up") || !strings.Contains(l, srv.URL+"/hook") || strings.Contains(l, "s3cret") {
 		t.Errorf("log:\n%s\nwant \"webhook gave up\" with the URL, without its query", l)
@@ -137,24 +145,25 @@ func TestWebhookRefusesInternalAddresses(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls.Add(1) }))
 	defer srv.Close()
 	port := srv.URL[strings.LastIndexByte(srv.URL, ':'):]
-	self := core.WebhookPolicy{AllowPrivate: true, Self: []netip.AddrPort{netip.MustParseAddrPort(srv.Listener.Addr().String())}}
+	self := Policy{AllowPrivate: true, Self: []netip.AddrPort{netip.MustParseAddrPort(srv.Listener.Addr().String())}}
 	for _, tt := range []struct {
 		url    string
-		policy core.WebhookPolicy
+		policy Policy
 		rule   string
 	}{
-		{srv.URL, core.WebhookPolicy{}, "a loopback address"},
-		{"http://localhost" + port + "/hook?token=s3cret", core.WebhookPolicy{}, "a loopback address"},
-		{"http://[::ffff:127.0.0.1]" + port, core.WebhookPolicy{}, "a loopback address"},
+		{srv.URL, Policy{}, "a loopback address"},
+		{"http://localhost" + port + "/hook?token=s3cret", Policy{}, "a loopback address"},
+		{"http://[::ffff:127.0.0.1]" + port, Policy{}, "a loopback address"},
 		{"http://localhost" + port + "/v2/x/run", self, "Gantry's own address"},
 	} {
 		url := tt.url
 		var log syncBuffer
-		w := &Webhooks{Policy: tt.policy, Backoff: time.Hour, Log: slog.New(slog.NewTextHandler(&log, nil))}
+		w := &Deliverer{Policy: tt.policy, Backoff: time.Hour, Log: slog.New(slog.NewTextHandler(&log, nil))}
+		start(t, w)
 		done := make(chan struct{})
 		w.Notify(url, []byte(`{}`), func() { close(done) })
 		wait(t, done, "done for the refused delivery to "+url)
-		w.Close()
+		w.Stop()
 		if n := calls.Load(); n != 0 {
 			t.Errorf("delivery to %s reached the receiver %d times; want refused", url, n)
 		}
@@ -163,11 +172,12 @@ func TestWebhookRefusesInternalAddresses(t *testing.T) {
 		}
 	}
 	for _, url := range []string{srv.URL, "http://localhost" + port + "/hook"} {
-		w := &Webhooks{Policy: local, Backoff: time.Hour, Log: quiet}
+		w := &Deliverer{Policy: local, Backoff: time.Hour, Log: quiet}
+		start(t, w)
 		if !w.deliver(context.Background(), url, []byte(`{}`)) {
 			t.Errorf("deliver(%s) with AllowPrivate interrupted", url)
 		}
-		w.Close()
+		w.Stop()
 	}
 	if n := calls.Load(); n != 2 {
 		t.Errorf("receiver got %d deliveries with AllowPrivate; want 2", n)
@@ -187,13 +197,14 @@ func TestWebhookDoesNotFollowRedirects(t *testing.T) {
 		http.Redirect(w, r, target.URL+"/internal", http.StatusTemporaryRedirect)
 	}))
 	defer redirector.Close()
-	w := &Webhooks{Policy: local, Backoff: time.Millisecond, Log: quiet}
-	defer w.Close()
+	w := &Deliverer{Policy: local, Backoff: time.Millisecond, Log: quiet}
+	start(t, w)
+	defer w.Stop()
 	if !w.deliver(context.Background(), redirector.URL, []byte(`{"secret":1}`)) {
 		t.Error("deliver interrupted")
 	}
-	if i, o := inner.Load(), outer.Load(); i != 0 || o != WebhookAttempts {
-		t.Errorf("redirect target got %d requests, redirector %d; want 0 and %d (a redirect is a failed attempt)", i, o, WebhookAttempts)
+	if i, o := inner.Load(), outer.Load(); i != 0 || o != Attempts {
+		t.Errorf("redirect target got %d requests, redirector %d; want 0 and %d (a redirect is a failed attempt)", i, o, Attempts)
 	}
 }
 
@@ -214,8 +225,9 @@ func TestWebhookPoolIsBounded(t *testing.T) {
 		inFlight.Add(-1)
 	}))
 	defer srv.Close()
-	w := &Webhooks{Policy: local, Workers: 2, Queue: 1, Backoff: time.Millisecond, Log: quiet}
-	defer w.Close()
+	w := &Deliverer{Policy: local, Workers: 2, Queue: 1, Backoff: time.Millisecond, Log: quiet}
+	start(t, w)
+	defer w.Stop()
 	var done sync.WaitGroup
 	notify := func() bool {
 		done.Add(1)
@@ -246,7 +258,7 @@ func TestWebhookPoolIsBounded(t *testing.T) {
 	}
 }
 
-// Close stops retries at once: a delivery waiting (an hour) to retry ends without done, so
+// Stop stops retries at once: a delivery waiting (an hour) to retry ends without done, so
 // its job stays marked for delivery and a restart makes it again.
 func TestWebhookCloseStopsRetries(t *testing.T) {
 	t.Parallel()
@@ -255,17 +267,50 @@ func TestWebhookCloseStopsRetries(t *testing.T) {
 	}))
 	defer srv.Close()
 	waiting := make(chan struct{}, 1)
-	w := &Webhooks{Policy: local, Backoff: time.Hour, Log: quiet, waiting: func() { waiting <- struct{}{} }}
+	w := &Deliverer{Policy: local, Backoff: time.Hour, Log: quiet, waiting: func() { waiting <- struct{}{} }}
+	start(t, w)
 	var called atomic.Bool
 	w.Notify(srv.URL, []byte(`{}`), func() { called.Store(true) })
 	wait(t, waiting, "the wait before the second attempt")
 	closed := make(chan struct{})
-	go func() { w.Close(); close(closed) }()
-	wait(t, closed, "Close during a retry wait")
+	go func() { w.Stop(); close(closed) }()
+	wait(t, closed, "Stop during a retry wait")
 	if called.Load() {
-		t.Error("done called for a delivery Close interrupted; want the job left marked")
+		t.Error("done called for a delivery Stop interrupted; want the job left marked")
 	}
 	if w.Notify(srv.URL, []byte(`{}`), nil) {
-		t.Error("Notify after Close = true; want false")
+		t.Error("Notify after Stop = true; want false")
+	}
+}
+
+// The job engine's part of a delivery, run by Go, is tracked: Stop waits for it, and Go
+// refuses work before Start and after Stop (the engine then keeps the job marked).
+func TestWebhookStopWaitsForGo(t *testing.T) {
+	t.Parallel()
+	w := &Deliverer{Policy: local, Log: quiet}
+	if w.Go(func(context.Context) {}) {
+		t.Error("Go ran work before Start")
+	}
+	start(t, w)
+	release, ended := make(chan struct{}), make(chan struct{})
+	if !w.Go(func(ctx context.Context) { <-release; close(ended) }) {
+		t.Fatal("Go refused work while started")
+	}
+	stopped := make(chan struct{})
+	go func() { w.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+		t.Fatal("Stop returned while work Go started still ran")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	wait(t, stopped, "Stop once the work returned")
+	select {
+	case <-ended:
+	default:
+		t.Error("Stop returned before the work ended")
+	}
+	if w.Go(func(context.Context) {}) {
+		t.Error("Go ran work after Stop")
 	}
 }

@@ -1,4 +1,8 @@
-package scheduler
+// Package webhook delivers job webhooks: the HTTP POST of a job's final state, retried with
+// backoff, on a bounded pool of goroutines, to the addresses its Policy allows. The job engine
+// (core) decides when a webhook is due and keeps it marked until delivered; this package only
+// carries it there (core.Notifier).
+package webhook
 
 import (
 	"bytes"
@@ -13,16 +17,17 @@ import (
 	neturl "net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/sourcegraph/conc/pool"
-
-	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/internal/startstop"
 )
 
-// Webhooks delivers job results: one POST of the final job (application/json), retried with
-// exponential backoff (1 s, 2 s, 4 s, ... WebhookAttempts in all) until a 2xx answer.
+// This file is delivery: the queue, the workers, the attempts and their backoff.
+
+// Deliverer delivers job results: one POST of the final job (application/json), retried with
+// exponential backoff (1 s, 2 s, 4 s, ... Attempts in all) until a 2xx answer.
 //
 // Deliveries run on a fixed pool of Workers goroutines fed by a queue of Queue deliveries;
 // Notify refuses a delivery when the queue is full, and the job engine keeps it in the store
@@ -33,38 +38,37 @@ import (
 // environment is used. The job engine keeps each job marked for delivery until done is
 // called, so a delivery that Close or a restart interrupted is made again.
 //
-// The zero value is ready to use; Close stops it.
-type Webhooks struct {
+// The zero value is ready to configure; Start starts its workers (deliveries Notify queued
+// before wait for them) and Stop ends them (internal/startstop).
+type Deliverer struct {
 	// Policy is where deliveries may connect; the zero policy allows public addresses only.
-	Policy core.WebhookPolicy
+	Policy Policy
 	Log    *slog.Logger
 	// Backoff is the first retry delay (default 1 s); tests shorten it.
 	Backoff time.Duration
-	// Workers is how many deliveries are in flight at most; 0 = DefaultWebhookWorkers.
+	// Workers is how many deliveries are in flight at most; 0 = DefaultWorkers.
 	Workers int
-	// Queue is how many deliveries wait for a worker at most; 0 = DefaultWebhookQueue.
+	// Queue is how many deliveries wait for a worker at most; 0 = DefaultQueue.
 	Queue int
 
-	once   sync.Once
-	client *http.Client
-	queue  chan delivery
-	ctx    context.Context // cancelled by Close: attempts and retry waits end
-	cancel context.CancelFunc
-	pool   *pool.Pool
-	closed sync.Once
+	once    sync.Once // builds client and queue
+	client  *http.Client
+	queue   chan delivery
+	run     startstop.Group // the workers; Stop cancels their attempts and retry waits
+	stopped atomic.Bool     // Stop ran: Notify refuses
 
 	waiting func() // tests: called when a delivery starts waiting to retry
 
 	outcomes webhookOutcomes // deliveries by outcome (metrics.go)
 }
 
-// WebhookAttempts is how many times a webhook is tried.
-const WebhookAttempts = 6
+// Attempts is how many times a webhook is tried.
+const Attempts = 6
 
-// DefaultWebhookWorkers and DefaultWebhookQueue size the delivery pool.
+// DefaultWorkers and DefaultQueue size the delivery pool.
 const (
-	DefaultWebhookWorkers = 16
-	DefaultWebhookQueue   = 1024
+	DefaultWorkers = 16
+	DefaultQueue   = 1024
 )
 
 // webhookAttemptTimeout bounds one attempt: connecting, sending and reading the answer's head.
@@ -82,8 +86,8 @@ type errNotSent struct{ err error }
 
 func (e *errNotSent) Error() string { return e.err.Error() }
 
-// start builds the client and starts the workers, once.
-func (w *Webhooks) start() {
+// init builds the client and the queue, once.
+func (w *Deliverer) init() {
 	w.once.Do(func() {
 		if w.Log == nil {
 			w.Log = slog.Default()
@@ -118,27 +122,40 @@ func (w *Webhooks) start() {
 		}
 		q := w.Queue
 		if q <= 0 {
-			q = DefaultWebhookQueue
+			q = DefaultQueue
 		}
 		w.queue = make(chan delivery, q)
-		w.ctx, w.cancel = context.WithCancel(context.Background())
-		n := w.Workers
-		if n <= 0 {
-			n = DefaultWebhookWorkers
-		}
-		w.pool = pool.New().WithMaxGoroutines(n)
-		for range n {
-			w.pool.Go(w.work)
-		}
 	})
 }
 
+// Start starts the Workers delivery goroutines, bound to ctx; ErrStarted when they run already.
+func (w *Deliverer) Start(ctx context.Context) error {
+	w.init()
+	if _, err := w.run.Begin(ctx); err != nil {
+		return err
+	}
+	n := w.Workers
+	if n <= 0 {
+		n = DefaultWorkers
+	}
+	// Start returns once every worker runs, so that the first deliveries find them idle.
+	var running sync.WaitGroup
+	running.Add(n)
+	for range n {
+		if !w.run.Go(func(ctx context.Context) { running.Done(); w.work(ctx) }) {
+			running.Done() // ctx ended already
+		}
+	}
+	running.Wait()
+	return nil
+}
+
 // Notify queues a delivery of body to url; done is called after a 2xx answer or once the
-// delivery is given up (not when Close interrupts it). It reports false, keeping nothing,
-// when the queue is full or the deliveries were closed.
-func (w *Webhooks) Notify(url string, body []byte, done func()) bool {
-	w.start()
-	if w.ctx.Err() != nil {
+// delivery is given up (not when Stop interrupts it). It reports false, keeping nothing,
+// when the queue is full or the deliveries were stopped.
+func (w *Deliverer) Notify(url string, body []byte, done func()) bool {
+	w.init()
+	if w.stopped.Load() {
 		return false
 	}
 	select {
@@ -150,25 +167,26 @@ func (w *Webhooks) Notify(url string, body []byte, done func()) bool {
 	}
 }
 
-// Close stops the deliveries: attempts in flight and retry waits end at once, queued
-// deliveries are dropped (their jobs stay marked for delivery), and it returns when the
-// workers have stopped.
-func (w *Webhooks) Close() {
-	w.start()
-	w.closed.Do(func() {
-		w.cancel()
-		w.pool.Wait()
-	})
+// Go runs fn, the job engine's part of a delivery, in a goroutine that Stop waits for, with
+// the deliveries' context; false, running nothing, when they are not running.
+func (w *Deliverer) Go(fn func(ctx context.Context)) bool { return w.run.Go(fn) }
+
+// Stop stops the deliveries: attempts in flight and retry waits end at once, queued
+// deliveries are dropped (their jobs stay marked for delivery), Notify refuses from then on,
+// and it returns when the workers have stopped.
+func (w *Deliverer) Stop() {
+	w.stopped.Store(true)
+	w.run.Stop()
 }
 
-// work delivers queued webhooks until Close.
-func (w *Webhooks) work() {
+// work delivers queued webhooks until ctx ends (Stop).
+func (w *Deliverer) work(ctx context.Context) {
 	for {
 		select {
-		case <-w.ctx.Done():
+		case <-ctx.Done():
 			return
 		case d := <-w.queue:
-			if w.deliver(w.ctx, d.url, d.body) && d.done != nil {
+			if w.deliver(ctx, d.url, d.body) && d.done != nil {
 				d.done()
 			}
 		}
@@ -177,8 +195,8 @@ func (w *Webhooks) work() {
 
 // deliver makes the attempts; it reports whether the delivery is finished (delivered or
 // given up), false when ctx ended first.
-func (w *Webhooks) deliver(ctx context.Context, url string, body []byte) (finished bool) {
-	w.start()
+func (w *Deliverer) deliver(ctx context.Context, url string, body []byte) (finished bool) {
+	w.init()
 	delay := w.Backoff
 	if delay == 0 {
 		delay = time.Second
@@ -197,7 +215,7 @@ func (w *Webhooks) deliver(ctx context.Context, url string, body []byte) (finish
 			w.outcomes.notSent.Add(1)
 			return true
 		}
-		if attempt == WebhookAttempts {
+		if attempt == Attempts {
 			w.Log.Warn("webhook gave up", "url", logURL(url), "attempts", attempt, "err", redactErr(err, url))
 			w.outcomes.gaveUp.Add(1)
 			return true
@@ -217,7 +235,7 @@ func (w *Webhooks) deliver(ctx context.Context, url string, body []byte) (finish
 }
 
 // attempt posts body once; nil means a 2xx answer.
-func (w *Webhooks) attempt(ctx context.Context, url string, body []byte) error {
+func (w *Deliverer) attempt(ctx context.Context, url string, body []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, webhookAttemptTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))

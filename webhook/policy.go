@@ -1,4 +1,4 @@
-package core
+package webhook
 
 import (
 	"fmt"
@@ -6,17 +6,21 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/gantryhq/gantry/core"
 )
 
-// WebhookAllowPrivateSetting names the setting that lets webhooks reach private networks, as
-// the errors that refuse them say it.
-const WebhookAllowPrivateSetting = "webhooks.allowPrivate: true in the config file, or gantry serve --webhook-allow-private"
+// This file is the policy: where webhooks may go, checked at submission and at every connection.
 
-// WebhookPolicy is where webhooks may go. By default only public addresses: loopback,
+// AllowPrivateSetting names the setting that lets webhooks reach private networks, as
+// the errors that refuse them say it.
+const AllowPrivateSetting = "webhooks.allowPrivate: true in the config file, or gantry serve --webhook-allow-private"
+
+// Policy is where webhooks may go. By default only public addresses: loopback,
 // private, link-local (cloud metadata 169.254.169.254 included), shared (CGNAT), unspecified
 // and multicast addresses are refused, at submission for an address written in the URL and
 // at every connection for the address a host name resolved to.
-type WebhookPolicy struct {
+type Policy struct {
 	// AllowPrivate lets webhooks reach every address (a laptop, a closed network).
 	AllowPrivate bool
 	// Self are the addresses Gantry itself listens on: refused even with AllowPrivate, so
@@ -72,20 +76,20 @@ func ForbiddenAddr(ip netip.Addr) string {
 }
 
 // CheckAddr returns an error naming the rule when the policy keeps webhooks from ip.
-func (p WebhookPolicy) CheckAddr(ip netip.Addr) error {
+func (p Policy) CheckAddr(ip netip.Addr) error {
 	if p.AllowPrivate {
 		return nil
 	}
 	if rule := ForbiddenAddr(ip); rule != "" {
 		return fmt.Errorf("%s is %s; webhooks go only to public addresses unless private networks are allowed (%s)",
-			ip.Unmap().WithZone(""), rule, WebhookAllowPrivateSetting)
+			ip.Unmap().WithZone(""), rule, AllowPrivateSetting)
 	}
 	return nil
 }
 
 // CheckAddrPort returns an error naming the rule when the policy keeps webhooks from ap:
 // Gantry's own address, or an address CheckAddr refuses.
-func (p WebhookPolicy) CheckAddrPort(ap netip.AddrPort) error {
+func (p Policy) CheckAddrPort(ap netip.AddrPort) error {
 	ip := ap.Addr().Unmap().WithZone("")
 	for _, s := range p.Self {
 		if s.Port() == ap.Port() && s.Addr().Unmap().WithZone("") == ip {
@@ -99,9 +103,9 @@ func (p WebhookPolicy) CheckAddrPort(ap netip.AddrPort) error {
 // no user name or password, and no literal IP address the policy refuses. A host name is
 // checked when a delivery connects (the address it resolves to then), so DNS cannot pass a
 // name that resolves to a refused address. The error is KindInvalid, on $.webhook.
-func (p WebhookPolicy) CheckURL(raw string) error {
+func (p Policy) CheckURL(raw string) error {
 	invalid := func(format string, args ...any) error {
-		return Invalid(FieldError{Path: "$.webhook", Message: fmt.Sprintf(format, args...)})
+		return core.Invalid(core.FieldError{Path: "$.webhook", Message: fmt.Sprintf(format, args...)})
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {

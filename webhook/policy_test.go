@@ -1,14 +1,13 @@
-package core_test
+package webhook_test
 
 import (
-	"encoding/json"
 	"errors"
 	"net/netip"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/webhook"
 )
 
 // The webhook URLs of the SSRF finding, as they were found: refused by default, each naming
@@ -48,7 +47,7 @@ func TestWebhookPolicyCheckURL(t *testing.T) {
 		{"hooks.example.com/x", "http or https", "http or https"},
 	}
 	for _, tt := range tests {
-		for _, p := range []core.WebhookPolicy{{}, {AllowPrivate: true}} {
+		for _, p := range []webhook.Policy{{}, {AllowPrivate: true}} {
 			want := tt.defaultRule
 			if p.AllowPrivate {
 				want = tt.privateRule
@@ -77,7 +76,7 @@ func TestWebhookPolicyCheckURL(t *testing.T) {
 // the same host is not.
 func TestWebhookPolicyRefusesSelf(t *testing.T) {
 	t.Parallel()
-	p := core.WebhookPolicy{AllowPrivate: true, Self: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:8080"), netip.MustParseAddrPort("192.168.1.5:80")}}
+	p := webhook.Policy{AllowPrivate: true, Self: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:8080"), netip.MustParseAddrPort("192.168.1.5:80")}}
 	for _, tt := range []struct {
 		url     string
 		refused bool
@@ -111,55 +110,8 @@ func TestForbiddenAddr(t *testing.T) {
 		{"100.100.100.200", true}, {"255.255.255.255", true}, {"ff02::1", true}, {"198.18.0.1", true},
 		{"2002:7f00:1::", true},
 	} {
-		if got := core.ForbiddenAddr(netip.MustParseAddr(tt.ip)) != ""; got != tt.forbidden {
-			t.Errorf("ForbiddenAddr(%s) = %q; want forbidden %v", tt.ip, core.ForbiddenAddr(netip.MustParseAddr(tt.ip)), tt.forbidden)
+		if got := webhook.ForbiddenAddr(netip.MustParseAddr(tt.ip)) != ""; got != tt.forbidden {
+			t.Errorf("ForbiddenAddr(%s) = %q; want forbidden %v", tt.ip, webhook.ForbiddenAddr(netip.MustParseAddr(tt.ip)), tt.forbidden)
 		}
 	}
-}
-
-// A webhook the notifier has no room for (its queue is full) is not lost: the job stays
-// marked for delivery in the store, and a later Tick offers it again, body and all.
-func TestWebhookWaitsWhileNotifierIsFull(t *testing.T) {
-	t.Parallel()
-	r := newRig(t)
-	r.hooks.full.Store(true)
-	j := r.submit(`{"a":1}`, func(s *core.Submission) { s.Webhook = "http://hook.test/full" })
-	r.take("w")
-	if err := r.jobs.Done(t.Context(), "ep1", "w", j.ID, core.Result{Output: json.RawMessage(`"out"`)}); err != nil {
-		t.Fatal(err)
-	}
-	recv(t, r.hooks.refused, "the refused delivery")
-	// Still full: refused again, kept. Each refusal is signalled from inside Notify, before the
-	// job joins the backlog that Tick offers again, so tick until the offer comes.
-	tickUntil(t, r, r.hooks.refused, "the delivery refused again")
-	if rec, err := r.store.GetJob(j.ID); err != nil || !rec.WebhookPending {
-		t.Fatalf("stored job while its webhook waits: %+v, %v; want webhookPending", rec, err)
-	}
-
-	r.hooks.full.Store(false)
-	tickUntil(t, r, r.hooks.delivered, "the delivery once there is room")
-	var hook core.WebhookBody
-	r.hooks.mu.Lock()
-	_ = json.Unmarshal(r.hooks.sent["http://hook.test/full"], &hook)
-	r.hooks.mu.Unlock()
-	if hook.ID != j.ID || hook.Status != core.Completed || string(hook.Output) != `"out"` || string(hook.Input) != `{"a":1}` {
-		t.Errorf("webhook = %+v; want the completed job with its input", hook)
-	}
-	if rec, err := r.store.GetJob(j.ID); err != nil || rec.WebhookPending { // done ran before delivered
-		t.Fatalf("stored job after the delivery: %+v, %v; want webhookPending cleared", rec, err)
-	}
-}
-
-// tickUntil ticks the engine until c receives, for up to 10 s.
-func tickUntil(t *testing.T, r *rig, c <-chan string, what string) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		r.jobs.Tick(t.Context(), r.clock.Now())
-		select {
-		case <-c:
-			return
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	t.Fatalf("no %s", what)
 }
