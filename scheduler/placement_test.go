@@ -10,11 +10,12 @@ import (
 	"testing"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/pool"
 )
 
 func placer(t *testing.T, pools ...core.Pool) *Placer {
 	t.Helper()
-	var ps []Pool
+	var ps []pool.Pool
 	for _, p := range pools {
 		ps = append(ps, &fakePool{info: p})
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // Defaults of Config.
@@ -44,7 +45,7 @@ type JobEngine interface {
 // Config wires a Scheduler. Units and special values are on each field.
 type Config struct {
 	Jobs  JobEngine // the job engine; the scheduler subscribes to its worker signals and queued jobs
-	Pools []Pool
+	Pools []pool.Pool
 	// VolumeDC returns a network volume's data center: an endpoint's volumes pin its workers
 	// there. nil = no volumes are known.
 	VolumeDC func(id string) (string, bool)

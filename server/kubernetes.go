@@ -12,12 +12,12 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	kube "github.com/gantryhq/gantry/adapters/kubernetes"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // kubernetesAdapter builds pools of worker pods (adapters/kubernetes).
 var kubernetesAdapter = adapter{
-	build: func(ctx context.Context, env poolEnv, p PoolConfig) (scheduler.Pool, error) {
+	build: func(ctx context.Context, env poolEnv, p PoolConfig) (pool.Pool, error) {
 		k := cmp.Or(p.Kubernetes, &KubernetesConfig{})
 		var rc *rest.Config
 		var err error

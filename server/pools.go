@@ -18,7 +18,7 @@ import (
 	"github.com/gantryhq/gantry/adapters/docker"
 	"github.com/gantryhq/gantry/adapters/process"
 	"github.com/gantryhq/gantry/adapters/runpod"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // poolEnv is what every adapter's builder may use besides its pool's config entry.
@@ -33,7 +33,7 @@ type poolEnv struct {
 // adapter is one kind of pool the config may declare (`adapter: NAME`).
 type adapter struct {
 	// build makes a pool from its config entry.
-	build func(ctx context.Context, env poolEnv, p PoolConfig) (scheduler.Pool, error)
+	build func(ctx context.Context, env poolEnv, p PoolConfig) (pool.Pool, error)
 	// section reports whether p carries this adapter's own config section (nil: it has none).
 	section func(p PoolConfig) bool
 	// grace is how long p's workers may take to stop when the server shuts down, for adapters
@@ -45,7 +45,7 @@ type adapter struct {
 // its section to PoolConfig.
 var adapters = map[string]adapter{
 	"process": {
-		build: func(_ context.Context, env poolEnv, p PoolConfig) (scheduler.Pool, error) {
+		build: func(_ context.Context, env poolEnv, p PoolConfig) (pool.Pool, error) {
 			user := workerUser(p.Process, os.Geteuid())
 			if os.Geteuid() != 0 { // then no other user is possible: New refuses one
 				env.log.Warn("process pool workers run as the server's own user: an endpoint's worker can read the data directory; "+
@@ -58,7 +58,7 @@ var adapters = map[string]adapter{
 		section: func(p PoolConfig) bool { return p.Process != nil },
 	},
 	"docker": {
-		build: func(ctx context.Context, env poolEnv, p PoolConfig) (scheduler.Pool, error) {
+		build: func(ctx context.Context, env poolEnv, p PoolConfig) (pool.Pool, error) {
 			d := cmp.Or(p.Docker, &DockerConfig{})
 			return docker.New(ctx, docker.Config{Pool: p.Pool, Host: d.Host, Network: d.Network,
 				Devices: d.Devices, GPUsByEnv: d.GPUsByEnv, Pull: docker.PullPolicy(d.Pull),
@@ -75,7 +75,7 @@ var adapters = map[string]adapter{
 		},
 	},
 	"runpod": {
-		build: func(ctx context.Context, env poolEnv, p PoolConfig) (scheduler.Pool, error) {
+		build: func(ctx context.Context, env poolEnv, p PoolConfig) (pool.Pool, error) {
 			r := p.RunPod
 			if r == nil {
 				return nil, fmt.Errorf("adapter runpod needs a runpod section (apiKeyEnv, publicUrl)")
@@ -138,7 +138,7 @@ type shutdowner interface {
 // newPools makes the scheduler's pools from the configured (or discovered) catalog pools,
 // each with its adapter's builder (a docker pool removes the containers an earlier run left
 // on its host). On an error the pools made so far are shut down.
-func newPools(ctx context.Context, cfg *Config, self string, builtins []string, log *slog.Logger) (pools []scheduler.Pool, err error) {
+func newPools(ctx context.Context, cfg *Config, self string, builtins []string, log *slog.Logger) (pools []pool.Pool, err error) {
 	defer func() {
 		if err != nil {
 			shutdownPools(cfg, pools, log)
@@ -150,11 +150,11 @@ func newPools(ctx context.Context, cfg *Config, self string, builtins []string, 
 		if !ok {
 			return pools, fmt.Errorf("pool %s: adapter %q is not available in this build (known: %s)", p.ID, p.Adapter, adapterNames())
 		}
-		pool, err := a.build(ctx, env, p)
+		pl, err := a.build(ctx, env, p)
 		if err != nil {
 			return pools, fmt.Errorf("pool %s: %w", p.ID, err)
 		}
-		pools = append(pools, pool)
+		pools = append(pools, pl)
 	}
 	return pools, nil
 }
@@ -162,7 +162,7 @@ func newPools(ctx context.Context, cfg *Config, self string, builtins []string, 
 // shutdownPools stops the workers of the pools whose workers outlive the server (containers,
 // pods) and waits for them, all pools at once, at most 30 s longer than the longest stop grace;
 // then it closes the pools that hold connections (io.Closer: watches, API clients).
-func shutdownPools(cfg *Config, pools []scheduler.Pool, log *slog.Logger) {
+func shutdownPools(cfg *Config, pools []pool.Pool, log *slog.Logger) {
 	grace := time.Duration(0)
 	for _, p := range cfg.Pools {
 		if a := adapters[cmp.Or(p.Adapter, "process")]; a.grace != nil {

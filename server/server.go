@@ -27,6 +27,7 @@ import (
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/lbproxy"
 	"github.com/gantryhq/gantry/models"
+	"github.com/gantryhq/gantry/pool"
 	"github.com/gantryhq/gantry/scheduler"
 	"github.com/gantryhq/gantry/store/memq"
 	"github.com/gantryhq/gantry/store/pebble"
@@ -54,7 +55,7 @@ type Options struct {
 	Builtins []string
 	// Pools, when set, are the scheduler's pools instead of those the config's pools make (an
 	// in-process pool in tests); the config's pools are then their descriptions.
-	Pools []scheduler.Pool
+	Pools []pool.Pool
 	// Listener, when set, is where the server serves instead of a listener on Config.Listen.
 	Listener net.Listener
 	// Tick is the autoscaler's tick; 0 = 1 s.
@@ -79,7 +80,7 @@ type Server struct {
 	ln       net.Listener
 	st       stores
 	files    *core.Files
-	pools    []scheduler.Pool
+	pools    []pool.Pool
 	webhooks *scheduler.Webhooks
 	engine   *Engine
 	api      *api.API
@@ -597,7 +598,7 @@ func (s *Server) Leading() bool {
 }
 
 // Pools are the scheduler's pools.
-func (s *Server) Pools() []scheduler.Pool { return s.pools }
+func (s *Server) Pools() []pool.Pool { return s.pools }
 
 // loopback turns a listen address into one workers on this machine can dial.
 func loopback(addr string) string {

@@ -19,7 +19,7 @@ import (
 
 	"github.com/gantryhq/gantry/adapters/adaptertest"
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // TestCreateOptions: what a spec becomes on GPU and CPU pools, with devices by request or by
@@ -27,12 +27,12 @@ import (
 func TestCreateOptions(t *testing.T) {
 	t.Parallel()
 	gpu := core.Pool{ID: "gpu pool", GPUType: "H100", GPUs: 3}
-	spec := scheduler.WorkerSpec{ID: "ep1-w1", Endpoint: "ep1", Image: "me/worker:1", Args: " --model  small ", Disk: 20,
+	spec := pool.WorkerSpec{ID: "ep1-w1", Endpoint: "ep1", Image: "me/worker:1", Args: " --model  small ", Disk: 20,
 		GPUs: []int{2, 0}, Env: map[string]string{"A": "1", "NVIDIA_VISIBLE_DEVICES": "all", "PORT": "80"}}
 	for _, tc := range []struct {
 		name     string
 		pool     *Pool
-		spec     scheduler.WorkerSpec
+		spec     pool.WorkerSpec
 		env      []string
 		requests []container.DeviceRequest
 		storage  map[string]string
@@ -48,11 +48,11 @@ func TestCreateOptions(t *testing.T) {
 			env: []string{"A=1", "NVIDIA_VISIBLE_DEVICES=2,0", "PORT=8123"}, storage: map[string]string{"size": "20G"}, init: true,
 		},
 		{
-			name: "no GPUs on a GPU pool", pool: &Pool{desc: gpu}, spec: func() scheduler.WorkerSpec { s := spec; s.GPUs = nil; return s }(),
+			name: "no GPUs on a GPU pool", pool: &Pool{desc: gpu}, spec: func() pool.WorkerSpec { s := spec; s.GPUs = nil; return s }(),
 			env: []string{"A=1", "NVIDIA_VISIBLE_DEVICES=void", "PORT=8123"},
 		},
 		{
-			name: "CPU pool", pool: &Pool{desc: core.Pool{ID: "cpu", GPUType: "CPU", GPUs: 2, CPU: true}}, spec: func() scheduler.WorkerSpec { s := spec; s.GPUs = nil; return s }(),
+			name: "CPU pool", pool: &Pool{desc: core.Pool{ID: "cpu", GPUType: "CPU", GPUs: 2, CPU: true}}, spec: func() pool.WorkerSpec { s := spec; s.GPUs = nil; return s }(),
 			env: []string{"A=1", "NVIDIA_VISIBLE_DEVICES=all", "PORT=8123"},
 		},
 	} {
@@ -84,7 +84,7 @@ func TestCreateOptions(t *testing.T) {
 			}
 		})
 	}
-	if got := (&Pool{desc: gpu}).createOptions(scheduler.WorkerSpec{ID: "w", Image: "i"}, "n", nil).Config.Cmd; got != nil {
+	if got := (&Pool{desc: gpu}).createOptions(pool.WorkerSpec{ID: "w", Image: "i"}, "n", nil).Config.Cmd; got != nil {
 		t.Errorf("cmd without args = %q; want nil (the image's own)", got)
 	}
 }
@@ -199,7 +199,7 @@ func TestRegistryAuth(t *testing.T) {
 	rec := &adaptertest.Recorder{}
 	registries := map[string]string{"ep-private": "reg-1", "ep-broken": "reg-gone"}
 	start := func(id, endpoint string) error {
-		return p.Start(context.Background(), scheduler.WorkerSpec{ID: id, Endpoint: endpoint, Registry: registries[endpoint],
+		return p.Start(context.Background(), pool.WorkerSpec{ID: id, Endpoint: endpoint, Registry: registries[endpoint],
 			Image: "registry.example/private/worker:2", Report: rec.Report})
 	}
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/gantryhq/gantry/adapters/adaptertest"
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // wedgedEngine is an Engine API server on 127.0.0.1 that never answers the calls hang names
@@ -110,8 +110,8 @@ func wantTimeout(t *testing.T, what string, err error, took time.Duration, call,
 func TestEngineCallDeadlines(t *testing.T) {
 	t.Parallel()
 	desc := core.Pool{ID: "wedged", GPUType: "CPU", GPUs: 2, CPU: true}
-	spec := func(id, image string) scheduler.WorkerSpec {
-		return scheduler.WorkerSpec{ID: id, Endpoint: "ep", Image: image, Report: (&adaptertest.Recorder{}).Report}
+	spec := func(id, image string) pool.WorkerSpec {
+		return pool.WorkerSpec{ID: id, Endpoint: "ep", Image: image, Report: (&adaptertest.Recorder{}).Report}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a wedged call's bound without the fix
 	t.Cleanup(cancel)                                                        // after the parallel subtests

@@ -1,4 +1,4 @@
-// Package docker is Gantry's Docker adapter: a scheduler.Pool that runs each worker as a
+// Package docker is Gantry's Docker adapter: a pool.Pool that runs each worker as a
 // container on one Docker host, through the Docker Engine API (the moby client that
 // testcontainers-go uses; the API version is negotiated, so Engine 20.10, API 1.41, works).
 //
@@ -25,7 +25,7 @@ import (
 
 	"github.com/gantryhq/gantry/adapters/kit"
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // DefaultStopGrace is how long Stop waits after the stop signal before SIGKILL when
@@ -134,7 +134,7 @@ type Config struct {
 	Log *slog.Logger
 }
 
-// Pool is the Docker adapter's scheduler.Pool: one Docker host. Start pulls the spec's image
+// Pool is the Docker adapter's pool.Pool: one Docker host. Start pulls the spec's image
 // when the host lacks it (with the endpoint's registry credential), then creates and starts a
 // container named gantry-<pool>-<worker> from it: the image's entrypoint with the spec's Args
 // (split at spaces) as its command, the spec's env with the port variables and the device
@@ -157,7 +157,7 @@ type Config struct {
 //
 // The pool accounts for the device indices (or CPU slot indices) of its workers as the process
 // pool does: Start refuses a spec that asks for more than the pool has, for an index out of
-// range, twice, or held by a live worker, with an error wrapping scheduler.ErrNoCapacity. A
+// range, twice, or held by a live worker, with an error wrapping pool.ErrNoCapacity. A
 // worker's indices are free again before its WorkerExited event is sent.
 type Pool struct {
 	desc     core.Pool
@@ -253,4 +253,4 @@ func (p *Pool) Describe() core.Pool {
 	return d
 }
 
-var _ scheduler.Pool = (*Pool)(nil)
+var _ pool.Pool = (*Pool)(nil)

@@ -4,7 +4,8 @@
 //   - Live, the registry of an adapter's live workers and the devices they hold (Devices);
 //   - CheckPool, the checks of the pool description every adapter's config shares;
 //   - Reporter, the ordered, lock-free delivery of a worker's events to the scheduler;
-//   - HostPorts, free ports of this host for workers that share its network.
+//   - HostPorts, free ports of this host for workers that share its network;
+//   - TailFile, the last lines of a worker's log file, for a LogSource.
 //
-// An adapter implements scheduler.Pool; adapters/adaptertest checks it.
+// An adapter implements pool.Pool; adapters/adaptertest checks it.
 package kit

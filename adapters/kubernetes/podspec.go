@@ -17,7 +17,7 @@ import (
 
 	"github.com/gantryhq/gantry/adapters/kit"
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // resources returns the requests and limits of a worker holding n GPUs (or CPU slots):
@@ -42,7 +42,7 @@ func resources(d core.Pool, n int, cfg Config) (req, lim corev1.ResourceList, er
 }
 
 // podSpec renders a worker's pod.
-func (p *Pool) podSpec(ctx context.Context, spec scheduler.WorkerSpec) (*corev1.Pod, error) {
+func (p *Pool) podSpec(ctx context.Context, spec pool.WorkerSpec) (*corev1.Pod, error) {
 	n := max(spec.GPUCount, len(spec.GPUs), 1)
 	req, lim, err := resources(p.desc, n, p.cfg)
 	if err != nil {

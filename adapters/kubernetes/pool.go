@@ -6,7 +6,7 @@
 // pool's configured count, and then the pool touches nothing outside its namespace. Worker
 // events come from a label-filtered pod informer.
 //
-// FLASHBOOT: a pod cannot be paused, so Suspend and Resume answer scheduler.ErrUnsupported
+// FLASHBOOT: a pod cannot be paused, so Suspend and Resume answer pool.ErrUnsupported
 // and a retired worker's pod is deleted. Keeping retired pods running but unrouted would
 // bring them back faster, but would hold their GPUs the whole time; Gantry does not pay that
 // cost silently.
@@ -41,7 +41,7 @@ import (
 
 	"github.com/gantryhq/gantry/adapters/kit"
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // Labels every worker pod carries. The installation label keeps two Gantry installations
@@ -144,7 +144,7 @@ type Config struct {
 	Log *slog.Logger
 }
 
-// Pool is a scheduler.Pool of worker pods. It is an Elastic pool (the cluster assigns the
+// Pool is a pool.Pool of worker pods. It is an Elastic pool (the cluster assigns the
 // devices and its capacity changes), a WorkerLister and a LogSource.
 type Pool struct {
 	cfg      Config
@@ -294,7 +294,7 @@ func (p *Pool) Describe() core.Pool {
 // Capacity returns the GPUs (or CPU slots) the pool's workers may hold in all: the
 // allocatable resource of the ready, schedulable nodes that match the selector, minus what
 // pods that are not this pool's request there; with CapacityCount the pool's count
-// (implements scheduler.Elastic).
+// (implements pool.Elastic).
 func (p *Pool) Capacity() int { return int(p.capacity.Load()) }
 
 // recount computes Capacity from the watches' caches (CapacityNodes; with CapacityCount it
@@ -354,7 +354,7 @@ func nodeReady(n *corev1.Node) bool {
 
 // Start creates the worker's pod and returns; the pod informer reports it running once it is
 // Running and Ready.
-func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
+func (p *Pool) Start(ctx context.Context, spec pool.WorkerSpec) error {
 	if spec.ID == "" || spec.Report == nil {
 		return fmt.Errorf("starting worker %q: the spec needs an ID and a Report", spec.ID)
 	}
@@ -407,18 +407,18 @@ func (p *Pool) Stop(ctx context.Context, id string) error {
 	return nil
 }
 
-// Suspend answers scheduler.ErrUnsupported: a pod cannot be paused (see the package doc).
-func (p *Pool) Suspend(context.Context, string) error { return scheduler.ErrUnsupported }
+// Suspend answers pool.ErrUnsupported: a pod cannot be paused (see the package doc).
+func (p *Pool) Suspend(context.Context, string) error { return pool.ErrUnsupported }
 
-// Resume answers scheduler.ErrUnsupported.
-func (p *Pool) Resume(context.Context, string) error { return scheduler.ErrUnsupported }
+// Resume answers pool.ErrUnsupported.
+func (p *Pool) Resume(context.Context, string) error { return pool.ErrUnsupported }
 
 // Workers lists the pool's worker pods: those Start created (Known) and those it found with
-// its labels, left by an earlier run or another replica (implements scheduler.WorkerLister).
-func (p *Pool) Workers(context.Context) ([]scheduler.LiveWorker, error) {
+// its labels, left by an earlier run or another replica (implements pool.WorkerLister).
+func (p *Pool) Workers(context.Context) ([]pool.LiveWorker, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []scheduler.LiveWorker
+	var out []pool.LiveWorker
 	for _, o := range p.pods.GetStore().List() {
 		pod := o.(*corev1.Pod)
 		id := pod.Labels[LabelWorker]
@@ -429,7 +429,7 @@ func (p *Pool) Workers(context.Context) ([]scheduler.LiveWorker, error) {
 		if w != nil && w.exited {
 			continue
 		}
-		out = append(out, scheduler.LiveWorker{ID: id, Endpoint: pod.Labels[LabelEndpoint],
+		out = append(out, pool.LiveWorker{ID: id, Endpoint: pod.Labels[LabelEndpoint],
 			Started: pod.CreationTimestamp.Time, Known: w != nil, Revision: pod.Annotations[AnnotationRevision],
 			Count: p.slots(pod)})
 	}
@@ -455,8 +455,8 @@ func (p *Pool) slots(pod *corev1.Pod) int {
 }
 
 // Adopt takes over a worker pod this pool did not start (found by Workers): its events are
-// reported from now on, WorkerRunning at once if it runs (implements scheduler.Adopter).
-func (p *Pool) Adopt(_ context.Context, lw scheduler.LiveWorker, report func(scheduler.WorkerEvent)) error {
+// reported from now on, WorkerRunning at once if it runs (implements pool.Adopter).
+func (p *Pool) Adopt(_ context.Context, lw pool.LiveWorker, report func(pool.WorkerEvent)) error {
 	o, ok, err := p.pods.GetStore().GetByKey(p.cfg.Namespace + "/" + PodName(lw.ID))
 	if err != nil || !ok {
 		return fmt.Errorf("adopting worker %s: its pod is gone", lw.ID)
@@ -487,7 +487,7 @@ func (p *Pool) Adopt(_ context.Context, lw scheduler.LiveWorker, report func(sch
 }
 
 // Logs returns the last tail lines of the worker's container output, from pods/log
-// (implements scheduler.LogSource).
+// (implements pool.LogSource).
 func (p *Pool) Logs(ctx context.Context, id string, tail int) (io.ReadCloser, error) {
 	lines := int64(tail)
 	opts := &corev1.PodLogOptions{Container: "worker"}
@@ -580,10 +580,10 @@ func (p *Pool) observe(o any) {
 		for _, port := range w.ports {
 			addrs[port] = net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(port))
 		}
-		w.events.Queue(scheduler.WorkerEvent{Worker: w.id, State: scheduler.WorkerRunning, At: time.Now(), Addrs: addrs})
+		w.events.Queue(pool.WorkerEvent{Worker: w.id, State: pool.WorkerRunning, At: time.Now(), Addrs: addrs})
 	case st.Waiting != "" && !w.waiting && !w.running:
 		w.waiting = true
-		w.events.Queue(scheduler.WorkerEvent{Worker: w.id, State: scheduler.WorkerWaiting, At: time.Now(), Err: errors.New(st.Waiting)})
+		w.events.Queue(pool.WorkerEvent{Worker: w.id, State: pool.WorkerWaiting, At: time.Now(), Err: errors.New(st.Waiting)})
 	}
 	p.mu.Unlock()
 	w.events.Flush()
@@ -642,7 +642,7 @@ func (p *Pool) exit(w *worker, err error) {
 	}
 	w.exitErr = err
 	delete(p.workers, w.id)
-	w.events.Queue(scheduler.WorkerEvent{Worker: w.id, State: scheduler.WorkerExited, At: time.Now(), Err: err, Stopped: w.stopping})
+	w.events.Queue(pool.WorkerEvent{Worker: w.id, State: pool.WorkerExited, At: time.Now(), Err: err, Stopped: w.stopping})
 	p.mu.Unlock()
 	w.events.Flush()
 }
@@ -739,8 +739,8 @@ func State(pod *corev1.Pod, now time.Time, after time.Duration) PodState {
 
 // Interface guards.
 var (
-	_ scheduler.Elastic      = (*Pool)(nil)
-	_ scheduler.WorkerLister = (*Pool)(nil)
-	_ scheduler.Adopter      = (*Pool)(nil)
-	_ scheduler.LogSource    = (*Pool)(nil)
+	_ pool.Elastic      = (*Pool)(nil)
+	_ pool.WorkerLister = (*Pool)(nil)
+	_ pool.Adopter      = (*Pool)(nil)
+	_ pool.LogSource    = (*Pool)(nil)
 )

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 func TestCommand(t *testing.T) {
@@ -35,7 +35,7 @@ func TestCanRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var _ scheduler.ImageChecker = p
+	var _ pool.ImageChecker = p
 	for _, tc := range []struct {
 		image string
 		ok    bool

@@ -17,7 +17,7 @@ import (
 
 	"github.com/gantryhq/gantry/adapters/kit"
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // DefaultStopGrace is how long Stop waits after SIGTERM before SIGKILL when Config.StopGrace
@@ -59,7 +59,7 @@ type Config struct {
 	Devices []string
 }
 
-// Pool is the process adapter's scheduler.Pool: it runs each worker as a local process in its
+// Pool is the process adapter's pool.Pool: it runs each worker as a local process in its
 // own process group, as Config.User when one is given. Built-in images run this binary's
 // `worker NAME`; other images run the command the config maps them to. A worker gets a few
 // variables of the server's environment (PATH, HOME, LANG, TMPDIR, PYTHONPATH, GOCOVERDIR;
@@ -80,7 +80,7 @@ type Config struct {
 //
 // The pool accounts for the device indices (or CPU slot indices) of its workers: Start refuses
 // a spec that asks for more than the pool has, for an index out of range, twice, or held by a
-// live worker, with an error wrapping scheduler.ErrNoCapacity. A worker's indices are free
+// live worker, with an error wrapping pool.ErrNoCapacity. A worker's indices are free
 // again before its WorkerExited event is sent.
 type Pool struct {
 	desc    core.Pool
@@ -139,7 +139,7 @@ func (p *Pool) Describe() core.Pool {
 }
 
 // Start starts the worker's process and reports WorkerRunning. The process outlives ctx.
-func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
+func (p *Pool) Start(ctx context.Context, spec pool.WorkerSpec) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("starting worker %s: %w", spec.ID, err)
 	}
@@ -178,7 +178,7 @@ func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
 	}
 	w.mu.Lock()
 	w.pid = cmd.Process.Pid
-	w.emit(scheduler.WorkerRunning, nil, false)
+	w.emit(pool.WorkerRunning, nil, false)
 	if w.stopping { // Stop came while the process was being started
 		w.terminate(p.grace)
 	}
@@ -247,7 +247,7 @@ func (p *Pool) wait(w *worker, cmd *exec.Cmd) {
 	} else {
 		err = fmt.Errorf("worker %s exited: %w (no log: the pool discards worker output)", w.id, err)
 	}
-	w.emit(scheduler.WorkerExited, err, w.stopping)
+	w.emit(pool.WorkerExited, err, w.stopping)
 	w.mu.Unlock()
 	w.events.Flush()
 }
@@ -285,9 +285,9 @@ func (p *Pool) Resume(_ context.Context, id string) error {
 
 // pause suspends (stop) or resumes (!stop) a worker.
 func (p *Pool) pause(id string, stop bool) error {
-	op, sig, state := "resuming", syscall.SIGCONT, scheduler.WorkerResumed
+	op, sig, state := "resuming", syscall.SIGCONT, pool.WorkerResumed
 	if stop {
-		op, sig, state = "suspending", syscall.SIGSTOP, scheduler.WorkerSuspended
+		op, sig, state = "suspending", syscall.SIGSTOP, pool.WorkerSuspended
 	}
 	w, err := p.lookup(op, id)
 	if err != nil {
@@ -335,9 +335,9 @@ type worker struct {
 
 // emit queues an event; w.mu is held. Events are queued under the lock, in the order of the
 // changes, and reported by w.events.Flush outside it.
-func (w *worker) emit(state scheduler.WorkerState, err error, stopped bool) {
-	e := scheduler.WorkerEvent{Worker: w.id, State: state, At: time.Now(), Err: err, Stopped: stopped}
-	if state == scheduler.WorkerRunning {
+func (w *worker) emit(state pool.WorkerState, err error, stopped bool) {
+	e := pool.WorkerEvent{Worker: w.id, State: state, At: time.Now(), Err: err, Stopped: stopped}
+	if state == pool.WorkerRunning {
 		e.Addrs = w.addrs
 	}
 	w.events.Queue(e)
@@ -391,4 +391,4 @@ func waitExited(pid int) error {
 	}
 }
 
-var _ scheduler.Pool = (*Pool)(nil)
+var _ pool.Pool = (*Pool)(nil)

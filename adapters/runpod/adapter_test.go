@@ -21,6 +21,7 @@ import (
 	"github.com/gantryhq/gantry/adapters/runpod/runpodfake"
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/internal/testkit"
+	"github.com/gantryhq/gantry/pool"
 	"github.com/gantryhq/gantry/scheduler"
 )
 
@@ -60,24 +61,24 @@ func setup(t *testing.T, cfg Config, fake runpodfake.Config) *fixture {
 	t.Cleanup(func() { // before the pool's cleanup, which checks that no pod is left
 		for _, w := range f.pool.live.All() {
 			_ = f.pool.Stop(context.Background(), w.id)
-			f.rec.Wait(t, w.id, scheduler.WorkerExited, testkit.WaitTimeout)
+			f.rec.Wait(t, w.id, pool.WorkerExited, testkit.WaitTimeout)
 		}
 	})
 	return f
 }
 
-func (f *fixture) spec() scheduler.WorkerSpec {
+func (f *fixture) spec() pool.WorkerSpec {
 	f.n++
-	return scheduler.WorkerSpec{ID: "w" + string(rune('0'+f.n)), Endpoint: "ep", Image: testImage, Args: "serves",
+	return pool.WorkerSpec{ID: "w" + string(rune('0'+f.n)), Endpoint: "ep", Image: testImage, Args: "serves",
 		GPUs: []int{f.n - 1}, Report: f.rec.Report}
 }
 
-func (f *fixture) start(spec scheduler.WorkerSpec) {
+func (f *fixture) start(spec pool.WorkerSpec) {
 	f.t.Helper()
 	if err := f.pool.Start(context.Background(), spec); err != nil {
 		f.t.Fatalf("Start(%s) = %v", spec.ID, err)
 	}
-	f.rec.Wait(f.t, spec.ID, scheduler.WorkerRunning, testkit.WaitTimeout)
+	f.rec.Wait(f.t, spec.ID, pool.WorkerRunning, testkit.WaitTimeout)
 }
 
 func (f *fixture) stop(id string) {
@@ -85,7 +86,7 @@ func (f *fixture) stop(id string) {
 	if err := f.pool.Stop(context.Background(), id); err != nil {
 		f.t.Fatal(err)
 	}
-	f.rec.Wait(f.t, id, scheduler.WorkerExited, testkit.WaitTimeout)
+	f.rec.Wait(f.t, id, pool.WorkerExited, testkit.WaitTimeout)
 }
 
 // client is a RunPod client of the fake, for acting on pods behind the pool's back.
@@ -136,7 +137,7 @@ func TestStartSendsThePodRequest(t *testing.T) {
 	if !strings.HasPrefix(pod.Name, "gantry-gantry-"+spec.ID) {
 		t.Errorf("pod name %q; want gantry-<installation>-<worker>", pod.Name)
 	}
-	running := f.rec.Wait(t, spec.ID, scheduler.WorkerRunning, time.Second)
+	running := f.rec.Wait(t, spec.ID, pool.WorkerRunning, time.Second)
 	if addr := running.Addrs[8000]; !strings.HasPrefix(addr, "127.0.0.1:") {
 		t.Errorf("WorkerRunning.Addrs = %v; want the public address of port 8000", running.Addrs)
 	}
@@ -195,7 +196,7 @@ func TestCapacityErrorIsThrottled(t *testing.T) {
 	spec := f.spec()
 	err := f.pool.Start(context.Background(), spec)
 	var th *ThrottledError
-	if !errors.As(err, &th) || !errors.Is(err, scheduler.ErrNoCapacity) || !strings.Contains(err.Error(), "no longer any instances available") {
+	if !errors.As(err, &th) || !errors.Is(err, pool.ErrNoCapacity) || !strings.Contains(err.Error(), "no longer any instances available") {
 		t.Fatalf("Start with no capacity at RunPod = %v; want a *ThrottledError (ErrNoCapacity) quoting RunPod", err)
 	}
 	again := f.spec()
@@ -277,7 +278,7 @@ func TestCapacityFollowsTheStock(t *testing.T) {
 func TestStartsBeyondTheStockAreThrottled(t *testing.T) {
 	t.Parallel()
 	f := setup(t, Config{Pool: core.Pool{GPUs: 16}, Stock: map[string]int{"LOW": 1}}, runpodfake.Config{})
-	placer, err := scheduler.NewPlacer([]scheduler.Pool{f.pool})
+	placer, err := scheduler.NewPlacer([]pool.Pool{f.pool})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +327,7 @@ func TestStartsBeyondTheStockAreThrottled(t *testing.T) {
 	two.GPUs, two.GPUCount = nil, 2
 	var th *ThrottledError
 	err = f.pool.Start(context.Background(), two)
-	if !errors.As(err, &th) || !errors.Is(err, scheduler.ErrNoCapacity) ||
+	if !errors.As(err, &th) || !errors.Is(err, pool.ErrNoCapacity) ||
 		!strings.Contains(err.Error(), "RunPod's catalog shows LOW stock of NVIDIA GeForce RTX 4090 in the SECURE cloud") ||
 		!strings.Contains(err.Error(), "counted as 1 GPU(s) free besides the 1 the pool held then; it holds 1 and the pod asks 2") {
 		t.Errorf("Start(2 GPUs) beyond the stock = %v; want throttled, naming the stock level and the figures", err)
@@ -368,7 +369,7 @@ func TestCostGuard(t *testing.T) {
 	if err := g.pool.Suspend(context.Background(), a.ID); err != nil {
 		t.Fatal(err)
 	}
-	g.rec.Wait(t, a.ID, scheduler.WorkerSuspended, testkit.WaitTimeout)
+	g.rec.Wait(t, a.ID, pool.WorkerSuspended, testkit.WaitTimeout)
 	g.start(third)
 	if err := g.pool.Resume(context.Background(), a.ID); !errors.As(err, &th) {
 		t.Errorf("Resume over maxSpendPerHour = %v; want throttled", err)
@@ -495,13 +496,13 @@ func TestConflictIsReconciled(t *testing.T) {
 	if err := f.pool.Start(context.Background(), spec); err != nil {
 		t.Fatal(err)
 	}
-	f.rec.Wait(t, spec.ID, scheduler.WorkerRunning, testkit.WaitTimeout) // the list after the create
+	f.rec.Wait(t, spec.ID, pool.WorkerRunning, testkit.WaitTimeout) // the list after the create
 	pod, _ := f.cloud.podOf(spec.ID)
 	f.cloud.act(t, pod.ID, rpapi.PodActionStop) // stopped behind the pool's back: Suspend's stop answers 409
 	if err := f.pool.Suspend(context.Background(), spec.ID); err != nil {
 		t.Fatalf("Suspend of a pod already EXITED = %v; want nil (the 409 reconciled)", err)
 	}
-	f.rec.Wait(t, spec.ID, scheduler.WorkerSuspended, testkit.WaitTimeout)
+	f.rec.Wait(t, spec.ID, pool.WorkerSuspended, testkit.WaitTimeout)
 	if n := f.cloud.Requests("GET /v2/pods/{id}"); n != 1 {
 		t.Errorf("%d getPod requests; want 1, reading the pod again after the 409", n)
 	}
@@ -510,7 +511,7 @@ func TestConflictIsReconciled(t *testing.T) {
 		t.Fatalf("Resume of a pod already starting = %v; want nil", err)
 	}
 	f.pool.kickWatch()
-	f.rec.Wait(t, spec.ID, scheduler.WorkerResumed, testkit.WaitTimeout)
+	f.rec.Wait(t, spec.ID, pool.WorkerResumed, testkit.WaitTimeout)
 	f.stop(spec.ID)
 }
 
@@ -521,7 +522,7 @@ func TestPodsEndingByThemselves(t *testing.T) {
 	f.start(spec)
 	pod, _ := f.cloud.podOf(spec.ID)
 	f.cloud.act(t, pod.ID, rpapi.PodActionStop)
-	e := f.rec.Wait(t, spec.ID, scheduler.WorkerExited, testkit.WaitTimeout)
+	e := f.rec.Wait(t, spec.ID, pool.WorkerExited, testkit.WaitTimeout)
 	if e.Stopped || e.Err == nil || !strings.Contains(e.Err.Error(), "is EXITED") {
 		t.Errorf("a pod stopped outside Gantry: exit %+v; want an error saying it is EXITED", e)
 	}
@@ -532,11 +533,11 @@ func TestPodsEndingByThemselves(t *testing.T) {
 	if err := f.pool.Start(context.Background(), bad); err != nil {
 		t.Fatal(err)
 	}
-	e = f.rec.Wait(t, bad.ID, scheduler.WorkerExited, testkit.WaitTimeout)
+	e = f.rec.Wait(t, bad.ID, pool.WorkerExited, testkit.WaitTimeout)
 	if e.Stopped || e.Err == nil || !strings.Contains(e.Err.Error(), "is ERROR") || !strings.Contains(e.Err.Error(), "exec format error") {
 		t.Errorf("a pod failing to start: exit %+v; want an error saying ERROR and quoting its log", e)
 	}
-	f.rec.Wait(t, bad.ID, scheduler.WorkerRunning, 0) // reported first, as every worker's first event
+	f.rec.Wait(t, bad.ID, pool.WorkerRunning, 0) // reported first, as every worker's first event
 }
 
 func TestLeftoversOfAnEarlierRunAreListedAndStopped(t *testing.T) {
@@ -551,7 +552,7 @@ func TestLeftoversOfAnEarlierRunAreListedAndStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"old-1", "old-2"} {
-		if err := first.Start(context.Background(), scheduler.WorkerSpec{ID: id, Endpoint: "ep1", Image: testImage, Report: rec.Report}); err != nil {
+		if err := first.Start(context.Background(), pool.WorkerSpec{ID: id, Endpoint: "ep1", Image: testImage, Report: rec.Report}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -562,7 +563,7 @@ func TestLeftoversOfAnEarlierRunAreListedAndStopped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := stranger.Start(context.Background(), scheduler.WorkerSpec{ID: "theirs", Image: testImage, Report: rec.Report}); err != nil {
+	if err := stranger.Start(context.Background(), pool.WorkerSpec{ID: "theirs", Image: testImage, Report: rec.Report}); err != nil {
 		t.Fatal(err)
 	}
 	second, err := New(context.Background(), cfg)
@@ -574,7 +575,7 @@ func TestLeftoversOfAnEarlierRunAreListedAndStopped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slices.SortFunc(ws, func(a, b scheduler.LiveWorker) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(ws, func(a, b pool.LiveWorker) int { return strings.Compare(a.ID, b.ID) })
 	if len(ws) != 2 || ws[0].ID != "old-1" || ws[1].ID != "old-2" || ws[0].Known || ws[0].Endpoint != "ep1" || ws[0].Started.IsZero() {
 		t.Fatalf("Workers() after a restart = %+v; want old-1 and old-2 of ep1, not known (the other installation's pod is not listed)", ws)
 	}
@@ -660,7 +661,7 @@ func TestACreateCutOffLeavesNoPod(t *testing.T) {
 	}
 	defer p.Close()
 	rec := &adaptertest.Recorder{}
-	if err := p.Start(context.Background(), scheduler.WorkerSpec{ID: "w1", Image: testImage, Report: rec.Report}); err == nil {
+	if err := p.Start(context.Background(), pool.WorkerSpec{ID: "w1", Image: testImage, Report: rec.Report}); err == nil {
 		t.Fatal("Start with the create cut off = nil; want an error")
 	}
 	// RunPod made the pod; the pool terminates it, unasked.

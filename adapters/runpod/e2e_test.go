@@ -16,7 +16,7 @@ import (
 	"github.com/gantryhq/gantry/adapters/runpod/runpodfake"
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/internal/testkit"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 	"github.com/gantryhq/gantry/server"
 	"github.com/gantryhq/gantry/server/servertest"
 )
@@ -199,7 +199,7 @@ func newGantry(t *testing.T, cfg runpod.Config) *gantry {
 	cfg.API, cfg.APIKeyEnv, cfg.PublicURL = cloud.URL, runpod.TestKeyEnv, "http://"+ln.Addr().String()
 	cfg.Poll = cmp.Or(cfg.Poll, 50*time.Millisecond)
 	cfg.Log = slog.New(slog.DiscardHandler)
-	pool, err := runpod.New(context.Background(), cfg)
+	pl, err := runpod.New(context.Background(), cfg)
 	if err != nil {
 		ln.Close()
 		t.Fatal(err)
@@ -207,18 +207,18 @@ func newGantry(t *testing.T, cfg runpod.Config) *gantry {
 	t.Cleanup(func() { // after the server's shutdown, which stops its workers
 		ctx, cancel := context.WithTimeout(context.Background(), testkit.WaitTimeout)
 		defer cancel()
-		if err := pool.Shutdown(ctx); err != nil {
+		if err := pl.Shutdown(ctx); err != nil {
 			t.Error(err)
 		}
-		pool.Close()
+		pl.Close()
 		if pods := fake.Pods(); len(pods) != 0 {
 			t.Errorf("pods left after Gantry stopped: %+v", pods)
 		}
 		cloud.Close()
 		fake.Close()
 	})
-	s := servertest.New(t, server.Config{}, server.Options{Pools: []scheduler.Pool{pool}, Listener: ln})
-	return &gantry{fake: fake, pool: pool, server: s, key: servertest.Key(t, s, "alice", core.ScopeAll), ln: ln}
+	s := servertest.New(t, server.Config{}, server.Options{Pools: []pool.Pool{pl}, Listener: ln})
+	return &gantry{fake: fake, pool: pl, server: s, key: servertest.Key(t, s, "alice", core.ScopeAll), ln: ln}
 }
 
 // get answers a GET's body, decoded into into when it is not nil; it fails the test unless

@@ -19,7 +19,7 @@ import (
 	"github.com/gantryhq/gantry/adapters/kit"
 	"github.com/gantryhq/gantry/adapters/runpod/rpapi"
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // DefaultAPI is RunPod's REST API.
@@ -106,7 +106,7 @@ type Config struct {
 	Log *slog.Logger
 }
 
-// Pool is the RunPod adapter's scheduler.Pool. See the package documentation.
+// Pool is the RunPod adapter's pool.Pool. See the package documentation.
 type Pool struct {
 	desc  core.Pool
 	cfg   Config
@@ -281,7 +281,7 @@ func (p *Pool) Describe() core.Pool {
 }
 
 // Capacity returns how many GPUs the pool's pods may hold in all now (implements
-// scheduler.Elastic): the lowest of the pool's count, what the cost guard allows (maxPods
+// pool.Elastic): the lowest of the pool's count, what the cost guard allows (maxPods
 // pods of PerWorker GPUs; maxSpendPerHour at the catalog's price per GPU), and, once the
 // catalog was read, the GPUs the pool held then plus those its stock level counts as free
 // (Config.Stock). It answers from the last catalog read.
@@ -390,9 +390,9 @@ func (k apiKey) BearerAuth(context.Context, rpapi.OperationName) (rpapi.BearerAu
 }
 
 var (
-	_ scheduler.Pool           = (*Pool)(nil)
-	_ scheduler.Elastic        = (*Pool)(nil)
-	_ scheduler.HealthReporter = (*Pool)(nil)
-	_ scheduler.LogSource      = (*Pool)(nil)
-	_ scheduler.WorkerLister   = (*Pool)(nil)
+	_ pool.Pool           = (*Pool)(nil)
+	_ pool.Elastic        = (*Pool)(nil)
+	_ pool.HealthReporter = (*Pool)(nil)
+	_ pool.LogSource      = (*Pool)(nil)
+	_ pool.WorkerLister   = (*Pool)(nil)
 )
