@@ -61,7 +61,7 @@ func (c *scaledClock) real(sim time.Duration) time.Duration {
 
 // simSpec is a generated world: pools, endpoints and how each endpoint's workers behave.
 type simSpec struct {
-	pools []core.Pool
+	pools []core.PoolInfo
 	eps   []core.Endpoint
 	prof  []simProfile // by endpoint index
 }
@@ -130,7 +130,7 @@ func genWorld(nEndpoints, nPools int, seed uint64) simSpec {
 	byType := map[string][]int{}
 	for i := range nPools {
 		typ := pick(r, simGPUTypes)
-		p := core.Pool{ID: fmt.Sprintf("pool-%04d", i), Adapter: "sim", GPUType: typ, DisplayName: typ,
+		p := core.PoolInfo{ID: fmt.Sprintf("pool-%04d", i), Adapter: "sim", GPUType: typ, DisplayName: typ,
 			GPUs: pick(r, simPoolSizes), DataCenter: simDataCenters[r.IntN(len(simDataCenters))], MemoryGB: 80}
 		if typ == "CPU" {
 			p.CPU, p.GPUs, p.VCPUs, p.MemoryPerCPU, p.MemoryGB = true, 8*(1+r.IntN(8)), 16, 4, 0
@@ -164,7 +164,7 @@ func genWorld(nEndpoints, nPools int, seed uint64) simSpec {
 				pools = append(pools, id)
 			}
 		}
-		firstIdx := slices.IndexFunc(s.pools, func(p core.Pool) bool { return p.ID == pools[0] })
+		firstIdx := slices.IndexFunc(s.pools, func(p core.PoolInfo) bool { return p.ID == pools[0] })
 		first := s.pools[firstIdx]
 		ep := core.Endpoint{ID: fmt.Sprintf("ep-%05d", i), Owner: "sim", Name: fmt.Sprintf("sim-%d", i), Type: core.TypeQueue,
 			Container: core.Container{Image: "sim/worker"}, TimeoutMs: core.DefaultTimeoutMs,
@@ -184,7 +184,7 @@ func genWorld(nEndpoints, nPools int, seed uint64) simSpec {
 		// (when the first pool's were busy), and the scheduler does not move it back.
 		listed := make([]int, len(pools))
 		for k, id := range pools {
-			listed[k] = slices.IndexFunc(s.pools, func(p core.Pool) bool { return p.ID == id })
+			listed[k] = slices.IndexFunc(s.pools, func(p core.PoolInfo) bool { return p.ID == id })
 		}
 		for m := ep.Workers.Min; m > 0; m-- {
 			if !slices.ContainsFunc(listed, func(pi int) bool { return minHeld[pi]+m*ep.GPU.Count > s.pools[pi].GPUs/2 }) {
@@ -353,7 +353,7 @@ func (e *simEngine) usedGPUs() int {
 
 // simPool is a pool.Pool whose workers are goroutines of this process.
 type simPool struct {
-	info core.Pool
+	info core.PoolInfo
 	e    *simEngine // nil for a pool that only describes itself
 
 	mu   sync.Mutex
@@ -369,7 +369,7 @@ type simWorker struct {
 	suspended bool // under the pool's mu
 }
 
-func (p *simPool) Describe() core.Pool { return p.info }
+func (p *simPool) Describe() core.PoolInfo { return p.info }
 
 // Start starts the worker's goroutine: it boots (sleeps its endpoint's boot time), then takes
 // and runs jobs until it is stopped.

@@ -25,7 +25,7 @@ type Pool interface {
 	// Describe returns the pool's description: its id, GPU type, how many GPUs (or CPU slots)
 	// it has, the CUDA versions its driver runs and its data center. It does not change while
 	// the pool is in use, except for the count of an Elastic pool (see Elastic.Capacity).
-	Describe() core.Pool
+	Describe() core.PoolInfo
 	// Start starts a worker from spec and returns once it is starting (a process forked, a
 	// container created and started). Every worker that Start accepted ends with exactly one
 	// WorkerExited event, sent through spec.Report, whether it crashes or is stopped.

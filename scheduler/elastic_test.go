@@ -26,7 +26,7 @@ func (p *elasticPool) Capacity() int { return int(p.capacity.Load()) }
 
 func TestElasticPoolPlacesByCountAndFollowsCapacity(t *testing.T) {
 	t.Parallel()
-	p := &elasticPool{fakePool: &fakePool{info: core.Pool{ID: "K", GPUType: "H100", GPUs: 1, PerWorker: 8}}}
+	p := &elasticPool{fakePool: &fakePool{info: core.PoolInfo{ID: "K", GPUType: "H100", GPUs: 1, PerWorker: 8}}}
 	p.capacity.Store(4)
 	pl, err := NewPlacer([]pool.Pool{p})
 	if err != nil {
@@ -91,7 +91,7 @@ func (p *listingPool) Workers(context.Context) ([]pool.LiveWorker, error) {
 
 func TestRunReapsWorkersItDidNotStart(t *testing.T) {
 	t.Parallel()
-	lp := &listingPool{fakePool: &fakePool{info: core.Pool{ID: "P", GPUType: "CPU", GPUs: 4, CPU: true}}}
+	lp := &listingPool{fakePool: &fakePool{info: core.PoolInfo{ID: "P", GPUType: "CPU", GPUs: 4, CPU: true}}}
 	lp.listed = []pool.LiveWorker{{ID: "left-behind", Endpoint: "gone"}, {ID: "ours", Endpoint: "e", Known: true}}
 	pl, err := NewPlacer([]pool.Pool{lp})
 	if err != nil {
@@ -177,7 +177,7 @@ func TestRestartAdoptsWorkersThatStillMatch(t *testing.T) {
 	if revision(&changed) == rev {
 		t.Fatal("an endpoint with another image has the same revision")
 	}
-	pl := &adoptingPool{listingPool: &listingPool{fakePool: &fakePool{info: core.Pool{ID: "K", GPUType: "H100", GPUs: 1, PerWorker: 8}}},
+	pl := &adoptingPool{listingPool: &listingPool{fakePool: &fakePool{info: core.PoolInfo{ID: "K", GPUType: "H100", GPUs: 1, PerWorker: 8}}},
 		capacity: 8, report: map[string]func(pool.WorkerEvent){}}
 	pl.listed = []pool.LiveWorker{
 		{ID: "match1", Endpoint: ep.ID, Revision: rev, Count: 2},

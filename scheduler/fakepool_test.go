@@ -16,7 +16,7 @@ import (
 // fakePool is an in-memory pool for the scheduler's own tests: workers "run" until stopped,
 // or crash at once when crash is set. The real adapters pass adapters/adaptertest.
 type fakePool struct {
-	info core.Pool
+	info core.PoolInfo
 
 	mu        sync.Mutex
 	alive     map[string]pool.WorkerSpec
@@ -40,7 +40,7 @@ type fakePool struct {
 	srvs map[string]*httptest.Server
 }
 
-func (p *fakePool) Describe() core.Pool { return p.info }
+func (p *fakePool) Describe() core.PoolInfo { return p.info }
 
 func (p *fakePool) Start(_ context.Context, spec pool.WorkerSpec) error {
 	if p.startGate != nil {

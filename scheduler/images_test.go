@@ -25,8 +25,8 @@ func (p checkingPool) CanRun(image string) (bool, string) {
 func TestPlacerCanRun(t *testing.T) {
 	t.Parallel()
 	pl, err := NewPlacer([]pool.Pool{
-		checkingPool{&fakePool{info: core.Pool{ID: "proc", GPUType: "CPU", GPUs: 1}}, []string{"a:1"}},
-		&fakePool{info: core.Pool{ID: "pulls", GPUType: "CPU", GPUs: 1}},
+		checkingPool{&fakePool{info: core.PoolInfo{ID: "proc", GPUType: "CPU", GPUs: 1}}, []string{"a:1"}},
+		&fakePool{info: core.PoolInfo{ID: "pulls", GPUType: "CPU", GPUs: 1}},
 	})
 	if err != nil {
 		t.Fatal(err)

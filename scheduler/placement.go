@@ -22,7 +22,7 @@ type Placer struct {
 // slot is one pool's capacity.
 type slot struct {
 	pool    pool.Pool
-	info    core.Pool
+	info    core.PoolInfo
 	elastic pool.Elastic    // the pool, when its capacity changes; no bitmap then
 	total   atomic.Int64    // capacity: info.GPUs, or the Elastic pool's last Capacity
 	free    atomic.Int64    // GPUs (or CPU slots) not reserved; below 0 when an Elastic pool shrank
@@ -184,9 +184,9 @@ type NoRoomError struct {
 type poolMiss struct {
 	pool  string
 	why   missKind
-	info  *core.Pool // nil for a pool this server does not have
-	inUse int        // missFull: GPUs reserved when it was tried
-	total int        // missFull: the pool's capacity then
+	info  *core.PoolInfo // nil for a pool this server does not have
+	inUse int            // missFull: GPUs reserved when it was tried
+	total int            // missFull: the pool's capacity then
 }
 
 type missKind uint8

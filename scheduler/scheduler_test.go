@@ -36,7 +36,7 @@ type rig struct {
 func setup(t *testing.T, pools ...*fakePool) *rig {
 	t.Helper()
 	if len(pools) == 0 {
-		pools = []*fakePool{{info: core.Pool{ID: "P", GPUType: "CPU", GPUs: 16, CPU: true}}}
+		pools = []*fakePool{{info: core.PoolInfo{ID: "P", GPUType: "CPU", GPUs: 16, CPU: true}}}
 	}
 	st, err := pebble.Open(t.TempDir())
 	if err != nil {
@@ -335,8 +335,8 @@ func TestScaleDownNeverRetiresABusyWorker(t *testing.T) {
 // capacity goes back to the endpoints that prefer it.
 func TestScaleDownKeepsThePreferredPools(t *testing.T) {
 	t.Parallel()
-	first := &fakePool{info: core.Pool{ID: "A", GPUType: "CPU", GPUs: 1, CPU: true}}
-	second := &fakePool{info: core.Pool{ID: "B", GPUType: "CPU", GPUs: 4, CPU: true}}
+	first := &fakePool{info: core.PoolInfo{ID: "A", GPUType: "CPU", GPUs: 1, CPU: true}}
+	second := &fakePool{info: core.PoolInfo{ID: "B", GPUType: "CPU", GPUs: 4, CPU: true}}
 	r := setup(t, first, second)
 	ep := r.endpoint(func(e *core.Endpoint) {
 		e.GPU.Pools = []string{"A", "B"}
@@ -423,7 +423,7 @@ func TestPatchTakesEffectLive(t *testing.T) {
 
 func TestCrashLoopBacksOffAndShowsUnhealthy(t *testing.T) {
 	t.Parallel()
-	pl := &fakePool{info: core.Pool{ID: "P", GPUs: 4, CPU: true}, crash: errors.New("exit status 3")}
+	pl := &fakePool{info: core.PoolInfo{ID: "P", GPUs: 4, CPU: true}, crash: errors.New("exit status 3")}
 	r := setup(t, pl)
 	ep := r.endpoint(nil)
 	ids := r.submit(ep, 1, false)
@@ -509,7 +509,7 @@ func TestPolledWorkerReadyWithoutItsSignal(t *testing.T) {
 func TestStopDuringStartStopsTheWorker(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		pl := &fakePool{info: core.Pool{ID: "P", GPUType: "CPU", GPUs: 16, CPU: true},
+		pl := &fakePool{info: core.PoolInfo{ID: "P", GPUType: "CPU", GPUs: 16, CPU: true},
 			startGate: make(chan struct{}), startIn: make(chan string, 1)}
 		r := setup(t, pl)
 		ep := r.endpoint(nil)
@@ -538,7 +538,7 @@ func TestStopDuringStartStopsTheWorker(t *testing.T) {
 
 func TestThrottledWhenNoPoolHasRoom(t *testing.T) {
 	t.Parallel()
-	pl := &fakePool{info: core.Pool{ID: "P", GPUs: 2}}
+	pl := &fakePool{info: core.PoolInfo{ID: "P", GPUs: 2}}
 	r := setup(t, pl)
 	ep := r.endpoint(func(e *core.Endpoint) {
 		e.Scaling = core.Scaling{Type: core.ScaleRequestCount, RequestCount: 1}
@@ -559,7 +559,7 @@ func TestThrottledWhenNoPoolHasRoom(t *testing.T) {
 // is asked again after RefusedRetry.
 func TestThrottledWhenThePoolRefuses(t *testing.T) {
 	t.Parallel()
-	pl := &fakePool{info: core.Pool{ID: "P", GPUs: 2}, refuse: fmt.Errorf("throttled: the cost guard allows 1 pod: %w", pool.ErrNoCapacity)}
+	pl := &fakePool{info: core.PoolInfo{ID: "P", GPUs: 2}, refuse: fmt.Errorf("throttled: the cost guard allows 1 pod: %w", pool.ErrNoCapacity)}
 	r := setup(t, pl)
 	ep := r.endpoint(nil)
 	r.submit(ep, 1, false)
@@ -615,7 +615,7 @@ func TestFlashbootSuspendsAndResumes(t *testing.T) {
 
 func TestSuspendedWorkersAreReclaimedFlashbootFirst(t *testing.T) {
 	t.Parallel()
-	pl := &fakePool{info: core.Pool{ID: "P", GPUs: 2}}
+	pl := &fakePool{info: core.PoolInfo{ID: "P", GPUs: 2}}
 	r := setup(t, pl)
 	mk := func(id string, fb core.Flashboot) *core.Endpoint {
 		return r.endpoint(func(e *core.Endpoint) { e.ID, e.Flashboot = id, fb })
@@ -664,7 +664,7 @@ func TestDeletedEndpointStopsItsWorkers(t *testing.T) {
 
 func TestWorkerEnvAndGPUs(t *testing.T) {
 	t.Parallel()
-	pl := &fakePool{info: core.Pool{ID: "G", GPUType: "NVIDIA L4", GPUs: 4, DataCenter: "DC-1"}}
+	pl := &fakePool{info: core.PoolInfo{ID: "G", GPUType: "NVIDIA L4", GPUs: 4, DataCenter: "DC-1"}}
 	r := setup(t, pl)
 	reg := "reg-1"
 	ep := r.endpoint(func(e *core.Endpoint) {
@@ -684,7 +684,7 @@ func TestWorkerEnvAndGPUs(t *testing.T) {
 // Gantry sets (the worker's token, its URLs, its ids): they stay Gantry's.
 func TestWorkerEnvGantryWins(t *testing.T) {
 	t.Parallel()
-	pl := &fakePool{info: core.Pool{ID: "G", GPUType: "NVIDIA L4", GPUs: 4, DataCenter: "DC-1"}}
+	pl := &fakePool{info: core.PoolInfo{ID: "G", GPUType: "NVIDIA L4", GPUs: 4, DataCenter: "DC-1"}}
 	r := setup(t, pl)
 	forged := map[string]string{}
 	for _, k := range []string{"RUNPOD_WEBHOOK_GET_JOB", "RUNPOD_WEBHOOK_POST_OUTPUT", "RUNPOD_WEBHOOK_POST_STREAM", "RUNPOD_WEBHOOK_PING",
@@ -704,7 +704,7 @@ func TestWorkerEnvGantryWins(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	// A pool id that %q escapes as Go does ("\t"), where Prometheus keeps a tab as it is.
-	r := setup(t, &fakePool{info: core.Pool{ID: "P\té", GPUType: "CPU", GPUs: 16, CPU: true}})
+	r := setup(t, &fakePool{info: core.PoolInfo{ID: "P\té", GPUType: "CPU", GPUs: 16, CPU: true}})
 	ep := r.endpoint(func(e *core.Endpoint) { e.GPU.Pools = []string{"P\té"} })
 	r.submit(ep, 1, false)
 	r.poll()
@@ -928,7 +928,7 @@ func TestStopPodAfterACancelRetiresAtOnce(t *testing.T) {
 // (RunPod) to ask for them (issue 29, item 18).
 func TestWorkerSpecCarriesCUDAVersions(t *testing.T) {
 	t.Parallel()
-	r := setup(t, &fakePool{info: core.Pool{ID: "P", GPUType: "L4", GPUs: 4, CUDAVersions: []string{"12.2", "12.4"}}})
+	r := setup(t, &fakePool{info: core.PoolInfo{ID: "P", GPUType: "L4", GPUs: 4, CUDAVersions: []string{"12.2", "12.4"}}})
 	r.endpoint(func(e *core.Endpoint) {
 		e.AllowedCudaVersions = []string{"12.4", "12.8"}
 		e.Workers = core.Workers{Min: 1, Max: 1, IdleTimeout: 5}

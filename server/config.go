@@ -96,7 +96,7 @@ type Config struct {
 // PoolConfig is one pool of the config file: the catalog's description of it, and for
 // `adapter: docker` the Docker host it runs on.
 type PoolConfig struct {
-	core.Pool `yaml:",inline"`
+	core.PoolInfo `yaml:",inline"`
 	// Process configures a process pool (only with adapter: process, the default); omitted =
 	// the defaults.
 	Process *ProcessConfig `yaml:"process"`
@@ -265,10 +265,10 @@ type RegistryConfig struct {
 }
 
 // catalogPools returns the catalog's view of the pools.
-func (c *Config) catalogPools() []core.Pool {
-	pools := make([]core.Pool, len(c.Pools))
+func (c *Config) catalogPools() []core.PoolInfo {
+	pools := make([]core.PoolInfo, len(c.Pools))
 	for i, p := range c.Pools {
-		pools[i] = p.Pool
+		pools[i] = p.PoolInfo
 	}
 	return pools
 }

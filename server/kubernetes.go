@@ -43,7 +43,7 @@ var kubernetesAdapter = adapter{
 		}
 		start, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
-		return kube.New(start, kube.Config{Pool: p.Pool, Client: client, Namespace: k.Namespace,
+		return kube.New(start, kube.Config{Pool: p.PoolInfo, Client: client, Namespace: k.Namespace,
 			Installation: k.Installation, NodeSelector: k.NodeSelector, Tolerations: tols,
 			RuntimeClassName: k.RuntimeClassName, PriorityClassName: k.PriorityClassName,
 			ServiceAccount: k.ServiceAccount, Labels: k.Labels, Annotations: k.Annotations, CPU: k.CPU,

@@ -52,7 +52,7 @@ var adapters = map[string]adapter{
 					"run gantry serve as root (workers then run as process.user, default nobody) to keep them apart",
 					"pool", p.ID, "uid", os.Geteuid())
 			}
-			return process.New(process.Config{Pool: p.Pool, Self: env.self, Builtins: env.builtins,
+			return process.New(process.Config{Pool: p.PoolInfo, Self: env.self, Builtins: env.builtins,
 				Images: env.cfg.Images, LogDir: env.logDir, Devices: env.cfg.devices[p.ID], User: user})
 		},
 		section: func(p PoolConfig) bool { return p.Process != nil },
@@ -60,7 +60,7 @@ var adapters = map[string]adapter{
 	"docker": {
 		build: func(ctx context.Context, env poolEnv, p PoolConfig) (pool.Pool, error) {
 			d := cmp.Or(p.Docker, &DockerConfig{})
-			return docker.New(ctx, docker.Config{Pool: p.Pool, Host: d.Host, Network: d.Network,
+			return docker.New(ctx, docker.Config{Pool: p.PoolInfo, Host: d.Host, Network: d.Network,
 				Devices: d.Devices, GPUsByEnv: d.GPUsByEnv, Pull: docker.PullPolicy(d.Pull),
 				Credentials: env.cfg.credential, StopGrace: d.StopGrace, Suspend: docker.SuspendMode(d.Suspend),
 				LogDir: env.logDir, DiskQuota: d.DiskQuota, Init: d.Init, Log: env.log,
@@ -80,7 +80,7 @@ var adapters = map[string]adapter{
 			if r == nil {
 				return nil, fmt.Errorf("adapter runpod needs a runpod section (apiKeyEnv, publicUrl)")
 			}
-			return runpod.New(ctx, runpod.Config{Pool: p.Pool, API: r.API, APIKeyEnv: r.APIKeyEnv, PublicURL: r.PublicURL,
+			return runpod.New(ctx, runpod.Config{Pool: p.PoolInfo, API: r.API, APIKeyEnv: r.APIKeyEnv, PublicURL: r.PublicURL,
 				Cloud: r.Cloud, DataCenters: r.DataCenters, Disk: r.Disk, Registries: r.Registries, Installation: r.Installation,
 				MaxPods: r.MaxPods, MaxSpendPerHour: r.MaxSpendPerHour, Poll: r.Poll, CatalogEvery: r.CatalogEvery,
 				Stock: r.Stock, Log: env.log})

@@ -137,7 +137,7 @@ func TestProcessConfig(t *testing.T) {
 		}
 	}
 
-	cfg := &Config{Data: t.TempDir(), Pools: []PoolConfig{{Pool: core.Pool{ID: "local", GPUType: "CPU", GPUs: 1, CPU: true}, Process: &ProcessConfig{User: "root"}}}}
+	cfg := &Config{Data: t.TempDir(), Pools: []PoolConfig{{PoolInfo: core.PoolInfo{ID: "local", GPUType: "CPU", GPUs: 1, CPU: true}, Process: &ProcessConfig{User: "root"}}}}
 	if _, err := newPools(context.Background(), cfg, "", nil, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), `user "root" is root`) {
 		t.Errorf("a process pool with user root: %v; want a refusal", err)
 	}

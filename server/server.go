@@ -120,7 +120,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *Server, err error) {
 	if len(opts.Pools) > 0 {
 		cfg.Pools = nil
 		for _, p := range opts.Pools {
-			cfg.Pools = append(cfg.Pools, PoolConfig{Pool: p.Describe()})
+			cfg.Pools = append(cfg.Pools, PoolConfig{PoolInfo: p.Describe()})
 		}
 	}
 	if err := cfg.Validate(); err != nil {
@@ -137,7 +137,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *Server, err error) {
 		inv := process.Discover(ctx)
 		log.Info("local pool", "discovery", inv.Description)
 		for _, p := range process.LocalPools(inv) {
-			cfg.Pools = append(cfg.Pools, PoolConfig{Pool: p})
+			cfg.Pools = append(cfg.Pools, PoolConfig{PoolInfo: p})
 		}
 		cfg.devices = process.LocalDevices(inv)
 	}
@@ -243,7 +243,7 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 		s.pools = pools
 		s.closers = append(s.closers, func() { shutdownPools(cfg, pools, log) })
 		for i, p := range pools { // what the adapters learnt (a cloud pool's CUDA versions, memory)
-			cfg.Pools[i].Pool = p.Describe()
+			cfg.Pools[i].PoolInfo = p.Describe()
 		}
 	}
 	catalog := core.NewCatalog(cfg.catalogPools(), cfg.NetworkVolumes, templates)

@@ -62,8 +62,8 @@ type lateExitPool struct {
 	alive sync.WaitGroup // worker goroutines, each until its exit is reported
 }
 
-func (p *lateExitPool) Describe() core.Pool {
-	return core.Pool{ID: "local", GPUType: "CPU", GPUs: 8, CPU: true, DataCenter: "LOCAL"}
+func (p *lateExitPool) Describe() core.PoolInfo {
+	return core.PoolInfo{ID: "local", GPUType: "CPU", GPUs: 8, CPU: true, DataCenter: "LOCAL"}
 }
 
 func (p *lateExitPool) Start(_ context.Context, spec pool.WorkerSpec) error {

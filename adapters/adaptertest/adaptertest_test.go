@@ -30,11 +30,11 @@ func TestFakePool(t *testing.T) {
 	fault := os.Getenv(faultEnv)
 	for _, tc := range []struct {
 		name    string
-		desc    core.Pool
+		desc    core.PoolInfo
 		suspend bool
 	}{
-		{"gpu", core.Pool{ID: "fake", Adapter: "fake", GPUType: "Fake GPU", GPUs: 3, CUDAVersions: []string{"11.8", "12.4"}}, true},
-		{"cpu-no-suspend", core.Pool{ID: "fake-cpu", Adapter: "fake", GPUType: "CPU", GPUs: 2, CPU: true}, false},
+		{"gpu", core.PoolInfo{ID: "fake", Adapter: "fake", GPUType: "Fake GPU", GPUs: 3, CUDAVersions: []string{"11.8", "12.4"}}, true},
+		{"cpu-no-suspend", core.PoolInfo{ID: "fake-cpu", Adapter: "fake", GPUType: "CPU", GPUs: 2, CPU: true}, false},
 	} {
 		if fault != "" && tc.name != "gpu" {
 			continue
@@ -82,7 +82,7 @@ func TestKitCatches(t *testing.T) {
 // fakeEnvs holds the environment each fake worker "saw", by worker id, for the harness's Probe.
 var fakeEnvs sync.Map
 
-func fakeHarness(desc core.Pool, suspend bool, fault string) adaptertest.Harness {
+func fakeHarness(desc core.PoolInfo, suspend bool, fault string) adaptertest.Harness {
 	grace := 50 * time.Millisecond
 	if fault == "early-force" {
 		// The kit catches a force before the grace by timing Stop to the exit event: on a
@@ -118,7 +118,7 @@ func fakeHarness(desc core.Pool, suspend bool, fault string) adaptertest.Harness
 
 // fakePool runs pretend workers as goroutines; fault, when not "", breaks it on purpose.
 type fakePool struct {
-	desc    core.Pool
+	desc    core.PoolInfo
 	grace   time.Duration
 	suspend bool
 	fault   string
@@ -143,7 +143,7 @@ type exitCodeError int
 func (e exitCodeError) Error() string { return "exit status " + strconv.Itoa(int(e)) }
 func (e exitCodeError) ExitCode() int { return int(e) }
 
-func (p *fakePool) Describe() core.Pool {
+func (p *fakePool) Describe() core.PoolInfo {
 	if p.fault == "describe-shared" {
 		return p.desc // shares its CUDAVersions with every caller
 	}

@@ -27,7 +27,7 @@ type fixture struct {
 	t    *testing.T
 	h    Harness
 	pool pool.Pool
-	desc core.Pool
+	desc core.PoolInfo
 	// elastic: the pool implements pool.Elastic, its nodes assign devices, so specs
 	// carry GPUCount only and device indices are not checked.
 	elastic bool

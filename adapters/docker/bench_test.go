@@ -72,7 +72,7 @@ func BenchmarkColdStart(b *testing.B) {
 
 func benchPool(b *testing.B, mode SuspendMode) (*Pool, *adaptertest.Recorder) {
 	b.Helper()
-	p, err := New(context.Background(), Config{Pool: core.Pool{ID: testPoolID("bench"), GPUType: "CPU", GPUs: 1, CPU: true},
+	p, err := New(context.Background(), Config{Pool: core.PoolInfo{ID: testPoolID("bench"), GPUType: "CPU", GPUs: 1, CPU: true},
 		Suspend: mode, StopGrace: testGrace})
 	if err != nil {
 		b.Fatal(err)

@@ -109,7 +109,7 @@ func wantTimeout(t *testing.T, what string, err error, took time.Duration, call,
 // the call and the setting, instead of holding the caller (issue 29, item 15).
 func TestEngineCallDeadlines(t *testing.T) {
 	t.Parallel()
-	desc := core.Pool{ID: "wedged", GPUType: "CPU", GPUs: 2, CPU: true}
+	desc := core.PoolInfo{ID: "wedged", GPUType: "CPU", GPUs: 2, CPU: true}
 	spec := func(id, image string) pool.WorkerSpec {
 		return pool.WorkerSpec{ID: id, Endpoint: "ep", Image: image, Report: (&adaptertest.Recorder{}).Report}
 	}
@@ -204,7 +204,7 @@ func TestTimeoutsDefaults(t *testing.T) {
 	if got != want {
 		t.Errorf("withDefaults = %+v; want %+v", got, want)
 	}
-	_, err := New(context.Background(), Config{Pool: core.Pool{ID: "p", GPUType: "CPU", GPUs: 1, CPU: true}, Timeouts: Timeouts{Pull: -time.Second}})
+	_, err := New(context.Background(), Config{Pool: core.PoolInfo{ID: "p", GPUType: "CPU", GPUs: 1, CPU: true}, Timeouts: Timeouts{Pull: -time.Second}})
 	if err == nil || !strings.Contains(err.Error(), "timeouts.pull -1s is negative") {
 		t.Errorf("New with a negative pull deadline = %v; want it refused", err)
 	}

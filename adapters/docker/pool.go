@@ -78,7 +78,7 @@ type Config struct {
 	// Pool describes the pool as the catalog shows it: ID and GPUType are required, GPUs (the
 	// number of GPUs, or of CPU slots when CPU is set) must be > 0, CUDAVersions are
 	// "major.minor" values (New sorts them and drops repeats). Adapter defaults to "docker".
-	Pool core.Pool
+	Pool core.PoolInfo
 	// Host is the Docker Engine API address: "unix:///var/run/docker.sock" or
 	// "tcp://host:2376". "" = $DOCKER_HOST, else unix:///var/run/docker.sock. With
 	// $DOCKER_CERT_PATH set, the client speaks TLS with the ca.pem, cert.pem and key.pem there.
@@ -160,7 +160,7 @@ type Config struct {
 // range, twice, or held by a live worker, with an error wrapping pool.ErrNoCapacity. A
 // worker's indices are free again before its WorkerExited event is sent.
 type Pool struct {
-	desc     core.Pool
+	desc     core.PoolInfo
 	api      *client.Client
 	host     string
 	grace    time.Duration
@@ -247,7 +247,7 @@ func newClient(host string, fromEnv bool) (*client.Client, error) {
 func (p *Pool) Close() error { return p.api.Close() }
 
 // Describe returns the pool's description (a copy).
-func (p *Pool) Describe() core.Pool {
+func (p *Pool) Describe() core.PoolInfo {
 	d := p.desc
 	d.CUDAVersions = slices.Clone(d.CUDAVersions)
 	return d

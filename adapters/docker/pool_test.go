@@ -38,8 +38,8 @@ const testGrace = time.Second
 const absentImage = "gantry-dockertest/absent:never-built"
 
 var (
-	gpuPool = core.Pool{GPUType: "NVIDIA Test GPU", GPUs: 4, CUDAVersions: []string{"12.4", "11.8", "12.4"}, DataCenter: "LOCAL"}
-	cpuPool = core.Pool{GPUType: "CPU", GPUs: 2, CPU: true, DataCenter: "LOCAL"}
+	gpuPool = core.PoolInfo{GPUType: "NVIDIA Test GPU", GPUs: 4, CUDAVersions: []string{"12.4", "11.8", "12.4"}, DataCenter: "LOCAL"}
+	cpuPool = core.PoolInfo{GPUType: "CPU", GPUs: 2, CPU: true, DataCenter: "LOCAL"}
 )
 
 // TestPoolContract runs the adapter kit against a real engine: a pool of (pretend) GPUs handed
@@ -50,7 +50,7 @@ func TestPoolContract(t *testing.T) {
 	requireEngine(t)
 	for _, tc := range []struct {
 		name string
-		desc core.Pool
+		desc core.PoolInfo
 		mode SuspendMode
 	}{
 		{"gpu-pause", gpuPool, SuspendPause},
@@ -67,7 +67,7 @@ func TestPoolContract(t *testing.T) {
 var kitPools sync.Map // *testing.T -> *Pool
 
 // harness is the kit's harness for a Docker pool described by desc.
-func harness(desc core.Pool, mode SuspendMode) adaptertest.Harness {
+func harness(desc core.PoolInfo, mode SuspendMode) adaptertest.Harness {
 	args := map[adaptertest.Behaviour]string{
 		adaptertest.Serves:      "serves",
 		adaptertest.Crashes:     "crashes",
@@ -447,7 +447,7 @@ func TestCleanupAtNew(t *testing.T) {
 		rc.Close()
 		return strings.Contains(string(b), "GANTRY_TEST_ENV")
 	})
-	p := newPool(t, Config{Pool: core.Pool{ID: mine, GPUType: "CPU", GPUs: 1, CPU: true}, LogDir: dir,
+	p := newPool(t, Config{Pool: core.PoolInfo{ID: mine, GPUType: "CPU", GPUs: 1, CPU: true}, LogDir: dir,
 		Log: slog.New(slog.NewTextHandler(writerFunc(func(b []byte) (int, error) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -490,7 +490,7 @@ func TestUnpullable(t *testing.T) {
 	} {
 		t.Run(string(tc.pull), func(t *testing.T) {
 			t.Parallel()
-			f := setup(t, Config{Pool: core.Pool{GPUType: "T", GPUs: 1}, GPUsByEnv: true, Pull: tc.pull})
+			f := setup(t, Config{Pool: core.PoolInfo{GPUType: "T", GPUs: 1}, GPUsByEnv: true, Pull: tc.pull})
 			spec := f.spec("serves")
 			spec.Image, spec.GPUs = absentImage, []int{0}
 			if err := f.pool.Start(context.Background(), spec); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -23,7 +23,7 @@ import (
 // resources returns the requests and limits of a worker holding n GPUs (or CPU slots):
 // nvidia.com/gpu = n in both on GPU pools (extended resources cannot be overcommitted), CPU
 // and memory requests per slot on CPU pools.
-func resources(d core.Pool, n int, cfg Config) (req, lim corev1.ResourceList, err error) {
+func resources(d core.PoolInfo, n int, cfg Config) (req, lim corev1.ResourceList, err error) {
 	if !d.CPU {
 		q := *resource.NewQuantity(int64(n), resource.DecimalSI)
 		return corev1.ResourceList{GPUResource: q}, corev1.ResourceList{GPUResource: q}, nil

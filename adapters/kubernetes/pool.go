@@ -96,7 +96,7 @@ type Credential struct {
 type Config struct {
 	// Pool describes the pool for the catalog; its count is the capacity until the node
 	// watch has synced, and PerWorker should be a node's GPU count.
-	Pool core.Pool
+	Pool core.PoolInfo
 	// Client reaches the cluster (required). Set its rest.Config's QPS and Burst deliberately
 	// (DefaultQPS, DefaultBurst): the pool watches, so it needs few requests per worker.
 	Client kubernetes.Interface
@@ -148,7 +148,7 @@ type Config struct {
 // devices and its capacity changes), a WorkerLister and a LogSource.
 type Pool struct {
 	cfg      Config
-	desc     core.Pool
+	desc     core.PoolInfo
 	selector labels.Selector // the pool's nodes
 	mine     labels.Selector // the pool's pods
 
@@ -285,7 +285,7 @@ func (p *Pool) Close() error {
 }
 
 // Describe returns the pool's description, with its capacity now.
-func (p *Pool) Describe() core.Pool {
+func (p *Pool) Describe() core.PoolInfo {
 	d := p.desc
 	d.CUDAVersions = append([]string(nil), d.CUDAVersions...)
 	return d

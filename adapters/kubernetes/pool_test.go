@@ -62,7 +62,7 @@ func (e *events) next(t *testing.T) pool.WorkerEvent {
 func setup(t *testing.T, objs ...runtime.Object) (*Pool, *fake.Clientset) {
 	t.Helper()
 	client := fake.NewClientset(objs...)
-	p, err := New(t.Context(), Config{Pool: core.Pool{ID: "k8s", GPUType: "NVIDIA H100 80GB HBM3", GPUs: 1, PerWorker: 8},
+	p, err := New(t.Context(), Config{Pool: core.PoolInfo{ID: "k8s", GPUType: "NVIDIA H100 80GB HBM3", GPUs: 1, PerWorker: 8},
 		Client: client, Namespace: "gpu", Labels: map[string]string{"team": "ml"},
 		Credentials: func(_ context.Context, id string) (Credential, error) {
 			return Credential{Username: "u", Password: "p", Server: "ghcr.io"}, nil
@@ -234,7 +234,7 @@ func TestCapacityCountReadsOnlyItsNamespace(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	p, err := New(ctx, Config{Pool: core.Pool{ID: "k8s", GPUType: "NVIDIA H100 80GB HBM3", GPUs: 3}, Client: client,
+	p, err := New(ctx, Config{Pool: core.PoolInfo{ID: "k8s", GPUType: "NVIDIA H100 80GB HBM3", GPUs: 3}, Client: client,
 		Namespace: "gpu", Capacity: CapacityCount})
 	if err != nil {
 		t.Fatalf("New with capacity count on a namespace-only account: %v", err)
@@ -252,7 +252,7 @@ func TestCapacityCountReadsOnlyItsNamespace(t *testing.T) {
 
 func TestCapacityModeIsChecked(t *testing.T) {
 	t.Parallel()
-	_, err := New(t.Context(), Config{Pool: core.Pool{ID: "k8s", GPUType: "NVIDIA H100 80GB HBM3", GPUs: 3},
+	_, err := New(t.Context(), Config{Pool: core.PoolInfo{ID: "k8s", GPUType: "NVIDIA H100 80GB HBM3", GPUs: 3},
 		Client: fake.NewClientset(), Capacity: "nodez"})
 	if err == nil || !strings.Contains(err.Error(), `capacity "nodez": want nodes`) {
 		t.Errorf("New with capacity nodez = %v; want the mode refused", err)

@@ -29,7 +29,7 @@ type Config struct {
 	// Pool describes the pool as the catalog shows it: ID and GPUType are required, GPUs (the
 	// number of GPUs, or of CPU slots when CPU is set) must be > 0, CUDAVersions are
 	// "major.minor" values (New sorts them and drops repeats). Adapter defaults to "process".
-	Pool core.Pool
+	Pool core.PoolInfo
 	// Self is the path of this binary: image "gantry/NAME" runs `Self worker NAME` for each
 	// NAME in Builtins. Required when Builtins is not empty.
 	Self string
@@ -83,7 +83,7 @@ type Config struct {
 // live worker, with an error wrapping pool.ErrNoCapacity. A worker's indices are free
 // again before its WorkerExited event is sent.
 type Pool struct {
-	desc    core.Pool
+	desc    core.PoolInfo
 	cmds    commands
 	grace   time.Duration
 	devices []string // machine device names by pool index; nil = the index
@@ -132,7 +132,7 @@ func cloneImages(images map[string][]string) map[string][]string {
 }
 
 // Describe returns the pool's description (a copy).
-func (p *Pool) Describe() core.Pool {
+func (p *Pool) Describe() core.PoolInfo {
 	d := p.desc
 	d.CUDAVersions = slices.Clone(d.CUDAVersions)
 	return d

@@ -41,15 +41,15 @@ var testImages = map[string][]string{
 }
 
 var (
-	gpuPool = core.Pool{ID: "gpu", GPUType: "NVIDIA Test GPU", GPUs: 4, CUDAVersions: []string{"12.4", "11.8", "12.4"}, DataCenter: "LOCAL"}
-	cpuPool = core.Pool{ID: "local", GPUType: "CPU", GPUs: 2, CPU: true, DataCenter: "LOCAL"}
+	gpuPool = core.PoolInfo{ID: "gpu", GPUType: "NVIDIA Test GPU", GPUs: 4, CUDAVersions: []string{"12.4", "11.8", "12.4"}, DataCenter: "LOCAL"}
+	cpuPool = core.PoolInfo{ID: "local", GPUType: "CPU", GPUs: 2, CPU: true, DataCenter: "LOCAL"}
 )
 
 // TestPoolContract runs the adapter kit against a pool of (pretend) GPUs and a pool of CPU
 // slots.
 func TestPoolContract(t *testing.T) {
 	t.Parallel()
-	for _, desc := range []core.Pool{gpuPool, cpuPool} {
+	for _, desc := range []core.PoolInfo{gpuPool, cpuPool} {
 		t.Run(desc.ID, func(t *testing.T) {
 			t.Parallel()
 			adaptertest.Run(t, harness(desc))
@@ -58,7 +58,7 @@ func TestPoolContract(t *testing.T) {
 }
 
 // harness is the kit's harness for a process pool described by desc.
-func harness(desc core.Pool) adaptertest.Harness {
+func harness(desc core.PoolInfo) adaptertest.Harness {
 	const grace = 300 * time.Millisecond
 	images := map[adaptertest.Behaviour]string{
 		adaptertest.Serves:      "test/serves",
@@ -186,7 +186,7 @@ func TestPoolDeviceEnv(t *testing.T) {
 	t.Parallel()
 	allowed := []string{"PATH", "HOME", "LANG", "TMPDIR", "PYTHONPATH", "GOCOVERDIR", "PWD", "PROBE", "CUDA_VISIBLE_DEVICES", "EXTRA"}
 	for _, tc := range []struct {
-		pool    core.Pool
+		pool    core.PoolInfo
 		gpus    []int
 		env     map[string]string // over PROBE
 		want    string            // CUDA_VISIBLE_DEVICES
@@ -388,22 +388,22 @@ func TestNew(t *testing.T) {
 		cfg  Config
 		want string // in the error
 	}{
-		{Config{Pool: core.Pool{GPUType: "CPU", GPUs: 1}}, "needs an ID"},
-		{Config{Pool: core.Pool{ID: "p", GPUs: 1}}, "needs an ID and a GPUType"},
-		{Config{Pool: core.Pool{ID: "p", GPUType: "CPU"}}, "count 0"},
-		{Config{Pool: core.Pool{ID: "p", GPUType: "CPU", GPUs: 1, PerWorker: -1}}, "maxGpusPerWorker -1"},
-		{Config{Pool: core.Pool{ID: "p", GPUType: "CPU", GPUs: 1, Adapter: "docker"}}, `adapter "docker"`},
-		{Config{Pool: core.Pool{ID: "p", GPUType: "X", GPUs: 1, CUDAVersions: []string{"12"}}}, `"12" is not major.minor`},
-		{Config{Pool: core.Pool{ID: "p", GPUType: "CPU", GPUs: 1}, Builtins: []string{"echo"}}, "need Self"},
-		{Config{Pool: core.Pool{ID: "p", GPUType: "CPU", GPUs: 1}, Images: map[string][]string{"a": {}}}, `image "a" maps to no command`},
-		{Config{Pool: core.Pool{ID: "p", GPUType: "CPU", GPUs: 1}, StopGrace: -time.Second}, "negative"},
+		{Config{Pool: core.PoolInfo{GPUType: "CPU", GPUs: 1}}, "needs an ID"},
+		{Config{Pool: core.PoolInfo{ID: "p", GPUs: 1}}, "needs an ID and a GPUType"},
+		{Config{Pool: core.PoolInfo{ID: "p", GPUType: "CPU"}}, "count 0"},
+		{Config{Pool: core.PoolInfo{ID: "p", GPUType: "CPU", GPUs: 1, PerWorker: -1}}, "maxGpusPerWorker -1"},
+		{Config{Pool: core.PoolInfo{ID: "p", GPUType: "CPU", GPUs: 1, Adapter: "docker"}}, `adapter "docker"`},
+		{Config{Pool: core.PoolInfo{ID: "p", GPUType: "X", GPUs: 1, CUDAVersions: []string{"12"}}}, `"12" is not major.minor`},
+		{Config{Pool: core.PoolInfo{ID: "p", GPUType: "CPU", GPUs: 1}, Builtins: []string{"echo"}}, "need Self"},
+		{Config{Pool: core.PoolInfo{ID: "p", GPUType: "CPU", GPUs: 1}, Images: map[string][]string{"a": {}}}, `image "a" maps to no command`},
+		{Config{Pool: core.PoolInfo{ID: "p", GPUType: "CPU", GPUs: 1}, StopGrace: -time.Second}, "negative"},
 	} {
 		if _, err := New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v; want an error containing %q", tc.cfg, err, tc.want)
 		}
 	}
 
-	p := newPool(t, Config{Pool: core.Pool{ID: "p", GPUType: "X", GPUs: 2, CUDAVersions: []string{"12.10", "11.8", "12.4", "12.10"}}})
+	p := newPool(t, Config{Pool: core.PoolInfo{ID: "p", GPUType: "X", GPUs: 2, CUDAVersions: []string{"12.10", "11.8", "12.4", "12.10"}}})
 	d := p.Describe()
 	if want := []string{"11.8", "12.4", "12.10"}; !slices.Equal(d.CUDAVersions, want) || d.Adapter != "process" {
 		t.Errorf("Describe() = %+v; want CUDA versions %v and adapter process", d, want)

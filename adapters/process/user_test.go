@@ -82,7 +82,7 @@ func TestPoolWorkerUser(t *testing.T) {
 // start.
 func TestPoolUserChecks(t *testing.T) {
 	t.Parallel()
-	base := Config{Pool: core.Pool{ID: "p", GPUType: "CPU", GPUs: 1, CPU: true}}
+	base := Config{Pool: core.PoolInfo{ID: "p", GPUType: "CPU", GPUs: 1, CPU: true}}
 	for _, tc := range []struct{ user, want string }{
 		{"root", `user "root" is root`},
 		{"0", `user "0" is root`},

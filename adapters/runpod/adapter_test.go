@@ -101,7 +101,7 @@ func (c *cloud) client(t *testing.T) *rpapi.Client {
 
 func TestStartSendsThePodRequest(t *testing.T) {
 	t.Parallel()
-	f := setup(t, Config{Pool: core.Pool{CUDAVersions: []string{"12.8", "12.4"}}, PublicURL: "https://gantry.example.com/edge/",
+	f := setup(t, Config{Pool: core.PoolInfo{CUDAVersions: []string{"12.8", "12.4"}}, PublicURL: "https://gantry.example.com/edge/",
 		Cloud: "COMMUNITY", DataCenters: []string{"EU-RO-1", "US-TX-3"}, Disk: 30, Registries: map[string]string{"ghcr": "rp-reg-7"}},
 		runpodfake.Config{GPUs: []runpodfake.GPU{func() runpodfake.GPU { g := gpu4090; g.DataCenters = []string{"US-TX-3"}; return g }()}})
 	spec := f.spec()
@@ -146,18 +146,18 @@ func TestStartSendsThePodRequest(t *testing.T) {
 
 func TestDescribeFromCatalog(t *testing.T) {
 	t.Parallel()
-	f := setup(t, Config{Pool: core.Pool{GPUs: 16}}, runpodfake.Config{})
+	f := setup(t, Config{Pool: core.PoolInfo{GPUs: 16}}, runpodfake.Config{})
 	d := f.pool.Describe()
 	if d.Adapter != "runpod" || d.DisplayName != "RTX 4090" || d.MemoryGB != 24 || d.PerWorker != 8 || d.DataCenter != "RUNPOD" ||
 		d.GPUs != 16 || !slices.Equal(d.CUDAVersions, []string{"11.8", "12.4", "12.8"}) {
 		t.Errorf("Describe() = %+v; want the catalog's name, memory, max count and CUDA versions, and all 16 GPUs (HIGH stock)", d)
 	}
-	small := newPool(t, f.cloud, Config{Pool: core.Pool{GPUs: 2}})
+	small := newPool(t, f.cloud, Config{Pool: core.PoolInfo{GPUs: 2}})
 	if d := small.Describe(); d.PerWorker != 2 {
 		t.Errorf("Describe() of a pool of 2 GPUs: PerWorker %d; want 2 (RunPod's max count 8, capped by the pool's count)", d.PerWorker)
 	}
 	c := newCloud(t, runpodfake.Config{Runner: idle{}})
-	_, err := New(context.Background(), Config{Pool: core.Pool{ID: "x", GPUType: "NVIDIA B300", GPUs: 1}, API: c.URL, APIKeyEnv: keyEnv, PublicURL: "https://g.example"})
+	_, err := New(context.Background(), Config{Pool: core.PoolInfo{ID: "x", GPUType: "NVIDIA B300", GPUs: 1}, API: c.URL, APIKeyEnv: keyEnv, PublicURL: "https://g.example"})
 	if err == nil || !strings.Contains(err.Error(), `"NVIDIA B300" is not in RunPod's GPU catalog (it has: NVIDIA GeForce RTX 4090)`) {
 		t.Errorf("New(an unknown GPU type) = %v; want an error listing the catalog", err)
 	}
@@ -165,7 +165,7 @@ func TestDescribeFromCatalog(t *testing.T) {
 
 func TestConfigErrors(t *testing.T) {
 	t.Parallel()
-	good := Config{Pool: core.Pool{ID: "x", GPUType: gpu4090.ID, GPUs: 1}, API: "http://127.0.0.1:1", APIKeyEnv: keyEnv, PublicURL: "https://g.example"}
+	good := Config{Pool: core.PoolInfo{ID: "x", GPUType: gpu4090.ID, GPUs: 1}, API: "http://127.0.0.1:1", APIKeyEnv: keyEnv, PublicURL: "https://g.example"}
 	for _, tc := range []struct {
 		change func(*Config)
 		want   string
@@ -219,7 +219,7 @@ func TestCapacityErrorIsThrottled(t *testing.T) {
 // stock level (as the poll loop reads it) and by the cost guard.
 func TestCapacityFollowsTheStock(t *testing.T) {
 	t.Parallel()
-	f := setup(t, Config{Pool: core.Pool{GPUs: 24}, CatalogEvery: 20 * time.Millisecond}, runpodfake.Config{})
+	f := setup(t, Config{Pool: core.PoolInfo{GPUs: 24}, CatalogEvery: 20 * time.Millisecond}, runpodfake.Config{})
 	capacity := func(want int, why string) {
 		t.Helper()
 		testkit.Eventually(t, fmt.Sprintf("capacity %d: %s", want, why), func() bool {
@@ -254,10 +254,10 @@ func TestCapacityFollowsTheStock(t *testing.T) {
 		{Config{Stock: map[string]int{"LOW": 2}}, 2, "LOW stock counted as 2 GPUs"},
 		{Config{MaxPods: 1}, 8, "maxPods 1: one pod of at most 8 GPUs"},
 		{Config{MaxSpendPerHour: 2}, 2, "maxSpendPerHour 2 at 0.69 USD/h a GPU"},
-		{Config{Pool: core.Pool{GPUs: 4}}, 4, "the count is the ceiling"},
+		{Config{Pool: core.PoolInfo{GPUs: 4}}, 4, "the count is the ceiling"},
 		{Config{DataCenters: []string{"EU-RO-1"}}, 0, "no stock in the pool's data center"},
 		{Config{DataCenters: []string{"EU-RO-1", "US-TX-3"}}, 8, "the best of the pool's data centers (LOW)"},
-		{Config{Pool: core.Pool{CUDAVersions: []string{"12.9"}}}, 0, "no machine runs the pool's CUDA version"},
+		{Config{Pool: core.PoolInfo{CUDAVersions: []string{"12.9"}}}, 0, "no machine runs the pool's CUDA version"},
 	} {
 		cloud := newCloud(t, runpodfake.Config{Runner: idle{}, GPUs: []runpodfake.GPU{func() runpodfake.GPU {
 			g := gpu4090
@@ -277,7 +277,7 @@ func TestCapacityFollowsTheStock(t *testing.T) {
 // the placement) is refused as throttled, saying why.
 func TestStartsBeyondTheStockAreThrottled(t *testing.T) {
 	t.Parallel()
-	f := setup(t, Config{Pool: core.Pool{GPUs: 16}, Stock: map[string]int{"LOW": 1}}, runpodfake.Config{})
+	f := setup(t, Config{Pool: core.PoolInfo{GPUs: 16}, Stock: map[string]int{"LOW": 1}}, runpodfake.Config{})
 	placer, err := scheduler.NewPlacer([]pool.Pool{f.pool})
 	if err != nil {
 		t.Fatal(err)
@@ -334,7 +334,7 @@ func TestStartsBeyondTheStockAreThrottled(t *testing.T) {
 	}
 	f.stop(one.ID)
 
-	g := setup(t, Config{Pool: core.Pool{GPUs: 2}}, runpodfake.Config{})
+	g := setup(t, Config{Pool: core.PoolInfo{GPUs: 2}}, runpodfake.Config{})
 	g.start(g.spec())
 	big := g.spec()
 	big.GPUs, big.GPUCount = nil, 2
@@ -396,7 +396,7 @@ func TestUnauthorizedAndForbidden(t *testing.T) {
 
 	// A wrong key does not fail New: the pool starts unhealthy and says why.
 	c := newCloud(t, runpodfake.Config{Runner: idle{}})
-	p, err := New(context.Background(), Config{Pool: core.Pool{ID: "x", GPUType: gpu4090.ID, GPUs: 1, CUDAVersions: []string{"12.4"}},
+	p, err := New(context.Background(), Config{Pool: core.PoolInfo{ID: "x", GPUType: gpu4090.ID, GPUs: 1, CUDAVersions: []string{"12.4"}},
 		API: c.URL, APIKeyEnv: "GANTRY_RUNPOD_TEST_WRONG_KEY", PublicURL: "https://g.example", Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatalf("New with a wrong key = %v; want a pool, unhealthy", err)
@@ -544,7 +544,7 @@ func TestLeftoversOfAnEarlierRunAreListedAndStopped(t *testing.T) {
 	t.Parallel()
 	c := newCloud(t, runpodfake.Config{Runner: idle{}})
 	rec := &adaptertest.Recorder{}
-	cfg := Config{Pool: core.Pool{ID: "burst"}, API: c.URL, APIKeyEnv: keyEnv, PublicURL: "https://g.example", Poll: 25 * time.Millisecond,
+	cfg := Config{Pool: core.PoolInfo{ID: "burst"}, API: c.URL, APIKeyEnv: keyEnv, PublicURL: "https://g.example", Poll: 25 * time.Millisecond,
 		Log: slog.New(slog.DiscardHandler)}
 	cfg.Pool.GPUType, cfg.Pool.GPUs = gpu4090.ID, 4
 	first, err := New(context.Background(), cfg)
@@ -654,7 +654,7 @@ func TestACreateCutOffLeavesNoPod(t *testing.T) {
 	fake := runpodfake.New(runpodfake.Config{Key: testKey, GPUs: []runpodfake.GPU{gpu4090}, Runner: idle{}})
 	srv := httptest.NewServer(&cutOff{Handler: fake})
 	defer srv.Close()
-	p, err := New(context.Background(), Config{Pool: core.Pool{ID: "cut", GPUType: gpu4090.ID, GPUs: 1}, API: srv.URL, APIKeyEnv: keyEnv,
+	p, err := New(context.Background(), Config{Pool: core.PoolInfo{ID: "cut", GPUType: gpu4090.ID, GPUs: 1}, API: srv.URL, APIKeyEnv: keyEnv,
 		PublicURL: "https://g.example", Poll: 25 * time.Millisecond, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -691,7 +691,7 @@ func TestPodsRunTheEndpointsCUDAVersions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := setup(t, Config{Pool: core.Pool{CUDAVersions: tc.pool}}, runpodfake.Config{})
+			f := setup(t, Config{Pool: core.PoolInfo{CUDAVersions: tc.pool}}, runpodfake.Config{})
 			spec := f.spec()
 			spec.CUDAVersions = tc.endpoint
 			if tc.err != "" {

@@ -28,7 +28,7 @@ import (
 // output; when Gantry stops, the pod is terminated.
 func TestJobsFlowThroughTheFakeCloud(t *testing.T) {
 	t.Parallel()
-	g := newGantry(t, runpod.Config{Pool: core.Pool{ID: "burst", GPUType: "NVIDIA L40S", GPUs: 2}, MaxPods: 1})
+	g := newGantry(t, runpod.Config{Pool: core.PoolInfo{ID: "burst", GPUType: "NVIDIA L40S", GPUs: 2}, MaxPods: 1})
 	fake, s, key, ln := g.fake, g.server, g.key, g.ln
 
 	var ep struct{ ID string }
@@ -101,7 +101,7 @@ func TestJobsFlowThroughTheFakeCloud(t *testing.T) {
 // RunPod accepts the key again, the entry then as it was.
 func TestCatalogSaysWhyAPoolIsUnhealthy(t *testing.T) {
 	t.Parallel()
-	g := newGantry(t, runpod.Config{Pool: core.Pool{ID: "burst", GPUType: "NVIDIA L40S", GPUs: 2}, CatalogEvery: 100 * time.Millisecond})
+	g := newGantry(t, runpod.Config{Pool: core.PoolInfo{ID: "burst", GPUType: "NVIDIA L40S", GPUs: 2}, CatalogEvery: 100 * time.Millisecond})
 	url := g.server.URL() + "/v2/catalog/gpus?include=AVAILABILITY"
 	healthy := string(get(t, url, g.key, nil))
 	if strings.Contains(healthy, "unhealthy") {
@@ -127,7 +127,7 @@ func TestCatalogSaysWhyAPoolIsUnhealthy(t *testing.T) {
 // throttled, with no pod rented; once stock is back, the job runs.
 func TestStockOutThrottlesTheEndpoint(t *testing.T) {
 	t.Parallel()
-	g := newGantry(t, runpod.Config{Pool: core.Pool{ID: "burst", GPUType: "NVIDIA L40S", GPUs: 2}, CatalogEvery: 50 * time.Millisecond})
+	g := newGantry(t, runpod.Config{Pool: core.PoolInfo{ID: "burst", GPUType: "NVIDIA L40S", GPUs: 2}, CatalogEvery: 50 * time.Millisecond})
 	s, key := g.server, g.key
 	g.fake.SetAvailability("NVIDIA L40S", "NONE")
 	var gpus []struct{ Count int }

@@ -53,7 +53,7 @@ type Config struct {
 	// catalog offers for the type. MemoryGB and DisplayName come from the catalog when unset;
 	// DataCenter defaults to the first of DataCenters, else "RUNPOD". Adapter defaults to
 	// "runpod".
-	Pool core.Pool
+	Pool core.PoolInfo
 	// API is RunPod's REST API base URL; "" = DefaultAPI.
 	API string
 	// APIKeyEnv names the environment variable that holds the RunPod API key. Required; the
@@ -108,7 +108,7 @@ type Config struct {
 
 // Pool is the RunPod adapter's pool.Pool. See the package documentation.
 type Pool struct {
-	desc  core.Pool
+	desc  core.PoolInfo
 	cfg   Config
 	api   *rpapi.Client // for the pool's methods
 	bg    *rpapi.Client // for the watch loop, on connections of its own (see newClients)
@@ -269,7 +269,7 @@ func (p *Pool) completeDescription() {
 // Describe returns the pool's description (a copy): its GPUs are its count, the ceiling of
 // Capacity (which says how many it may hold now); its CUDA versions those of the config, else
 // those the catalog offers for the type, as last read.
-func (p *Pool) Describe() core.Pool {
+func (p *Pool) Describe() core.PoolInfo {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	d := p.desc

@@ -26,7 +26,7 @@ func TestPoolContract(t *testing.T) {
 			c := newCloud(t, runpodfake.Config{})
 			kitClouds.Store(t, c)
 			t.Cleanup(func() { kitClouds.Delete(t) })
-			return newPool(t, c, Config{Pool: core.Pool{GPUs: 8}}) // room for the Workers started at once
+			return newPool(t, c, Config{Pool: core.PoolInfo{GPUs: 8}}) // room for the Workers started at once
 		},
 		Spec: func(t *testing.T, b adaptertest.Behaviour) pool.WorkerSpec {
 			spec := pool.WorkerSpec{Image: testImage, Endpoint: "ep", Env: map[string]string{"KIT": "1"}, Args: testworker.Args(b)}

@@ -23,18 +23,18 @@ import (
 // environment the process pool would hand a worker process; a LOAD_BALANCER worker (a spec
 // with PortEnv) is httpecho.Run on free loopback ports instead.
 type Pool struct {
-	info core.Pool
+	info core.PoolInfo
 	mu   sync.Mutex
 	ws   map[string]*poolWorker
 }
 
 // NewPool returns an in-process pool that info describes.
-func NewPool(info core.Pool) *Pool { return &Pool{info: info, ws: map[string]*poolWorker{}} }
+func NewPool(info core.PoolInfo) *Pool { return &Pool{info: info, ws: map[string]*poolWorker{}} }
 
 // LocalPool returns an in-process pool "local" of slots CPU slots, as the process adapter
 // describes a machine without GPUs.
 func LocalPool(slots int) *Pool {
-	return NewPool(core.Pool{ID: "local", Adapter: "process", GPUType: "CPU", DisplayName: "CPU slot", GPUs: slots,
+	return NewPool(core.PoolInfo{ID: "local", Adapter: "process", GPUType: "CPU", DisplayName: "CPU slot", GPUs: slots,
 		PerWorker: 1, DataCenter: "LOCAL", CPU: true, VCPUs: runtime.NumCPU(), MemoryPerCPU: 1})
 }
 
@@ -59,7 +59,7 @@ func (p *Pool) LBAddr(endpoint string) string {
 }
 
 // Describe returns the pool's description.
-func (p *Pool) Describe() core.Pool { return p.info }
+func (p *Pool) Describe() core.PoolInfo { return p.info }
 
 // Start runs a worker in a goroutine and reports it running at once.
 func (p *Pool) Start(ctx context.Context, spec pool.WorkerSpec) error {
