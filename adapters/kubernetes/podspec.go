@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -79,7 +80,12 @@ func (p *Pool) podSpec(ctx context.Context, spec pool.WorkerSpec) (*corev1.Pod, 
 	shm := resource.NewScaledQuantity(int64(p.cfg.ShmGB), resource.Giga)
 	grace := int64(p.cfg.StopGrace.Seconds())
 	automount := p.cfg.ServiceAccount != ""
-	tolerations := append(slices.Clone(p.cfg.Tolerations),
+	var tolerations []corev1.Toleration
+	for _, t := range p.cfg.Tolerations {
+		tolerations = append(tolerations, corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOperator(cmp.Or(t.Operator, "Equal")),
+			Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
+	}
+	tolerations = append(tolerations,
 		corev1.Toleration{Key: string(GPUResource), Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
 	annotations := maps.Clone(p.cfg.Annotations)
 	if spec.Revision != "" {

@@ -92,56 +92,83 @@ type Credential struct {
 	Server             string // the registry's host, e.g. ghcr.io
 }
 
-// Config configures a Pool. New validates it once.
+// Config configures a Pool. It is also a kubernetes pool's section in the config file
+// (pools[].kubernetes, optional): the fields with a yaml key are read from there, and Build
+// fills in the others (the client from Kubeconfig, the description, credentials and logger
+// from the server). New validates it once.
 type Config struct {
 	// Pool describes the pool for the catalog; its count is the capacity until the node
 	// watch has synced, and PerWorker should be a node's GPU count.
-	Pool core.PoolInfo
-	// Client reaches the cluster (required). Set its rest.Config's QPS and Burst deliberately
-	// (DefaultQPS, DefaultBurst): the pool watches, so it needs few requests per worker.
-	Client kubernetes.Interface
+	Pool core.PoolInfo `yaml:"-"`
+	// Client reaches the cluster (required by New; Build makes it from Kubeconfig, Context,
+	// QPS and Burst). Set its rest.Config's QPS and Burst deliberately (DefaultQPS,
+	// DefaultBurst): the pool watches, so it needs few requests per worker.
+	Client kubernetes.Interface `yaml:"-"`
+	// Kubeconfig is the kubeconfig file Build reaches the cluster with, with Context in it
+	// ("" = its current one); "" = the in-cluster service account.
+	Kubeconfig string `yaml:"kubeconfig"`
+	Context    string `yaml:"context"`
 	// Namespace the worker pods run in; default DefaultNamespace.
-	Namespace string
-	// Installation names this Gantry installation in the pods' labels; default
-	// DefaultInstallation.
-	Installation string
+	Namespace string `yaml:"namespace"`
+	// Installation names this Gantry installation in the pods' gantry.io/installation label;
+	// default DefaultInstallation.
+	Installation string `yaml:"installation"`
 	// NodeSelector selects the pool's nodes. Default on GPU pools: GPUProductLabel = the
 	// pool's GPU type with spaces as dashes ("NVIDIA H100 80GB HBM3" -> NVIDIA-H100-80GB-HBM3).
-	NodeSelector map[string]string
+	NodeSelector map[string]string `yaml:"nodeSelector"`
 	// Tolerations are added to the pods; a toleration of the nvidia.com/gpu taint is always
 	// there (the ExtendedResourceToleration admission plugin is not enabled everywhere).
-	Tolerations []corev1.Toleration
+	Tolerations []Toleration `yaml:"tolerations"`
 	// RuntimeClassName, PriorityClassName and ServiceAccount are set on the pods when given.
 	// With ServiceAccount set its token is mounted; otherwise automountServiceAccountToken is
 	// false (workers do not talk to the cluster).
-	RuntimeClassName, PriorityClassName, ServiceAccount string
+	RuntimeClassName  string `yaml:"runtimeClassName"`
+	PriorityClassName string `yaml:"priorityClassName"`
+	ServiceAccount    string `yaml:"serviceAccount"`
 	// Labels and Annotations are added to every pod (the gantry.io labels win).
-	Labels, Annotations map[string]string
+	Labels      map[string]string `yaml:"labels"`
+	Annotations map[string]string `yaml:"annotations"`
 	// CPU and Memory are the requests of a CPU pool's workers per slot ("1", "2Gi"); default
 	// 1 CPU and 2Gi per slot.
-	CPU, Memory string
+	CPU    string `yaml:"cpu"`
+	Memory string `yaml:"memory"`
 	// ShmGB sizes /dev/shm (a memory-backed emptyDir), in GB; default DefaultShmGB.
-	ShmGB int
+	ShmGB int `yaml:"shmGb"`
 	// StopGrace is the pods' termination grace period, in whole seconds; default
 	// DefaultStopGrace.
-	StopGrace time.Duration
-	// Capacity is where the pool's capacity comes from: CapacityNodes (the default) or
-	// CapacityCount.
-	Capacity string
+	StopGrace time.Duration `yaml:"stopGrace"`
+	// Capacity is where the pool's capacity comes from: CapacityNodes (the default: the
+	// allocatable GPUs of its nodes minus other pods' requests, which needs list and watch on
+	// nodes and on pods in every namespace) or CapacityCount (the pool's count: Gantry then
+	// reads nothing outside Namespace, and a Role there is enough).
+	Capacity string `yaml:"capacity"`
 	// UnschedulableAfter is how long a pod may stay Pending and unschedulable before the
 	// worker is reported waiting (throttled, with the cluster scheduler's message); default
 	// DefaultUnschedulableAfter.
-	UnschedulableAfter time.Duration
+	UnschedulableAfter time.Duration `yaml:"unschedulableAfter"`
 	// Credentials resolves an endpoint's registry id to a login, for the imagePullSecret the
 	// pool manages (one Secret per registry id); nil = no private registries.
-	Credentials func(ctx context.Context, id string) (Credential, error)
+	Credentials func(ctx context.Context, id string) (Credential, error) `yaml:"-"`
 	// WorkerURL is where the pods reach Gantry's worker API (scheme, host and optional path
-	// prefix, e.g. http://gantry.gantry.svc:8080): the worker-protocol URLs handed to the pods
-	// are rebased onto it. Empty = the URLs as the scheduler made them (Gantry's own address,
+	// prefix, e.g. http://gantry.gantry.svc:8080, a Service in front of it): the
+	// worker-protocol URLs handed to the pods are rebased onto it. Build's default is the
+	// server's publicUrl; empty = the URLs as the scheduler made them (Gantry's own address,
 	// reachable only when pods share its network, as in tests).
-	WorkerURL string
+	WorkerURL string `yaml:"workerUrl"`
+	// QPS and Burst bound the requests of Build's client to the API server; default
+	// DefaultQPS and DefaultBurst (500 pods start in about 10 s).
+	QPS   float32 `yaml:"qps"`
+	Burst int     `yaml:"burst"`
 	// Log receives the pool's own errors; default slog.Default().
-	Log *slog.Logger
+	Log *slog.Logger `yaml:"-"`
+}
+
+// Toleration is a pod toleration (corev1.Toleration's fields the config file sets).
+type Toleration struct {
+	Key      string `yaml:"key"`
+	Operator string `yaml:"operator"` // Equal or Exists; default Equal
+	Value    string `yaml:"value"`
+	Effect   string `yaml:"effect"` // NoSchedule, PreferNoSchedule, NoExecute; "" = all
 }
 
 // Pool is a pool.Pool of worker pods. It is an Elastic pool (the cluster assigns the

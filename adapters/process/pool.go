@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"os/exec"
+	"os/user"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,26 +26,28 @@ import (
 // is 0.
 const DefaultStopGrace = 10 * time.Second
 
-// Config configures a Pool. New validates it once.
+// Config configures a Pool. It is also a process pool's section in the config file
+// (pools[].process, optional): the fields with a yaml key are read from there, and Build
+// fills in the others from the pool's description and the server. New validates it once.
 type Config struct {
 	// Pool describes the pool as the catalog shows it: ID and GPUType are required, GPUs (the
 	// number of GPUs, or of CPU slots when CPU is set) must be > 0, CUDAVersions are
 	// "major.minor" values (New sorts them and drops repeats). Adapter defaults to "process".
-	Pool core.PoolInfo
+	Pool core.PoolInfo `yaml:"-"`
 	// Self is the path of this binary: image "gantry/NAME" runs `Self worker NAME` for each
 	// NAME in Builtins. Required when Builtins is not empty.
-	Self string
+	Self string `yaml:"-"`
 	// Builtins are the built-in worker names `gantry worker` knows ("echo").
-	Builtins []string
+	Builtins []string `yaml:"-"`
 	// Images maps an image to the command line that runs it (argv[0] looked up in PATH, no
 	// shell); a spec's Args are appended, split at spaces. A mapped image wins over a built-in.
-	Images map[string][]string
+	Images map[string][]string `yaml:"-"`
 	// LogDir is the directory of the workers' logs: a worker's stdout and stderr are appended
 	// to LogDir/<worker id>.log (the directory is created, mode 0700). "" discards them.
-	LogDir string
+	LogDir string `yaml:"-"`
 	// StopGrace is how long Stop waits after SIGTERM before it sends SIGKILL; 0 means
 	// DefaultStopGrace (10 s).
-	StopGrace time.Duration
+	StopGrace time.Duration `yaml:"-"`
 	// User is who the workers run as: a user name, a uid, or "uid:gid"; "" = the server's own
 	// user. Root (uid 0) is refused: a worker runs the operator's command with an endpoint's
 	// env and args, tenant input, and must not reach the server's data. Another user than the
@@ -51,12 +55,15 @@ type Config struct {
 	// supplementary groups and home (HOME), and the user must be able to run Self (New checks)
 	// and the images' commands. When Self is the running binary, in a directory the user cannot
 	// search (`go run`, /root/go/bin), built-in workers run it through /proc/self/exe.
-	User string
+	// In the config file (Build): unset = nobody when the server runs as root (uid 65534
+	// where no user nobody exists), else the server's own user, which a worker then shares
+	// (it can read the data directory: the server warns).
+	User string `yaml:"user"`
 	// Devices names the machine's GPUs behind the pool's device indices, as
 	// CUDA_VISIBLE_DEVICES accepts them (GPU UUIDs, or machine indices): device i of the pool
 	// is Devices[i]. nil = the indices themselves (the pool holds GPUs 0..count-1). LocalDevices
 	// gives them for discovered pools, whose GPUs of one type need not be numbered from 0.
-	Devices []string
+	Devices []string `yaml:"-"`
 }
 
 // Pool is the process adapter's pool.Pool: it runs each worker as a local process in its
@@ -391,4 +398,47 @@ func waitExited(pid int) error {
 	}
 }
 
-var _ pool.Pool = (*Pool)(nil)
+var (
+	_ pool.Pool         = (*Pool)(nil)
+	_ pool.ImageChecker = (*Pool)(nil)
+)
+
+// Adapter is the process adapter as the config file names it (adapter: process, the
+// default).
+var Adapter = kit.Adapter[Config]{Name: "process", Build: Build}
+
+// Build makes a process pool from its description and its section (nil: the defaults), with
+// the server's executable, built-in workers, images, log directory and the GPUs discovery
+// named (env). Its workers run as the section's user; unset, as nobody when the server runs
+// as root, else as the server's own user, which is logged as a warning.
+func Build(_ context.Context, env kit.Env, desc core.PoolInfo, c *Config) (pool.Pool, error) {
+	cfg := Config{}
+	if c != nil {
+		cfg = *c
+	}
+	cfg.User = runAs(c, os.Geteuid())
+	if os.Geteuid() != 0 { // then no other user is possible: New refuses one
+		env.Log.Warn("process pool workers run as the server's own user: an endpoint's worker can read the data directory; "+
+			"run gantry serve as root (workers then run as process.user, default nobody) to keep them apart",
+			"pool", desc.ID, "uid", os.Geteuid())
+	}
+	cfg.Pool, cfg.Self, cfg.Builtins, cfg.Images, cfg.LogDir, cfg.Devices = desc, env.Self, env.Builtins, env.Images, env.LogDir, env.Devices
+	return New(cfg)
+}
+
+// runAs is who a pool's workers run as on a server running as euid: the section's user;
+// unset, nobody when the server runs as root (uid and gid 65534, the usual nobody and
+// nogroup, where the user database has no nobody, as in the scratch image), else "" (the
+// server's own user, the only one it can start processes as).
+func runAs(c *Config, euid int) string {
+	if c != nil && c.User != "" {
+		return c.User
+	}
+	if euid != 0 {
+		return ""
+	}
+	if _, err := user.Lookup("nobody"); err != nil {
+		return "65534:65534"
+	}
+	return "nobody"
+}
