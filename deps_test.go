@@ -25,7 +25,23 @@ var layers = map[string][]string{
 	"core":      {""}, // nothing of the module at all
 	"api":       {"store", "adapters", "scheduler"},
 	"scheduler": {"adapters", "store", "api"},
-	"adapters":  {"store", "api"},
+	// An adapter is a plug-in behind the pool contract: it sees core's types, pool/ and
+	// adapters/kit, and nothing that drives it or stands beside it.
+	"adapters": {
+		"scheduler", // the scheduler drives pools through pool/; an adapter reaching back would tie the two together
+		"store",     // an adapter keeps no Gantry state: what it needs (credentials, devices) comes in its builder's env
+		"api",       // the HTTP surface is the server's, not a pool's
+		"server",    // the composition root builds adapters (server/pools.go); the arrow points inward only
+		"lbproxy",   // workers' HTTP is proxied by the server; an adapter only reports where a port is reached
+		"telemetry", // the server registers a pool's collectors; an adapter does not reach into telemetry
+		"models",    // the model catalog runs on pools; pools know images, not models
+		"cmd",       // commands only call the server
+		"leader",    // leadership is the server's concern; a pool serves whichever replica leads
+		"webhook",   // webhooks report jobs, which pools never see
+	},
+	// The pool contract is what the scheduler and every adapter share: core's types and nothing
+	// else, so that it cannot pull either side into the other.
+	"pool":      {""},
 	"store":     {"api", "scheduler", "adapters"},
 	"lbproxy":   {"api", "store", "scheduler", "adapters"},            // an HTTP proxy; admission is api's
 	"worker":    nil,                                                  // parsed, no arrows yet
@@ -39,6 +55,12 @@ var layers = map[string][]string{
 	// The test kit is imported by tests of every layer, so it imports none of them.
 	"internal/testkit": {""},
 	"server":           {"cmd"}, // the composition root: everything but the commands
+}
+
+// allowed are, per layer, the module packages it may import although its rule in layers bans
+// them ("" bans the whole module): the pool contract is written in core's types.
+var allowed = map[string][]string{
+	"pool": {"core"},
 }
 
 // brokenArrows returns one line for each import under root that breaks a layer's rule.
@@ -61,6 +83,12 @@ func brokenArrows(t *testing.T, root string) []string {
 				p, err := strconv.Unquote(imp.Path.Value)
 				if err != nil {
 					t.Errorf("%s: import %s: %v", rel, imp.Path.Value, err)
+					continue
+				}
+				if slices.ContainsFunc(allowed[layer], func(ok string) bool {
+					target := path.Join(module, ok)
+					return p == target || strings.HasPrefix(p, target+"/")
+				}) {
 					continue
 				}
 				for _, bad := range forbidden {
@@ -244,6 +272,8 @@ func TestCheckersCatch(t *testing.T) {
 		"store/doc.go":          "// Package store is fine.\npackage store\n",
 		"store/x/testdata/t.go": "package t\n\nimport _ \"" + module + "/api\"\n",                               // not a package
 		"adapters/a/a.go":       "// Package a is fine.\npackage a\n\nimport _ \"" + module + "/storefront\"\n", // not store/...
+		"adapters/b/b.go":       "// Package b is fine.\npackage b\n\nimport (\n\t_ \"" + module + "/pool\"\n\t_ \"" + module + "/scheduler\"\n)\n",
+		"pool/pool.go":          "// Package pool is fine.\npackage pool\n\nimport (\n\t_ \"" + module + "/core\"\n\t_ \"" + module + "/scheduler\"\n)\n", // core is allowed
 		"cmd/tool/main.go":      "// Command tool is fine.\npackage main\n",
 		"cmd/bad/main.go":       "// Package main is the wrong form.\npackage main\n",
 		"oas/gen.go":            "package oas\n",
@@ -269,9 +299,11 @@ func TestCheckersCatch(t *testing.T) {
 
 	gotArrows := brokenArrows(t, root)
 	wantArrows := []string{
+		"adapters/b/b.go imports " + module + "/scheduler",
 		"api/api.go imports " + module + "/adapters/process",
 		"core/a.go imports " + module + "/store/pebble",
 		"lbproxy/proxy.go imports " + module + "/api",
+		"pool/pool.go imports " + module + "/scheduler",
 		"store/kv/kv.go imports " + module + "/api",
 	}
 	if len(gotArrows) != len(wantArrows) {

@@ -30,7 +30,7 @@ import (
 var t0 = time.Date(2026, 11, 21, 10, 0, 15, 0, time.UTC)
 
 // testPools is the catalog every API test runs against.
-var testPools = []core.Pool{
+var testPools = []core.PoolInfo{
 	{ID: "a100-eu", Adapter: "process", GPUType: "NVIDIA A100 80GB PCIe", DisplayName: "A100 80GB", MemoryGB: 80,
 		GPUs: 8, PerWorker: 4, CUDAVersions: []string{"12.4", "12.6"}, DataCenter: "EU-RO-1"},
 	{ID: "h100-us", Adapter: "process", GPUType: "NVIDIA H100 80GB HBM3", DisplayName: "H100 80GB", MemoryGB: 80,

@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 	gantryserver "github.com/gantryhq/gantry/server" // bench has a type server: a process it runs
 	"github.com/gantryhq/gantry/server/servertest"
 )
@@ -39,11 +39,11 @@ type engine struct {
 // echo workers, no rate limits and a 100 ms autoscaler tick; it stops when tb ends.
 func newEngine(tb testing.TB) *engine {
 	tb.Helper()
-	pool := servertest.LocalPool(256)
+	pl := servertest.LocalPool(256)
 	s := servertest.Build(tb, gantryserver.Config{Quota: &core.Quota{}}, // zero quota: unlimited, as --quota-* 0
-		gantryserver.Options{Pools: []scheduler.Pool{pool}, Tick: 100 * time.Millisecond})
+		gantryserver.Options{Pools: []pool.Pool{pl}, Tick: 100 * time.Millisecond})
 	s.Start()
-	return &engine{srv: s, url: s.URL(), jobs: s.Jobs(), pool: pool, key: servertest.Key(tb, s, "bench", core.ScopeAll)}
+	return &engine{srv: s, url: s.URL(), jobs: s.Jobs(), pool: pl, key: servertest.Key(tb, s, "bench", core.ScopeAll)}
 }
 
 // endpoint creates an echo endpoint through the management API and waits for min idle workers.

@@ -612,7 +612,7 @@ func (b *bench) reportScheduler(r schedRun) {
 	sec := section{noBare: true,
 		title: fmt.Sprintf("5. Scheduler simulation: %s endpoints, %s pools, %s jobs in bursts", thousands(len(s.eps)), thousands(len(s.pools)), thousands(o.schedJobs)),
 		setup: fmt.Sprintf("In process, no HTTP (bench/sim.go, bench/scheduler.go): the real scheduler.Scheduler, core.Jobs on store/memq over Pebble in a temp dir, "+
-			"wired as `gantry serve` wires them, over %d simulated pools (scheduler.Pool in memory; %d GPUs: %s; %d data centers; CUDA 11.8-12.8) and %d endpoints "+
+			"wired as `gantry serve` wires them, over %d simulated pools (pool.Pool in memory; %d GPUs: %s; %d data centers; CUDA 11.8-12.8) and %d endpoints "+
 			"(%d QUEUE_DELAY, %d REQUEST_COUNT; workers.min 0/1/2: %d/%d/%d, max 1-10; %d FLASHBOOT, %d PRIORITY_FLASHBOOT; %d pinned to data centers, %d with allowedCudaVersions; "+
 			"1-3 pools each, gpu.count 1-8; seed %d). Each worker is a goroutine that boots for its endpoint's boot time (1-8 s), then long-polls core.Jobs.Take and "+
 			"posts core.Jobs.Done after its endpoint's service time (20-500 ms per job). Simulated time runs %gx real time (a scaled core.Clock read by the engine, queues and "+

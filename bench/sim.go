@@ -3,7 +3,7 @@ package main
 // The scheduler simulation (scenario "scheduler", and the in-process BenchmarkTick and
 // BenchmarkPlacement): a world of endpoints and GPU pools run by the real scheduler.Scheduler
 // over the real core.Jobs engine (store/memq over Pebble in a temp dir). Only the
-// pools are simulated: a simPool implements scheduler.Pool in memory, and each of its workers
+// pools are simulated: a simPool implements pool.Pool in memory, and each of its workers
 // is a goroutine that long-polls core.Jobs.Take and posts core.Jobs.Done, as a worker process
 // does over HTTP.
 //
@@ -28,6 +28,7 @@ import (
 	"unsafe"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/pool"
 	"github.com/gantryhq/gantry/scheduler"
 	gantryserver "github.com/gantryhq/gantry/server" // bench has a type server: a process it runs
 	"github.com/gantryhq/gantry/store/memq"
@@ -60,7 +61,7 @@ func (c *scaledClock) real(sim time.Duration) time.Duration {
 
 // simSpec is a generated world: pools, endpoints and how each endpoint's workers behave.
 type simSpec struct {
-	pools []core.Pool
+	pools []core.PoolInfo
 	eps   []core.Endpoint
 	prof  []simProfile // by endpoint index
 }
@@ -129,7 +130,7 @@ func genWorld(nEndpoints, nPools int, seed uint64) simSpec {
 	byType := map[string][]int{}
 	for i := range nPools {
 		typ := pick(r, simGPUTypes)
-		p := core.Pool{ID: fmt.Sprintf("pool-%04d", i), Adapter: "sim", GPUType: typ, DisplayName: typ,
+		p := core.PoolInfo{ID: fmt.Sprintf("pool-%04d", i), Adapter: "sim", GPUType: typ, DisplayName: typ,
 			GPUs: pick(r, simPoolSizes), DataCenter: simDataCenters[r.IntN(len(simDataCenters))], MemoryGB: 80}
 		if typ == "CPU" {
 			p.CPU, p.GPUs, p.VCPUs, p.MemoryPerCPU, p.MemoryGB = true, 8*(1+r.IntN(8)), 16, 4, 0
@@ -163,7 +164,7 @@ func genWorld(nEndpoints, nPools int, seed uint64) simSpec {
 				pools = append(pools, id)
 			}
 		}
-		firstIdx := slices.IndexFunc(s.pools, func(p core.Pool) bool { return p.ID == pools[0] })
+		firstIdx := slices.IndexFunc(s.pools, func(p core.PoolInfo) bool { return p.ID == pools[0] })
 		first := s.pools[firstIdx]
 		ep := core.Endpoint{ID: fmt.Sprintf("ep-%05d", i), Owner: "sim", Name: fmt.Sprintf("sim-%d", i), Type: core.TypeQueue,
 			Container: core.Container{Image: "sim/worker"}, TimeoutMs: core.DefaultTimeoutMs,
@@ -183,7 +184,7 @@ func genWorld(nEndpoints, nPools int, seed uint64) simSpec {
 		// (when the first pool's were busy), and the scheduler does not move it back.
 		listed := make([]int, len(pools))
 		for k, id := range pools {
-			listed[k] = slices.IndexFunc(s.pools, func(p core.Pool) bool { return p.ID == id })
+			listed[k] = slices.IndexFunc(s.pools, func(p core.PoolInfo) bool { return p.ID == id })
 		}
 		for m := ep.Workers.Min; m > 0; m-- {
 			if !slices.ContainsFunc(listed, func(pi int) bool { return minHeld[pi]+m*ep.GPU.Count > s.pools[pi].GPUs/2 }) {
@@ -237,8 +238,8 @@ func (s simSpec) wants() []scheduler.Want {
 }
 
 // describedPools returns pools that only describe themselves, for a bare Placer.
-func (s simSpec) describedPools() []scheduler.Pool {
-	out := make([]scheduler.Pool, len(s.pools))
+func (s simSpec) describedPools() []pool.Pool {
+	out := make([]pool.Pool, len(s.pools))
 	for i, p := range s.pools {
 		out[i] = &simPool{info: p}
 	}
@@ -283,7 +284,7 @@ func newSimEngine(spec simSpec, dir string, speed float64) (*simEngine, error) {
 		st.Close()
 		return nil, err
 	}
-	pools := make([]scheduler.Pool, len(spec.pools))
+	pools := make([]pool.Pool, len(spec.pools))
 	for i, p := range spec.pools {
 		e.pools = append(e.pools, &simPool{info: p, e: e, live: map[string]*simWorker{}})
 		pools[i] = e.pools[i]
@@ -350,9 +351,9 @@ func (e *simEngine) usedGPUs() int {
 
 // --- pools and workers -------------------------------------------------------------------------
 
-// simPool is a scheduler.Pool whose workers are goroutines of this process.
+// simPool is a pool.Pool whose workers are goroutines of this process.
 type simPool struct {
-	info core.Pool
+	info core.PoolInfo
 	e    *simEngine // nil for a pool that only describes itself
 
 	mu   sync.Mutex
@@ -361,18 +362,18 @@ type simPool struct {
 
 // simWorker is one simulated worker.
 type simWorker struct {
-	spec      scheduler.WorkerSpec
+	spec      pool.WorkerSpec
 	ep        *core.Endpoint
 	prof      simProfile
 	cancel    context.CancelFunc
 	suspended bool // under the pool's mu
 }
 
-func (p *simPool) Describe() core.Pool { return p.info }
+func (p *simPool) Describe() core.PoolInfo { return p.info }
 
 // Start starts the worker's goroutine: it boots (sleeps its endpoint's boot time), then takes
 // and runs jobs until it is stopped.
-func (p *simPool) Start(_ context.Context, spec scheduler.WorkerSpec) error {
+func (p *simPool) Start(_ context.Context, spec pool.WorkerSpec) error {
 	i, ok := p.e.idx[spec.Endpoint]
 	if !ok {
 		return fmt.Errorf("starting worker %s: no endpoint %q in the simulation", spec.ID, spec.Endpoint)
@@ -386,7 +387,7 @@ func (p *simPool) Start(_ context.Context, spec scheduler.WorkerSpec) error {
 	if n := p.e.alive.Add(1); n > p.e.maxAlive.Load() {
 		p.e.maxAlive.Store(n) // a high-water mark; a lost race only understates it
 	}
-	spec.Report(scheduler.WorkerEvent{Worker: spec.ID, State: scheduler.WorkerRunning, At: time.Now()})
+	spec.Report(pool.WorkerEvent{Worker: spec.ID, State: pool.WorkerRunning, At: time.Now()})
 	go p.run(ctx, w)
 	return nil
 }
@@ -400,7 +401,7 @@ func (p *simPool) run(ctx context.Context, w *simWorker) {
 		p.mu.Unlock()
 		e.alive.Add(-1)
 		e.exited.Add(1)
-		w.spec.Report(scheduler.WorkerEvent{Worker: w.spec.ID, State: scheduler.WorkerExited, At: time.Now(), Stopped: true})
+		w.spec.Report(pool.WorkerEvent{Worker: w.spec.ID, State: pool.WorkerExited, At: time.Now(), Stopped: true})
 	}()
 	if !sleepCtx(ctx, e.clock.real(w.prof.boot)) {
 		return
@@ -481,7 +482,7 @@ func (p *simPool) Resume(_ context.Context, id string) error {
 	return nil
 }
 
-var _ scheduler.Pool = (*simPool)(nil)
+var _ pool.Pool = (*simPool)(nil)
 
 // --- probes: a job reaching an idle warm worker ------------------------------------------------
 

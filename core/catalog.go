@@ -8,9 +8,9 @@ import (
 	"strings"
 )
 
-// Pool describes a GPU pool (or a pool of CPU slots) as the catalog shows it. Capacity is
+// PoolInfo describes a GPU pool (or a pool of CPU slots) as the catalog shows it. Capacity is
 // counted in GPUs, or in slots for a CPU pool.
-type Pool struct {
+type PoolInfo struct {
 	ID           string   `json:"id" yaml:"id"`
 	Adapter      string   `json:"adapter" yaml:"adapter"`                   // "process", "docker", ...
 	GPUType      string   `json:"gpuType" yaml:"gpuType"`                   // e.g. "NVIDIA H100 80GB HBM3"; "CPU" for CPU slots
@@ -26,7 +26,7 @@ type Pool struct {
 }
 
 // GPUsPerWorkerMax is the largest gpu.count a worker placed on the pool may ask for.
-func (p Pool) GPUsPerWorkerMax() int {
+func (p PoolInfo) GPUsPerWorkerMax() int {
 	if p.PerWorker > 0 {
 		return min(p.PerWorker, p.GPUs)
 	}
@@ -44,7 +44,7 @@ type NetworkVolume struct {
 // templates that endpoints may name. Available reports capacity not reserved right now; until a
 // scheduler supplies it, every GPU counts as available.
 type Catalog struct {
-	pools     []Pool
+	pools     []PoolInfo
 	volumes   []NetworkVolume
 	templates []Template
 	// Available returns the GPUs (or slots) of a pool not reserved now; nil = all of them.
@@ -62,7 +62,7 @@ type Catalog struct {
 
 // NewCatalog returns a catalog of the given pools, volumes and public templates. Templates are
 // marked public and serverless-or-not as given.
-func NewCatalog(pools []Pool, volumes []NetworkVolume, templates []Template) *Catalog {
+func NewCatalog(pools []PoolInfo, volumes []NetworkVolume, templates []Template) *Catalog {
 	ts := slices.Clone(templates)
 	for i := range ts {
 		ts[i].IsPublic = true
@@ -72,7 +72,7 @@ func NewCatalog(pools []Pool, volumes []NetworkVolume, templates []Template) *Ca
 }
 
 // Pools returns every pool, in configuration order.
-func (c *Catalog) Pools() []Pool {
+func (c *Catalog) Pools() []PoolInfo {
 	if c.Total == nil {
 		return c.pools
 	}
@@ -84,10 +84,10 @@ func (c *Catalog) Pools() []Pool {
 }
 
 // Pool looks a pool up by id.
-func (c *Catalog) Pool(id string) (Pool, bool) {
-	i := slices.IndexFunc(c.pools, func(p Pool) bool { return p.ID == id })
+func (c *Catalog) Pool(id string) (PoolInfo, bool) {
+	i := slices.IndexFunc(c.pools, func(p PoolInfo) bool { return p.ID == id })
 	if i < 0 {
-		return Pool{}, false
+		return PoolInfo{}, false
 	}
 	p := c.pools[i]
 	if c.Total != nil {
@@ -98,7 +98,7 @@ func (c *Catalog) Pool(id string) (Pool, bool) {
 
 // HasDataCenter reports whether any pool or network volume is in the data center.
 func (c *Catalog) HasDataCenter(id string) bool {
-	return slices.ContainsFunc(c.pools, func(p Pool) bool { return p.DataCenter == id }) ||
+	return slices.ContainsFunc(c.pools, func(p PoolInfo) bool { return p.DataCenter == id }) ||
 		slices.ContainsFunc(c.volumes, func(v NetworkVolume) bool { return v.DataCenter == id })
 }
 
@@ -128,7 +128,7 @@ func (c *Catalog) PublicTemplate(id string) (Template, bool) {
 // changes (a cluster, a cloud's stock) takes workers of its size even while it has no room
 // for one. 0 for an unknown pool.
 func (c *Catalog) GPUsPerWorkerMax(id string) int {
-	i := slices.IndexFunc(c.pools, func(p Pool) bool { return p.ID == id })
+	i := slices.IndexFunc(c.pools, func(p PoolInfo) bool { return p.ID == id })
 	if i < 0 {
 		return 0
 	}
@@ -145,7 +145,7 @@ func (c *Catalog) PoolUnhealthy(id string) string {
 }
 
 // AvailableGPUs returns the GPUs (or slots) of the pool not reserved now.
-func (c *Catalog) AvailableGPUs(p Pool) int {
+func (c *Catalog) AvailableGPUs(p PoolInfo) int {
 	if c.Available == nil {
 		return p.GPUs
 	}

@@ -32,7 +32,7 @@ func TestSortCUDAVersions(t *testing.T) {
 // description.
 func TestGPUsPerWorkerMaxIgnoresCapacityNow(t *testing.T) {
 	t.Parallel()
-	cat := core.NewCatalog([]core.Pool{{ID: "elastic", GPUs: 8, PerWorker: 4}, {ID: "fixed", GPUs: 2}, {ID: "grown", GPUs: 1, PerWorker: 8}}, nil, nil)
+	cat := core.NewCatalog([]core.PoolInfo{{ID: "elastic", GPUs: 8, PerWorker: 4}, {ID: "fixed", GPUs: 2}, {ID: "grown", GPUs: 1, PerWorker: 8}}, nil, nil)
 	cat.Total = func(id string) int {
 		if id == "grown" {
 			return 16 // a cluster with more GPUs than declared

@@ -179,7 +179,7 @@ func checkRules(e *Endpoint, idleTimeoutGiven bool, cat *Catalog) []FieldError {
 	}
 
 	// Pools: known, distinct, and able to hold gpu.count GPUs.
-	pools := make([]Pool, 0, len(e.GPU.Pools))
+	pools := make([]PoolInfo, 0, len(e.GPU.Pools))
 	for i, id := range e.GPU.Pools {
 		path := fmt.Sprintf("$.gpu.pools[%d]", i)
 		p, ok := cat.Pool(id)
@@ -221,7 +221,7 @@ func checkRules(e *Endpoint, idleTimeoutGiven bool, cat *Catalog) []FieldError {
 			add(fmt.Sprintf("$.dataCenterIds[%d]", i), "unknown data center %q", dc)
 		}
 	}
-	if len(e.DataCenterIDs) > 0 && len(pools) > 0 && !slices.ContainsFunc(pools, func(p Pool) bool {
+	if len(e.DataCenterIDs) > 0 && len(pools) > 0 && !slices.ContainsFunc(pools, func(p PoolInfo) bool {
 		return slices.Contains(e.DataCenterIDs, p.DataCenter)
 	}) {
 		add("$.dataCenterIds", "none of the listed pools is in these data centers")
@@ -234,7 +234,7 @@ func checkRules(e *Endpoint, idleTimeoutGiven bool, cat *Catalog) []FieldError {
 		switch {
 		case !ok:
 			add(path, "unknown network volume %q", id)
-		case len(pools) > 0 && !slices.ContainsFunc(pools, func(p Pool) bool { return p.DataCenter == v.DataCenter }):
+		case len(pools) > 0 && !slices.ContainsFunc(pools, func(p PoolInfo) bool { return p.DataCenter == v.DataCenter }):
 			add(path, "network volume %q is in data center %q, where no listed pool is", id, v.DataCenter)
 		}
 	}

@@ -12,7 +12,7 @@ type ImageRunner func(poolID, image string) (ok bool, why string)
 
 // checkImage returns the error for an image that none of pools can run: only when every
 // listed pool knows it cannot, so a pool that may run it (or cannot tell) lets it through.
-func (c *Catalog) checkImage(image string, pools []Pool) []FieldError {
+func (c *Catalog) checkImage(image string, pools []PoolInfo) []FieldError {
 	if c.CanRun == nil || image == "" || len(pools) == 0 {
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // LOAD_BALANCER workers (spec 2.6, 4.5): each serves HTTP on PORT and its health on
@@ -72,7 +73,7 @@ func lbPorts(env map[string]string) (port, healthPort int, path string) {
 }
 
 // lbSpec fills in a LOAD_BALANCER worker's environment and ports.
-func (s *Scheduler) lbSpec(ep *core.Endpoint, res *Reservation, spec *WorkerSpec) {
+func (s *Scheduler) lbSpec(ep *core.Endpoint, res *Reservation, spec *pool.WorkerSpec) {
 	port, healthPort, path := lbPorts(ep.Env)
 	env := maps.Clone(ep.Env)
 	if env == nil {

@@ -35,7 +35,7 @@ func (l *lbWorkers) handler(id string) http.Handler {
 func lbSetup(t *testing.T) (*rig, *lbWorkers, *core.Endpoint) {
 	t.Helper()
 	ws := &lbWorkers{health: map[string]int{}}
-	pool := &fakePool{info: core.Pool{ID: "P", GPUType: "CPU", GPUs: 8, CPU: true}, http: ws.handler}
+	pool := &fakePool{info: core.PoolInfo{ID: "P", GPUType: "CPU", GPUs: 8, CPU: true}, http: ws.handler}
 	r := setup(t, pool)
 	ep := r.endpoint(func(e *core.Endpoint) {
 		e.Type = core.TypeLoadBalancer

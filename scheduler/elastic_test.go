@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // elasticPool is a fakePool whose capacity the test sets, as a cluster's would change.
@@ -25,9 +26,9 @@ func (p *elasticPool) Capacity() int { return int(p.capacity.Load()) }
 
 func TestElasticPoolPlacesByCountAndFollowsCapacity(t *testing.T) {
 	t.Parallel()
-	p := &elasticPool{fakePool: &fakePool{info: core.Pool{ID: "K", GPUType: "H100", GPUs: 1, PerWorker: 8}}}
+	p := &elasticPool{fakePool: &fakePool{info: core.PoolInfo{ID: "K", GPUType: "H100", GPUs: 1, PerWorker: 8}}}
 	p.capacity.Store(4)
-	pl, err := NewPlacer([]Pool{p})
+	pl, err := NewPlacer([]pool.Pool{p})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func TestElasticPoolPlacesByCountAndFollowsCapacity(t *testing.T) {
 type listingPool struct {
 	*fakePool
 	mu      sync.Mutex
-	listed  []LiveWorker
+	listed  []pool.LiveWorker
 	stopped []string
 }
 
@@ -82,7 +83,7 @@ func (p *listingPool) Stop(ctx context.Context, id string) error {
 	return p.fakePool.Stop(ctx, id)
 }
 
-func (p *listingPool) Workers(context.Context) ([]LiveWorker, error) {
+func (p *listingPool) Workers(context.Context) ([]pool.LiveWorker, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.Clone(p.listed), nil
@@ -90,9 +91,9 @@ func (p *listingPool) Workers(context.Context) ([]LiveWorker, error) {
 
 func TestRunReapsWorkersItDidNotStart(t *testing.T) {
 	t.Parallel()
-	lp := &listingPool{fakePool: &fakePool{info: core.Pool{ID: "P", GPUType: "CPU", GPUs: 4, CPU: true}}}
-	lp.listed = []LiveWorker{{ID: "left-behind", Endpoint: "gone"}, {ID: "ours", Endpoint: "e", Known: true}}
-	pl, err := NewPlacer([]Pool{lp})
+	lp := &listingPool{fakePool: &fakePool{info: core.PoolInfo{ID: "P", GPUType: "CPU", GPUs: 4, CPU: true}}}
+	lp.listed = []pool.LiveWorker{{ID: "left-behind", Endpoint: "gone"}, {ID: "ours", Endpoint: "e", Known: true}}
+	pl, err := NewPlacer([]pool.Pool{lp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,13 +116,13 @@ func TestWaitingWorkerIsThrottledNotFailing(t *testing.T) {
 	spec := r.pool.started[0]
 	r.pool.mu.Unlock()
 	const why = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu"
-	spec.Report(WorkerEvent{Worker: spec.ID, State: WorkerWaiting, Err: errors.New(why)})
+	spec.Report(pool.WorkerEvent{Worker: spec.ID, State: pool.WorkerWaiting, Err: errors.New(why)})
 	r.tick(2 * time.Minute) // past the init timeout: a waiting worker is not stopped for it
 	r.running(1)
 	if h := r.jobs.Health(t.Context(), ep.ID); h.Throttled != 1 || h.Unhealthy != 0 || !strings.Contains(h.Reason, why) {
 		t.Errorf("health of a waiting worker = %+v; want throttled with the pool's reason, not unhealthy", h)
 	}
-	spec.Report(WorkerEvent{Worker: spec.ID, State: WorkerRunning})
+	spec.Report(pool.WorkerEvent{Worker: spec.ID, State: pool.WorkerRunning})
 	r.tick(30 * time.Second)
 	if h := r.jobs.Health(t.Context(), ep.ID); h.Throttled != 0 || h.Unhealthy != 0 {
 		t.Errorf("health once it runs = %+v; want neither throttled nor unhealthy", h)
@@ -138,17 +139,17 @@ type adoptingPool struct {
 	*listingPool
 	capacity int
 	adopted  []string
-	report   map[string]func(WorkerEvent)
+	report   map[string]func(pool.WorkerEvent)
 }
 
 func (p *adoptingPool) Capacity() int { return p.capacity }
 
-func (p *adoptingPool) Adopt(_ context.Context, w LiveWorker, report func(WorkerEvent)) error {
+func (p *adoptingPool) Adopt(_ context.Context, w pool.LiveWorker, report func(pool.WorkerEvent)) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.adopted = append(p.adopted, w.ID)
 	p.report[w.ID] = report
-	report(WorkerEvent{Worker: w.ID, State: WorkerRunning, At: time.Now()})
+	report(pool.WorkerEvent{Worker: w.ID, State: pool.WorkerRunning, At: time.Now()})
 	return nil
 }
 
@@ -176,26 +177,26 @@ func TestRestartAdoptsWorkersThatStillMatch(t *testing.T) {
 	if revision(&changed) == rev {
 		t.Fatal("an endpoint with another image has the same revision")
 	}
-	pool := &adoptingPool{listingPool: &listingPool{fakePool: &fakePool{info: core.Pool{ID: "K", GPUType: "H100", GPUs: 1, PerWorker: 8}}},
-		capacity: 8, report: map[string]func(WorkerEvent){}}
-	pool.listed = []LiveWorker{
+	pl := &adoptingPool{listingPool: &listingPool{fakePool: &fakePool{info: core.PoolInfo{ID: "K", GPUType: "H100", GPUs: 1, PerWorker: 8}}},
+		capacity: 8, report: map[string]func(pool.WorkerEvent){}}
+	pl.listed = []pool.LiveWorker{
 		{ID: "match1", Endpoint: ep.ID, Revision: rev, Count: 2},
 		{ID: "stale", Endpoint: ep.ID, Revision: revision(&changed), Count: 1},
 		{ID: "match2", Endpoint: ep.ID, Revision: rev, Count: 1},
 		{ID: "over-max", Endpoint: ep.ID, Revision: rev, Count: 1},
 		{ID: "orphan", Endpoint: "deleted-endpoint", Revision: rev, Count: 1},
 	}
-	s, err := New(Config{Jobs: r.jobs, Pools: []Pool{pool}, BaseURL: "http://127.0.0.1:1", Clock: r.clock,
+	s, err := New(Config{Jobs: r.jobs, Pools: []pool.Pool{pl}, BaseURL: "http://127.0.0.1:1", Clock: r.clock,
 		Log: slog.New(slog.DiscardHandler), InitTimeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
 	s.syncAndReap(t.Context(), endpointList{*ep})
-	pool.mu.Lock()
-	adopted, stopped := slices.Clone(pool.adopted), slices.Clone(pool.stopped)
-	report := pool.report["match1"]
-	pool.mu.Unlock()
+	pl.mu.Lock()
+	adopted, stopped := slices.Clone(pl.adopted), slices.Clone(pl.stopped)
+	report := pl.report["match1"]
+	pl.mu.Unlock()
 	if !slices.Equal(adopted, []string{"match1", "match2"}) {
 		t.Errorf("adopted %v; want [match1 match2]", adopted)
 	}
@@ -213,7 +214,7 @@ func TestRestartAdoptsWorkersThatStillMatch(t *testing.T) {
 	if n != 2 {
 		t.Errorf("the endpoint has %d workers; want the 2 adopted", n)
 	}
-	report(WorkerEvent{Worker: "match1", State: WorkerExited, At: time.Now(), Err: errors.New("pod OOMKilled")})
+	report(pool.WorkerEvent{Worker: "match1", State: pool.WorkerExited, At: time.Now(), Err: errors.New("pod OOMKilled")})
 	if free := s.placer.Free("K"); free != 7 {
 		t.Errorf("free capacity after an adopted worker exited %d; want 7", free)
 	}

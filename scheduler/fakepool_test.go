@@ -10,17 +10,18 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // fakePool is an in-memory pool for the scheduler's own tests: workers "run" until stopped,
 // or crash at once when crash is set. The real adapters pass adapters/adaptertest.
 type fakePool struct {
-	info core.Pool
+	info core.PoolInfo
 
 	mu        sync.Mutex
-	alive     map[string]WorkerSpec
+	alive     map[string]pool.WorkerSpec
 	suspended map[string]bool
-	started   []WorkerSpec
+	started   []pool.WorkerSpec
 	resumes   int
 	crash     error    // a started worker exits at once with this
 	killed    []string // workers Kill was called for (lost_test.go)
@@ -39,9 +40,9 @@ type fakePool struct {
 	srvs map[string]*httptest.Server
 }
 
-func (p *fakePool) Describe() core.Pool { return p.info }
+func (p *fakePool) Describe() core.PoolInfo { return p.info }
 
-func (p *fakePool) Start(_ context.Context, spec WorkerSpec) error {
+func (p *fakePool) Start(_ context.Context, spec pool.WorkerSpec) error {
 	if p.startGate != nil {
 		p.startIn <- spec.ID
 		<-p.startGate
@@ -53,7 +54,7 @@ func (p *fakePool) Start(_ context.Context, spec WorkerSpec) error {
 		return p.refuse
 	}
 	if p.alive == nil {
-		p.alive, p.suspended = map[string]WorkerSpec{}, map[string]bool{}
+		p.alive, p.suspended = map[string]pool.WorkerSpec{}, map[string]bool{}
 	}
 	p.alive[spec.ID] = spec
 	p.started = append(p.started, spec)
@@ -77,9 +78,9 @@ func (p *fakePool) Start(_ context.Context, spec WorkerSpec) error {
 			addrs[port] = srv.Listener.Addr().String()
 		}
 	}
-	spec.Report(WorkerEvent{Worker: spec.ID, State: WorkerRunning, At: time.Now(), Addrs: addrs})
+	spec.Report(pool.WorkerEvent{Worker: spec.ID, State: pool.WorkerRunning, At: time.Now(), Addrs: addrs})
 	if crash != nil {
-		spec.Report(WorkerEvent{Worker: spec.ID, State: WorkerExited, At: time.Now(), Err: crash})
+		spec.Report(pool.WorkerEvent{Worker: spec.ID, State: pool.WorkerExited, At: time.Now(), Err: crash})
 	}
 	return nil
 }
@@ -97,7 +98,7 @@ func (p *fakePool) Stop(_ context.Context, id string) error {
 		srv.Close()
 	}
 	if ok {
-		spec.Report(WorkerEvent{Worker: id, State: WorkerExited, At: time.Now(), Stopped: true})
+		spec.Report(pool.WorkerEvent{Worker: id, State: pool.WorkerExited, At: time.Now(), Stopped: true})
 	}
 	return nil
 }
@@ -107,7 +108,7 @@ func (p *fakePool) Suspend(_ context.Context, id string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.noSuspend {
-		return ErrUnsupported
+		return pool.ErrUnsupported
 	}
 	if _, ok := p.alive[id]; !ok {
 		return fmt.Errorf("no worker %s", id)
@@ -163,4 +164,4 @@ func (p *fakePool) startCalls() int {
 	return p.tries
 }
 
-var _ Pool = (*fakePool)(nil)
+var _ pool.Pool = (*fakePool)(nil)

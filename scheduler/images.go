@@ -1,12 +1,6 @@
 package scheduler
 
-// ImageChecker is implemented by pools that know which images they can run (optional): the
-// process pool runs only the built-in images and those its config maps to a command. CanRun
-// answers false with why and the fix when the pool cannot run image; a pool that pulls
-// images on demand does not implement it.
-type ImageChecker interface {
-	CanRun(image string) (ok bool, why string)
-}
+import "github.com/gantryhq/gantry/pool"
 
 // CanRun reports whether the pool with the id can run the image, asking the pool when it
 // implements ImageChecker; an unknown pool, or one that cannot tell, answers ok. It is a
@@ -16,7 +10,7 @@ func (p *Placer) CanRun(poolID, image string) (ok bool, why string) {
 	if !found {
 		return true, ""
 	}
-	if c, is := s.pool.(ImageChecker); is {
+	if c, is := s.pool.(pool.ImageChecker); is {
 		return c.CanRun(image)
 	}
 	return true, ""

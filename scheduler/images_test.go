@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // checkingPool is a fakePool that runs only the images it lists.
@@ -23,9 +24,9 @@ func (p checkingPool) CanRun(image string) (bool, string) {
 
 func TestPlacerCanRun(t *testing.T) {
 	t.Parallel()
-	pl, err := NewPlacer([]Pool{
-		checkingPool{&fakePool{info: core.Pool{ID: "proc", GPUType: "CPU", GPUs: 1}}, []string{"a:1"}},
-		&fakePool{info: core.Pool{ID: "pulls", GPUType: "CPU", GPUs: 1}},
+	pl, err := NewPlacer([]pool.Pool{
+		checkingPool{&fakePool{info: core.PoolInfo{ID: "proc", GPUType: "CPU", GPUs: 1}}, []string{"a:1"}},
+		&fakePool{info: core.PoolInfo{ID: "pulls", GPUType: "CPU", GPUs: 1}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // This file is a worker's lifecycle: start (or resume), retire (suspend or stop), stop,
@@ -150,9 +151,9 @@ func (s *Scheduler) startLocked(es *epState, now time.Time, code string) error {
 	ep := &es.ep
 	id := ep.ID + "-" + core.NewID(8)
 	w := &workerRec{id: id, es: es, res: res, gen: es.gen, state: phaseBooting, startedAt: now, starting: true}
-	spec := WorkerSpec{ID: id, Endpoint: ep.ID, Image: ep.Image, Args: ep.Args, Ports: ep.Ports, Disk: ep.Disk,
+	spec := pool.WorkerSpec{ID: id, Endpoint: ep.ID, Image: ep.Image, Args: ep.Args, Ports: ep.Ports, Disk: ep.Disk,
 		GPUs: res.GPUs, GPUCount: res.Count, CUDAVersions: slices.Clone(ep.AllowedCudaVersions),
-		Report: func(ev WorkerEvent) { s.event(w, ev) }}
+		Report: func(ev pool.WorkerEvent) { s.event(w, ev) }}
 	if ep.Registry != nil {
 		spec.Registry = *ep.Registry
 	}
@@ -191,7 +192,7 @@ func (s *Scheduler) startLocked(es *epState, now time.Time, code string) error {
 			var p *AdapterPanic
 			panicked := errors.As(err, &p)
 			es.mu.Lock()
-			if errors.Is(err, ErrNoCapacity) && !panicked {
+			if errors.Is(err, pool.ErrNoCapacity) && !panicked {
 				s.refuse(es, s.cfg.Clock.Now(), res.PoolID(), err)
 			} else {
 				s.fail(es, s.cfg.Clock.Now(), fmt.Sprintf("pool %s could not start it: %v", res.PoolID(), err))
@@ -284,7 +285,7 @@ func (s *Scheduler) retireLocked(w *workerRec, why string, mayKeep bool) {
 		var err error
 		if keep {
 			err = s.adapterCall(w.res.PoolID(), "Suspend", w.id, func() error { return w.res.Pool().Suspend(ctx, w.id) })
-			if err != nil && !errors.Is(err, ErrUnsupported) {
+			if err != nil && !errors.Is(err, pool.ErrUnsupported) {
 				s.cfg.Log.Warn("suspending a worker; stopping it", "worker", w.id, "err", err)
 			}
 		}
@@ -328,9 +329,9 @@ func (s *Scheduler) stopLocked(w *workerRec, why string) {
 // called Start: to a pool, a Stop for a worker it has not started yet stops nothing, and the
 // worker would then run, holding its reservation, with no one left to stop it.
 func (s *Scheduler) stopCall(ctx context.Context, w *workerRec) {
-	pool, poolID := w.res.Pool(), w.res.PoolID()
-	stop, call := pool.Stop, "Stop"
-	if k, ok := pool.(Killer); ok && w.killed {
+	pl, poolID := w.res.Pool(), w.res.PoolID()
+	stop, call := pl.Stop, "Stop"
+	if k, ok := pl.(pool.Killer); ok && w.killed {
 		stop, call = k.Kill, "Kill"
 	}
 	if err := s.adapterCall(poolID, call, w.id, func() error { return stop(ctx, w.id) }); err != nil {
@@ -359,16 +360,16 @@ func (s *Scheduler) forgetLocked(w *workerRec) {
 }
 
 // event applies a pool's report about a worker.
-func (s *Scheduler) event(w *workerRec, ev WorkerEvent) {
-	if ev.State == WorkerRunning && w.lb != nil {
+func (s *Scheduler) event(w *workerRec, ev pool.WorkerEvent) {
+	if ev.State == pool.WorkerRunning && w.lb != nil {
 		s.lbRunning(w, ev.Addrs)
 	}
 	es := w.es
-	if ev.State == WorkerWaiting || ev.State == WorkerRunning {
+	if ev.State == pool.WorkerWaiting || ev.State == pool.WorkerRunning {
 		es.mu.Lock()
 		was := w.waiting
 		w.waiting = ""
-		if ev.State == WorkerWaiting {
+		if ev.State == pool.WorkerWaiting {
 			w.waiting = "the pool cannot run it yet"
 			if ev.Err != nil {
 				w.waiting = ev.Err.Error()
@@ -382,7 +383,7 @@ func (s *Scheduler) event(w *workerRec, ev WorkerEvent) {
 		es.mu.Unlock()
 		return
 	}
-	if ev.State != WorkerExited {
+	if ev.State != pool.WorkerExited {
 		return
 	}
 	es.mu.Lock()

@@ -2,16 +2,6 @@ package scheduler
 
 import "context"
 
-// Killer is implemented by pools that can end a worker at once, with no polite signal and no
-// grace (SIGKILL; it ends a process stopped with SIGSTOP too). The scheduler kills a worker the
-// job engine declared lost: it stopped answering, so a polite stop would only wait out the
-// grace. Pools without it get Stop (a polite signal, then force after their grace).
-type Killer interface {
-	// Kill ends a worker at once; its WorkerExited event follows as after Stop. Killing a
-	// worker that already exited, or is unknown, is not an error.
-	Kill(ctx context.Context, id string) error
-}
-
 // workerLost stops a worker the job engine declared lost (silent while holding a job) by
 // force, at once: it leaves the endpoint's active workers and shows as STOPPING until it
 // exits. The engine puts its jobs back in the queue meanwhile; whichever comes second, that

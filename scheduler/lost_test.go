@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // Kill records the call and, unless slowKill is set, ends the worker as Stop does.
@@ -27,7 +28,7 @@ func (p *fakePool) kills() []string {
 	return slices.Clone(p.killed)
 }
 
-var _ Killer = (*fakePool)(nil)
+var _ pool.Killer = (*fakePool)(nil)
 
 // A worker that goes silent while it holds a job (hung, or SIGSTOPped) is declared lost by the
 // job engine: the scheduler kills it through its pool at once, it leaves /health's counts and

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // Placer reserves pool capacity for workers without a lock: a pool's free count and its
@@ -20,9 +21,9 @@ type Placer struct {
 
 // slot is one pool's capacity.
 type slot struct {
-	pool    Pool
-	info    core.Pool
-	elastic Elastic         // the pool, when its capacity changes; no bitmap then
+	pool    pool.Pool
+	info    core.PoolInfo
+	elastic pool.Elastic    // the pool, when its capacity changes; no bitmap then
 	total   atomic.Int64    // capacity: info.GPUs, or the Elastic pool's last Capacity
 	free    atomic.Int64    // GPUs (or CPU slots) not reserved; below 0 when an Elastic pool shrank
 	words   []atomic.Uint64 // bit i of the bitmap: device i is reserved
@@ -52,15 +53,15 @@ func (s *slot) refresh() {
 // NewPlacer returns a placer over the pools, each with its whole capacity free. Pool ids must
 // be unique. Elastic pools are counted without device indices, and their capacity is read
 // again at every placement.
-func NewPlacer(pools []Pool) (*Placer, error) {
+func NewPlacer(pools []pool.Pool) (*Placer, error) {
 	p := &Placer{slots: map[string]*slot{}}
-	for _, pool := range pools {
-		info := pool.Describe()
+	for _, pl := range pools {
+		info := pl.Describe()
 		if _, dup := p.slots[info.ID]; dup {
 			return nil, fmt.Errorf("two pools have the id %q", info.ID)
 		}
-		s := &slot{pool: pool, info: info}
-		if e, ok := pool.(Elastic); ok {
+		s := &slot{pool: pl, info: info}
+		if e, ok := pl.(pool.Elastic); ok {
 			s.elastic = e
 		} else {
 			s.words = make([]atomic.Uint64, (info.GPUs+63)/64)
@@ -75,7 +76,7 @@ func NewPlacer(pools []Pool) (*Placer, error) {
 }
 
 // Pool returns the pool with the id.
-func (p *Placer) Pool(id string) (Pool, bool) {
+func (p *Placer) Pool(id string) (pool.Pool, bool) {
 	s, ok := p.slots[id]
 	if !ok {
 		return nil, false
@@ -107,7 +108,7 @@ func (p *Placer) Total(id string) int {
 // (HealthReporter); "" when it can, or the pool does not tell, or is unknown.
 func (p *Placer) Unhealthy(id string) string {
 	if s, ok := p.slots[id]; ok {
-		if h, ok := s.pool.(HealthReporter); ok {
+		if h, ok := s.pool.(pool.HealthReporter); ok {
 			if err := h.Health(); err != nil {
 				return err.Error()
 			}
@@ -125,7 +126,7 @@ type Reservation struct {
 }
 
 // Pool returns the pool the capacity is in.
-func (r *Reservation) Pool() Pool { return r.s.pool }
+func (r *Reservation) Pool() pool.Pool { return r.s.pool }
 
 // PoolID returns the id of the pool the capacity is in.
 func (r *Reservation) PoolID() string { return r.s.info.ID }
@@ -183,9 +184,9 @@ type NoRoomError struct {
 type poolMiss struct {
 	pool  string
 	why   missKind
-	info  *core.Pool // nil for a pool this server does not have
-	inUse int        // missFull: GPUs reserved when it was tried
-	total int        // missFull: the pool's capacity then
+	info  *core.PoolInfo // nil for a pool this server does not have
+	inUse int            // missFull: GPUs reserved when it was tried
+	total int            // missFull: the pool's capacity then
 }
 
 type missKind uint8

@@ -10,11 +10,12 @@ import (
 	"testing"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/pool"
 )
 
-func placer(t *testing.T, pools ...core.Pool) *Placer {
+func placer(t *testing.T, pools ...core.PoolInfo) *Placer {
 	t.Helper()
-	var ps []Pool
+	var ps []pool.Pool
 	for _, p := range pools {
 		ps = append(ps, &fakePool{info: p})
 	}
@@ -27,7 +28,7 @@ func placer(t *testing.T, pools ...core.Pool) *Placer {
 
 func TestPlace(t *testing.T) {
 	t.Parallel()
-	pools := []core.Pool{
+	pools := []core.PoolInfo{
 		{ID: "A", GPUType: "A100", GPUs: 2, CUDAVersions: []string{"12.1", "12.2"}, DataCenter: "EU-1"},
 		{ID: "B", GPUType: "H100", GPUs: 8, PerWorker: 4, CUDAVersions: []string{"12.4"}, DataCenter: "US-1"},
 		{ID: "C", GPUType: "L4", GPUs: 4, CUDAVersions: []string{"12.2", "12.4"}, DataCenter: "US-2"},
@@ -70,7 +71,7 @@ func TestPlace(t *testing.T) {
 
 func TestPlaceFillsThenFallsBackAndReleases(t *testing.T) {
 	t.Parallel()
-	pl := placer(t, core.Pool{ID: "A", GPUs: 3}, core.Pool{ID: "B", GPUs: 2})
+	pl := placer(t, core.PoolInfo{ID: "A", GPUs: 3}, core.PoolInfo{ID: "B", GPUs: 2})
 	want := Want{Pools: []string{"A", "B"}, Count: 1}
 	var got []string
 	var rs []*Reservation
@@ -116,7 +117,7 @@ func TestWantOfPinsVolumeDataCenters(t *testing.T) {
 	}
 	ep.DataCenterIDs = []string{"US-1"}
 	w := WantOf(ep, dc)
-	pl := placer(t, core.Pool{ID: "A", GPUs: 4, DataCenter: "EU-1"})
+	pl := placer(t, core.PoolInfo{ID: "A", GPUs: 4, DataCenter: "EU-1"})
 	if _, err := pl.Place(w); err == nil {
 		t.Errorf("Place(volume in EU-1, dataCenterIds [US-1]) succeeded; want no room")
 	}
@@ -126,9 +127,9 @@ func TestWantOfPinsVolumeDataCenters(t *testing.T) {
 // its capacity, no device is handed to two workers, and everything is free at the end.
 func TestReserveConcurrently(t *testing.T) {
 	t.Parallel()
-	var pools []core.Pool
+	var pools []core.PoolInfo
 	for i := range 8 {
-		pools = append(pools, core.Pool{ID: fmt.Sprint("p", i), GPUs: 1 + i*20}) // 1..141 GPUs: multi-word bitmaps
+		pools = append(pools, core.PoolInfo{ID: fmt.Sprint("p", i), GPUs: 1 + i*20}) // 1..141 GPUs: multi-word bitmaps
 	}
 	pl := placer(t, pools...)
 	var held [8][]atomic.Int32 // per pool, per device: holders now
@@ -147,7 +148,7 @@ func TestReserveConcurrently(t *testing.T) {
 				if len(mine) > 0 && (i%3 == 0 || len(mine) > 20) {
 					r := mine[0]
 					mine = mine[1:]
-					pi := slices.IndexFunc(pools, func(p core.Pool) bool { return p.ID == r.PoolID() })
+					pi := slices.IndexFunc(pools, func(p core.PoolInfo) bool { return p.ID == r.PoolID() })
 					for _, d := range r.GPUs {
 						held[pi][d].Add(-1)
 					}
@@ -159,7 +160,7 @@ func TestReserveConcurrently(t *testing.T) {
 				if err != nil {
 					continue
 				}
-				pi := slices.IndexFunc(pools, func(p core.Pool) bool { return p.ID == r.PoolID() })
+				pi := slices.IndexFunc(pools, func(p core.PoolInfo) bool { return p.ID == r.PoolID() })
 				if n := inUse[pi].Add(int64(len(r.GPUs))); n > int64(pools[pi].GPUs) {
 					t.Errorf("pool %s: %d GPUs reserved of %d", r.PoolID(), n, pools[pi].GPUs)
 				}
@@ -171,7 +172,7 @@ func TestReserveConcurrently(t *testing.T) {
 				mine = append(mine, r)
 			}
 			for _, r := range mine {
-				pi := slices.IndexFunc(pools, func(p core.Pool) bool { return p.ID == r.PoolID() })
+				pi := slices.IndexFunc(pools, func(p core.PoolInfo) bool { return p.ID == r.PoolID() })
 				for _, d := range r.GPUs {
 					held[pi][d].Add(-1)
 				}

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"github.com/gantryhq/gantry/pool"
 	"time"
 )
 
@@ -14,7 +15,7 @@ import (
 // be synced first.
 func (s *Scheduler) reap(ctx context.Context) {
 	for _, sl := range s.placer.order {
-		lister, ok := sl.pool.(WorkerLister)
+		lister, ok := sl.pool.(pool.WorkerLister)
 		if !ok {
 			continue
 		}
@@ -38,8 +39,8 @@ func (s *Scheduler) reap(ctx context.Context) {
 
 // adopt takes over a worker the pool found, when the pool can and the worker's endpoint still
 // wants it; it reports whether it did.
-func (s *Scheduler) adopt(ctx context.Context, sl *slot, lw LiveWorker) bool {
-	ad, ok := sl.pool.(Adopter)
+func (s *Scheduler) adopt(ctx context.Context, sl *slot, lw pool.LiveWorker) bool {
+	ad, ok := sl.pool.(pool.Adopter)
 	es := s.state(lw.Endpoint)
 	if !ok || sl.elastic == nil || lw.Revision == "" || lw.Count <= 0 || es == nil {
 		return false
@@ -65,7 +66,7 @@ func (s *Scheduler) adopt(ctx context.Context, sl *slot, lw LiveWorker) bool {
 		w.act = act
 		es.mu.Unlock()
 	}
-	err := s.adapterCall(sl.info.ID, "Adopt", lw.ID, func() error { return ad.Adopt(ctx, lw, func(ev WorkerEvent) { s.event(w, ev) }) })
+	err := s.adapterCall(sl.info.ID, "Adopt", lw.ID, func() error { return ad.Adopt(ctx, lw, func(ev pool.WorkerEvent) { s.event(w, ev) }) })
 	if err != nil {
 		s.cfg.Log.Warn("adopting a worker; stopping it instead", "pool", sl.info.ID, "worker", lw.ID, "err", err)
 		es.mu.Lock()

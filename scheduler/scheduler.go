@@ -18,6 +18,7 @@ import (
 
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/internal/startstop"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // Defaults of Config.
@@ -45,7 +46,7 @@ type JobEngine interface {
 // Config wires a Scheduler. Units and special values are on each field.
 type Config struct {
 	Jobs  JobEngine // the job engine; the scheduler subscribes to its worker signals and queued jobs
-	Pools []Pool
+	Pools []pool.Pool
 	// VolumeDC returns a network volume's data center: an endpoint's volumes pin its workers
 	// there. nil = no volumes are known.
 	VolumeDC func(id string) (string, bool)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/internal/testkit"
+	"github.com/gantryhq/gantry/pool"
 	"github.com/gantryhq/gantry/store/memq"
 	"github.com/gantryhq/gantry/store/pebble"
 )
@@ -35,7 +36,7 @@ type rig struct {
 func setup(t *testing.T, pools ...*fakePool) *rig {
 	t.Helper()
 	if len(pools) == 0 {
-		pools = []*fakePool{{info: core.Pool{ID: "P", GPUType: "CPU", GPUs: 16, CPU: true}}}
+		pools = []*fakePool{{info: core.PoolInfo{ID: "P", GPUType: "CPU", GPUs: 16, CPU: true}}}
 	}
 	st, err := pebble.Open(t.TempDir())
 	if err != nil {
@@ -49,7 +50,7 @@ func setup(t *testing.T, pools ...*fakePool) *rig {
 		t.Fatal(err)
 	}
 	r.jobs = core.NewJobs(core.JobsConfig{Store: js, Clock: r.clock, Log: log})
-	var ps []Pool
+	var ps []pool.Pool
 	for _, p := range pools {
 		ps = append(ps, p)
 	}
@@ -334,8 +335,8 @@ func TestScaleDownNeverRetiresABusyWorker(t *testing.T) {
 // capacity goes back to the endpoints that prefer it.
 func TestScaleDownKeepsThePreferredPools(t *testing.T) {
 	t.Parallel()
-	first := &fakePool{info: core.Pool{ID: "A", GPUType: "CPU", GPUs: 1, CPU: true}}
-	second := &fakePool{info: core.Pool{ID: "B", GPUType: "CPU", GPUs: 4, CPU: true}}
+	first := &fakePool{info: core.PoolInfo{ID: "A", GPUType: "CPU", GPUs: 1, CPU: true}}
+	second := &fakePool{info: core.PoolInfo{ID: "B", GPUType: "CPU", GPUs: 4, CPU: true}}
 	r := setup(t, first, second)
 	ep := r.endpoint(func(e *core.Endpoint) {
 		e.GPU.Pools = []string{"A", "B"}
@@ -422,11 +423,11 @@ func TestPatchTakesEffectLive(t *testing.T) {
 
 func TestCrashLoopBacksOffAndShowsUnhealthy(t *testing.T) {
 	t.Parallel()
-	pool := &fakePool{info: core.Pool{ID: "P", GPUs: 4, CPU: true}, crash: errors.New("exit status 3")}
-	r := setup(t, pool)
+	pl := &fakePool{info: core.PoolInfo{ID: "P", GPUs: 4, CPU: true}, crash: errors.New("exit status 3")}
+	r := setup(t, pl)
 	ep := r.endpoint(nil)
 	ids := r.submit(ep, 1, false)
-	_, _, started := pool.counts()
+	_, _, started := pl.counts()
 	if started != 1 {
 		t.Fatalf("started %d; want 1", started)
 	}
@@ -441,18 +442,18 @@ func TestCrashLoopBacksOffAndShowsUnhealthy(t *testing.T) {
 	// backoff: 1 s, then 2 s, 4 s, 8 s (the max)
 	for i, wait := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 8 * time.Second} {
 		r.tick(wait - 100*time.Millisecond)
-		if _, _, n := pool.counts(); n != i+1 {
+		if _, _, n := pl.counts(); n != i+1 {
 			t.Fatalf("crash %d: %d starts before the backoff of %s passed; want %d", i+1, n, wait, i+1)
 		}
 		r.tick(100 * time.Millisecond)
-		if _, _, n := pool.counts(); n != i+2 {
+		if _, _, n := pl.counts(); n != i+2 {
 			t.Fatalf("crash %d: %d starts after the backoff of %s; want %d", i+1, n, wait, i+2)
 		}
 	}
 	// the workers are fixed: the next one polls, the endpoint is healthy again
-	pool.mu.Lock()
-	pool.crash = nil
-	pool.mu.Unlock()
+	pl.mu.Lock()
+	pl.crash = nil
+	pl.mu.Unlock()
 	r.tick(8 * time.Second)
 	r.poll()
 	r.tick(time.Second)
@@ -508,22 +509,22 @@ func TestPolledWorkerReadyWithoutItsSignal(t *testing.T) {
 func TestStopDuringStartStopsTheWorker(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
-		pool := &fakePool{info: core.Pool{ID: "P", GPUType: "CPU", GPUs: 16, CPU: true},
+		pl := &fakePool{info: core.PoolInfo{ID: "P", GPUType: "CPU", GPUs: 16, CPU: true},
 			startGate: make(chan struct{}), startIn: make(chan string, 1)}
-		r := setup(t, pool)
+		r := setup(t, pl)
 		ep := r.endpoint(nil)
 		if _, err := r.jobs.Submit(t.Context(), ep, core.Submission{Input: []byte(`{}`)}); err != nil { // Demand starts a worker
 			t.Fatal(err)
 		}
-		id := <-pool.startIn
+		id := <-pl.startIn
 		r.s.Tick(r.clock.Advance(2 * time.Minute)) // past the init timeout: the tick stops it
 		if es := r.s.state(ep.ID); es.active.Load() != 0 {
 			t.Fatalf("%d workers active after the init timeout; want 0", es.active.Load())
 		}
-		synctest.Wait()       // what the tick started has run
-		close(pool.startGate) // now Start returns
+		synctest.Wait()     // what the tick started has run
+		close(pl.startGate) // now Start returns
 		r.settle()
-		if alive, _, _ := pool.counts(); alive != 0 {
+		if alive, _, _ := pl.counts(); alive != 0 {
 			t.Errorf("%d workers alive after their stop; want 0", alive)
 		}
 		if free := r.s.Placer().Free("P"); free != 16 {
@@ -537,8 +538,8 @@ func TestStopDuringStartStopsTheWorker(t *testing.T) {
 
 func TestThrottledWhenNoPoolHasRoom(t *testing.T) {
 	t.Parallel()
-	pool := &fakePool{info: core.Pool{ID: "P", GPUs: 2}}
-	r := setup(t, pool)
+	pl := &fakePool{info: core.PoolInfo{ID: "P", GPUs: 2}}
+	r := setup(t, pl)
 	ep := r.endpoint(func(e *core.Endpoint) {
 		e.Scaling = core.Scaling{Type: core.ScaleRequestCount, RequestCount: 1}
 		e.Workers = core.Workers{Max: 4}
@@ -558,8 +559,8 @@ func TestThrottledWhenNoPoolHasRoom(t *testing.T) {
 // is asked again after RefusedRetry.
 func TestThrottledWhenThePoolRefuses(t *testing.T) {
 	t.Parallel()
-	pool := &fakePool{info: core.Pool{ID: "P", GPUs: 2}, refuse: fmt.Errorf("throttled: the cost guard allows 1 pod: %w", ErrNoCapacity)}
-	r := setup(t, pool)
+	pl := &fakePool{info: core.PoolInfo{ID: "P", GPUs: 2}, refuse: fmt.Errorf("throttled: the cost guard allows 1 pod: %w", pool.ErrNoCapacity)}
+	r := setup(t, pl)
 	ep := r.endpoint(nil)
 	r.submit(ep, 1, false)
 	testkit.Eventually(t, "the refusal published", func() bool { return r.jobs.Health(t.Context(), ep.ID).Throttled == 1 })
@@ -570,9 +571,9 @@ func TestThrottledWhenThePoolRefuses(t *testing.T) {
 	if n := r.pool.startCalls(); n != 1 {
 		t.Errorf("%d starts before RefusedRetry passed; want 1", n)
 	}
-	pool.mu.Lock()
-	pool.refuse = nil
-	pool.mu.Unlock()
+	pl.mu.Lock()
+	pl.refuse = nil
+	pl.mu.Unlock()
 	r.tick(time.Second)
 	r.running(1)
 	r.poll()
@@ -614,8 +615,8 @@ func TestFlashbootSuspendsAndResumes(t *testing.T) {
 
 func TestSuspendedWorkersAreReclaimedFlashbootFirst(t *testing.T) {
 	t.Parallel()
-	pool := &fakePool{info: core.Pool{ID: "P", GPUs: 2}}
-	r := setup(t, pool)
+	pl := &fakePool{info: core.PoolInfo{ID: "P", GPUs: 2}}
+	r := setup(t, pl)
 	mk := func(id string, fb core.Flashboot) *core.Endpoint {
 		return r.endpoint(func(e *core.Endpoint) { e.ID, e.Flashboot = id, fb })
 	}
@@ -623,16 +624,16 @@ func TestSuspendedWorkersAreReclaimedFlashbootFirst(t *testing.T) {
 	for _, ep := range []*core.Endpoint{pri, plain} {
 		r.submit(ep, 1, false)
 		r.poll()
-		w := slices.IndexFunc(pool.started, func(s WorkerSpec) bool { return s.Endpoint == ep.ID })
-		r.done(ep, pool.started[w].ID, r.take(ep, pool.started[w].ID))
+		w := slices.IndexFunc(pl.started, func(s pool.WorkerSpec) bool { return s.Endpoint == ep.ID })
+		r.done(ep, pl.started[w].ID, r.take(ep, pl.started[w].ID))
 	}
 	r.tick(6 * time.Second) // both idle: suspended, holding both GPUs
-	if _, s, _ := pool.counts(); s != 2 {
+	if _, s, _ := pl.counts(); s != 2 {
 		t.Fatalf("%d suspended; want 2", s)
 	}
 	third := mk("third", core.FlashbootOff)
 	r.submit(third, 1, false) // no room: reclaims the plain FLASHBOOT worker
-	alive, suspended, _ := pool.counts()
+	alive, suspended, _ := pl.counts()
 	if alive != 1 || suspended != 1 {
 		t.Fatalf("alive %d, suspended %d after a reclaim; want 1, 1", alive, suspended)
 	}
@@ -663,8 +664,8 @@ func TestDeletedEndpointStopsItsWorkers(t *testing.T) {
 
 func TestWorkerEnvAndGPUs(t *testing.T) {
 	t.Parallel()
-	pool := &fakePool{info: core.Pool{ID: "G", GPUType: "NVIDIA L4", GPUs: 4, DataCenter: "DC-1"}}
-	r := setup(t, pool)
+	pl := &fakePool{info: core.PoolInfo{ID: "G", GPUType: "NVIDIA L4", GPUs: 4, DataCenter: "DC-1"}}
+	r := setup(t, pl)
 	reg := "reg-1"
 	ep := r.endpoint(func(e *core.Endpoint) {
 		e.GPU = core.GPU{Pools: []string{"G"}, Count: 2}
@@ -672,7 +673,7 @@ func TestWorkerEnvAndGPUs(t *testing.T) {
 		e.Registry = &reg
 	})
 	r.submit(ep, 1, false)
-	spec := pool.started[0]
+	spec := pl.started[0]
 	if !slices.Equal(spec.GPUs, []int{0, 1}) || spec.Registry != "reg-1" || spec.Env["RUNPOD_GPU_COUNT"] != "2" || spec.Env["MODEL"] != "x" ||
 		!strings.HasSuffix(spec.Env["RUNPOD_WEBHOOK_GET_JOB"], "/job-take/"+spec.ID+"?gpu=NVIDIA+L4") {
 		t.Errorf("spec = %+v; want GPUs [0 1], the endpoint's env and worker URLs with a query", spec)
@@ -683,8 +684,8 @@ func TestWorkerEnvAndGPUs(t *testing.T) {
 // Gantry sets (the worker's token, its URLs, its ids): they stay Gantry's.
 func TestWorkerEnvGantryWins(t *testing.T) {
 	t.Parallel()
-	pool := &fakePool{info: core.Pool{ID: "G", GPUType: "NVIDIA L4", GPUs: 4, DataCenter: "DC-1"}}
-	r := setup(t, pool)
+	pl := &fakePool{info: core.PoolInfo{ID: "G", GPUType: "NVIDIA L4", GPUs: 4, DataCenter: "DC-1"}}
+	r := setup(t, pl)
 	forged := map[string]string{}
 	for _, k := range []string{"RUNPOD_WEBHOOK_GET_JOB", "RUNPOD_WEBHOOK_POST_OUTPUT", "RUNPOD_WEBHOOK_POST_STREAM", "RUNPOD_WEBHOOK_PING",
 		"RUNPOD_POD_ID", "RUNPOD_AI_API_KEY", "RUNPOD_ENDPOINT_ID", "RUNPOD_GPU_COUNT", "RUNPOD_PING_INTERVAL"} {
@@ -692,7 +693,7 @@ func TestWorkerEnvGantryWins(t *testing.T) {
 	}
 	ep := r.endpoint(func(e *core.Endpoint) { e.GPU = core.GPU{Pools: []string{"G"}, Count: 1}; e.Env = forged })
 	r.submit(ep, 1, false)
-	spec := pool.started[0]
+	spec := pl.started[0]
 	for k := range forged {
 		if spec.Env[k] == "forged" || spec.Env[k] == "" {
 			t.Errorf("worker env %s = %q; want Gantry's value over the endpoint's", k, spec.Env[k])
@@ -703,7 +704,7 @@ func TestWorkerEnvGantryWins(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	// A pool id that %q escapes as Go does ("\t"), where Prometheus keeps a tab as it is.
-	r := setup(t, &fakePool{info: core.Pool{ID: "P\té", GPUType: "CPU", GPUs: 16, CPU: true}})
+	r := setup(t, &fakePool{info: core.PoolInfo{ID: "P\té", GPUType: "CPU", GPUs: 16, CPU: true}})
 	ep := r.endpoint(func(e *core.Endpoint) { e.GPU.Pools = []string{"P\té"} })
 	r.submit(ep, 1, false)
 	r.poll()
@@ -801,7 +802,7 @@ func (p *fakePool) exit(id string, err error) {
 	delete(p.alive, id)
 	p.mu.Unlock()
 	if ok {
-		spec.Report(WorkerEvent{Worker: id, State: WorkerExited, At: time.Now(), Err: err})
+		spec.Report(pool.WorkerEvent{Worker: id, State: pool.WorkerExited, At: time.Now(), Err: err})
 	}
 }
 
@@ -927,7 +928,7 @@ func TestStopPodAfterACancelRetiresAtOnce(t *testing.T) {
 // (RunPod) to ask for them (issue 29, item 18).
 func TestWorkerSpecCarriesCUDAVersions(t *testing.T) {
 	t.Parallel()
-	r := setup(t, &fakePool{info: core.Pool{ID: "P", GPUType: "L4", GPUs: 4, CUDAVersions: []string{"12.2", "12.4"}}})
+	r := setup(t, &fakePool{info: core.PoolInfo{ID: "P", GPUType: "L4", GPUs: 4, CUDAVersions: []string{"12.2", "12.4"}}})
 	r.endpoint(func(e *core.Endpoint) {
 		e.AllowedCudaVersions = []string{"12.4", "12.8"}
 		e.Workers = core.Workers{Min: 1, Max: 1, IdleTimeout: 5}

@@ -11,7 +11,7 @@ import (
 
 func TestSuspendedWorkers(t *testing.T) {
 	t.Parallel()
-	pl := placer(t, core.Pool{ID: "A", GPUs: 4}, core.Pool{ID: "B", GPUs: 4})
+	pl := placer(t, core.PoolInfo{ID: "A", GPUs: 4}, core.PoolInfo{ID: "B", GPUs: 4})
 	sw := newSuspendedWorkers(pl)
 	at := time.Unix(1000, 0)
 	rec := func(pool string, pinned bool, suspendedAt int) *workerRec {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // This file is what the API shows of an endpoint's workers (core.Fleet): each worker's state,
@@ -20,11 +21,11 @@ const keepExited = 10
 
 type exitedWorker struct {
 	info core.WorkerInfo
-	pool Pool
+	pool pool.Pool
 }
 
 // remember keeps an exiting worker's last state; es.mu is held.
-func (es *epState) remember(w *workerRec, ev WorkerEvent, now time.Time) {
+func (es *epState) remember(w *workerRec, ev pool.WorkerEvent, now time.Time) {
 	info := w.info(nil)
 	info.Status, info.ExitedAt = "EXITED", now
 	if ev.Err != nil {
@@ -94,30 +95,30 @@ func (s *Scheduler) Workers(endpoint string) []core.WorkerInfo {
 // core.Fleet.
 func (s *Scheduler) WorkerLogs(ctx context.Context, endpoint, worker string, tail int) (io.ReadCloser, error) {
 	es := s.state(endpoint)
-	var pool Pool
+	var pl pool.Pool
 	if es != nil {
 		es.mu.Lock()
 		for _, w := range es.workers {
 			if w.id == worker {
-				pool = w.res.Pool()
+				pl = w.res.Pool()
 			}
 		}
 		for _, x := range es.exited {
 			if x.info.ID == worker {
-				pool = x.pool
+				pl = x.pool
 			}
 		}
 		es.mu.Unlock()
 	}
-	if pool == nil {
+	if pl == nil {
 		return nil, core.Errorf(core.KindNotFound, "endpoint %s has no worker %s (running or lately exited)", endpoint, worker)
 	}
-	src, ok := pool.(LogSource)
+	src, ok := pl.(pool.LogSource)
 	if !ok {
-		return nil, core.Errorf(core.KindUnavailable, "pool %s keeps no worker logs", pool.Describe().ID)
+		return nil, core.Errorf(core.KindUnavailable, "pool %s keeps no worker logs", pl.Describe().ID)
 	}
 	var rc io.ReadCloser
-	err := s.adapterCall(pool.Describe().ID, "Logs", worker, func() (err error) {
+	err := s.adapterCall(pl.Describe().ID, "Logs", worker, func() (err error) {
 		rc, err = src.Logs(ctx, worker, tail)
 		return err
 	})

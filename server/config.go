@@ -2,6 +2,7 @@ package server
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -9,7 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gantryhq/gantry/adapters/docker"
+	"github.com/gantryhq/gantry/adapters/kit"
 	kube "github.com/gantryhq/gantry/adapters/kubernetes"
+	"github.com/gantryhq/gantry/adapters/process"
+	"github.com/gantryhq/gantry/adapters/runpod"
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/models"
 	"github.com/gantryhq/gantry/scheduler"
@@ -95,173 +100,21 @@ type Config struct {
 	lines map[string]int
 }
 
-// PoolConfig is one pool of the config file: the catalog's description of it, and for
-// `adapter: docker` the Docker host it runs on.
+// PoolConfig is one pool of the config file: the catalog's description of it, and the
+// config section of its adapter (at most one, under the adapter's name). Each section's type
+// is its adapter's own, documented there; server/pools.go registers the adapters.
 type PoolConfig struct {
-	core.Pool `yaml:",inline"`
+	core.PoolInfo `yaml:",inline"`
 	// Process configures a process pool (only with adapter: process, the default); omitted =
 	// the defaults.
-	Process *ProcessConfig `yaml:"process"`
+	Process *process.Config `yaml:"process"`
 	// Docker configures a docker pool (only with adapter: docker); omitted = the defaults.
-	Docker *DockerConfig `yaml:"docker"`
+	Docker *docker.Config `yaml:"docker"`
 	// RunPod configures a runpod pool (required with adapter: runpod).
-	RunPod *RunPodConfig `yaml:"runpod"`
+	RunPod *runpod.Config `yaml:"runpod"`
 	// Kubernetes configures a kubernetes pool (only with adapter: kubernetes); omitted = the
 	// defaults (in-cluster credentials, namespace default).
-	Kubernetes *KubernetesConfig `yaml:"kubernetes"`
-}
-
-// ProcessConfig is how a process pool runs its workers (see adapters/process.Config).
-type ProcessConfig struct {
-	// User is who the workers run as: a user name, a uid or "uid:gid". Default: nobody when
-	// the server runs as root (uid 65534 where no user nobody exists), else the server's own
-	// user, which a worker shares (it can read the data directory: the server warns). Root is
-	// refused.
-	User string `yaml:"user"`
-	// VolumeRoot keeps the network volumes of the pool's data center, a directory each;
-	// default <data>/volumes.
-	VolumeRoot string `yaml:"volumeRoot"`
-}
-
-// RunPodConfig is how a runpod pool rents pods (see adapters/runpod.Config). The pool's
-// gpuType is RunPod's GPU type id and its count the most GPUs it rents at once.
-type RunPodConfig struct {
-	// APIKeyEnv names the environment variable holding the RunPod API key. Required.
-	APIKeyEnv string `yaml:"apiKeyEnv"`
-	// PublicURL is where workers in RunPod's cloud reach this Gantry (https; a reverse proxy
-	// or tunnel in front of it). Required.
-	PublicURL string `yaml:"publicUrl"`
-	// API is RunPod's REST API; default https://api.runpod.io.
-	API string `yaml:"api"`
-	// Cloud is SECURE (the default) or COMMUNITY.
-	Cloud string `yaml:"cloud"`
-	// DataCenters are the data centers pods may be placed in, by preference; default any.
-	DataCenters []string `yaml:"dataCenters"`
-	// Disk is a pod's container disk in GB when the endpoint gives none; default 20.
-	Disk int `yaml:"disk"`
-	// Registries maps the registry ids endpoints name to RunPod container registry
-	// credential ids.
-	Registries map[string]string `yaml:"registries"`
-	// Installation names this Gantry in its pods, so that a restart finds its own; default
-	// "gantry".
-	Installation string `yaml:"installation"`
-	// MaxPods and MaxSpendPerHour (USD/h at catalog prices) are the cost guard; 0 = no cap.
-	MaxPods         int     `yaml:"maxPods"`
-	MaxSpendPerHour float64 `yaml:"maxSpendPerHour"`
-	// Poll is how often pods are listed while the pool has workers; default 5s.
-	Poll time.Duration `yaml:"poll"`
-	// CatalogEvery is how often RunPod's GPU catalog (stock, prices) is read; default 1m.
-	CatalogEvery time.Duration `yaml:"catalogEvery"`
-	// Stock is how many GPUs the pool takes RunPod to have free at each stock level its
-	// catalog reports (LOW, MEDIUM, HIGH); default LOW one pod's GPUs, MEDIUM half the
-	// pool's count, HIGH the count.
-	Stock map[string]int `yaml:"stock"`
-}
-
-// KubernetesConfig is how a kubernetes pool reaches its cluster and shapes its worker pods
-// (see adapters/kubernetes.Config for each default).
-type KubernetesConfig struct {
-	// Kubeconfig is the kubeconfig file to use, with Context in it ("" = its current one);
-	// "" = the in-cluster service account.
-	Kubeconfig string `yaml:"kubeconfig"`
-	Context    string `yaml:"context"`
-	// Namespace the worker pods run in; default "default".
-	Namespace string `yaml:"namespace"`
-	// Installation names this Gantry in the pods' gantry.io/installation label; default gantry.
-	Installation string `yaml:"installation"`
-	// NodeSelector picks the pool's nodes; default nvidia.com/gpu.product: the GPU type with
-	// dashes for spaces.
-	NodeSelector map[string]string `yaml:"nodeSelector"`
-	// Tolerations are added to the pods (nvidia.com/gpu is always tolerated).
-	Tolerations       []KubernetesToleration `yaml:"tolerations"`
-	RuntimeClassName  string                 `yaml:"runtimeClassName"`
-	PriorityClassName string                 `yaml:"priorityClassName"`
-	// ServiceAccount runs the pods as this account, with its token mounted; default none.
-	ServiceAccount string            `yaml:"serviceAccount"`
-	Labels         map[string]string `yaml:"labels"`
-	Annotations    map[string]string `yaml:"annotations"`
-	// CPU and Memory are a CPU pool's requests per slot; default "1" and "2Gi".
-	CPU    string `yaml:"cpu"`
-	Memory string `yaml:"memory"`
-	// ShmGB sizes /dev/shm in GB; default 8.
-	ShmGB int `yaml:"shmGb"`
-	// StopGrace is the pods' termination grace period; default 10s.
-	StopGrace time.Duration `yaml:"stopGrace"`
-	// Capacity is where the pool's capacity comes from: "nodes" (the default: the
-	// allocatable GPUs of its nodes minus other pods' requests, which needs list and watch
-	// on nodes and on pods in every namespace) or "count" (the pool's count: Gantry then
-	// reads nothing outside Namespace, and a Role there is enough).
-	Capacity string `yaml:"capacity"`
-	// UnschedulableAfter is how long a pod may stay unschedulable before its worker counts
-	// as throttled with the cluster scheduler's message; default 30s.
-	UnschedulableAfter time.Duration `yaml:"unschedulableAfter"`
-	// WorkerURL is where the pods reach this Gantry's worker API, e.g.
-	// http://gantry.gantry.svc:8080 (a Service in front of it); default publicUrl.
-	WorkerURL string `yaml:"workerUrl"`
-	// QPS and Burst bound the pool's requests to the API server; default 50 and 100 (500 pods start in about 10 s).
-	QPS   float32 `yaml:"qps"`
-	Burst int     `yaml:"burst"`
-	// Volumes configures the PersistentVolumeClaims that keep the network volumes of this
-	// pool's data center: storageClass ("" = the cluster's default), accessMode (default
-	// ReadWriteMany) and mountTimeout (default 2m).
-	Volumes kube.VolumeConfig `yaml:"volumes"`
-}
-
-// KubernetesToleration is a pod toleration.
-type KubernetesToleration struct {
-	Key      string `yaml:"key"`
-	Operator string `yaml:"operator"` // Equal or Exists; default Equal
-	Value    string `yaml:"value"`
-	Effect   string `yaml:"effect"` // NoSchedule, PreferNoSchedule, NoExecute; "" = all
-}
-
-// DockerConfig is how a docker pool reaches its Docker host and runs workers there (see
-// adapters/docker.Config).
-type DockerConfig struct {
-	// Host is the Engine API address ("unix:///var/run/docker.sock", "tcp://host:2376").
-	// Default $DOCKER_HOST, else the local socket.
-	Host string `yaml:"host"`
-	// Network is the workers' network mode: "host", the default and the only one supported.
-	Network string `yaml:"network"`
-	// Suspend is what FLASHBOOT does to a retired worker: "pause" (the default: frozen, back
-	// in ~20 ms with what it loaded) or "stop" (the container is stopped and kept, and
-	// started again on resume).
-	Suspend string `yaml:"suspend"`
-	// Pull is when images are pulled: "missing" (the default: those not on the host) or
-	// "never".
-	Pull string `yaml:"pull"`
-	// StopGrace is how long a stopping worker has after SIGTERM before SIGKILL, in whole
-	// seconds. Default 10s.
-	StopGrace time.Duration `yaml:"stopGrace"`
-	// Devices names the host's GPUs (UUIDs or indices) behind the pool's device indices
-	// 0..count-1; default the indices.
-	Devices []string `yaml:"devices"`
-	// GPUsByEnv hands GPUs over with NVIDIA_VISIBLE_DEVICES only (hosts whose default runtime
-	// is nvidia) instead of a device request (the NVIDIA Container Toolkit).
-	GPUsByEnv bool `yaml:"gpusByEnv"`
-	// DiskQuota makes an endpoint's disk (GB) its containers' size limit; the storage driver
-	// must support it (overlay2 on xfs with pquota, btrfs, zfs). Default: disk is advisory.
-	DiskQuota bool `yaml:"diskQuota"`
-	// Init runs docker-init as each container's PID 1, so that workers without a SIGTERM
-	// handler stop at once.
-	Init bool `yaml:"init"`
-	// Timeouts bound each kind of call to the Docker engine, so that a wedged dockerd fails
-	// the call with an error naming it instead of holding the scheduler; omitted = defaults.
-	Timeouts DockerTimeouts `yaml:"timeouts"`
-	// VolumeRoot keeps the network volumes of the pool's data center, a directory each,
-	// bind-mounted into workers: a path on the Docker host, the same where Gantry runs;
-	// default <data>/volumes with a local engine (a unix socket), none with a remote one.
-	VolumeRoot string `yaml:"volumeRoot"`
-}
-
-// DockerTimeouts are a docker pool's engine call deadlines (adapters/docker.Timeouts); 0 = the
-// default.
-type DockerTimeouts struct {
-	Pull    time.Duration `yaml:"pull"`    // an image pull, to its end; default 30m
-	Inspect time.Duration `yaml:"inspect"` // ping, inspect, list, a wait's acknowledgement; default 30s
-	Change  time.Duration `yaml:"change"`  // create, start, pause, unpause, remove; default 1m
-	Stop    time.Duration `yaml:"stop"`    // a stop, beyond stopGrace; default 30s
-	Logs    time.Duration `yaml:"logs"`    // reading a container's log; default 1m
+	Kubernetes *kube.Config `yaml:"kubernetes"`
 }
 
 // RegistryConfig is a registry credential: an endpoint whose `registry` is ID pulls its image
@@ -278,10 +131,10 @@ type RegistryConfig struct {
 }
 
 // catalogPools returns the catalog's view of the pools.
-func (c *Config) catalogPools() []core.Pool {
-	pools := make([]core.Pool, len(c.Pools))
+func (c *Config) catalogPools() []core.PoolInfo {
+	pools := make([]core.PoolInfo, len(c.Pools))
 	for i, p := range c.Pools {
-		pools[i] = p.Pool
+		pools[i] = p.PoolInfo
 	}
 	return pools
 }
@@ -473,15 +326,13 @@ func (c *Config) Validate() error {
 				return fmt.Errorf("pool %q: CUDA version %q is not major.minor", p.ID, v)
 			}
 		}
-		if d := p.Docker; d != nil {
-			for _, t := range []struct {
-				key string
-				v   time.Duration
-			}{{"pull", d.Timeouts.Pull}, {"inspect", d.Timeouts.Inspect}, {"change", d.Timeouts.Change},
-				{"stop", d.Timeouts.Stop}, {"logs", d.Timeouts.Logs}} {
-				if t.v < 0 {
-					return c.errAt(fmt.Sprintf("pools[%d].docker.timeouts.%s", i, t.key), "%s is negative: give a duration, or 0 for the default", t.v)
+		if a, _ := adapterOf(p.Adapter); a.validate != nil {
+			if err := a.validate(&p); err != nil {
+				var fe *kit.FieldError
+				if errors.As(err, &fe) {
+					return c.errAt(fmt.Sprintf("pools[%d].%s.%s", i, a.name, fe.Key), "%s", fe.Msg)
 				}
+				return fmt.Errorf("pool %q: %w", p.ID, err)
 			}
 		}
 		seen[p.ID] = true

@@ -72,7 +72,7 @@ func TestProcessWorkersUnprivileged(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := t.TempDir()
-	cfg := server.Config{Data: data, Pools: []server.PoolConfig{{Pool: core.Pool{ID: "local", GPUType: "CPU", GPUs: 2, CPU: true}}}}
+	cfg := server.Config{Data: data, Pools: []server.PoolConfig{{PoolInfo: core.PoolInfo{ID: "local", GPUType: "CPU", GPUs: 2, CPU: true}}}}
 	s := servertest.New(t, cfg, server.Options{Self: self, Builtins: []string{"echo", "image", "video", "speech", "text"}})
 	key := servertest.Key(t, s, "alice", core.ScopeAll)
 	code, body := servertest.Call(t, "POST", s.URL()+"/v2/serverless", key,

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"os"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,133 +14,101 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/adapters/docker"
+	"github.com/gantryhq/gantry/adapters/kit"
+	kube "github.com/gantryhq/gantry/adapters/kubernetes"
 	"github.com/gantryhq/gantry/adapters/process"
 	"github.com/gantryhq/gantry/adapters/runpod"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
-// poolEnv is what every adapter's builder may use besides its pool's config entry.
-type poolEnv struct {
-	cfg      *Config
-	self     string   // this executable, for built-in workers
-	builtins []string // the built-in worker images
-	logDir   string   // where pools keep their workers' logs
-	volumes  string   // where local pools keep network volumes unless configured: <data>/volumes
-	log      *slog.Logger
+// adapters is the registry of pool adapters, one line each: the adapter package's
+// kit.Adapter and the PoolConfig field that holds its section. A new adapter adds its line
+// here and its section to PoolConfig.
+var adapters = []adapter{
+	register(process.Adapter, func(p *PoolConfig) *process.Config { return p.Process }),
+	register(docker.Adapter, func(p *PoolConfig) *docker.Config { return p.Docker }),
+	register(runpod.Adapter, func(p *PoolConfig) *runpod.Config { return p.RunPod }),
+	register(kube.Adapter, func(p *PoolConfig) *kube.Config { return p.Kubernetes }),
 }
 
-// adapter is one kind of pool the config may declare (`adapter: NAME`).
+// adapter is one kind of pool the config may declare (`adapter: NAME`), its kit.Adapter
+// bound to its section of PoolConfig.
 type adapter struct {
+	name string
+	// validate checks p's section (kit.Adapter.Validate; nil error when it has none).
+	validate func(p *PoolConfig) error
 	// build makes a pool from its config entry.
-	build func(ctx context.Context, env poolEnv, p PoolConfig) (scheduler.Pool, error)
-	// section reports whether p carries this adapter's own config section (nil: it has none).
+	build func(ctx context.Context, env kit.Env, p PoolConfig) (pool.Pool, error)
+	// section reports whether p carries this adapter's config section.
 	section func(p PoolConfig) bool
 	// grace is how long p's workers may take to stop when the server shuts down, for adapters
 	// whose workers outlive the server (their pools implement shutdowner); nil for the others.
 	grace func(p PoolConfig) time.Duration
 }
 
-// adapters is the registry of pool adapters by name; a new adapter adds its entry here and
-// its section to PoolConfig.
-var adapters = map[string]adapter{
-	"process": {
-		build: func(_ context.Context, env poolEnv, p PoolConfig) (scheduler.Pool, error) {
-			user := workerUser(p.Process, os.Geteuid())
-			if os.Geteuid() != 0 { // then no other user is possible: New refuses one
-				env.log.Warn("process pool workers run as the server's own user: an endpoint's worker can read the data directory; "+
-					"run gantry serve as root (workers then run as process.user, default nobody) to keep them apart",
-					"pool", p.ID, "uid", os.Geteuid())
+// register binds a to its section, the PoolConfig field of returns.
+func register[C any](a kit.Adapter[C], of func(p *PoolConfig) *C) adapter {
+	e := adapter{
+		name: a.Name,
+		validate: func(p *PoolConfig) error {
+			if a.Validate == nil {
+				return nil
 			}
-			root := env.volumes
-			if p.Process != nil && p.Process.VolumeRoot != "" {
-				root = p.Process.VolumeRoot
-			}
-			return process.New(process.Config{Pool: p.Pool, Self: env.self, Builtins: env.builtins,
-				Images: env.cfg.Images, LogDir: env.logDir, Devices: env.cfg.devices[p.ID], User: user, VolumeRoot: root})
+			return a.Validate(of(p))
 		},
-		section: func(p PoolConfig) bool { return p.Process != nil },
-	},
-	"docker": {
-		build: func(ctx context.Context, env poolEnv, p PoolConfig) (scheduler.Pool, error) {
-			d := cmp.Or(p.Docker, &DockerConfig{})
-			return docker.New(ctx, docker.Config{Pool: p.Pool, Host: d.Host, Network: d.Network,
-				Devices: d.Devices, GPUsByEnv: d.GPUsByEnv, Pull: docker.PullPolicy(d.Pull),
-				Credentials: env.cfg.credential, StopGrace: d.StopGrace, Suspend: docker.SuspendMode(d.Suspend),
-				LogDir: env.logDir, DiskQuota: d.DiskQuota, Init: d.Init, Log: env.log,
-				Timeouts: docker.Timeouts(d.Timeouts), VolumeRoot: cmp.Or(d.VolumeRoot, localDocker(d.Host, env.volumes))})
+		build: func(ctx context.Context, env kit.Env, p PoolConfig) (pool.Pool, error) {
+			return a.Build(ctx, env, p.PoolInfo, of(&p))
 		},
-		section: func(p PoolConfig) bool { return p.Docker != nil },
-		grace: func(p PoolConfig) time.Duration {
-			if p.Docker != nil && p.Docker.StopGrace > 0 {
-				return p.Docker.StopGrace
-			}
-			return docker.DefaultStopGrace
-		},
-	},
-	"runpod": {
-		build: func(ctx context.Context, env poolEnv, p PoolConfig) (scheduler.Pool, error) {
-			r := p.RunPod
-			if r == nil {
-				return nil, fmt.Errorf("adapter runpod needs a runpod section (apiKeyEnv, publicUrl)")
-			}
-			return runpod.New(ctx, runpod.Config{Pool: p.Pool, API: r.API, APIKeyEnv: r.APIKeyEnv, PublicURL: r.PublicURL,
-				Cloud: r.Cloud, DataCenters: r.DataCenters, Disk: r.Disk, Registries: r.Registries, Installation: r.Installation,
-				MaxPods: r.MaxPods, MaxSpendPerHour: r.MaxSpendPerHour, Poll: r.Poll, CatalogEvery: r.CatalogEvery,
-				Stock: r.Stock, Log: env.log})
-		},
-		section: func(p PoolConfig) bool { return p.RunPod != nil },
-		// Shutdown terminates the pool's pods (no rented GPU outlives Gantry): RunPod's
-		// terminate answers within seconds, retried on errors.
-		grace: func(PoolConfig) time.Duration { return 30 * time.Second },
-	},
+		section: func(p PoolConfig) bool { return of(&p) != nil },
+	}
+	if a.Grace != nil {
+		e.grace = func(p PoolConfig) time.Duration { return a.Grace(of(&p)) }
+	}
+	return e
 }
 
-// workerUser is who a process pool's workers run as (process.Config.User) on a server running
-// as euid: the configured user; unset, nobody when the server runs as root (uid and gid 65534,
-// the usual nobody and nogroup, where the user database has no nobody, as in the scratch
-// image), else "" (the server's own user, the only one it can start processes as).
-func workerUser(c *ProcessConfig, euid int) string {
-	if c != nil && c.User != "" {
-		return c.User
+// adapterOf returns the registered adapter with a name ("" is process); ok is false when
+// there is none.
+func adapterOf(name string) (a adapter, ok bool) {
+	name = cmp.Or(name, "process")
+	for _, a := range adapters {
+		if a.name == name {
+			return a, true
+		}
 	}
-	if euid != 0 {
-		return ""
-	}
-	if _, err := user.Lookup("nobody"); err != nil {
-		return "65534:65534"
-	}
-	return "nobody"
-}
-
-// localDocker returns dir when the Docker host is this machine's engine (host, else
-// $DOCKER_HOST, is "" or a unix socket), so that a directory made here is the one it mounts;
-// "" for a remote engine.
-func localDocker(host, dir string) string {
-	if h := cmp.Or(host, os.Getenv("DOCKER_HOST")); h == "" || strings.HasPrefix(h, "unix://") {
-		return dir
-	}
-	return ""
+	return adapter{}, false
 }
 
 // adapterNames lists the registered adapters, for messages.
-func adapterNames() string { return strings.Join(slices.Sorted(maps.Keys(adapters)), ", ") }
+func adapterNames() string {
+	var names []string
+	for _, a := range adapters {
+		names = append(names, a.name)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
 
 // knownAdapter reports whether name is a registered adapter ("" is process).
 func knownAdapter(name string) bool {
-	_, ok := adapters[cmp.Or(name, "process")]
+	_, ok := adapterOf(name)
 	return ok
 }
 
 // foreignSection names the adapter whose config section p carries while naming another
-// adapter; "" when there is none.
+// adapter (the first by name); "" when there is none.
 func foreignSection(p PoolConfig) string {
-	for _, name := range slices.Sorted(maps.Keys(adapters)) {
-		a := adapters[name]
-		if a.section != nil && a.section(p) && cmp.Or(p.Adapter, "process") != name {
-			return name
+	var names []string
+	for _, a := range adapters {
+		if a.section(p) && cmp.Or(p.Adapter, "process") != a.name {
+			names = append(names, a.name)
 		}
 	}
-	return ""
+	slices.Sort(names)
+	if len(names) == 0 {
+		return ""
+	}
+	return names[0]
 }
 
 // shutdowner is a pool whose workers outlive the server: Shutdown stops them and waits.
@@ -153,24 +119,25 @@ type shutdowner interface {
 // newPools makes the scheduler's pools from the configured (or discovered) catalog pools,
 // each with its adapter's builder (a docker pool removes the containers an earlier run left
 // on its host). On an error the pools made so far are shut down.
-func newPools(ctx context.Context, cfg *Config, self string, builtins []string, log *slog.Logger) (pools []scheduler.Pool, err error) {
+func newPools(ctx context.Context, cfg *Config, self string, builtins []string, log *slog.Logger) (pools []pool.Pool, err error) {
 	defer func() {
 		if err != nil {
 			shutdownPools(cfg, pools, log)
 		}
 	}()
-	env := poolEnv{cfg: cfg, self: self, builtins: builtins, logDir: filepath.Join(cfg.Data, "workers"),
-		volumes: filepath.Join(cfg.Data, volumesDir), log: log}
 	for _, p := range cfg.Pools {
-		a, ok := adapters[cmp.Or(p.Adapter, "process")]
+		a, ok := adapterOf(p.Adapter)
 		if !ok {
 			return pools, fmt.Errorf("pool %s: adapter %q is not available in this build (known: %s)", p.ID, p.Adapter, adapterNames())
 		}
-		pool, err := a.build(ctx, env, p)
+		env := kit.Env{Self: self, Builtins: builtins, Images: cfg.Images, LogDir: filepath.Join(cfg.Data, "workers"), Log: log,
+			VolumeRoot: filepath.Join(cfg.Data, volumesDir),
+			PublicURL:  cfg.PublicURL, Devices: cfg.devices[p.ID], Credential: cfg.credential}
+		pl, err := a.build(ctx, env, p)
 		if err != nil {
 			return pools, fmt.Errorf("pool %s: %w", p.ID, err)
 		}
-		pools = append(pools, pool)
+		pools = append(pools, pl)
 	}
 	return pools, nil
 }
@@ -178,10 +145,10 @@ func newPools(ctx context.Context, cfg *Config, self string, builtins []string, 
 // shutdownPools stops the workers of the pools whose workers outlive the server (containers,
 // pods) and waits for them, all pools at once, at most 30 s longer than the longest stop grace;
 // then it closes the pools that hold connections (io.Closer: watches, API clients).
-func shutdownPools(cfg *Config, pools []scheduler.Pool, log *slog.Logger) {
+func shutdownPools(cfg *Config, pools []pool.Pool, log *slog.Logger) {
 	grace := time.Duration(0)
 	for _, p := range cfg.Pools {
-		if a := adapters[cmp.Or(p.Adapter, "process")]; a.grace != nil {
+		if a, _ := adapterOf(p.Adapter); a.grace != nil {
 			grace = max(grace, a.grace(p))
 		}
 	}
@@ -207,8 +174,8 @@ func shutdownPools(cfg *Config, pools []scheduler.Pool, log *slog.Logger) {
 	}
 }
 
-// credential returns the configured registry credential with an id.
-func (c *Config) credential(_ context.Context, id string) (docker.Credential, error) {
+// credential returns the configured registry credential with an id (kit.Env.Credential).
+func (c *Config) credential(_ context.Context, id string) (kit.Credential, error) {
 	for _, r := range c.Registries {
 		if r.ID != id {
 			continue
@@ -217,10 +184,10 @@ func (c *Config) credential(_ context.Context, id string) (docker.Credential, er
 		if r.PasswordEnv != "" {
 			password = os.Getenv(r.PasswordEnv)
 			if password == "" {
-				return docker.Credential{}, fmt.Errorf("registry %q: $%s is empty", id, r.PasswordEnv)
+				return kit.Credential{}, fmt.Errorf("registry %q: $%s is empty", id, r.PasswordEnv)
 			}
 		}
-		return docker.Credential{Username: r.Username, Password: password, ServerAddress: r.Server}, nil
+		return kit.Credential{Username: r.Username, Password: password, Server: r.Server}, nil
 	}
-	return docker.Credential{}, fmt.Errorf("no registry %q in the config file's registries", id)
+	return kit.Credential{}, fmt.Errorf("no registry %q in the config file's registries", id)
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gantryhq/gantry/adapters/process"
 	"github.com/gantryhq/gantry/core"
 )
 
@@ -48,7 +48,7 @@ registries:
 		t.Errorf("catalogPools() = %+v; want both pools, defaults filled in", got)
 	}
 	ctx := context.Background()
-	if cred, err := c.credential(ctx, "reg-a"); err != nil || cred.Username != "alice" || cred.Password != "pw" || cred.ServerAddress != "ghcr.io" {
+	if cred, err := c.credential(ctx, "reg-a"); err != nil || cred.Username != "alice" || cred.Password != "pw" || cred.Server != "ghcr.io" {
 		t.Errorf("credential(reg-a) = %+v, %v; want alice's", cred, err)
 	}
 	if cred, err := c.credential(ctx, "reg-b"); err != nil || cred.Password != os.Getenv("PATH") {
@@ -99,7 +99,8 @@ func TestRunPodConfig(t *testing.T) {
 	}
 }
 
-// TestProcessConfig: a process pool's section and the user its workers run as.
+// TestProcessConfig: a process pool's section, and a refused user (adapters/process tests
+// the user its workers run as by default).
 func TestProcessConfig(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "gantry.yaml")
@@ -117,27 +118,7 @@ func TestProcessConfig(t *testing.T) {
 		t.Errorf("a process section on a docker pool: %v; want a refusal", err)
 	}
 
-	nobody := "nobody"
-	if _, err := user.Lookup("nobody"); err != nil {
-		nobody = "65534:65534"
-	}
-	for _, tc := range []struct {
-		cfg  *ProcessConfig
-		euid int
-		want string
-	}{
-		{nil, 0, nobody},
-		{&ProcessConfig{}, 0, nobody},
-		{&ProcessConfig{User: "gantry-worker"}, 0, "gantry-worker"},
-		{nil, 1000, ""}, // the server's own: it can start no other
-		{&ProcessConfig{User: "gantry-worker"}, 1000, "gantry-worker"},
-	} {
-		if got := workerUser(tc.cfg, tc.euid); got != tc.want {
-			t.Errorf("workerUser(%+v, %d) = %q; want %q", tc.cfg, tc.euid, got, tc.want)
-		}
-	}
-
-	cfg := &Config{Data: t.TempDir(), Pools: []PoolConfig{{Pool: core.Pool{ID: "local", GPUType: "CPU", GPUs: 1, CPU: true}, Process: &ProcessConfig{User: "root"}}}}
+	cfg := &Config{Data: t.TempDir(), Pools: []PoolConfig{{PoolInfo: core.PoolInfo{ID: "local", GPUType: "CPU", GPUs: 1, CPU: true}, Process: &process.Config{User: "root"}}}}
 	if _, err := newPools(context.Background(), cfg, "", nil, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), `user "root" is root`) {
 		t.Errorf("a process pool with user root: %v; want a refusal", err)
 	}

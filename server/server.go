@@ -29,6 +29,7 @@ import (
 	"github.com/gantryhq/gantry/lbproxy"
 	"github.com/gantryhq/gantry/leader"
 	"github.com/gantryhq/gantry/models"
+	"github.com/gantryhq/gantry/pool"
 	"github.com/gantryhq/gantry/scheduler"
 	"github.com/gantryhq/gantry/store/memq"
 	"github.com/gantryhq/gantry/store/pebble"
@@ -57,7 +58,7 @@ type Options struct {
 	Builtins []string
 	// Pools, when set, are the scheduler's pools instead of those the config's pools make (an
 	// in-process pool in tests); the config's pools are then their descriptions.
-	Pools []scheduler.Pool
+	Pools []pool.Pool
 	// Listener, when set, is where the server serves instead of a listener on Config.Listen.
 	Listener net.Listener
 	// Tick is the autoscaler's tick; 0 = 1 s.
@@ -82,7 +83,7 @@ type Server struct {
 	ln       net.Listener
 	st       *Stores
 	files    *core.Files
-	pools    []scheduler.Pool
+	pools    []pool.Pool
 	webhooks *webhook.Deliverer
 	engine   *Engine
 	api      *api.API
@@ -122,7 +123,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *Server, err error) {
 	if len(opts.Pools) > 0 {
 		cfg.Pools = nil
 		for _, p := range opts.Pools {
-			cfg.Pools = append(cfg.Pools, PoolConfig{Pool: p.Describe()})
+			cfg.Pools = append(cfg.Pools, PoolConfig{PoolInfo: p.Describe()})
 		}
 	}
 	if err := cfg.Validate(); err != nil {
@@ -139,7 +140,7 @@ func New(ctx context.Context, cfg Config, opts Options) (_ *Server, err error) {
 		inv := process.Discover(ctx)
 		log.Info("local pool", "discovery", inv.Description)
 		for _, p := range process.LocalPools(inv) {
-			cfg.Pools = append(cfg.Pools, PoolConfig{Pool: p})
+			cfg.Pools = append(cfg.Pools, PoolConfig{PoolInfo: p})
 		}
 		cfg.devices = process.LocalDevices(inv)
 	}
@@ -249,7 +250,7 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 		s.pools = pools
 		s.closers = append(s.closers, func() { shutdownPools(cfg, pools, log) })
 		for i, p := range pools { // what the adapters learnt (a cloud pool's CUDA versions, memory)
-			cfg.Pools[i].Pool = p.Describe()
+			cfg.Pools[i].PoolInfo = p.Describe()
 		}
 	}
 	catalog := core.NewCatalog(cfg.catalogPools(), cfg.NetworkVolumes, templates)
@@ -626,7 +627,7 @@ func (s *Server) Leading() bool {
 }
 
 // Pools are the scheduler's pools.
-func (s *Server) Pools() []scheduler.Pool { return s.pools }
+func (s *Server) Pools() []pool.Pool { return s.pools }
 
 // loopback turns a listen address into one workers on this machine can dial.
 func loopback(addr string) string {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 	"github.com/gantryhq/gantry/server"
 	"github.com/gantryhq/gantry/server/servertest"
 )
@@ -67,7 +67,7 @@ func TestServerServesJobsAndKeepsState(t *testing.T) {
 func TestNewRefusesAndReleases(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pools := []scheduler.Pool{servertest.LocalPool(2)}
+	pools := []pool.Pool{servertest.LocalPool(2)}
 	_, err := server.New(ctx, server.Config{Data: t.TempDir(), Limits: server.LimitsConfig{BodyBudgetMB: 1}}, server.Options{Pools: pools})
 	if err == nil || !strings.Contains(err.Error(), "limits.bodyBudgetMB 1 must be at least") {
 		t.Errorf("New with a 1 MiB body budget = %v; want a refusal naming limits.bodyBudgetMB", err)
@@ -107,7 +107,7 @@ func (l everyInterface) Addr() net.Addr {
 func TestPublicURLOnEveryInterface(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pools := []scheduler.Pool{servertest.LocalPool(2)}
+	pools := []pool.Pool{servertest.LocalPool(2)}
 	for _, ip := range []net.IP{net.IPv4zero, net.IPv6unspecified} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/pool"
 	"github.com/gantryhq/gantry/scheduler"
 	"github.com/gantryhq/gantry/store/memq"
 	"github.com/gantryhq/gantry/store/pebble"
@@ -61,22 +62,22 @@ type lateExitPool struct {
 	alive sync.WaitGroup // worker goroutines, each until its exit is reported
 }
 
-func (p *lateExitPool) Describe() core.Pool {
-	return core.Pool{ID: "local", GPUType: "CPU", GPUs: 8, CPU: true, DataCenter: "LOCAL"}
+func (p *lateExitPool) Describe() core.PoolInfo {
+	return core.PoolInfo{ID: "local", GPUType: "CPU", GPUs: 8, CPU: true, DataCenter: "LOCAL"}
 }
 
-func (p *lateExitPool) Start(_ context.Context, spec scheduler.WorkerSpec) error {
+func (p *lateExitPool) Start(_ context.Context, spec pool.WorkerSpec) error {
 	ctx, stop := context.WithCancel(context.Background())
 	p.mu.Lock()
 	p.stops[spec.ID] = stop
 	p.mu.Unlock()
-	report := func(ev scheduler.WorkerEvent) {
+	report := func(ev pool.WorkerEvent) {
 		if p.store.closed.Load() {
 			p.late.CompareAndSwap(nil, fmt.Sprintf("worker %s: event %v", spec.ID, ev.State))
 		}
 		spec.Report(ev)
 	}
-	report(scheduler.WorkerEvent{Worker: spec.ID, State: scheduler.WorkerRunning, At: time.Now()})
+	report(pool.WorkerEvent{Worker: spec.ID, State: pool.WorkerRunning, At: time.Now()})
 	p.alive.Add(1)
 	go func() {
 		defer p.alive.Done()
@@ -93,7 +94,7 @@ func (p *lateExitPool) Start(_ context.Context, spec scheduler.WorkerSpec) error
 			}
 		}
 		time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond) // the exit is noticed a little later
-		report(scheduler.WorkerEvent{Worker: spec.ID, State: scheduler.WorkerExited, At: time.Now(), Stopped: true})
+		report(pool.WorkerEvent{Worker: spec.ID, State: pool.WorkerExited, At: time.Now(), Stopped: true})
 	}()
 	return nil
 }
@@ -107,8 +108,8 @@ func (p *lateExitPool) Stop(_ context.Context, id string) error {
 	return nil
 }
 
-func (p *lateExitPool) Suspend(context.Context, string) error { return scheduler.ErrUnsupported }
-func (p *lateExitPool) Resume(context.Context, string) error  { return scheduler.ErrUnsupported }
+func (p *lateExitPool) Suspend(context.Context, string) error { return pool.ErrUnsupported }
+func (p *lateExitPool) Resume(context.Context, string) error  { return pool.ErrUnsupported }
 
 // endpoints is a scheduler.EndpointSource of fixed endpoints.
 type endpoints []core.Endpoint
@@ -143,14 +144,14 @@ func TestGracefulStopOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pool := &lateExitPool{store: st, stops: map[string]context.CancelFunc{}}
+		pl := &lateExitPool{store: st, stops: map[string]context.CancelFunc{}}
 		e, err := NewEngine(EngineConfig{Jobs: core.JobsConfig{Store: js, Clock: core.SystemClock{}, Log: log},
-			Scheduler: scheduler.Config{Pools: []scheduler.Pool{pool}, BaseURL: "http://127.0.0.1:1"}})
+			Scheduler: scheduler.Config{Pools: []pool.Pool{pl}, BaseURL: "http://127.0.0.1:1"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		jobs, sched := e.Jobs, e.Scheduler
-		pool.jobs = jobs
+		pl.jobs = jobs
 		runCtx, stopRun := context.WithCancel(context.Background())
 		ran := make(chan struct{})
 		go func() { defer close(ran); sched.Run(runCtx, endpoints{ep}, 5*time.Millisecond, time.Hour) }()
@@ -182,11 +183,11 @@ func TestGracefulStopOrder(t *testing.T) {
 		if err := st.close(); err != nil {
 			t.Fatal(err)
 		}
-		pool.alive.Wait() // every worker stopped (Close stops them all) and its exit reported
+		pl.alive.Wait() // every worker stopped (Close stops them all) and its exit reported
 		if op := st.late.Load(); op != nil {
 			t.Fatalf("round %d: %s after the store closed", round, op)
 		}
-		if ev := pool.late.Load(); ev != nil {
+		if ev := pl.late.Load(); ev != nil {
 			t.Fatalf("round %d: %s after the store closed", round, ev)
 		}
 

@@ -41,18 +41,3 @@ func TestPrivateDataDirLeavesVolumes(t *testing.T) {
 		}
 	}
 }
-
-// TestLocalDocker: a docker pool keeps volumes under the data directory by default only when
-// its engine is this machine's.
-func TestLocalDocker(t *testing.T) {
-	t.Setenv("DOCKER_HOST", "")
-	for host, want := range map[string]string{"": "/d/volumes", "unix:///var/run/docker.sock": "/d/volumes", "tcp://gpu-1:2376": ""} {
-		if got := localDocker(host, "/d/volumes"); got != want {
-			t.Errorf("localDocker(%q) = %q; want %q", host, got, want)
-		}
-	}
-	t.Setenv("DOCKER_HOST", "ssh://gpu-1")
-	if got := localDocker("", "/d/volumes"); got != "" {
-		t.Errorf("localDocker with DOCKER_HOST=ssh://gpu-1 = %q; want none", got)
-	}
-}

@@ -1,5 +1,5 @@
 // Package adaptertest is the kit every GPU pool adapter runs to prove it honours
-// scheduler.Pool, so that an adapter can be written without reading the scheduler. An adapter's
+// pool.Pool, so that an adapter can be written without reading the scheduler. An adapter's
 // test gives Run a Harness: how to make a fresh pool, and specs for workers of a few known
 // behaviours (one that serves until stopped, one that crashes, one that ignores the polite stop
 // signal, one the pool cannot start):
@@ -7,7 +7,7 @@
 //	func TestPoolContract(t *testing.T) {
 //		t.Parallel()
 //		adaptertest.Run(t, adaptertest.Harness{
-//			New:       func(t *testing.T) scheduler.Pool { return newPool(t) },
+//			New:       func(t *testing.T) pool.Pool { return newPool(t) },
 //			Spec:      spec,
 //			StopGrace: 300 * time.Millisecond,
 //		})
@@ -31,7 +31,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // Behaviour is what a worker from Harness.Spec does.
@@ -75,19 +75,19 @@ type Harness struct {
 	// New returns a fresh pool. Run calls it once per subtest, from parallel subtests;
 	// register the pool's teardown with t.Cleanup (it runs after Run has stopped the pool's
 	// workers and seen them exit). Goroutines the pool starts in New are not leak-checked.
-	New func(t *testing.T) scheduler.Pool
+	New func(t *testing.T) pool.Pool
 	// Spec returns a spec for a worker that behaves as b. Run sets its ID, GPUs and Report and
 	// adds variables to a copy of its Env, keeping the harness's own (a Probe can use them to
 	// find the worker's output). It may call t.Skip for a behaviour it cannot provide. Run
 	// stops the worker before the cleanups Spec registers run (a t.TempDir the worker writes
 	// to outlives it).
-	Spec func(t *testing.T, b Behaviour) scheduler.WorkerSpec
+	Spec func(t *testing.T, b Behaviour) pool.WorkerSpec
 	// Probe, when set, reports the environment a worker of behaviour Serves or IgnoresStop
 	// saw, and ok once the worker is up and ready (an IgnoresStop worker then ignores the stop
 	// signal). Run polls it from the test's goroutine until ok. With it Run checks the
 	// environment handed over, and that a forced stop waits for the grace; without it those
 	// checks are skipped.
-	Probe func(t *testing.T, spec scheduler.WorkerSpec) (env map[string]string, ok bool)
+	Probe func(t *testing.T, spec pool.WorkerSpec) (env map[string]string, ok bool)
 	// DeviceEnv, when set with Probe, returns the variables a worker given the device indices
 	// gpus must find in its environment on a GPU pool (the process pool:
 	// CUDA_VISIBLE_DEVICES=0,3). Not used on CPU pools.

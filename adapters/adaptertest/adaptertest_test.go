@@ -15,7 +15,7 @@ import (
 
 	"github.com/gantryhq/gantry/adapters/adaptertest"
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // faultEnv names the fault TestFakePool injects into its pool; TestKitCatches sets it in a
@@ -30,11 +30,11 @@ func TestFakePool(t *testing.T) {
 	fault := os.Getenv(faultEnv)
 	for _, tc := range []struct {
 		name    string
-		desc    core.Pool
+		desc    core.PoolInfo
 		suspend bool
 	}{
-		{"gpu", core.Pool{ID: "fake", Adapter: "fake", GPUType: "Fake GPU", GPUs: 3, CUDAVersions: []string{"11.8", "12.4"}}, true},
-		{"cpu-no-suspend", core.Pool{ID: "fake-cpu", Adapter: "fake", GPUType: "CPU", GPUs: 2, CPU: true}, false},
+		{"gpu", core.PoolInfo{ID: "fake", Adapter: "fake", GPUType: "Fake GPU", GPUs: 3, CUDAVersions: []string{"11.8", "12.4"}}, true},
+		{"cpu-no-suspend", core.PoolInfo{ID: "fake-cpu", Adapter: "fake", GPUType: "CPU", GPUs: 2, CPU: true}, false},
 	} {
 		if fault != "" && tc.name != "gpu" {
 			continue
@@ -82,7 +82,7 @@ func TestKitCatches(t *testing.T) {
 // fakeEnvs holds the environment each fake worker "saw", by worker id, for the harness's Probe.
 var fakeEnvs sync.Map
 
-func fakeHarness(desc core.Pool, suspend bool, fault string) adaptertest.Harness {
+func fakeHarness(desc core.PoolInfo, suspend bool, fault string) adaptertest.Harness {
 	grace := 50 * time.Millisecond
 	if fault == "early-force" {
 		// The kit catches a force before the grace by timing Stop to the exit event: on a
@@ -95,13 +95,13 @@ func fakeHarness(desc core.Pool, suspend bool, fault string) adaptertest.Harness
 		timeout = time.Second // the child process waits for what never comes
 	}
 	return adaptertest.Harness{
-		New: func(t *testing.T) scheduler.Pool {
+		New: func(t *testing.T) pool.Pool {
 			return &fakePool{desc: desc, grace: grace, suspend: suspend, fault: fault, workers: map[string]*fakeWorker{}, held: make([]bool, desc.GPUs)}
 		},
-		Spec: func(t *testing.T, b adaptertest.Behaviour) scheduler.WorkerSpec {
-			return scheduler.WorkerSpec{Image: b.String(), Env: map[string]string{"FAKE": "1"}}
+		Spec: func(t *testing.T, b adaptertest.Behaviour) pool.WorkerSpec {
+			return pool.WorkerSpec{Image: b.String(), Env: map[string]string{"FAKE": "1"}}
 		},
-		Probe: func(t *testing.T, spec scheduler.WorkerSpec) (map[string]string, bool) {
+		Probe: func(t *testing.T, spec pool.WorkerSpec) (map[string]string, bool) {
 			env, ok := fakeEnvs.Load(spec.ID)
 			if !ok {
 				return nil, false
@@ -118,7 +118,7 @@ func fakeHarness(desc core.Pool, suspend bool, fault string) adaptertest.Harness
 
 // fakePool runs pretend workers as goroutines; fault, when not "", breaks it on purpose.
 type fakePool struct {
-	desc    core.Pool
+	desc    core.PoolInfo
 	grace   time.Duration
 	suspend bool
 	fault   string
@@ -129,7 +129,7 @@ type fakePool struct {
 }
 
 type fakeWorker struct {
-	spec      scheduler.WorkerSpec
+	spec      pool.WorkerSpec
 	term      chan struct{} // the polite stop signal
 	kill      chan struct{} // force
 	done      chan struct{} // closed once it exited
@@ -143,7 +143,7 @@ type exitCodeError int
 func (e exitCodeError) Error() string { return "exit status " + strconv.Itoa(int(e)) }
 func (e exitCodeError) ExitCode() int { return int(e) }
 
-func (p *fakePool) Describe() core.Pool {
+func (p *fakePool) Describe() core.PoolInfo {
 	if p.fault == "describe-shared" {
 		return p.desc // shares its CUDAVersions with every caller
 	}
@@ -152,12 +152,12 @@ func (p *fakePool) Describe() core.Pool {
 	return d
 }
 
-func (p *fakePool) report(w *fakeWorker, state scheduler.WorkerState, err error) {
-	stopped := state == scheduler.WorkerExited && w.stopping && !errors.Is(err, context.Canceled)
-	w.spec.Report(scheduler.WorkerEvent{Worker: w.spec.ID, State: state, At: time.Now(), Err: err, Stopped: stopped})
+func (p *fakePool) report(w *fakeWorker, state pool.WorkerState, err error) {
+	stopped := state == pool.WorkerExited && w.stopping && !errors.Is(err, context.Canceled)
+	w.spec.Report(pool.WorkerEvent{Worker: w.spec.ID, State: state, At: time.Now(), Err: err, Stopped: stopped})
 }
 
-func (p *fakePool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
+func (p *fakePool) Start(ctx context.Context, spec pool.WorkerSpec) error {
 	if spec.Image == adaptertest.Unstartable.String() {
 		return fmt.Errorf("no image %q", spec.Image)
 	}
@@ -165,11 +165,11 @@ func (p *fakePool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
 	defer p.mu.Unlock()
 	if p.fault != "no-accounting" {
 		if len(spec.GPUs) > len(p.held) {
-			return fmt.Errorf("too many: %w", scheduler.ErrNoCapacity)
+			return fmt.Errorf("too many: %w", pool.ErrNoCapacity)
 		}
 		for i, g := range spec.GPUs {
 			if g < 0 || g >= len(p.held) || p.held[g] || slices.Contains(spec.GPUs[:i], g) {
-				return fmt.Errorf("device %d: %w", g, scheduler.ErrNoCapacity)
+				return fmt.Errorf("device %d: %w", g, pool.ErrNoCapacity)
 			}
 		}
 		for _, g := range spec.GPUs {
@@ -191,9 +191,9 @@ func (p *fakePool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
 		addrs[port] = fmt.Sprintf("10.0.0.%d:%d", len(p.workers), port)
 	}
 	fakeEnvs.Store(spec.ID, env)
-	spec.Report(scheduler.WorkerEvent{Worker: spec.ID, State: scheduler.WorkerRunning, At: time.Now(), Addrs: addrs})
+	spec.Report(pool.WorkerEvent{Worker: spec.ID, State: pool.WorkerRunning, At: time.Now(), Addrs: addrs})
 	if p.fault == "unknown-event" {
-		spec.Report(scheduler.WorkerEvent{Worker: spec.ID + "-ghost", State: scheduler.WorkerRunning, At: time.Now()})
+		spec.Report(pool.WorkerEvent{Worker: spec.ID + "-ghost", State: pool.WorkerRunning, At: time.Now()})
 	}
 	if p.fault == "leak" {
 		go func() { select {} }()
@@ -244,9 +244,9 @@ func (p *fakePool) exit(w *fakeWorker, err error) {
 		err = nil
 	}
 	close(w.done)
-	p.report(w, scheduler.WorkerExited, err)
+	p.report(w, pool.WorkerExited, err)
 	if p.fault == "double-exit" {
-		p.report(w, scheduler.WorkerExited, err)
+		p.report(w, pool.WorkerExited, err)
 	}
 }
 
@@ -288,7 +288,7 @@ func (p *fakePool) Resume(_ context.Context, id string) error  { return p.pause(
 
 func (p *fakePool) pause(id string, suspend bool) error {
 	if !p.suspend {
-		return scheduler.ErrUnsupported
+		return pool.ErrUnsupported
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -303,12 +303,12 @@ func (p *fakePool) pause(id string, suspend bool) error {
 		return nil
 	}
 	w.suspended = suspend
-	state := scheduler.WorkerResumed
+	state := pool.WorkerResumed
 	if suspend {
-		state = scheduler.WorkerSuspended
+		state = pool.WorkerSuspended
 	}
 	p.report(w, state, nil)
 	return nil
 }
 
-var _ scheduler.Pool = (*fakePool)(nil)
+var _ pool.Pool = (*fakePool)(nil)

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // testDescribe: the description is sane, and the same before and after the pool ran a worker
@@ -73,7 +73,7 @@ func testStartStop(t *testing.T, h Harness) {
 	if err := f.stop(spec.ID); err != nil {
 		t.Errorf("a second Stop(%s) = %v; want nil", spec.ID, err)
 	}
-	f.wantEvents(spec.ID, scheduler.WorkerRunning, scheduler.WorkerExited)
+	f.wantEvents(spec.ID, pool.WorkerRunning, pool.WorkerExited)
 }
 
 // testCrash: a worker that exits by itself with a non-zero status sends one WorkerExited, not
@@ -84,7 +84,7 @@ func testCrash(t *testing.T, h Harness) {
 	if err := f.start(spec); err != nil {
 		t.Fatalf("Start(%s, crashes) = %v; want nil (the crash comes after)", spec.ID, err)
 	}
-	e := f.rec.Wait(t, spec.ID, scheduler.WorkerExited, h.Timeout)
+	e := f.rec.Wait(t, spec.ID, pool.WorkerExited, h.Timeout)
 	if e.Stopped {
 		t.Errorf("crashed worker %s exited with Stopped=true; want false (nobody stopped it)", spec.ID)
 	}
@@ -98,7 +98,7 @@ func testCrash(t *testing.T, h Harness) {
 	if errors.As(e.Err, &coded) && coded.ExitCode() != CrashStatus {
 		t.Errorf("crashed worker %s: Err's ExitCode() = %d; want %d", spec.ID, coded.ExitCode(), CrashStatus)
 	}
-	f.wantEvents(spec.ID, scheduler.WorkerRunning, scheduler.WorkerExited)
+	f.wantEvents(spec.ID, pool.WorkerRunning, pool.WorkerExited)
 	if err := f.stop(spec.ID); err != nil {
 		t.Errorf("Stop(%s) of an exited worker = %v; want nil", spec.ID, err)
 	}
@@ -120,7 +120,7 @@ func testUnknown(t *testing.T, h Harness) {
 	}
 	for name, fn := range map[string]func(string) error{"Suspend": f.suspend, "Resume": f.resume} {
 		err := fn(id)
-		if err == nil || (!errors.Is(err, scheduler.ErrUnsupported) && !strings.Contains(err.Error(), id)) {
+		if err == nil || (!errors.Is(err, pool.ErrUnsupported) && !strings.Contains(err.Error(), id)) {
 			t.Errorf("%s(%s) of an unknown worker = %v; want an error naming the worker, or ErrUnsupported", name, id, err)
 		}
 	}
@@ -155,7 +155,7 @@ func testForcedStop(t *testing.T, h Harness) {
 	if took := time.Since(began); ready && took < h.StopGrace {
 		t.Errorf("worker %s ignoring the stop signal exited %v after Stop; want force only after the %v grace", spec.ID, took, h.StopGrace)
 	}
-	f.wantEvents(spec.ID, scheduler.WorkerRunning, scheduler.WorkerExited)
+	f.wantEvents(spec.ID, pool.WorkerRunning, pool.WorkerExited)
 }
 
 // suspendOrSkip suspends a worker, or skips the test when the pool answers ErrUnsupported
@@ -163,8 +163,8 @@ func testForcedStop(t *testing.T, h Harness) {
 func (f *fixture) suspendOrSkip(id string) {
 	f.t.Helper()
 	err := f.suspend(id)
-	if errors.Is(err, scheduler.ErrUnsupported) {
-		if err := f.resume(id); !errors.Is(err, scheduler.ErrUnsupported) {
+	if errors.Is(err, pool.ErrUnsupported) {
+		if err := f.resume(id); !errors.Is(err, pool.ErrUnsupported) {
 			f.t.Errorf("Suspend(%s) answered ErrUnsupported but Resume answered %v; want both ErrUnsupported", id, err)
 		}
 		f.t.Skip("the pool does not suspend workers: Suspend and Resume answer ErrUnsupported")
@@ -172,7 +172,7 @@ func (f *fixture) suspendOrSkip(id string) {
 	if err != nil {
 		f.t.Fatalf("Suspend(%s) = %v; want nil or ErrUnsupported", id, err)
 	}
-	f.rec.Wait(f.t, id, scheduler.WorkerSuspended, f.h.Timeout)
+	f.rec.Wait(f.t, id, pool.WorkerSuspended, f.h.Timeout)
 }
 
 // testSuspendResume: Suspend sends WorkerSuspended, Resume WorkerResumed, and the worker then
@@ -186,9 +186,9 @@ func testSuspendResume(t *testing.T, h Harness) {
 	if err := f.resume(spec.ID); err != nil {
 		t.Fatalf("Resume(%s) = %v; want nil", spec.ID, err)
 	}
-	f.rec.Wait(t, spec.ID, scheduler.WorkerResumed, h.Timeout)
+	f.rec.Wait(t, spec.ID, pool.WorkerResumed, h.Timeout)
 	f.mustStop(spec.ID)
-	f.wantEvents(spec.ID, scheduler.WorkerRunning, scheduler.WorkerSuspended, scheduler.WorkerResumed, scheduler.WorkerExited)
+	f.wantEvents(spec.ID, pool.WorkerRunning, pool.WorkerSuspended, pool.WorkerResumed, pool.WorkerExited)
 }
 
 // testStopSuspended: a suspended worker stops cleanly (stopped, no error) without a Resume.
@@ -199,7 +199,7 @@ func testStopSuspended(t *testing.T, h Harness) {
 	f.probe(spec)
 	f.suspendOrSkip(spec.ID)
 	f.mustStop(spec.ID)
-	f.wantEvents(spec.ID, scheduler.WorkerRunning, scheduler.WorkerSuspended, scheduler.WorkerExited)
+	f.wantEvents(spec.ID, pool.WorkerRunning, pool.WorkerSuspended, pool.WorkerExited)
 }
 
 // testEnv: the worker sees the spec's env verbatim and, on GPU pools, its devices.
@@ -243,7 +243,7 @@ func testPorts(t *testing.T, h Harness) {
 	spec := f.spec(Serves, f.devices(1))
 	spec.PortEnv = map[string]int{"PORT": 8000, "PORT_HEALTH": 8000, "PORT_ADMIN": 9000}
 	f.mustStart(spec)
-	running := f.rec.Wait(t, spec.ID, scheduler.WorkerRunning, f.h.Timeout)
+	running := f.rec.Wait(t, spec.ID, pool.WorkerRunning, f.h.Timeout)
 	for _, port := range []int{8000, 9000} {
 		if _, _, err := net.SplitHostPort(running.Addrs[port]); err != nil {
 			t.Errorf("WorkerRunning.Addrs = %v; want a host:port for %d (%v)", running.Addrs, port, err)
@@ -278,7 +278,7 @@ func testCapacity(t *testing.T, h Harness) {
 	refuse := func(gpus []int, why string) {
 		t.Helper()
 		spec := f.spec(Serves, gpus)
-		if err := f.start(spec); !errors.Is(err, scheduler.ErrNoCapacity) {
+		if err := f.start(spec); !errors.Is(err, pool.ErrNoCapacity) {
 			t.Errorf("Start(GPUs %v) on a pool of %d GPUs (%s) = %v; want an error wrapping ErrNoCapacity", gpus, n, why, err)
 		}
 	}
@@ -305,7 +305,7 @@ func testCapacity(t *testing.T, h Harness) {
 	if err := f.start(crasher); err != nil {
 		t.Fatalf("Start(%s, crashes, GPUs %v) = %v; want nil", crasher.ID, crasher.GPUs, err)
 	}
-	f.rec.Wait(t, crasher.ID, scheduler.WorkerExited, h.Timeout)
+	f.rec.Wait(t, crasher.ID, pool.WorkerExited, h.Timeout)
 	all := f.spec(Serves, f.devices(n)) // every device is free again
 	f.mustStart(all)
 	f.mustStop(all.ID)
@@ -318,7 +318,7 @@ func testCapacityRace(t *testing.T, h Harness) {
 	if f.desc.CPU || f.elastic {
 		t.Skip("a CPU or Elastic pool: workers are given no device indices")
 	}
-	specs := make([]scheduler.WorkerSpec, h.Workers)
+	specs := make([]pool.WorkerSpec, h.Workers)
 	for i := range specs {
 		specs[i] = f.spec(Serves, []int{0})
 	}
@@ -339,7 +339,7 @@ func testCapacityRace(t *testing.T, h Harness) {
 		case err == nil:
 			winners++
 			f.mustStop(specs[i].ID)
-		case !errors.Is(err, scheduler.ErrNoCapacity):
+		case !errors.Is(err, pool.ErrNoCapacity):
 			t.Errorf("Start(%s, GPUs [0]) racing = %v; want nil or an error wrapping ErrNoCapacity", specs[i].ID, err)
 		}
 	}
@@ -352,7 +352,7 @@ func testCapacityRace(t *testing.T, h Harness) {
 // being suspended and resumed, each send one WorkerRunning and one stopped WorkerExited.
 func testConcurrent(t *testing.T, h Harness) {
 	f := setup(t, h)
-	specs := make([]scheduler.WorkerSpec, h.Workers)
+	specs := make([]pool.WorkerSpec, h.Workers)
 	for i := range specs {
 		specs[i] = f.spec(Serves, nil)
 	}
@@ -365,7 +365,7 @@ func testConcurrent(t *testing.T, h Harness) {
 				t.Errorf("Start(%s) = %v; want nil", spec.ID, err)
 				return
 			}
-			if _, err := f.rec.await(spec.ID, scheduler.WorkerRunning, h.Timeout); err != nil {
+			if _, err := f.rec.await(spec.ID, pool.WorkerRunning, h.Timeout); err != nil {
 				t.Error(err)
 				return
 			}
@@ -380,7 +380,7 @@ func testConcurrent(t *testing.T, h Harness) {
 			ops.Go(func() { _ = f.suspend(spec.ID) }) // may come after the stop: any answer
 			ops.Go(func() { _ = f.resume(spec.ID) })
 			ops.Wait()
-			e, err := f.rec.await(spec.ID, scheduler.WorkerExited, f.exitWithin())
+			e, err := f.rec.await(spec.ID, pool.WorkerExited, f.exitWithin())
 			if err != nil {
 				t.Error(err)
 				return
@@ -399,20 +399,20 @@ func testConcurrent(t *testing.T, h Harness) {
 	}
 }
 
-// testWorkers: a pool that lists its workers (scheduler.WorkerLister) lists a started worker
+// testWorkers: a pool that lists its workers (pool.WorkerLister) lists a started worker
 // as Known, with its endpoint, and no longer once it exited.
 func testWorkers(t *testing.T, h Harness) {
 	f := setup(t, h)
-	lister, ok := f.pool.(scheduler.WorkerLister)
+	lister, ok := f.pool.(pool.WorkerLister)
 	if !ok {
-		t.Skip("the pool does not implement scheduler.WorkerLister")
+		t.Skip("the pool does not implement pool.WorkerLister")
 	}
 	spec := f.spec(Serves, f.devices(1))
 	f.mustStart(spec)
-	f.rec.Wait(t, spec.ID, scheduler.WorkerRunning, f.h.Timeout)
-	listed := func() (scheduler.LiveWorker, bool) {
+	f.rec.Wait(t, spec.ID, pool.WorkerRunning, f.h.Timeout)
+	listed := func() (pool.LiveWorker, bool) {
 		t.Helper()
-		var ws []scheduler.LiveWorker
+		var ws []pool.LiveWorker
 		err := f.call(func(ctx context.Context) (err error) { ws, err = lister.Workers(ctx); return err })
 		if err != nil {
 			t.Fatalf("Workers() = %v", err)
@@ -422,7 +422,7 @@ func testWorkers(t *testing.T, h Harness) {
 				return w, true
 			}
 		}
-		return scheduler.LiveWorker{}, false
+		return pool.LiveWorker{}, false
 	}
 	if w, ok := listed(); !ok || !w.Known || w.Endpoint != spec.Endpoint {
 		t.Errorf("Workers() lists %s as %+v (listed: %v); want it Known, with endpoint %q", spec.ID, w, ok, spec.Endpoint)

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // leakLabel is the profiler label key under which the kit calls a pool's methods: goroutines
@@ -26,9 +26,9 @@ const leakLabel = "gantry-adaptertest"
 type fixture struct {
 	t    *testing.T
 	h    Harness
-	pool scheduler.Pool
-	desc core.Pool
-	// elastic: the pool implements scheduler.Elastic, its nodes assign devices, so specs
+	pool pool.Pool
+	desc core.PoolInfo
+	// elastic: the pool implements pool.Elastic, its nodes assign devices, so specs
 	// carry GPUCount only and device indices are not checked.
 	elastic bool
 	rec     *Recorder
@@ -51,7 +51,7 @@ func setup(t *testing.T, h Harness) *fixture {
 	f.pool = h.New(t)
 	f.desc = f.pool.Describe()
 	f.desc.CUDAVersions = slices.Clone(f.desc.CUDAVersions) // a copy no caller can change
-	_, f.elastic = f.pool.(scheduler.Elastic)
+	_, f.elastic = f.pool.(pool.Elastic)
 	t.Cleanup(f.cleanup)
 	return f
 }
@@ -65,7 +65,7 @@ func (f *fixture) exitWithin() time.Duration { return f.h.StopGrace + f.h.Timeou
 
 // spec returns a spec from the harness for a worker that behaves as b, with a fresh id, the
 // devices gpus and the fixture's recorder.
-func (f *fixture) spec(b Behaviour, gpus []int) scheduler.WorkerSpec {
+func (f *fixture) spec(b Behaviour, gpus []int) pool.WorkerSpec {
 	f.t.Helper()
 	s := f.h.Spec(f.t, b)
 	f.t.Cleanup(f.cleanup)
@@ -108,7 +108,7 @@ func (f *fixture) call(fn func(ctx context.Context) error) error {
 }
 
 // start calls Start and remembers the worker when it is accepted. Safe from any goroutine.
-func (f *fixture) start(spec scheduler.WorkerSpec) error {
+func (f *fixture) start(spec pool.WorkerSpec) error {
 	err := f.call(func(ctx context.Context) error { return f.pool.Start(ctx, spec) })
 	if err == nil {
 		f.mu.Lock()
@@ -119,12 +119,12 @@ func (f *fixture) start(spec scheduler.WorkerSpec) error {
 }
 
 // mustStart starts a worker and waits for its WorkerRunning event.
-func (f *fixture) mustStart(spec scheduler.WorkerSpec) {
+func (f *fixture) mustStart(spec pool.WorkerSpec) {
 	f.t.Helper()
 	if err := f.start(spec); err != nil {
 		f.t.Fatalf("Start(%s, image %q, GPUs %v) = %v; want nil", spec.ID, spec.Image, spec.GPUs, err)
 	}
-	f.rec.Wait(f.t, spec.ID, scheduler.WorkerRunning, f.h.Timeout)
+	f.rec.Wait(f.t, spec.ID, pool.WorkerRunning, f.h.Timeout)
 }
 
 func (f *fixture) stop(id string) error {
@@ -141,12 +141,12 @@ func (f *fixture) resume(id string) error {
 
 // mustStop stops a worker and returns its WorkerExited event, which must say it was stopped
 // and carry no error.
-func (f *fixture) mustStop(id string) scheduler.WorkerEvent {
+func (f *fixture) mustStop(id string) pool.WorkerEvent {
 	f.t.Helper()
 	if err := f.stop(id); err != nil {
 		f.t.Errorf("Stop(%s) = %v; want nil", id, err)
 	}
-	e := f.rec.Wait(f.t, id, scheduler.WorkerExited, f.exitWithin())
+	e := f.rec.Wait(f.t, id, pool.WorkerExited, f.exitWithin())
 	if !e.Stopped || e.Err != nil {
 		f.t.Errorf("worker %s exited after Stop with Stopped=%v, Err=%v; want Stopped=true, Err=nil%s", id, e.Stopped, e.Err, stopHint(e))
 	}
@@ -154,7 +154,7 @@ func (f *fixture) mustStop(id string) scheduler.WorkerEvent {
 }
 
 // stopHint is a hint for a worker that exited by itself before Stop came.
-func stopHint(e scheduler.WorkerEvent) string {
+func stopHint(e pool.WorkerEvent) string {
 	if e.Stopped {
 		return ""
 	}
@@ -163,7 +163,7 @@ func stopHint(e scheduler.WorkerEvent) string {
 
 // probe polls Harness.Probe until the worker is ready and returns the environment it saw;
 // ok is false when the harness has no Probe.
-func (f *fixture) probe(spec scheduler.WorkerSpec) (env map[string]string, ok bool) {
+func (f *fixture) probe(spec pool.WorkerSpec) (env map[string]string, ok bool) {
 	f.t.Helper()
 	if f.h.Probe == nil {
 		return nil, false
@@ -175,7 +175,7 @@ func (f *fixture) probe(spec scheduler.WorkerSpec) (env map[string]string, ok bo
 		if env, ok := f.h.Probe(f.t, spec); ok {
 			return env, true
 		}
-		if evs := f.rec.Events(spec.ID); len(evs) > 0 && evs[len(evs)-1].State == scheduler.WorkerExited {
+		if evs := f.rec.Events(spec.ID); len(evs) > 0 && evs[len(evs)-1].State == pool.WorkerExited {
 			f.t.Fatalf("worker %s exited before Probe saw it ready: %s", spec.ID, FormatEvents(evs))
 		}
 		if time.Now().After(deadline) {
@@ -186,10 +186,10 @@ func (f *fixture) probe(spec scheduler.WorkerSpec) (env map[string]string, ok bo
 }
 
 // wantEvents fails the test unless worker id's events so far have exactly the states want.
-func (f *fixture) wantEvents(id string, want ...scheduler.WorkerState) {
+func (f *fixture) wantEvents(id string, want ...pool.WorkerState) {
 	f.t.Helper()
 	got := f.rec.Events(id)
-	states := make([]scheduler.WorkerState, len(got))
+	states := make([]pool.WorkerState, len(got))
 	for i, e := range got {
 		states[i] = e.State
 	}
@@ -212,7 +212,7 @@ func (f *fixture) finish() {
 		}
 	}
 	for _, id := range ids {
-		if _, err := f.rec.await(id, scheduler.WorkerExited, f.exitWithin()); err != nil {
+		if _, err := f.rec.await(id, pool.WorkerExited, f.exitWithin()); err != nil {
 			t.Error(err)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // Recorder collects the events a pool reports: set a spec's Report to its Report method, then
@@ -15,12 +15,12 @@ import (
 // use.
 type Recorder struct {
 	mu      sync.Mutex
-	events  []scheduler.WorkerEvent
+	events  []pool.WorkerEvent
 	changed chan struct{} // closed and replaced on every event; nil until someone waits
 }
 
 // Report records e. Its signature is WorkerSpec.Report's.
-func (r *Recorder) Report(e scheduler.WorkerEvent) {
+func (r *Recorder) Report(e pool.WorkerEvent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.events = append(r.events, e)
@@ -32,10 +32,10 @@ func (r *Recorder) Report(e scheduler.WorkerEvent) {
 
 // Events returns the events recorded for worker id so far, oldest first; every worker's when
 // id is "".
-func (r *Recorder) Events(id string) []scheduler.WorkerEvent {
+func (r *Recorder) Events(id string) []pool.WorkerEvent {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []scheduler.WorkerEvent
+	var out []pool.WorkerEvent
 	for _, e := range r.events {
 		if id == "" || e.Worker == id {
 			out = append(out, e)
@@ -46,7 +46,7 @@ func (r *Recorder) Events(id string) []scheduler.WorkerEvent {
 
 // Wait returns the first event of worker id in state, waiting for it up to within; the test
 // fails (t.Fatal) when none comes in time. Call it from the test's goroutine.
-func (r *Recorder) Wait(t testing.TB, id string, state scheduler.WorkerState, within time.Duration) scheduler.WorkerEvent {
+func (r *Recorder) Wait(t testing.TB, id string, state pool.WorkerState, within time.Duration) pool.WorkerEvent {
 	t.Helper()
 	e, err := r.await(id, state, within)
 	if err != nil {
@@ -56,7 +56,7 @@ func (r *Recorder) Wait(t testing.TB, id string, state scheduler.WorkerState, wi
 }
 
 // await is Wait for any goroutine: it returns an error instead of failing a test.
-func (r *Recorder) await(id string, state scheduler.WorkerState, within time.Duration) (scheduler.WorkerEvent, error) {
+func (r *Recorder) await(id string, state pool.WorkerState, within time.Duration) (pool.WorkerEvent, error) {
 	deadline := time.NewTimer(within)
 	defer deadline.Stop()
 	for {
@@ -75,13 +75,13 @@ func (r *Recorder) await(id string, state scheduler.WorkerState, within time.Dur
 		select {
 		case <-changed:
 		case <-deadline.C:
-			return scheduler.WorkerEvent{}, fmt.Errorf("worker %s: no %v event within %v (its events: %s)", id, state, within, FormatEvents(r.Events(id)))
+			return pool.WorkerEvent{}, fmt.Errorf("worker %s: no %v event within %v (its events: %s)", id, state, within, FormatEvents(r.Events(id)))
 		}
 	}
 }
 
 // FormatEvents renders events on one line for test messages: "running, exited(stopped)".
-func FormatEvents(events []scheduler.WorkerEvent) string {
+func FormatEvents(events []pool.WorkerEvent) string {
 	if len(events) == 0 {
 		return "none"
 	}
@@ -107,7 +107,7 @@ func FormatEvents(events []scheduler.WorkerEvent) string {
 // follows a Suspended), at most one WorkerExited comes and nothing after it; only an Exited
 // event carries Err or Stopped; every event names the worker and has a time. When exited is
 // true the worker must have exited.
-func checkSequence(id string, events []scheduler.WorkerEvent, exited bool) string {
+func checkSequence(id string, events []pool.WorkerEvent, exited bool) string {
 	if len(events) == 0 {
 		if exited {
 			return "no events; want running ... exited"
@@ -124,24 +124,24 @@ func checkSequence(id string, events []scheduler.WorkerEvent, exited bool) strin
 			bad = "has no time (At is zero)"
 		case gone:
 			bad = "comes after exited"
-		case i == 0 && e.State != scheduler.WorkerRunning:
+		case i == 0 && e.State != pool.WorkerRunning:
 			bad = "is not running, the first event"
-		case i > 0 && e.State == scheduler.WorkerRunning:
+		case i > 0 && e.State == pool.WorkerRunning:
 			bad = "repeats running"
-		case e.State == scheduler.WorkerSuspended && suspended:
+		case e.State == pool.WorkerSuspended && suspended:
 			bad = "repeats suspended without a resumed between"
-		case e.State == scheduler.WorkerResumed && !suspended:
+		case e.State == pool.WorkerResumed && !suspended:
 			bad = "resumes a worker that was not suspended"
-		case e.State != scheduler.WorkerExited && (e.Err != nil || e.Stopped):
+		case e.State != pool.WorkerExited && (e.Err != nil || e.Stopped):
 			bad = "carries Err or Stopped, which only an exited event may"
-		case e.State < scheduler.WorkerRunning || e.State > scheduler.WorkerExited:
+		case e.State < pool.WorkerRunning || e.State > pool.WorkerExited:
 			bad = "has an unknown state"
 		}
 		if bad != "" {
 			return fmt.Sprintf("event %d (%v) %s; events: %s", i+1, e.State, bad, FormatEvents(events))
 		}
-		suspended = e.State == scheduler.WorkerSuspended
-		gone = e.State == scheduler.WorkerExited
+		suspended = e.State == pool.WorkerSuspended
+		gone = e.State == pool.WorkerExited
 	}
 	if exited && !gone {
 		return "no exited event; events: " + FormatEvents(events)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/gantryhq/gantry/adapters/adaptertest"
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // BenchmarkColdStart measures how long a worker takes from the pool's call to its first HTTP
@@ -28,11 +28,11 @@ func BenchmarkColdStart(b *testing.B) {
 			if err := p.Start(context.Background(), spec); err != nil {
 				b.Fatal(err)
 			}
-			addr := rec.Wait(b, spec.ID, scheduler.WorkerRunning, waitTimeout).Addrs[80]
+			addr := rec.Wait(b, spec.ID, pool.WorkerRunning, waitTimeout).Addrs[80]
 			firstAnswer(b, addr, began)
 			b.StopTimer()
 			_ = p.Stop(context.Background(), spec.ID)
-			rec.Wait(b, spec.ID, scheduler.WorkerExited, waitTimeout)
+			rec.Wait(b, spec.ID, pool.WorkerExited, waitTimeout)
 			b.StartTimer()
 		}
 	})
@@ -43,11 +43,11 @@ func BenchmarkColdStart(b *testing.B) {
 			if err := p.Start(context.Background(), spec); err != nil {
 				b.Fatal(err)
 			}
-			addr := rec.Wait(b, spec.ID, scheduler.WorkerRunning, waitTimeout).Addrs[80]
+			addr := rec.Wait(b, spec.ID, pool.WorkerRunning, waitTimeout).Addrs[80]
 			firstAnswer(b, addr, time.Now())
 			b.Cleanup(func() {
 				_ = p.Stop(context.Background(), spec.ID)
-				rec.Wait(b, spec.ID, scheduler.WorkerExited, waitTimeout)
+				rec.Wait(b, spec.ID, pool.WorkerExited, waitTimeout)
 			})
 			var suspend time.Duration
 			b.ResetTimer()
@@ -72,7 +72,7 @@ func BenchmarkColdStart(b *testing.B) {
 
 func benchPool(b *testing.B, mode SuspendMode) (*Pool, *adaptertest.Recorder) {
 	b.Helper()
-	p, err := New(context.Background(), Config{Pool: core.Pool{ID: testPoolID("bench"), GPUType: "CPU", GPUs: 1, CPU: true},
+	p, err := New(context.Background(), Config{Pool: core.PoolInfo{ID: testPoolID("bench"), GPUType: "CPU", GPUs: 1, CPU: true},
 		Suspend: mode, StopGrace: testGrace})
 	if err != nil {
 		b.Fatal(err)
@@ -81,9 +81,9 @@ func benchPool(b *testing.B, mode SuspendMode) (*Pool, *adaptertest.Recorder) {
 	return p, &adaptertest.Recorder{}
 }
 
-func benchSpec(rec *adaptertest.Recorder, i int) scheduler.WorkerSpec {
+func benchSpec(rec *adaptertest.Recorder, i int) pool.WorkerSpec {
 	id := "bench-" + strconv.Itoa(i)
-	return scheduler.WorkerSpec{ID: id, Endpoint: "ep-bench", Image: engine.image, Args: "serves",
+	return pool.WorkerSpec{ID: id, Endpoint: "ep-bench", Image: engine.image, Args: "serves",
 		PortEnv: map[string]int{"PORT": 80}, Env: map[string]string{"RUNPOD_POD_ID": id}, Report: rec.Report}
 }
 

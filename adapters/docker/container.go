@@ -15,7 +15,7 @@ import (
 	"github.com/moby/moby/api/types/registry"
 	"github.com/moby/moby/client"
 
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // logOptions bound a container's log in the engine: json-file, at most 3 files of 10 MB.
@@ -32,8 +32,8 @@ var nameUnsafe = regexp.MustCompile(`[^A-Za-z0-9_.-]`)
 
 // containerName is the name of a worker's container: gantry-<pool>-<worker>, with what a name
 // may not hold replaced by '-'.
-func containerName(pool, worker string) string {
-	return "gantry-" + nameUnsafe.ReplaceAllString(pool, "-") + "-" + worker
+func containerName(pl, worker string) string {
+	return "gantry-" + nameUnsafe.ReplaceAllString(pl, "-") + "-" + worker
 }
 
 // createOptions builds a worker's container: the image's entrypoint with the spec's args
@@ -41,7 +41,7 @@ func containerName(pool, worker string) string {
 // device variables over it; the pool's labels; host networking; the devices as a device
 // request of the "nvidia" driver (or NVIDIA_VISIBLE_DEVICES with GPUsByEnv); the disk size
 // with DiskQuota; the engine's init with Init; a bounded json-file log.
-func (p *Pool) createOptions(spec scheduler.WorkerSpec, name string, portEnv map[string]string) client.ContainerCreateOptions {
+func (p *Pool) createOptions(spec pool.WorkerSpec, name string, portEnv map[string]string) client.ContainerCreateOptions {
 	env := maps.Clone(spec.Env)
 	if env == nil {
 		env = map[string]string{}

@@ -19,20 +19,20 @@ import (
 
 	"github.com/gantryhq/gantry/adapters/adaptertest"
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // TestCreateOptions: what a spec becomes on GPU and CPU pools, with devices by request or by
 // env, with and without a disk quota and init.
 func TestCreateOptions(t *testing.T) {
 	t.Parallel()
-	gpu := core.Pool{ID: "gpu pool", GPUType: "H100", GPUs: 3}
-	spec := scheduler.WorkerSpec{ID: "ep1-w1", Endpoint: "ep1", Image: "me/worker:1", Args: " --model  small ", Disk: 20,
+	gpu := core.PoolInfo{ID: "gpu pool", GPUType: "H100", GPUs: 3}
+	spec := pool.WorkerSpec{ID: "ep1-w1", Endpoint: "ep1", Image: "me/worker:1", Args: " --model  small ", Disk: 20,
 		GPUs: []int{2, 0}, Env: map[string]string{"A": "1", "NVIDIA_VISIBLE_DEVICES": "all", "PORT": "80"}}
 	for _, tc := range []struct {
 		name     string
 		pool     *Pool
-		spec     scheduler.WorkerSpec
+		spec     pool.WorkerSpec
 		env      []string
 		requests []container.DeviceRequest
 		storage  map[string]string
@@ -48,11 +48,11 @@ func TestCreateOptions(t *testing.T) {
 			env: []string{"A=1", "NVIDIA_VISIBLE_DEVICES=2,0", "PORT=8123"}, storage: map[string]string{"size": "20G"}, init: true,
 		},
 		{
-			name: "no GPUs on a GPU pool", pool: &Pool{desc: gpu}, spec: func() scheduler.WorkerSpec { s := spec; s.GPUs = nil; return s }(),
+			name: "no GPUs on a GPU pool", pool: &Pool{desc: gpu}, spec: func() pool.WorkerSpec { s := spec; s.GPUs = nil; return s }(),
 			env: []string{"A=1", "NVIDIA_VISIBLE_DEVICES=void", "PORT=8123"},
 		},
 		{
-			name: "CPU pool", pool: &Pool{desc: core.Pool{ID: "cpu", GPUType: "CPU", GPUs: 2, CPU: true}}, spec: func() scheduler.WorkerSpec { s := spec; s.GPUs = nil; return s }(),
+			name: "CPU pool", pool: &Pool{desc: core.PoolInfo{ID: "cpu", GPUType: "CPU", GPUs: 2, CPU: true}}, spec: func() pool.WorkerSpec { s := spec; s.GPUs = nil; return s }(),
 			env: []string{"A=1", "NVIDIA_VISIBLE_DEVICES=all", "PORT=8123"},
 		},
 	} {
@@ -84,7 +84,7 @@ func TestCreateOptions(t *testing.T) {
 			}
 		})
 	}
-	if got := (&Pool{desc: gpu}).createOptions(scheduler.WorkerSpec{ID: "w", Image: "i"}, "n", nil).Config.Cmd; got != nil {
+	if got := (&Pool{desc: gpu}).createOptions(pool.WorkerSpec{ID: "w", Image: "i"}, "n", nil).Config.Cmd; got != nil {
 		t.Errorf("cmd without args = %q; want nil (the image's own)", got)
 	}
 }
@@ -108,18 +108,18 @@ func TestNames(t *testing.T) {
 // TestNewRefuses: New names what is wrong with a config before it dials the engine.
 func TestNewRefuses(t *testing.T) {
 	t.Parallel()
-	ok := core.Pool{ID: "p", GPUType: "CPU", GPUs: 1, CPU: true}
+	ok := core.PoolInfo{ID: "p", GPUType: "CPU", GPUs: 1, CPU: true}
 	for _, tc := range []struct {
 		name string
 		cfg  Config
 		want string
 	}{
-		{"no id", Config{Pool: core.Pool{GPUType: "CPU", GPUs: 1}}, "needs an ID and a GPUType"},
-		{"other adapter", Config{Pool: core.Pool{ID: "p", Adapter: "process", GPUType: "CPU", GPUs: 1}}, `adapter "process"; want docker`},
-		{"no GPUs", Config{Pool: core.Pool{ID: "p", GPUType: "CPU"}}, "want count > 0"},
-		{"bad CUDA", Config{Pool: core.Pool{ID: "p", GPUType: "X", GPUs: 1, CUDAVersions: []string{"12"}}}, `CUDA version "12" is not major.minor`},
+		{"no id", Config{Pool: core.PoolInfo{GPUType: "CPU", GPUs: 1}}, "needs an ID and a GPUType"},
+		{"other adapter", Config{Pool: core.PoolInfo{ID: "p", Adapter: "process", GPUType: "CPU", GPUs: 1}}, `adapter "process"; want docker`},
+		{"no GPUs", Config{Pool: core.PoolInfo{ID: "p", GPUType: "CPU"}}, "want count > 0"},
+		{"bad CUDA", Config{Pool: core.PoolInfo{ID: "p", GPUType: "X", GPUs: 1, CUDAVersions: []string{"12"}}}, `CUDA version "12" is not major.minor`},
 		{"bridge", Config{Pool: ok, Network: "bridge"}, `network "bridge": only host networking`},
-		{"devices", Config{Pool: core.Pool{ID: "p", GPUType: "X", GPUs: 2}, Devices: []string{"a"}}, "1 device names for 2 GPUs"},
+		{"devices", Config{Pool: core.PoolInfo{ID: "p", GPUType: "X", GPUs: 2}, Devices: []string{"a"}}, "1 device names for 2 GPUs"},
 		{"grace", Config{Pool: ok, StopGrace: -1}, "is negative"},
 		{"suspend", Config{Pool: ok, Suspend: "freeze"}, `suspend mode "freeze"`},
 		{"pull", Config{Pool: ok, Pull: "always"}, `pull policy "always"`},
@@ -179,7 +179,7 @@ func TestRegistryAuth(t *testing.T) {
 	var asked []string
 	var mu sync.Mutex
 	p, err := New(context.Background(), Config{
-		Pool: core.Pool{ID: "fake", GPUType: "CPU", GPUs: 2, CPU: true},
+		Pool: core.PoolInfo{ID: "fake", GPUType: "CPU", GPUs: 2, CPU: true},
 		Host: "tcp://" + srv.Listener.Addr().String(),
 		Credentials: func(_ context.Context, id string) (Credential, error) {
 			mu.Lock()
@@ -199,7 +199,7 @@ func TestRegistryAuth(t *testing.T) {
 	rec := &adaptertest.Recorder{}
 	registries := map[string]string{"ep-private": "reg-1", "ep-broken": "reg-gone"}
 	start := func(id, endpoint string) error {
-		return p.Start(context.Background(), scheduler.WorkerSpec{ID: id, Endpoint: endpoint, Registry: registries[endpoint],
+		return p.Start(context.Background(), pool.WorkerSpec{ID: id, Endpoint: endpoint, Registry: registries[endpoint],
 			Image: "registry.example/private/worker:2", Report: rec.Report})
 	}
 

@@ -19,21 +19,21 @@ import (
 type Timeouts struct {
 	// Pull bounds an image pull, from the request to the end of its progress stream:
 	// DefaultPullTimeout.
-	Pull time.Duration
+	Pull time.Duration `yaml:"pull"`
 	// Inspect bounds a look at the engine: ping, image and container inspect, container
 	// list, and the engine's acknowledgement of a wait for a container's exit:
 	// DefaultInspectTimeout.
-	Inspect time.Duration
+	Inspect time.Duration `yaml:"inspect"`
 	// Change bounds a change to a container: create, start, pause, unpause, remove:
 	// DefaultChangeTimeout.
-	Change time.Duration
+	Change time.Duration `yaml:"change"`
 	// Stop bounds a container's stop beyond its stop grace (the engine waits out the grace
 	// before it kills): DefaultStopTimeout.
-	Stop time.Duration
+	Stop time.Duration `yaml:"stop"`
 	// Logs bounds reading a container's log: to the engine's answer when a user reads it
 	// (the reading then lasts as long as the user's request), to the end when the pool saves
 	// it or quotes its last lines: DefaultLogsTimeout.
-	Logs time.Duration
+	Logs time.Duration `yaml:"logs"`
 }
 
 // Default engine call deadlines (see Timeouts). A pull fetches gigabytes for a GPU image; the
@@ -61,15 +61,23 @@ func (t Timeouts) withDefaults() Timeouts {
 	return t
 }
 
-// check says what is wrong with t: a negative deadline.
-func (t Timeouts) check() error {
+// negative returns the key and value of t's first negative deadline; "" when none is.
+func (t Timeouts) negative() (key string, d time.Duration) {
 	for _, f := range []struct {
 		name string
 		d    time.Duration
 	}{{"pull", t.Pull}, {"inspect", t.Inspect}, {"change", t.Change}, {"stop", t.Stop}, {"logs", t.Logs}} {
 		if f.d < 0 {
-			return fmt.Errorf("timeouts.%s %s is negative", f.name, f.d)
+			return "timeouts." + f.name, f.d
 		}
+	}
+	return "", 0
+}
+
+// check says what is wrong with t: a negative deadline.
+func (t Timeouts) check() error {
+	if key, d := t.negative(); key != "" {
+		return fmt.Errorf("%s %s is negative", key, d)
 	}
 	return nil
 }

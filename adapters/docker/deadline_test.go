@@ -12,7 +12,7 @@ import (
 
 	"github.com/gantryhq/gantry/adapters/adaptertest"
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // wedgedEngine is an Engine API server on 127.0.0.1 that never answers the calls hang names
@@ -109,9 +109,9 @@ func wantTimeout(t *testing.T, what string, err error, took time.Duration, call,
 // the call and the setting, instead of holding the caller (issue 29, item 15).
 func TestEngineCallDeadlines(t *testing.T) {
 	t.Parallel()
-	desc := core.Pool{ID: "wedged", GPUType: "CPU", GPUs: 2, CPU: true}
-	spec := func(id, image string) scheduler.WorkerSpec {
-		return scheduler.WorkerSpec{ID: id, Endpoint: "ep", Image: image, Report: (&adaptertest.Recorder{}).Report}
+	desc := core.PoolInfo{ID: "wedged", GPUType: "CPU", GPUs: 2, CPU: true}
+	spec := func(id, image string) pool.WorkerSpec {
+		return pool.WorkerSpec{ID: id, Endpoint: "ep", Image: image, Report: (&adaptertest.Recorder{}).Report}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a wedged call's bound without the fix
 	t.Cleanup(cancel)                                                        // after the parallel subtests
@@ -204,7 +204,7 @@ func TestTimeoutsDefaults(t *testing.T) {
 	if got != want {
 		t.Errorf("withDefaults = %+v; want %+v", got, want)
 	}
-	_, err := New(context.Background(), Config{Pool: core.Pool{ID: "p", GPUType: "CPU", GPUs: 1, CPU: true}, Timeouts: Timeouts{Pull: -time.Second}})
+	_, err := New(context.Background(), Config{Pool: core.PoolInfo{ID: "p", GPUType: "CPU", GPUs: 1, CPU: true}, Timeouts: Timeouts{Pull: -time.Second}})
 	if err == nil || !strings.Contains(err.Error(), "timeouts.pull -1s is negative") {
 		t.Errorf("New with a negative pull deadline = %v; want it refused", err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
 
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/adapters/kit"
 )
 
 // Logs returns a worker's log, its stdout and stderr as plain text in the order written: the
@@ -40,7 +40,7 @@ func (p *Pool) Logs(ctx context.Context, id string, tail int) (io.ReadCloser, er
 		}
 	}
 	if path := p.logPath(id); path != "" {
-		rc, err := scheduler.TailFile(path, tail)
+		rc, err := kit.TailFile(path, tail)
 		if err == nil || !errors.Is(err, fs.ErrNotExist) {
 			return rc, err
 		}

@@ -1,4 +1,4 @@
-// Package docker is Gantry's Docker adapter: a scheduler.Pool that runs each worker as a
+// Package docker is Gantry's Docker adapter: a pool.Pool that runs each worker as a
 // container on one Docker host, through the Docker Engine API (the moby client that
 // testcontainers-go uses; the API version is negotiated, so Engine 20.10, API 1.41, works).
 //
@@ -19,13 +19,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/moby/moby/client"
 
 	"github.com/gantryhq/gantry/adapters/kit"
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // DefaultStopGrace is how long Stop waits after the stop signal before SIGKILL when
@@ -73,74 +74,77 @@ type Credential struct {
 	ServerAddress string // the registry, e.g. "ghcr.io"; "" = the image's registry
 }
 
-// Config configures a Pool. New validates it once.
+// Config configures a Pool. It is also a docker pool's section in the config file
+// (pools[].docker, all optional): the fields with a yaml key are read from there, and Build
+// fills in the others from the pool's description and the server. New validates it once.
 type Config struct {
 	// Pool describes the pool as the catalog shows it: ID and GPUType are required, GPUs (the
 	// number of GPUs, or of CPU slots when CPU is set) must be > 0, CUDAVersions are
 	// "major.minor" values (New sorts them and drops repeats). Adapter defaults to "docker".
-	Pool core.Pool
+	Pool core.PoolInfo `yaml:"-"`
 	// Host is the Docker Engine API address: "unix:///var/run/docker.sock" or
 	// "tcp://host:2376". "" = $DOCKER_HOST, else unix:///var/run/docker.sock. With
 	// $DOCKER_CERT_PATH set, the client speaks TLS with the ca.pem, cert.pem and key.pem there.
-	Host string
+	Host string `yaml:"host"`
 	// Network is the network mode of the workers' containers: "" or "host" (the only mode
 	// supported now). Workers share the host's network: each port variable of a spec's PortEnv
 	// gets a free port of the host, as with the process pool, and Gantry reaches it on
 	// 127.0.0.1. (Other modes need workers to reach Gantry off loopback; not yet.)
-	Network string
+	Network string `yaml:"network"`
 	// Devices names the host's GPUs behind the pool's device indices as the NVIDIA runtime
 	// accepts them (GPU UUIDs, or the host's indices): device i of the pool is Devices[i].
 	// nil = the indices themselves. Not used on CPU pools.
-	Devices []string
+	Devices []string `yaml:"devices"`
 	// GPUsByEnv hands GPUs to workers through NVIDIA_VISIBLE_DEVICES only, for hosts whose
 	// default runtime is nvidia (the nvidia-docker2 setup). false (the default) makes a device
 	// request of the "nvidia" driver with the worker's device names, which needs the NVIDIA
 	// Container Toolkit; the runtime then sets NVIDIA_VISIBLE_DEVICES in the container, whose
 	// GPUs are numbered from 0 (so CUDA_VISIBLE_DEVICES is left alone). Either way a worker on
 	// a GPU pool given no GPUs gets NVIDIA_VISIBLE_DEVICES=void.
-	GPUsByEnv bool
+	GPUsByEnv bool `yaml:"gpusByEnv"`
 	// Pull says when Start pulls an image; "" = PullMissing. A failed pull fails the Start
 	// ("image X is not on this Docker host and could not be pulled: ...").
-	Pull PullPolicy
+	Pull PullPolicy `yaml:"pull"`
 	// Credentials returns the stored registry credential with an id: a spec's Registry (the
 	// endpoint's `registry` field) names one for pulling its image. nil = no credentials are
 	// stored, and a spec that names one fails to start with an error saying so.
-	Credentials func(ctx context.Context, id string) (Credential, error)
+	Credentials func(ctx context.Context, id string) (Credential, error) `yaml:"-"`
 	// StopGrace is how long Stop (and Suspend with SuspendStop) waits after the stop signal
 	// before SIGKILL; 0 = DefaultStopGrace (10 s). The Engine API counts whole seconds: it is
 	// rounded up.
-	StopGrace time.Duration
+	StopGrace time.Duration `yaml:"stopGrace"`
 	// Suspend is what Suspend does: "" = SuspendPause.
-	Suspend SuspendMode
+	Suspend SuspendMode `yaml:"suspend"`
 	// LogDir is where a worker's log (stdout and stderr) is saved, to LogDir/<worker id>.log,
 	// when its container is removed; Logs reads it afterwards. The directory is created (mode
 	// 0700). "" = a worker's log lives only as long as its container. While the container
 	// exists its log is the engine's (json-file, at most 3 files of 10 MB).
-	LogDir string
+	LogDir string `yaml:"-"`
 	// DiskQuota makes a spec's Disk (GB) the container's writable-layer size (the storage
 	// option "size"), which only some storage drivers support (overlay2 on xfs with pquota,
 	// btrfs, zfs, devicemapper); a Start on another fails. false (the default): Disk is
 	// advisory.
-	DiskQuota bool
+	DiskQuota bool `yaml:"diskQuota"`
 	// Init runs the engine's init (docker-init, tini) as each container's PID 1, so that a
 	// worker that installs no signal handler (a plain Python handler) still dies on the stop
 	// signal instead of waiting out the grace.
-	Init bool
-	// Timeouts bound each kind of call to the engine; the zero value takes the defaults
-	// (Default*Timeout).
-	Timeouts Timeouts
+	Init bool `yaml:"init"`
+	// Timeouts bound each kind of call to the engine, so that a wedged dockerd fails the call
+	// with an error naming it instead of holding the scheduler; the zero value takes the
+	// defaults (Default*Timeout).
+	Timeouts Timeouts `yaml:"timeouts"`
 	// Log receives what the pool does outside its events: leftover containers it removed,
 	// failures it could only log. nil = slog.Default().
-	Log *slog.Logger
+	Log *slog.Logger `yaml:"-"`
 	// VolumeRoot is the directory that keeps the network volumes the pool stores, one
 	// directory each (<VolumeRoot>/<volume id>), bind-mounted at /runpod-volume in the
 	// containers of workers that have one. It must have the same path on the Docker host (the
 	// engine mounts it) and where Gantry runs (Gantry makes and removes the directories): a
 	// local engine, or a shared filesystem mounted at the same path. "" = the pool keeps none.
-	VolumeRoot string
+	VolumeRoot string `yaml:"volumeRoot"`
 }
 
-// Pool is the Docker adapter's scheduler.Pool: one Docker host. Start pulls the spec's image
+// Pool is the Docker adapter's pool.Pool: one Docker host. Start pulls the spec's image
 // when the host lacks it (with the endpoint's registry credential), then creates and starts a
 // container named gantry-<pool>-<worker> from it: the image's entrypoint with the spec's Args
 // (split at spaces) as its command, the spec's env with the port variables and the device
@@ -165,10 +169,10 @@ type Config struct {
 //
 // The pool accounts for the device indices (or CPU slot indices) of its workers as the process
 // pool does: Start refuses a spec that asks for more than the pool has, for an index out of
-// range, twice, or held by a live worker, with an error wrapping scheduler.ErrNoCapacity. A
+// range, twice, or held by a live worker, with an error wrapping pool.ErrNoCapacity. A
 // worker's indices are free again before its WorkerExited event is sent.
 type Pool struct {
-	desc     core.Pool
+	desc     core.PoolInfo
 	api      *client.Client
 	host     string
 	grace    time.Duration
@@ -260,10 +264,66 @@ func newClient(host string, fromEnv bool) (*client.Client, error) {
 func (p *Pool) Close() error { return p.api.Close() }
 
 // Describe returns the pool's description (a copy).
-func (p *Pool) Describe() core.Pool {
+func (p *Pool) Describe() core.PoolInfo {
 	d := p.desc
 	d.CUDAVersions = slices.Clone(d.CUDAVersions)
 	return d
 }
 
-var _ scheduler.Pool = (*Pool)(nil)
+var (
+	_ pool.Pool      = (*Pool)(nil)
+	_ pool.LogSource = (*Pool)(nil)
+)
+
+// Adapter is the docker adapter as the config file names it (adapter: docker).
+var Adapter = kit.Adapter[Config]{Name: "docker", Validate: validate, Build: Build, Grace: grace}
+
+// validate checks a pool's docker section before anything is built.
+func validate(c *Config) error {
+	if c == nil {
+		return nil
+	}
+	if key, d := c.Timeouts.negative(); key != "" {
+		return &kit.FieldError{Key: key, Msg: fmt.Sprintf("%s is negative: give a duration, or 0 for the default", d)}
+	}
+	return nil
+}
+
+// Build makes a docker pool from its description and its section (nil: the defaults), with
+// the registry credentials, log directory and logger of env. New removes the containers an
+// earlier run left on the host.
+func Build(ctx context.Context, env kit.Env, desc core.PoolInfo, c *Config) (pool.Pool, error) {
+	cfg := Config{}
+	if c != nil {
+		cfg = *c
+	}
+	cfg.Pool, cfg.LogDir, cfg.Log = desc, env.LogDir, env.Log
+	if cfg.VolumeRoot == "" {
+		cfg.VolumeRoot = localEngine(cfg.Host, env.VolumeRoot)
+	}
+	if env.Credential != nil {
+		cfg.Credentials = func(ctx context.Context, id string) (Credential, error) {
+			k, err := env.Credential(ctx, id)
+			return Credential{Username: k.Username, Password: k.Password, ServerAddress: k.Server}, err
+		}
+	}
+	return New(ctx, cfg)
+}
+
+// localEngine returns dir when the Docker host is this machine's engine (host, else
+// $DOCKER_HOST, is "" or a unix socket), so that a directory made here is the one it mounts;
+// "" for a remote engine.
+func localEngine(host, dir string) string {
+	if h := cmp.Or(host, os.Getenv("DOCKER_HOST")); h == "" || strings.HasPrefix(h, "unix://") {
+		return dir
+	}
+	return ""
+}
+
+// grace is how long a docker pool's workers may take to stop: its stop grace.
+func grace(c *Config) time.Duration {
+	if c != nil && c.StopGrace > 0 {
+		return c.StopGrace
+	}
+	return DefaultStopGrace
+}

@@ -25,7 +25,7 @@ import (
 	"github.com/gantryhq/gantry/adapters/adaptertest"
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/internal/testkit"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // waitTimeout bounds every wait of these tests for a container to do something.
@@ -38,8 +38,8 @@ const testGrace = time.Second
 const absentImage = "gantry-dockertest/absent:never-built"
 
 var (
-	gpuPool = core.Pool{GPUType: "NVIDIA Test GPU", GPUs: 4, CUDAVersions: []string{"12.4", "11.8", "12.4"}, DataCenter: "LOCAL"}
-	cpuPool = core.Pool{GPUType: "CPU", GPUs: 2, CPU: true, DataCenter: "LOCAL"}
+	gpuPool = core.PoolInfo{GPUType: "NVIDIA Test GPU", GPUs: 4, CUDAVersions: []string{"12.4", "11.8", "12.4"}, DataCenter: "LOCAL"}
+	cpuPool = core.PoolInfo{GPUType: "CPU", GPUs: 2, CPU: true, DataCenter: "LOCAL"}
 )
 
 // TestPoolContract runs the adapter kit against a real engine: a pool of (pretend) GPUs handed
@@ -50,7 +50,7 @@ func TestPoolContract(t *testing.T) {
 	requireEngine(t)
 	for _, tc := range []struct {
 		name string
-		desc core.Pool
+		desc core.PoolInfo
 		mode SuspendMode
 	}{
 		{"gpu-pause", gpuPool, SuspendPause},
@@ -67,14 +67,14 @@ func TestPoolContract(t *testing.T) {
 var kitPools sync.Map // *testing.T -> *Pool
 
 // harness is the kit's harness for a Docker pool described by desc.
-func harness(desc core.Pool, mode SuspendMode) adaptertest.Harness {
+func harness(desc core.PoolInfo, mode SuspendMode) adaptertest.Harness {
 	args := map[adaptertest.Behaviour]string{
 		adaptertest.Serves:      "serves",
 		adaptertest.Crashes:     "crashes",
 		adaptertest.IgnoresStop: "ignores",
 	}
 	return adaptertest.Harness{
-		New: func(t *testing.T) scheduler.Pool {
+		New: func(t *testing.T) pool.Pool {
 			d := desc
 			d.ID = testPoolID("kit")
 			p := newPool(t, Config{Pool: d, GPUsByEnv: true, Suspend: mode, StopGrace: testGrace, LogDir: t.TempDir()})
@@ -82,13 +82,13 @@ func harness(desc core.Pool, mode SuspendMode) adaptertest.Harness {
 			t.Cleanup(func() { kitPools.Delete(t) })
 			return p
 		},
-		Spec: func(t *testing.T, b adaptertest.Behaviour) scheduler.WorkerSpec {
+		Spec: func(t *testing.T, b adaptertest.Behaviour) pool.WorkerSpec {
 			if b == adaptertest.Unstartable {
-				return scheduler.WorkerSpec{Image: absentImage, Endpoint: "ep"}
+				return pool.WorkerSpec{Image: absentImage, Endpoint: "ep"}
 			}
-			return scheduler.WorkerSpec{Image: engine.image, Args: args[b], Endpoint: "ep", Env: map[string]string{"KIT": "1"}}
+			return pool.WorkerSpec{Image: engine.image, Args: args[b], Endpoint: "ep", Env: map[string]string{"KIT": "1"}}
 		},
-		Probe: func(t *testing.T, spec scheduler.WorkerSpec) (map[string]string, bool) {
+		Probe: func(t *testing.T, spec pool.WorkerSpec) (map[string]string, bool) {
 			p, _ := kitPools.Load(t)
 			return probeEnv(t, p.(*Pool), spec.ID)
 		},
@@ -145,17 +145,17 @@ func newPool(t *testing.T, cfg Config) *Pool {
 }
 
 // removeLabelled removes the containers of pool id that a failed test may have left.
-func removeLabelled(t *testing.T, pool string) {
+func removeLabelled(t *testing.T, pl string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	list, err := engine.api.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", LabelPool+"="+pool)})
+	list, err := engine.api.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: make(client.Filters).Add("label", LabelPool+"="+pl)})
 	if err != nil {
-		t.Errorf("listing the containers of pool %s: %v", pool, err)
+		t.Errorf("listing the containers of pool %s: %v", pl, err)
 		return
 	}
 	for _, c := range list.Items {
-		t.Errorf("container %s (%v) of pool %s is left after the test; removing it", c.ID[:12], c.Names, pool)
+		t.Errorf("container %s (%v) of pool %s is left after the test; removing it", c.ID[:12], c.Names, pl)
 		_, _ = engine.api.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
 	}
 }
@@ -180,29 +180,29 @@ func setup(t *testing.T, cfg Config) *fixture {
 	t.Cleanup(func() { // before the pool's own cleanup, which checks that nothing is left
 		for _, w := range f.pool.live.All() {
 			_ = f.pool.Stop(context.Background(), w.id)
-			f.rec.Wait(t, w.id, scheduler.WorkerExited, waitTimeout)
+			f.rec.Wait(t, w.id, pool.WorkerExited, waitTimeout)
 		}
 	})
 	return f
 }
 
 // spec returns a spec for the test worker in mode, with a fresh id, reporting to the recorder.
-func (f *fixture) spec(mode string) scheduler.WorkerSpec {
+func (f *fixture) spec(mode string) pool.WorkerSpec {
 	f.n++
 	id := "w" + strconv.Itoa(f.n)
-	return scheduler.WorkerSpec{
+	return pool.WorkerSpec{
 		ID: id, Endpoint: "ep-test", Image: engine.image, Args: mode,
 		Report: f.rec.Report, Env: map[string]string{"GREETING": "hello world", "RUNPOD_POD_ID": id},
 	}
 }
 
 // start starts a worker and waits for its WorkerRunning event.
-func (f *fixture) start(spec scheduler.WorkerSpec) scheduler.WorkerEvent {
+func (f *fixture) start(spec pool.WorkerSpec) pool.WorkerEvent {
 	f.t.Helper()
 	if err := f.pool.Start(context.Background(), spec); err != nil {
 		f.t.Fatalf("Start(%s, %s %s) = %v", spec.ID, spec.Image, spec.Args, err)
 	}
-	return f.rec.Wait(f.t, spec.ID, scheduler.WorkerRunning, waitTimeout)
+	return f.rec.Wait(f.t, spec.ID, pool.WorkerRunning, waitTimeout)
 }
 
 // inspect returns a worker's container, or ok=false when there is none.
@@ -265,7 +265,7 @@ func TestContainer(t *testing.T) {
 	if err := f.pool.Stop(context.Background(), spec.ID); err != nil {
 		t.Fatalf("Stop = %v", err)
 	}
-	e := f.rec.Wait(t, spec.ID, scheduler.WorkerExited, waitTimeout)
+	e := f.rec.Wait(t, spec.ID, pool.WorkerExited, waitTimeout)
 	if !e.Stopped || e.Err != nil {
 		t.Errorf("exit after Stop: Stopped=%v Err=%v; want true, nil", e.Stopped, e.Err)
 	}
@@ -294,7 +294,7 @@ func TestCrashLog(t *testing.T) {
 	f := setup(t, Config{LogDir: dir})
 	spec := f.spec("talks")
 	f.start(spec)
-	e := f.rec.Wait(t, spec.ID, scheduler.WorkerExited, waitTimeout)
+	e := f.rec.Wait(t, spec.ID, pool.WorkerExited, waitTimeout)
 	var exit *ExitError
 	if e.Stopped || !errors.As(e.Err, &exit) || exit.ExitCode() != 3 {
 		t.Fatalf("talks worker exited with Stopped=%v, Err=%v; want an *ExitError with status 3", e.Stopped, e.Err)
@@ -327,7 +327,7 @@ func TestCrashLog(t *testing.T) {
 	g := setup(t, Config{})
 	spec = g.spec("talks")
 	g.start(spec)
-	e = g.rec.Wait(t, spec.ID, scheduler.WorkerExited, waitTimeout)
+	e = g.rec.Wait(t, spec.ID, pool.WorkerExited, waitTimeout)
 	if e.Err == nil || !strings.Contains(e.Err.Error(), "log directory") || !strings.Contains(e.Err.Error(), "err 3") {
 		t.Errorf("Err without a log directory = %v; want the last lines and a hint to set a log directory", e.Err)
 	}
@@ -374,14 +374,14 @@ func TestSuspendKeepsContainer(t *testing.T) {
 			if err := f.pool.Suspend(context.Background(), spec.ID); err != nil {
 				t.Fatalf("Suspend = %v", err)
 			}
-			f.rec.Wait(t, spec.ID, scheduler.WorkerSuspended, waitTimeout)
+			f.rec.Wait(t, spec.ID, pool.WorkerSuspended, waitTimeout)
 			if c, ok := f.inspect(spec.ID); !ok || string(c.State.Status) != tc.status {
 				t.Fatalf("suspended worker's container: found %v, state %+v; want it kept, %s", ok, c.State, tc.status)
 			}
 			if err := f.pool.Resume(context.Background(), spec.ID); err != nil {
 				t.Fatalf("Resume = %v", err)
 			}
-			f.rec.Wait(t, spec.ID, scheduler.WorkerResumed, waitTimeout)
+			f.rec.Wait(t, spec.ID, pool.WorkerResumed, waitTimeout)
 			testkit.EventuallyWithin(t, waitTimeout, "resumed worker answers on "+addr, func() bool { body, err := get(addr); return err == nil && body == "ok "+spec.ID+"\n" })
 			if n := strings.Count(readLogs(t, f.pool, spec.ID, 0), "GANTRY_TEST_ENV"); n != tc.starts {
 				t.Errorf("the worker started %d times; want %d", n, tc.starts)
@@ -392,18 +392,18 @@ func TestSuspendKeepsContainer(t *testing.T) {
 			if err := f.pool.Stop(context.Background(), spec.ID); err != nil {
 				t.Fatalf("Stop of a suspended worker = %v", err)
 			}
-			e := f.rec.Wait(t, spec.ID, scheduler.WorkerExited, waitTimeout)
+			e := f.rec.Wait(t, spec.ID, pool.WorkerExited, waitTimeout)
 			if !e.Stopped || e.Err != nil {
 				t.Errorf("exit after Stop: Stopped=%v Err=%v; want true, nil", e.Stopped, e.Err)
 			}
 			if _, ok := f.inspect(spec.ID); ok {
 				t.Errorf("the container is still there after Stop; want it removed")
 			}
-			var states []scheduler.WorkerState
+			var states []pool.WorkerState
 			for _, e := range f.rec.Events(spec.ID) {
 				states = append(states, e.State)
 			}
-			want := []scheduler.WorkerState{scheduler.WorkerRunning, scheduler.WorkerSuspended, scheduler.WorkerResumed, scheduler.WorkerSuspended, scheduler.WorkerExited}
+			want := []pool.WorkerState{pool.WorkerRunning, pool.WorkerSuspended, pool.WorkerResumed, pool.WorkerSuspended, pool.WorkerExited}
 			if !slices.Equal(states, want) {
 				t.Errorf("events %s; want %v", adaptertest.FormatEvents(f.rec.Events(spec.ID)), want)
 			}
@@ -419,11 +419,11 @@ func TestCleanupAtNew(t *testing.T) {
 	ctx := context.Background()
 	mine, other := testPoolID("cleanup"), testPoolID("other")
 	var ids []string
-	for _, pool := range []string{mine, other} {
+	for _, pl := range []string{mine, other} {
 		created, err := engine.api.ContainerCreate(ctx, client.ContainerCreateOptions{
-			Name: containerName(pool, "old-1"),
+			Name: containerName(pl, "old-1"),
 			Config: &container.Config{Image: engine.image, Cmd: []string{"serves"}, Labels: map[string]string{
-				LabelManaged: "true", LabelPool: pool, LabelWorker: "old-1", LabelEndpoint: "ep-old"}},
+				LabelManaged: "true", LabelPool: pl, LabelWorker: "old-1", LabelEndpoint: "ep-old"}},
 			HostConfig: &container.HostConfig{NetworkMode: "host"},
 		})
 		if err != nil {
@@ -447,7 +447,7 @@ func TestCleanupAtNew(t *testing.T) {
 		rc.Close()
 		return strings.Contains(string(b), "GANTRY_TEST_ENV")
 	})
-	p := newPool(t, Config{Pool: core.Pool{ID: mine, GPUType: "CPU", GPUs: 1, CPU: true}, LogDir: dir,
+	p := newPool(t, Config{Pool: core.PoolInfo{ID: mine, GPUType: "CPU", GPUs: 1, CPU: true}, LogDir: dir,
 		Log: slog.New(slog.NewTextHandler(writerFunc(func(b []byte) (int, error) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -490,7 +490,7 @@ func TestUnpullable(t *testing.T) {
 	} {
 		t.Run(string(tc.pull), func(t *testing.T) {
 			t.Parallel()
-			f := setup(t, Config{Pool: core.Pool{GPUType: "T", GPUs: 1}, GPUsByEnv: true, Pull: tc.pull})
+			f := setup(t, Config{Pool: core.PoolInfo{GPUType: "T", GPUs: 1}, GPUsByEnv: true, Pull: tc.pull})
 			spec := f.spec("serves")
 			spec.Image, spec.GPUs = absentImage, []int{0}
 			if err := f.pool.Start(context.Background(), spec); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -525,7 +525,7 @@ func TestShutdown(t *testing.T) {
 	}
 	for _, id := range []string{a.ID, b.ID} {
 		evs := f.rec.Events(id)
-		if last := evs[len(evs)-1]; last.State != scheduler.WorkerExited || !last.Stopped {
+		if last := evs[len(evs)-1]; last.State != pool.WorkerExited || !last.Stopped {
 			t.Errorf("worker %s events after Shutdown: %s; want a stopped exit last", id, adaptertest.FormatEvents(evs))
 		}
 		if _, ok := f.inspect(id); ok {

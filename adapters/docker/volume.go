@@ -13,7 +13,7 @@ import (
 
 	"github.com/gantryhq/gantry/adapters/kit"
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // VolumeEnv names the variable that tells a worker where its network volume is mounted
@@ -39,7 +39,7 @@ func (p *Pool) volumeDirs() (*kit.VolumeDirs, error) {
 }
 
 // EnsureVolume makes the volume's directory under the pool's volume root (mode 0777). It
-// implements scheduler.VolumeStorage.
+// implements pool.VolumeStorage.
 func (p *Pool) EnsureVolume(ctx context.Context, v core.Volume) error {
 	d, err := p.volumeDirs()
 	if err != nil {
@@ -90,4 +90,4 @@ func withVolume(opts *client.ContainerCreateOptions, dir string) {
 	opts.Config.Env = append(opts.Config.Env, VolumeEnv+"="+core.VolumeMountPath)
 }
 
-var _ scheduler.VolumeStorage = (*Pool)(nil)
+var _ pool.VolumeStorage = (*Pool)(nil)

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // TestVolumeBindMount runs workers of two endpoints sharing a network volume on a real
@@ -34,7 +34,7 @@ func TestVolumeBindMount(t *testing.T) {
 		spec.Endpoint, spec.Volume = endpoint, vol
 		spec.Env["READ"], spec.Env["WRITE"] = read, write
 		f.start(spec)
-		if e := f.rec.Wait(t, spec.ID, scheduler.WorkerExited, waitTimeout); e.Err != nil {
+		if e := f.rec.Wait(t, spec.ID, pool.WorkerExited, waitTimeout); e.Err != nil {
 			t.Fatalf("worker %s of %s: %v", spec.ID, endpoint, e.Err)
 		}
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/gantryhq/gantry/adapters/kit"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // phase is where a worker's container is in its life.
@@ -67,7 +67,7 @@ func (e *ExitError) ExitCode() int { return e.Code }
 
 // Start pulls the image when the host lacks it, creates and starts the worker's container and
 // reports WorkerRunning. The container outlives ctx.
-func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
+func (p *Pool) Start(ctx context.Context, spec pool.WorkerSpec) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("starting worker %s: %w", spec.ID, err)
 	}
@@ -93,7 +93,7 @@ func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
 	}
 	w.mu.Lock()
 	w.phase = running
-	w.emit(scheduler.WorkerRunning, nil, false)
+	w.emit(pool.WorkerRunning, nil, false)
 	w.mu.Unlock()
 	watch() // after the running event: an exit is reported after it
 	w.events.Flush()
@@ -102,7 +102,7 @@ func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
 
 // create makes sure the image is on the host, then creates and starts the worker's container.
 // It returns the function that starts watching it.
-func (p *Pool) create(ctx context.Context, w *worker, spec scheduler.WorkerSpec) (watch func(), err error) {
+func (p *Pool) create(ctx context.Context, w *worker, spec pool.WorkerSpec) (watch func(), err error) {
 	portEnv, addrs, err := kit.HostPorts(spec.PortEnv)
 	if err != nil {
 		return nil, err
@@ -168,7 +168,7 @@ func (p *Pool) watch(w *worker, ctx context.Context, cancel context.CancelFunc, 
 	w.mu.Lock()
 	if w.phase == suspending && !w.stopping {
 		w.phase = suspended
-		w.emit(scheduler.WorkerSuspended, nil, false)
+		w.emit(pool.WorkerSuspended, nil, false)
 		w.mu.Unlock()
 		w.events.Flush()
 		return
@@ -229,7 +229,7 @@ func (p *Pool) finish(w *worker, code int64, cause error, stopped bool) {
 	p.remove(w)
 	p.release(w)
 	w.mu.Lock()
-	w.emit(scheduler.WorkerExited, err, stopped)
+	w.emit(pool.WorkerExited, err, stopped)
 	w.mu.Unlock()
 	w.events.Flush()
 }
@@ -377,7 +377,7 @@ func (p *Pool) Suspend(ctx context.Context, id string) error {
 		}); err != nil {
 			return fmt.Errorf("suspending worker %s: pausing its container: %w", id, err)
 		}
-		return w.become(suspended, scheduler.WorkerSuspended, "suspending")
+		return w.become(suspended, pool.WorkerSuspended, "suspending")
 	}
 	w.phase = suspending // the watch sees the exit and keeps the worker
 	done := w.watched
@@ -421,7 +421,7 @@ func (p *Pool) Resume(ctx context.Context, id string) error {
 		}); err != nil {
 			return fmt.Errorf("resuming worker %s: unpausing its container: %w", id, err)
 		}
-		return w.become(running, scheduler.WorkerResumed, "resuming")
+		return w.become(running, pool.WorkerResumed, "resuming")
 	}
 	watch, err := p.run(ctx, w)
 	if err != nil {
@@ -429,7 +429,7 @@ func (p *Pool) Resume(ctx context.Context, id string) error {
 	}
 	w.mu.Lock()
 	w.phase = running
-	w.emit(scheduler.WorkerResumed, nil, false)
+	w.emit(pool.WorkerResumed, nil, false)
 	w.mu.Unlock()
 	watch()
 	w.events.Flush()
@@ -449,7 +449,7 @@ func (w *worker) unready(op string) error {
 
 // become moves a worker that was paused or unpaused to ph and reports state, unless its
 // container exited meanwhile (its watch reported that).
-func (w *worker) become(ph phase, state scheduler.WorkerState, op string) error {
+func (w *worker) become(ph phase, state pool.WorkerState, op string) error {
 	w.mu.Lock()
 	if w.phase == exited {
 		w.mu.Unlock()
@@ -482,9 +482,9 @@ func (p *Pool) lookup(op, id string) (*worker, error) {
 
 // emit queues an event; w.mu is held. Events are queued under the lock, in the order of the
 // changes, and reported by w.events.Flush outside it.
-func (w *worker) emit(state scheduler.WorkerState, err error, stopped bool) {
-	e := scheduler.WorkerEvent{Worker: w.id, State: state, At: time.Now(), Err: err, Stopped: stopped}
-	if state == scheduler.WorkerRunning {
+func (w *worker) emit(state pool.WorkerState, err error, stopped bool) {
+	e := pool.WorkerEvent{Worker: w.id, State: state, At: time.Now(), Err: err, Stopped: stopped}
+	if state == pool.WorkerRunning {
 		e.Addrs = w.addrs
 	}
 	w.events.Queue(e)

@@ -13,7 +13,7 @@ import (
 // completes (the adapter's name by default, CUDA versions sorted), the machine names of its
 // devices (one per device, or none) and the stop grace. It returns the completed description
 // and each problem found.
-func CheckPool(d core.Pool, adapter string, devices []string, stopGrace time.Duration) (core.Pool, []error) {
+func CheckPool(d core.PoolInfo, adapter string, devices []string, stopGrace time.Duration) (core.PoolInfo, []error) {
 	d.Adapter = cmp.Or(d.Adapter, adapter)
 	var errs []error
 	if d.ID == "" || d.GPUType == "" {

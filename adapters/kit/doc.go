@@ -5,7 +5,11 @@
 //   - CheckPool, the checks of the pool description every adapter's config shares;
 //   - Reporter, the ordered, lock-free delivery of a worker's events to the scheduler;
 //   - HostPorts, free ports of this host for workers that share its network;
+//   - TailFile, the last lines of a worker's log file, for a LogSource;
+//   - Adapter, Env and FieldError, an adapter's registration: its name, its config section's
+//     check and its builder, which gets what it needs of the server in an Env;
 //   - VolumeDirs, network volumes kept as directories on a local host.
 //
-// An adapter implements scheduler.Pool; adapters/adaptertest checks it.
+// An adapter implements pool.Pool; adapters/adaptertest checks it. DESIGN.md ("A new pool
+// adapter") has the recipe.
 package kit

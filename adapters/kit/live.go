@@ -7,7 +7,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // Devices is a pool's account of its device indices (GPUs, or CPU slots): which ones live
@@ -19,19 +19,19 @@ type Devices []bool
 func NewDevices(n int) Devices { return make(Devices, n) }
 
 // Hold takes gpus for a worker, or takes nothing and says why not: more than the pool has,
-// out of range, asked twice or in use (errors wrap scheduler.ErrNoCapacity).
+// out of range, asked twice or in use (errors wrap pool.ErrNoCapacity).
 func (d Devices) Hold(gpus []int) error {
 	if len(gpus) > len(d) {
-		return fmt.Errorf("%d devices asked of a pool of %d: %w", len(gpus), len(d), scheduler.ErrNoCapacity)
+		return fmt.Errorf("%d devices asked of a pool of %d: %w", len(gpus), len(d), pool.ErrNoCapacity)
 	}
 	for i, g := range gpus {
 		switch {
 		case g < 0 || g >= len(d):
-			return fmt.Errorf("device %d is out of range (the pool has %d): %w", g, len(d), scheduler.ErrNoCapacity)
+			return fmt.Errorf("device %d is out of range (the pool has %d): %w", g, len(d), pool.ErrNoCapacity)
 		case slices.Contains(gpus[:i], g):
-			return fmt.Errorf("device %d asked twice: %w", g, scheduler.ErrNoCapacity)
+			return fmt.Errorf("device %d asked twice: %w", g, pool.ErrNoCapacity)
 		case d[g]:
-			return fmt.Errorf("device %d is in use: %w", g, scheduler.ErrNoCapacity)
+			return fmt.Errorf("device %d is in use: %w", g, pool.ErrNoCapacity)
 		}
 	}
 	for _, g := range gpus {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 func TestDevices(t *testing.T) {
@@ -23,7 +23,7 @@ func TestDevices(t *testing.T) {
 		{[]int{1}, ""},
 	} {
 		err := d.Hold(tc.gpus)
-		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !errors.Is(err, scheduler.ErrNoCapacity)) {
+		if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !errors.Is(err, pool.ErrNoCapacity)) {
 			t.Errorf("Hold(%v) = %v; want %q", tc.gpus, err, tc.err)
 		}
 	}
@@ -42,8 +42,8 @@ func TestLive(t *testing.T) {
 	if err := l.Add("a", []int{1}, "again"); err == nil || !strings.Contains(err.Error(), "already runs a worker with this id") {
 		t.Errorf("a second Add of a live id = %v; want refused", err)
 	}
-	if err := l.Add("b", []int{0}, "worker b"); !errors.Is(err, scheduler.ErrNoCapacity) {
-		t.Errorf("Add of a held device = %v; want scheduler.ErrNoCapacity", err)
+	if err := l.Add("b", []int{0}, "worker b"); !errors.Is(err, pool.ErrNoCapacity) {
+		t.Errorf("Add of a held device = %v; want pool.ErrNoCapacity", err)
 	}
 	if w, ok := l.Get("a"); !ok || w != "worker a" {
 		t.Errorf("Get(a) = %q, %v", w, ok)

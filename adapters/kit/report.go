@@ -3,7 +3,7 @@ package kit
 import (
 	"sync"
 
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // Reporter delivers one worker's events to the scheduler (its spec.Report) in the order they
@@ -13,27 +13,27 @@ import (
 //
 //	w.mu.Lock()
 //	w.phase = running
-//	w.events.Queue(scheduler.WorkerEvent{Worker: w.id, State: scheduler.WorkerRunning})
+//	w.events.Queue(pool.WorkerEvent{Worker: w.id, State: pool.WorkerRunning})
 //	w.mu.Unlock()
 //	w.events.Flush()
 //
 // The zero Reporter is not usable; NewReporter makes one. It is safe for concurrent use.
 type Reporter struct {
-	report func(scheduler.WorkerEvent)
+	report func(pool.WorkerEvent)
 
 	mu       sync.Mutex
-	queue    []scheduler.WorkerEvent
+	queue    []pool.WorkerEvent
 	flushing bool // a goroutine is reporting the queue
 }
 
 // NewReporter returns a reporter to report.
-func NewReporter(report func(scheduler.WorkerEvent)) *Reporter {
+func NewReporter(report func(pool.WorkerEvent)) *Reporter {
 	return &Reporter{report: report}
 }
 
 // Queue adds an event to deliver at the next Flush; it never blocks for long, so it may be
 // called with the adapter's locks held.
-func (r *Reporter) Queue(e scheduler.WorkerEvent) {
+func (r *Reporter) Queue(e pool.WorkerEvent) {
 	r.mu.Lock()
 	r.queue = append(r.queue, e)
 	r.mu.Unlock()

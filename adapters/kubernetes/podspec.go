@@ -1,6 +1,7 @@
 package kubernetes
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -17,13 +18,13 @@ import (
 
 	"github.com/gantryhq/gantry/adapters/kit"
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // resources returns the requests and limits of a worker holding n GPUs (or CPU slots):
 // nvidia.com/gpu = n in both on GPU pools (extended resources cannot be overcommitted), CPU
 // and memory requests per slot on CPU pools.
-func resources(d core.Pool, n int, cfg Config) (req, lim corev1.ResourceList, err error) {
+func resources(d core.PoolInfo, n int, cfg Config) (req, lim corev1.ResourceList, err error) {
 	if !d.CPU {
 		q := *resource.NewQuantity(int64(n), resource.DecimalSI)
 		return corev1.ResourceList{GPUResource: q}, corev1.ResourceList{GPUResource: q}, nil
@@ -42,7 +43,7 @@ func resources(d core.Pool, n int, cfg Config) (req, lim corev1.ResourceList, er
 }
 
 // podSpec renders a worker's pod.
-func (p *Pool) podSpec(ctx context.Context, spec scheduler.WorkerSpec) (*corev1.Pod, error) {
+func (p *Pool) podSpec(ctx context.Context, spec pool.WorkerSpec) (*corev1.Pod, error) {
 	n := max(spec.GPUCount, len(spec.GPUs), 1)
 	req, lim, err := resources(p.desc, n, p.cfg)
 	if err != nil {
@@ -79,7 +80,12 @@ func (p *Pool) podSpec(ctx context.Context, spec scheduler.WorkerSpec) (*corev1.
 	shm := resource.NewScaledQuantity(int64(p.cfg.ShmGB), resource.Giga)
 	grace := int64(p.cfg.StopGrace.Seconds())
 	automount := p.cfg.ServiceAccount != ""
-	tolerations := append(slices.Clone(p.cfg.Tolerations),
+	var tolerations []corev1.Toleration
+	for _, t := range p.cfg.Tolerations {
+		tolerations = append(tolerations, corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOperator(cmp.Or(t.Operator, "Equal")),
+			Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
+	}
+	tolerations = append(tolerations,
 		corev1.Toleration{Key: string(GPUResource), Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})
 	annotations := maps.Clone(p.cfg.Annotations)
 	if spec.Revision != "" {

@@ -6,7 +6,7 @@
 // pool's configured count, and then the pool touches nothing outside its namespace. Worker
 // events come from a label-filtered pod informer.
 //
-// FLASHBOOT: a pod cannot be paused, so Suspend and Resume answer scheduler.ErrUnsupported
+// FLASHBOOT: a pod cannot be paused, so Suspend and Resume answer pool.ErrUnsupported
 // and a retired worker's pod is deleted. Keeping retired pods running but unrouted would
 // bring them back faster, but would hold their GPUs the whole time; Gantry does not pay that
 // cost silently.
@@ -43,7 +43,7 @@ import (
 
 	"github.com/gantryhq/gantry/adapters/kit"
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // Labels every worker pod carries. The installation label keeps two Gantry installations
@@ -94,65 +94,92 @@ type Credential struct {
 	Server             string // the registry's host, e.g. ghcr.io
 }
 
-// Config configures a Pool. New validates it once.
+// Config configures a Pool. It is also a kubernetes pool's section in the config file
+// (pools[].kubernetes, optional): the fields with a yaml key are read from there, and Build
+// fills in the others (the client from Kubeconfig, the description, credentials and logger
+// from the server). New validates it once.
 type Config struct {
 	// Pool describes the pool for the catalog; its count is the capacity until the node
 	// watch has synced, and PerWorker should be a node's GPU count.
-	Pool core.Pool
-	// Client reaches the cluster (required). Set its rest.Config's QPS and Burst deliberately
-	// (DefaultQPS, DefaultBurst): the pool watches, so it needs few requests per worker.
-	Client kubernetes.Interface
+	Pool core.PoolInfo `yaml:"-"`
+	// Client reaches the cluster (required by New; Build makes it from Kubeconfig, Context,
+	// QPS and Burst). Set its rest.Config's QPS and Burst deliberately (DefaultQPS,
+	// DefaultBurst): the pool watches, so it needs few requests per worker.
+	Client kubernetes.Interface `yaml:"-"`
+	// Kubeconfig is the kubeconfig file Build reaches the cluster with, with Context in it
+	// ("" = its current one); "" = the in-cluster service account.
+	Kubeconfig string `yaml:"kubeconfig"`
+	Context    string `yaml:"context"`
 	// Namespace the worker pods run in; default DefaultNamespace.
-	Namespace string
-	// Installation names this Gantry installation in the pods' labels; default
-	// DefaultInstallation.
-	Installation string
+	Namespace string `yaml:"namespace"`
+	// Installation names this Gantry installation in the pods' gantry.io/installation label;
+	// default DefaultInstallation.
+	Installation string `yaml:"installation"`
 	// NodeSelector selects the pool's nodes. Default on GPU pools: GPUProductLabel = the
 	// pool's GPU type with spaces as dashes ("NVIDIA H100 80GB HBM3" -> NVIDIA-H100-80GB-HBM3).
-	NodeSelector map[string]string
+	NodeSelector map[string]string `yaml:"nodeSelector"`
 	// Tolerations are added to the pods; a toleration of the nvidia.com/gpu taint is always
 	// there (the ExtendedResourceToleration admission plugin is not enabled everywhere).
-	Tolerations []corev1.Toleration
+	Tolerations []Toleration `yaml:"tolerations"`
 	// RuntimeClassName, PriorityClassName and ServiceAccount are set on the pods when given.
 	// With ServiceAccount set its token is mounted; otherwise automountServiceAccountToken is
 	// false (workers do not talk to the cluster).
-	RuntimeClassName, PriorityClassName, ServiceAccount string
+	RuntimeClassName  string `yaml:"runtimeClassName"`
+	PriorityClassName string `yaml:"priorityClassName"`
+	ServiceAccount    string `yaml:"serviceAccount"`
 	// Labels and Annotations are added to every pod (the gantry.io labels win).
-	Labels, Annotations map[string]string
+	Labels      map[string]string `yaml:"labels"`
+	Annotations map[string]string `yaml:"annotations"`
 	// CPU and Memory are the requests of a CPU pool's workers per slot ("1", "2Gi"); default
 	// 1 CPU and 2Gi per slot.
-	CPU, Memory string
+	CPU    string `yaml:"cpu"`
+	Memory string `yaml:"memory"`
 	// ShmGB sizes /dev/shm (a memory-backed emptyDir), in GB; default DefaultShmGB.
-	ShmGB int
+	ShmGB int `yaml:"shmGb"`
 	// StopGrace is the pods' termination grace period, in whole seconds; default
 	// DefaultStopGrace.
-	StopGrace time.Duration
-	// Capacity is where the pool's capacity comes from: CapacityNodes (the default) or
-	// CapacityCount.
-	Capacity string
+	StopGrace time.Duration `yaml:"stopGrace"`
+	// Capacity is where the pool's capacity comes from: CapacityNodes (the default: the
+	// allocatable GPUs of its nodes minus other pods' requests, which needs list and watch on
+	// nodes and on pods in every namespace) or CapacityCount (the pool's count: Gantry then
+	// reads nothing outside Namespace, and a Role there is enough).
+	Capacity string `yaml:"capacity"`
 	// UnschedulableAfter is how long a pod may stay Pending and unschedulable before the
 	// worker is reported waiting (throttled, with the cluster scheduler's message); default
 	// DefaultUnschedulableAfter.
-	UnschedulableAfter time.Duration
+	UnschedulableAfter time.Duration `yaml:"unschedulableAfter"`
 	// Credentials resolves an endpoint's registry id to a login, for the imagePullSecret the
 	// pool manages (one Secret per registry id); nil = no private registries.
-	Credentials func(ctx context.Context, id string) (Credential, error)
+	Credentials func(ctx context.Context, id string) (Credential, error) `yaml:"-"`
 	// WorkerURL is where the pods reach Gantry's worker API (scheme, host and optional path
-	// prefix, e.g. http://gantry.gantry.svc:8080): the worker-protocol URLs handed to the pods
-	// are rebased onto it. Empty = the URLs as the scheduler made them (Gantry's own address,
+	// prefix, e.g. http://gantry.gantry.svc:8080, a Service in front of it): the
+	// worker-protocol URLs handed to the pods are rebased onto it. Build's default is the
+	// server's publicUrl; empty = the URLs as the scheduler made them (Gantry's own address,
 	// reachable only when pods share its network, as in tests).
-	WorkerURL string
+	WorkerURL string `yaml:"workerUrl"`
+	// QPS and Burst bound the requests of Build's client to the API server; default
+	// DefaultQPS and DefaultBurst (500 pods start in about 10 s).
+	QPS   float32 `yaml:"qps"`
+	Burst int     `yaml:"burst"`
 	// Volumes configures the PersistentVolumeClaims that keep network volumes (volume.go).
-	Volumes VolumeConfig
+	Volumes VolumeConfig `yaml:"volumes"`
 	// Log receives the pool's own errors; default slog.Default().
-	Log *slog.Logger
+	Log *slog.Logger `yaml:"-"`
 }
 
-// Pool is a scheduler.Pool of worker pods. It is an Elastic pool (the cluster assigns the
+// Toleration is a pod toleration (corev1.Toleration's fields the config file sets).
+type Toleration struct {
+	Key      string `yaml:"key"`
+	Operator string `yaml:"operator"` // Equal or Exists; default Equal
+	Value    string `yaml:"value"`
+	Effect   string `yaml:"effect"` // NoSchedule, PreferNoSchedule, NoExecute; "" = all
+}
+
+// Pool is a pool.Pool of worker pods. It is an Elastic pool (the cluster assigns the
 // devices and its capacity changes), a WorkerLister and a LogSource.
 type Pool struct {
 	cfg      Config
-	desc     core.Pool
+	desc     core.PoolInfo
 	selector labels.Selector // the pool's nodes
 	mine     labels.Selector // the pool's pods
 
@@ -292,7 +319,7 @@ func (p *Pool) Close() error {
 }
 
 // Describe returns the pool's description, with its capacity now.
-func (p *Pool) Describe() core.Pool {
+func (p *Pool) Describe() core.PoolInfo {
 	d := p.desc
 	d.CUDAVersions = append([]string(nil), d.CUDAVersions...)
 	return d
@@ -301,7 +328,7 @@ func (p *Pool) Describe() core.Pool {
 // Capacity returns the GPUs (or CPU slots) the pool's workers may hold in all: the
 // allocatable resource of the ready, schedulable nodes that match the selector, minus what
 // pods that are not this pool's request there; with CapacityCount the pool's count
-// (implements scheduler.Elastic).
+// (implements pool.Elastic).
 func (p *Pool) Capacity() int { return int(p.capacity.Load()) }
 
 // recount computes Capacity from the watches' caches (CapacityNodes; with CapacityCount it
@@ -361,7 +388,7 @@ func nodeReady(n *corev1.Node) bool {
 
 // Start creates the worker's pod and returns; the pod informer reports it running once it is
 // Running and Ready.
-func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
+func (p *Pool) Start(ctx context.Context, spec pool.WorkerSpec) error {
 	if spec.ID == "" || spec.Report == nil {
 		return fmt.Errorf("starting worker %q: the spec needs an ID and a Report", spec.ID)
 	}
@@ -414,18 +441,18 @@ func (p *Pool) Stop(ctx context.Context, id string) error {
 	return nil
 }
 
-// Suspend answers scheduler.ErrUnsupported: a pod cannot be paused (see the package doc).
-func (p *Pool) Suspend(context.Context, string) error { return scheduler.ErrUnsupported }
+// Suspend answers pool.ErrUnsupported: a pod cannot be paused (see the package doc).
+func (p *Pool) Suspend(context.Context, string) error { return pool.ErrUnsupported }
 
-// Resume answers scheduler.ErrUnsupported.
-func (p *Pool) Resume(context.Context, string) error { return scheduler.ErrUnsupported }
+// Resume answers pool.ErrUnsupported.
+func (p *Pool) Resume(context.Context, string) error { return pool.ErrUnsupported }
 
 // Workers lists the pool's worker pods: those Start created (Known) and those it found with
-// its labels, left by an earlier run or another replica (implements scheduler.WorkerLister).
-func (p *Pool) Workers(context.Context) ([]scheduler.LiveWorker, error) {
+// its labels, left by an earlier run or another replica (implements pool.WorkerLister).
+func (p *Pool) Workers(context.Context) ([]pool.LiveWorker, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []scheduler.LiveWorker
+	var out []pool.LiveWorker
 	for _, o := range p.pods.GetStore().List() {
 		pod := o.(*corev1.Pod)
 		id := pod.Labels[LabelWorker]
@@ -436,7 +463,7 @@ func (p *Pool) Workers(context.Context) ([]scheduler.LiveWorker, error) {
 		if w != nil && w.exited {
 			continue
 		}
-		out = append(out, scheduler.LiveWorker{ID: id, Endpoint: pod.Labels[LabelEndpoint],
+		out = append(out, pool.LiveWorker{ID: id, Endpoint: pod.Labels[LabelEndpoint],
 			Started: pod.CreationTimestamp.Time, Known: w != nil, Revision: pod.Annotations[AnnotationRevision],
 			Count: p.slots(pod)})
 	}
@@ -462,8 +489,8 @@ func (p *Pool) slots(pod *corev1.Pod) int {
 }
 
 // Adopt takes over a worker pod this pool did not start (found by Workers): its events are
-// reported from now on, WorkerRunning at once if it runs (implements scheduler.Adopter).
-func (p *Pool) Adopt(_ context.Context, lw scheduler.LiveWorker, report func(scheduler.WorkerEvent)) error {
+// reported from now on, WorkerRunning at once if it runs (implements pool.Adopter).
+func (p *Pool) Adopt(_ context.Context, lw pool.LiveWorker, report func(pool.WorkerEvent)) error {
 	o, ok, err := p.pods.GetStore().GetByKey(p.cfg.Namespace + "/" + PodName(lw.ID))
 	if err != nil || !ok {
 		return fmt.Errorf("adopting worker %s: its pod is gone", lw.ID)
@@ -494,7 +521,7 @@ func (p *Pool) Adopt(_ context.Context, lw scheduler.LiveWorker, report func(sch
 }
 
 // Logs returns the last tail lines of the worker's container output, from pods/log
-// (implements scheduler.LogSource).
+// (implements pool.LogSource).
 func (p *Pool) Logs(ctx context.Context, id string, tail int) (io.ReadCloser, error) {
 	lines := int64(tail)
 	opts := &corev1.PodLogOptions{Container: "worker"}
@@ -591,10 +618,10 @@ func (p *Pool) observe(o any) {
 		for _, port := range w.ports {
 			addrs[port] = net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(port))
 		}
-		w.events.Queue(scheduler.WorkerEvent{Worker: w.id, State: scheduler.WorkerRunning, At: time.Now(), Addrs: addrs})
+		w.events.Queue(pool.WorkerEvent{Worker: w.id, State: pool.WorkerRunning, At: time.Now(), Addrs: addrs})
 	case st.Waiting != "" && !w.waiting && !w.running:
 		w.waiting = true
-		w.events.Queue(scheduler.WorkerEvent{Worker: w.id, State: scheduler.WorkerWaiting, At: time.Now(), Err: errors.New(st.Waiting)})
+		w.events.Queue(pool.WorkerEvent{Worker: w.id, State: pool.WorkerWaiting, At: time.Now(), Err: errors.New(st.Waiting)})
 	}
 	p.mu.Unlock()
 	w.events.Flush()
@@ -653,7 +680,7 @@ func (p *Pool) exit(w *worker, err error) {
 	}
 	w.exitErr = err
 	delete(p.workers, w.id)
-	w.events.Queue(scheduler.WorkerEvent{Worker: w.id, State: scheduler.WorkerExited, At: time.Now(), Err: err, Stopped: w.stopping})
+	w.events.Queue(pool.WorkerEvent{Worker: w.id, State: pool.WorkerExited, At: time.Now(), Err: err, Stopped: w.stopping})
 	p.mu.Unlock()
 	w.events.Flush()
 }
@@ -750,8 +777,8 @@ func State(pod *corev1.Pod, now time.Time, after time.Duration) PodState {
 
 // Interface guards.
 var (
-	_ scheduler.Elastic      = (*Pool)(nil)
-	_ scheduler.WorkerLister = (*Pool)(nil)
-	_ scheduler.Adopter      = (*Pool)(nil)
-	_ scheduler.LogSource    = (*Pool)(nil)
+	_ pool.Elastic      = (*Pool)(nil)
+	_ pool.WorkerLister = (*Pool)(nil)
+	_ pool.Adopter      = (*Pool)(nil)
+	_ pool.LogSource    = (*Pool)(nil)
 )

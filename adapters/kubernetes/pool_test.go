@@ -18,7 +18,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // These are fast unit cases on client-go's fake clientset (an object tracker that ignores
@@ -37,32 +37,32 @@ func gpuNode(name, product string, gpus int64) *corev1.Node {
 
 type events struct {
 	mu  sync.Mutex
-	evs []scheduler.WorkerEvent
-	ch  chan scheduler.WorkerEvent
+	evs []pool.WorkerEvent
+	ch  chan pool.WorkerEvent
 }
 
-func (e *events) report(ev scheduler.WorkerEvent) {
+func (e *events) report(ev pool.WorkerEvent) {
 	e.mu.Lock()
 	e.evs = append(e.evs, ev)
 	e.mu.Unlock()
 	e.ch <- ev
 }
 
-func (e *events) next(t *testing.T) scheduler.WorkerEvent {
+func (e *events) next(t *testing.T) pool.WorkerEvent {
 	t.Helper()
 	select {
 	case ev := <-e.ch:
 		return ev
 	case <-time.After(30 * time.Second):
 		t.Fatal("no worker event within 30s")
-		return scheduler.WorkerEvent{}
+		return pool.WorkerEvent{}
 	}
 }
 
 func setup(t *testing.T, objs ...runtime.Object) (*Pool, *fake.Clientset) {
 	t.Helper()
 	client := fake.NewClientset(objs...)
-	p, err := New(t.Context(), Config{Pool: core.Pool{ID: "k8s", GPUType: "NVIDIA H100 80GB HBM3", GPUs: 1, PerWorker: 8},
+	p, err := New(t.Context(), Config{Pool: core.PoolInfo{ID: "k8s", GPUType: "NVIDIA H100 80GB HBM3", GPUs: 1, PerWorker: 8},
 		Client: client, Namespace: "gpu", Labels: map[string]string{"team": "ml"},
 		Credentials: func(_ context.Context, id string) (Credential, error) {
 			return Credential{Username: "u", Password: "p", Server: "ghcr.io"}, nil
@@ -90,8 +90,8 @@ func TestCapacityFromMatchingNodesMinusOthersRequests(t *testing.T) {
 func TestStartRendersThePodAndMapsItsStatus(t *testing.T) {
 	t.Parallel()
 	p, client := setup(t, gpuNode("a", "NVIDIA-H100-80GB-HBM3", 8))
-	ev := &events{ch: make(chan scheduler.WorkerEvent, 8)}
-	spec := scheduler.WorkerSpec{ID: "ep-w1", Endpoint: "ep", Image: "ghcr.io/acme/w:1", Args: "python handler.py",
+	ev := &events{ch: make(chan pool.WorkerEvent, 8)}
+	spec := pool.WorkerSpec{ID: "ep-w1", Endpoint: "ep", Image: "ghcr.io/acme/w:1", Args: "python handler.py",
 		GPUCount: 2, Disk: 20, Registry: "acme", Env: map[string]string{"RUNPOD_AI_API_KEY": "gw_token"},
 		PortEnv: map[string]int{"PORT": 8000, "PORT_HEALTH": 8000}, Report: ev.report}
 	if err := p.Start(t.Context(), spec); err != nil {
@@ -134,7 +134,7 @@ func TestStartRendersThePodAndMapsItsStatus(t *testing.T) {
 	if _, err := client.CoreV1().Pods("gpu").UpdateStatus(t.Context(), pod, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if e := ev.next(t); e.State != scheduler.WorkerRunning || e.Addrs[8000] != "10.0.0.7:8000" {
+	if e := ev.next(t); e.State != pool.WorkerRunning || e.Addrs[8000] != "10.0.0.7:8000" {
 		t.Errorf("event = %+v; want WorkerRunning at 10.0.0.7:8000", e)
 	}
 	if ws, _ := p.Workers(t.Context()); len(ws) != 1 || !ws[0].Known || ws[0].Endpoint != "ep" {
@@ -148,7 +148,7 @@ func TestStartRendersThePodAndMapsItsStatus(t *testing.T) {
 	}
 	e := ev.next(t)
 	var exit *ExitError
-	if e.State != scheduler.WorkerExited || !errors.As(e.Err, &exit) || exit.Reason != "OOMKilled" || exit.ExitCode != 137 {
+	if e.State != pool.WorkerExited || !errors.As(e.Err, &exit) || exit.Reason != "OOMKilled" || exit.ExitCode != 137 {
 		t.Errorf("event = %+v; want WorkerExited with OOMKilled, status 137", e)
 	}
 }
@@ -234,7 +234,7 @@ func TestCapacityCountReadsOnlyItsNamespace(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	p, err := New(ctx, Config{Pool: core.Pool{ID: "k8s", GPUType: "NVIDIA H100 80GB HBM3", GPUs: 3}, Client: client,
+	p, err := New(ctx, Config{Pool: core.PoolInfo{ID: "k8s", GPUType: "NVIDIA H100 80GB HBM3", GPUs: 3}, Client: client,
 		Namespace: "gpu", Capacity: CapacityCount})
 	if err != nil {
 		t.Fatalf("New with capacity count on a namespace-only account: %v", err)
@@ -252,7 +252,7 @@ func TestCapacityCountReadsOnlyItsNamespace(t *testing.T) {
 
 func TestCapacityModeIsChecked(t *testing.T) {
 	t.Parallel()
-	_, err := New(t.Context(), Config{Pool: core.Pool{ID: "k8s", GPUType: "NVIDIA H100 80GB HBM3", GPUs: 3},
+	_, err := New(t.Context(), Config{Pool: core.PoolInfo{ID: "k8s", GPUType: "NVIDIA H100 80GB HBM3", GPUs: 3},
 		Client: fake.NewClientset(), Capacity: "nodez"})
 	if err == nil || !strings.Contains(err.Error(), `capacity "nodez": want nodes`) {
 		t.Errorf("New with capacity nodez = %v; want the mode refused", err)

@@ -1,6 +1,6 @@
 package kubernetes
 
-// This file is the pool's network volumes (scheduler.VolumeStorage): each Gantry volume is one
+// This file is the pool's network volumes (pool.VolumeStorage): each Gantry volume is one
 // PersistentVolumeClaim in the pool's namespace (ClaimName), of the configured storage class
 // and access mode, requesting the volume's size; a worker's pod mounts the claim read-write at
 // core.VolumeMountPath. The cluster's provisioner makes the storage; a resize patches the
@@ -27,7 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // LabelVolume and AnnotationVolume name the Gantry volume a claim keeps (the label only when
@@ -118,7 +118,7 @@ func (p *Pool) claim(v core.Volume) *corev1.PersistentVolumeClaim {
 // EnsureVolume creates v's claim, or grows its request to v.SizeGB (in GiB) when it asks for
 // less; it never shrinks one. It does not wait for the claim to be bound: with a
 // WaitForFirstConsumer class that happens only once a pod uses it (implements
-// scheduler.VolumeStorage).
+// pool.VolumeStorage).
 func (p *Pool) EnsureVolume(ctx context.Context, v core.Volume) error {
 	api := p.cfg.Client.CoreV1().PersistentVolumeClaims(p.cfg.Namespace)
 	want := p.claim(v)
@@ -167,7 +167,7 @@ func (p *Pool) ours(c *corev1.PersistentVolumeClaim, v core.Volume) error {
 
 // DeleteVolume deletes v's claim; with the reclaim policy Delete (dynamic provisioning's
 // default) the cluster then deletes its storage and data. No claim is not an error (implements
-// scheduler.VolumeStorage).
+// pool.VolumeStorage).
 func (p *Pool) DeleteVolume(ctx context.Context, v core.Volume) error {
 	api := p.cfg.Client.CoreV1().PersistentVolumeClaims(p.cfg.Namespace)
 	name := ClaimName(v.ID)
@@ -190,7 +190,7 @@ func (p *Pool) DeleteVolume(ctx context.Context, v core.Volume) error {
 }
 
 // VolumeUsage answers -1: a claim does not say how much of it is used (implements
-// scheduler.VolumeStorage).
+// pool.VolumeStorage).
 func (p *Pool) VolumeUsage(context.Context, core.Volume) (int64, error) { return -1, nil }
 
 // mountVolume adds v's claim to a worker's pod, mounted read-write at core.VolumeMountPath.
@@ -291,4 +291,4 @@ func (p *Pool) latestEvent(ns, kind, name string, uid types.UID, typ string, rea
 	return last.Message
 }
 
-var _ scheduler.VolumeStorage = (*Pool)(nil)
+var _ pool.VolumeStorage = (*Pool)(nil)

@@ -13,14 +13,14 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // volumePool is a pool with the given volume config on the fake clientset.
 func volumePool(t *testing.T, vc VolumeConfig) (*Pool, *fake.Clientset) {
 	t.Helper()
 	client := fake.NewClientset()
-	p, err := New(t.Context(), Config{Pool: core.Pool{ID: "k8s", GPUType: "NVIDIA H100 80GB HBM3", GPUs: 1, PerWorker: 8},
+	p, err := New(t.Context(), Config{Pool: core.PoolInfo{ID: "k8s", GPUType: "NVIDIA H100 80GB HBM3", GPUs: 1, PerWorker: 8},
 		Client: client, Namespace: "gpu", Installation: "prod", Capacity: CapacityCount, Volumes: vc})
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +102,7 @@ func TestEnsureVolumeCreatesGrowsAndDeletesTheClaim(t *testing.T) {
 func TestVolumeConfigIsChecked(t *testing.T) {
 	t.Parallel()
 	for _, vc := range []VolumeConfig{{AccessMode: "ReadOnlyMany"}, {StorageClass: "Not_A_Name"}} {
-		_, err := New(context.Background(), Config{Pool: core.Pool{ID: "k8s", GPUType: "NVIDIA H100 80GB HBM3", GPUs: 1},
+		_, err := New(context.Background(), Config{Pool: core.PoolInfo{ID: "k8s", GPUType: "NVIDIA H100 80GB HBM3", GPUs: 1},
 			Client: fake.NewClientset(), Capacity: CapacityCount, Volumes: vc})
 		if err == nil || !strings.Contains(err.Error(), "volumes.") {
 			t.Errorf("New with volumes %+v = %v; want an error naming volumes.<field>", vc, err)
@@ -132,9 +132,9 @@ func TestClaimName(t *testing.T) {
 func TestPodMountsTheClaim(t *testing.T) {
 	t.Parallel()
 	p, client := volumePool(t, VolumeConfig{MountTimeout: time.Second})
-	ev := &events{ch: make(chan scheduler.WorkerEvent, 8)}
+	ev := &events{ch: make(chan pool.WorkerEvent, 8)}
 	v := core.Volume{ID: "vol1", SizeGB: 10}
-	spec := scheduler.WorkerSpec{ID: "w1", Endpoint: "ep", Image: "img", Volume: &v, Report: ev.report}
+	spec := pool.WorkerSpec{ID: "w1", Endpoint: "ep", Image: "img", Volume: &v, Report: ev.report}
 	if err := p.Start(t.Context(), spec); err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestPodMountsTheClaim(t *testing.T) {
 	p.observe(pod)
 	e := ev.next(t)
 	var exit *ExitError
-	if e.State != scheduler.WorkerExited || !errors.As(e.Err, &exit) || exit.Reason != "VolumeUnavailable" ||
+	if e.State != pool.WorkerExited || !errors.As(e.Err, &exit) || exit.Reason != "VolumeUnavailable" ||
 		!strings.Contains(exit.Message, "gantry-vol-vol1") || !strings.Contains(exit.Message, "unbound immediate") ||
 		!strings.Contains(exit.Message, `"nfs" not found`) {
 		t.Errorf("event = %+v; want WorkerExited, VolumeUnavailable naming the claim, the scheduler's reason and the claim's event", e)

@@ -14,8 +14,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/gantryhq/gantry/adapters/kit"
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // BuiltinPrefix names the built-in workers: image "gantry/echo" runs `gantry worker echo`.
@@ -65,7 +66,7 @@ func (c commands) command(image string) ([]string, error) {
 }
 
 // CanRun reports whether the pool can run the image: a built-in one or one the config maps
-// to a command. It implements scheduler.ImageChecker, so that an endpoint whose jobs would
+// to a command. It implements pool.ImageChecker, so that an endpoint whose jobs would
 // wait forever is refused when it is created.
 func (p *Pool) CanRun(image string) (ok bool, why string) {
 	if _, err := p.cmds.command(image); err == nil {
@@ -103,7 +104,7 @@ func (c commands) logPath(id string) string {
 // core.RefusedEnv refuses (an endpoint stored before the rule) is refused. The
 // caller closes the returned log file (nil when output is discarded) once the process started
 // or failed to: the child has its own descriptor.
-func (c commands) prepare(spec scheduler.WorkerSpec, extraEnv ...string) (*exec.Cmd, *os.File, error) {
+func (c commands) prepare(spec pool.WorkerSpec, extraEnv ...string) (*exec.Cmd, *os.File, error) {
 	argv, err := c.command(spec.Image)
 	if err != nil {
 		return nil, nil, err
@@ -157,14 +158,14 @@ func (c commands) prepare(spec scheduler.WorkerSpec, extraEnv ...string) (*exec.
 }
 
 // Logs returns the last tail lines of a worker's output (all of it when tail <= 0), running or
-// exited, from its log file. It implements scheduler.LogSource; a worker with no log file is an
+// exited, from its log file. It implements pool.LogSource; a worker with no log file is an
 // error wrapping fs.ErrNotExist.
 func (p *Pool) Logs(_ context.Context, id string, tail int) (io.ReadCloser, error) {
 	path := p.cmds.logPath(id)
 	if path == "" || strings.ContainsAny(id, `/\`) {
 		return nil, fmt.Errorf("worker %s: %w", id, fs.ErrNotExist)
 	}
-	return scheduler.TailFile(path, tail)
+	return kit.TailFile(path, tail)
 }
 
-var _ scheduler.LogSource = (*Pool)(nil)
+var _ pool.LogSource = (*Pool)(nil)

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 func TestCommand(t *testing.T) {
@@ -30,12 +30,12 @@ func TestCommand(t *testing.T) {
 
 func TestCanRun(t *testing.T) {
 	t.Parallel()
-	p, err := New(Config{Pool: core.Pool{ID: "local", GPUType: "CPU", GPUs: 2, CPU: true}, Self: "/bin/gantry",
+	p, err := New(Config{Pool: core.PoolInfo{ID: "local", GPUType: "CPU", GPUs: 2, CPU: true}, Self: "/bin/gantry",
 		Builtins: []string{"echo", "text"}, Images: map[string][]string{"my/img:1": {"python3", "h.py"}, "gantry/text": {"true"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var _ scheduler.ImageChecker = p
+	var _ pool.ImageChecker = p
 	for _, tc := range []struct {
 		image string
 		ok    bool

@@ -140,15 +140,15 @@ func CUDAVersions(driver string) []string {
 
 // LocalPools turns an inventory into the local pool(s): one per GPU type ("local", then
 // "local-2", ...), or one pool of CPU slots named "local".
-func LocalPools(inv Inventory) []core.Pool {
+func LocalPools(inv Inventory) []core.PoolInfo {
 	if len(inv.GPUs) == 0 {
 		n := runtime.NumCPU()
-		return []core.Pool{{
+		return []core.PoolInfo{{
 			ID: "local", Adapter: "process", GPUType: "CPU", DisplayName: "CPU slot (no GPU found)",
 			GPUs: n * CPUSlotsPerVCPU, PerWorker: 1, DataCenter: "LOCAL", CPU: true, VCPUs: n, MemoryPerCPU: memoryPerCPU(n),
 		}}
 	}
-	var pools []core.Pool
+	var pools []core.PoolInfo
 	for _, g := range inv.GPUs {
 		i := indexOfType(pools, g.Name)
 		if i < 0 {
@@ -156,7 +156,7 @@ func LocalPools(inv Inventory) []core.Pool {
 			if len(pools) > 0 {
 				id = fmt.Sprintf("local-%d", len(pools)+1)
 			}
-			pools = append(pools, core.Pool{
+			pools = append(pools, core.PoolInfo{
 				ID: id, Adapter: "process", GPUType: g.Name, DisplayName: g.Name,
 				MemoryGB: (g.MemoryMB + 512) / 1024, CUDAVersions: CUDAVersions(inv.DriverCUDA), DataCenter: "LOCAL",
 			})
@@ -183,7 +183,7 @@ func LocalDevices(inv Inventory) map[string][]string {
 	return out
 }
 
-func indexOfType(pools []core.Pool, name string) int {
+func indexOfType(pools []core.PoolInfo, name string) int {
 	for i, p := range pools {
 		if p.GPUType == name {
 			return i

@@ -180,7 +180,7 @@ func inventory(t *testing.T, query, banner string) process.Inventory {
 
 func TestLocalPoolsSingleType(t *testing.T) {
 	t.Parallel()
-	want := []core.Pool{{
+	want := []core.PoolInfo{{
 		ID: "local", Adapter: "process", GPUType: h100, DisplayName: h100,
 		MemoryGB: 80, GPUs: 8, CUDAVersions: process.CUDAVersions("12.4"), DataCenter: "LOCAL",
 	}}
@@ -196,22 +196,22 @@ func TestLocalPoolsSingleType(t *testing.T) {
 func TestLocalPoolsMixed(t *testing.T) {
 	t.Parallel()
 	cuda := process.CUDAVersions("12.8")
-	a100 := core.Pool{
+	a100 := core.PoolInfo{
 		ID: "local", Adapter: "process", GPUType: "NVIDIA A100-SXM4-80GB", DisplayName: "NVIDIA A100-SXM4-80GB",
 		MemoryGB: 80, GPUs: 2, CUDAVersions: cuda, DataCenter: "LOCAL",
 	}
-	l4 := core.Pool{
+	l4 := core.PoolInfo{
 		ID: "local-2", Adapter: "process", GPUType: "NVIDIA L4", DisplayName: "NVIDIA L4",
 		MemoryGB: 22, GPUs: 1, CUDAVersions: cuda, DataCenter: "LOCAL", // 23034 MiB is 22.5 GiB
 	}
 	inv := inventory(t, "query-mixed.csv", "banner-570.txt")
-	if got, want := process.LocalPools(inv), []core.Pool{a100, l4}; !reflect.DeepEqual(got, want) {
+	if got, want := process.LocalPools(inv), []core.PoolInfo{a100, l4}; !reflect.DeepEqual(got, want) {
 		t.Errorf("LocalPools(2x A100 + L4, CUDA 12.8) = %+v; want %+v", got, want)
 	}
 
 	// Grouping is by type, not by position: an L4 between the A100s still makes two pools.
 	inv.GPUs = []process.GPU{inv.GPUs[0], inv.GPUs[2], inv.GPUs[1]}
-	if got, want := process.LocalPools(inv), []core.Pool{a100, l4}; !reflect.DeepEqual(got, want) {
+	if got, want := process.LocalPools(inv), []core.PoolInfo{a100, l4}; !reflect.DeepEqual(got, want) {
 		t.Errorf("LocalPools(A100, L4, A100) = %+v; want %+v", got, want)
 	}
 	// The L4 pool's device 0 is the machine's second GPU here, and the A100 pool's device 1

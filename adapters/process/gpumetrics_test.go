@@ -58,7 +58,7 @@ func countingSMI(t *testing.T) (string, string) {
 func TestGPUCollector(t *testing.T) {
 	t.Parallel()
 	smi, runs := countingSMI(t)
-	f := setup(t, Config{Pool: core.Pool{ID: "gpu", GPUType: "NVIDIA A100-SXM4-80GB", GPUs: 2, DataCenter: "LOCAL"},
+	f := setup(t, Config{Pool: core.PoolInfo{ID: "gpu", GPUType: "NVIDIA A100-SXM4-80GB", GPUs: 2, DataCenter: "LOCAL"},
 		Devices: []string{"GPU-2d71f0e8-b593-a64c-7e08-d1f5c3a92b64", "GPU-9e3b6c1a-47d2-0f85-e1a6-3c7b29d04f58"}})
 	spec := f.spec("test/serves")
 	spec.GPUs = []int{1} // the machine's GPU 0, busy in the recorded answer

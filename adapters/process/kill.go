@@ -4,7 +4,7 @@ import (
 	"context"
 	"syscall"
 
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // Kill ends the worker's process group at once with SIGKILL, which also ends a process stopped
@@ -28,4 +28,4 @@ func (p *Pool) Kill(_ context.Context, id string) error {
 	return nil
 }
 
-var _ scheduler.Killer = (*Pool)(nil)
+var _ pool.Killer = (*Pool)(nil)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/gantryhq/gantry/adapters/adaptertest"
 	"github.com/gantryhq/gantry/internal/testkit"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // A hung worker (stopped with SIGSTOP behind the pool's back) cannot act on SIGTERM: Kill ends
@@ -29,7 +29,7 @@ func TestPoolKillsAHungWorker(t *testing.T) {
 	if err := f.pool.Kill(t.Context(), spec.ID); err != nil {
 		t.Fatalf("Kill = %v", err)
 	}
-	e := f.rec.Wait(t, spec.ID, scheduler.WorkerExited, waitTimeout) // well inside the grace
+	e := f.rec.Wait(t, spec.ID, pool.WorkerExited, waitTimeout) // well inside the grace
 	if !e.Stopped || e.Err != nil {
 		t.Errorf("Exited: Stopped=%v, Err=%v; want true, nil", e.Stopped, e.Err)
 	}

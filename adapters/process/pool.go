@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"os/exec"
+	"os/user"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,33 +19,35 @@ import (
 
 	"github.com/gantryhq/gantry/adapters/kit"
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // DefaultStopGrace is how long Stop waits after SIGTERM before SIGKILL when Config.StopGrace
 // is 0.
 const DefaultStopGrace = 10 * time.Second
 
-// Config configures a Pool. New validates it once.
+// Config configures a Pool. It is also a process pool's section in the config file
+// (pools[].process, optional): the fields with a yaml key are read from there, and Build
+// fills in the others from the pool's description and the server. New validates it once.
 type Config struct {
 	// Pool describes the pool as the catalog shows it: ID and GPUType are required, GPUs (the
 	// number of GPUs, or of CPU slots when CPU is set) must be > 0, CUDAVersions are
 	// "major.minor" values (New sorts them and drops repeats). Adapter defaults to "process".
-	Pool core.Pool
+	Pool core.PoolInfo `yaml:"-"`
 	// Self is the path of this binary: image "gantry/NAME" runs `Self worker NAME` for each
 	// NAME in Builtins. Required when Builtins is not empty.
-	Self string
+	Self string `yaml:"-"`
 	// Builtins are the built-in worker names `gantry worker` knows ("echo").
-	Builtins []string
+	Builtins []string `yaml:"-"`
 	// Images maps an image to the command line that runs it (argv[0] looked up in PATH, no
 	// shell); a spec's Args are appended, split at spaces. A mapped image wins over a built-in.
-	Images map[string][]string
+	Images map[string][]string `yaml:"-"`
 	// LogDir is the directory of the workers' logs: a worker's stdout and stderr are appended
 	// to LogDir/<worker id>.log (the directory is created, mode 0700). "" discards them.
-	LogDir string
+	LogDir string `yaml:"-"`
 	// StopGrace is how long Stop waits after SIGTERM before it sends SIGKILL; 0 means
 	// DefaultStopGrace (10 s).
-	StopGrace time.Duration
+	StopGrace time.Duration `yaml:"-"`
 	// User is who the workers run as: a user name, a uid, or "uid:gid"; "" = the server's own
 	// user. Root (uid 0) is refused: a worker runs the operator's command with an endpoint's
 	// env and args, tenant input, and must not reach the server's data. Another user than the
@@ -51,19 +55,22 @@ type Config struct {
 	// supplementary groups and home (HOME), and the user must be able to run Self (New checks)
 	// and the images' commands. When Self is the running binary, in a directory the user cannot
 	// search (`go run`, /root/go/bin), built-in workers run it through /proc/self/exe.
-	User string
+	// In the config file (Build): unset = nobody when the server runs as root (uid 65534
+	// where no user nobody exists), else the server's own user, which a worker then shares
+	// (it can read the data directory: the server warns).
+	User string `yaml:"user"`
 	// Devices names the machine's GPUs behind the pool's device indices, as
 	// CUDA_VISIBLE_DEVICES accepts them (GPU UUIDs, or machine indices): device i of the pool
 	// is Devices[i]. nil = the indices themselves (the pool holds GPUs 0..count-1). LocalDevices
 	// gives them for discovered pools, whose GPUs of one type need not be numbered from 0.
-	Devices []string
+	Devices []string `yaml:"-"`
 	// VolumeRoot is the directory that keeps the network volumes the pool stores, one
 	// directory each (<VolumeRoot>/<volume id>, owned by the workers' user); "" = the pool
 	// keeps none. See volume.go for how a worker sees its volume.
-	VolumeRoot string
+	VolumeRoot string `yaml:"volumeRoot"`
 }
 
-// Pool is the process adapter's scheduler.Pool: it runs each worker as a local process in its
+// Pool is the process adapter's pool.Pool: it runs each worker as a local process in its
 // own process group, as Config.User when one is given. Built-in images run this binary's
 // `worker NAME`; other images run the command the config maps them to. A worker gets a few
 // variables of the server's environment (PATH, HOME, LANG, TMPDIR, PYTHONPATH, GOCOVERDIR;
@@ -88,10 +95,10 @@ type Config struct {
 //
 // The pool accounts for the device indices (or CPU slot indices) of its workers: Start refuses
 // a spec that asks for more than the pool has, for an index out of range, twice, or held by a
-// live worker, with an error wrapping scheduler.ErrNoCapacity. A worker's indices are free
+// live worker, with an error wrapping pool.ErrNoCapacity. A worker's indices are free
 // again before its WorkerExited event is sent.
 type Pool struct {
-	desc    core.Pool
+	desc    core.PoolInfo
 	cmds    commands
 	grace   time.Duration
 	devices []string // machine device names by pool index; nil = the index
@@ -155,14 +162,14 @@ func cloneImages(images map[string][]string) map[string][]string {
 }
 
 // Describe returns the pool's description (a copy).
-func (p *Pool) Describe() core.Pool {
+func (p *Pool) Describe() core.PoolInfo {
 	d := p.desc
 	d.CUDAVersions = slices.Clone(d.CUDAVersions)
 	return d
 }
 
 // Start starts the worker's process and reports WorkerRunning. The process outlives ctx.
-func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
+func (p *Pool) Start(ctx context.Context, spec pool.WorkerSpec) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("starting worker %s: %w", spec.ID, err)
 	}
@@ -208,7 +215,7 @@ func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
 	}
 	w.mu.Lock()
 	w.pid = cmd.Process.Pid
-	w.emit(scheduler.WorkerRunning, nil, false)
+	w.emit(pool.WorkerRunning, nil, false)
 	if w.stopping { // Stop came while the process was being started
 		w.terminate(p.grace)
 	}
@@ -277,7 +284,7 @@ func (p *Pool) wait(w *worker, cmd *exec.Cmd) {
 	} else {
 		err = fmt.Errorf("worker %s exited: %w (no log: the pool discards worker output)", w.id, err)
 	}
-	w.emit(scheduler.WorkerExited, err, w.stopping)
+	w.emit(pool.WorkerExited, err, w.stopping)
 	w.mu.Unlock()
 	w.events.Flush()
 }
@@ -315,9 +322,9 @@ func (p *Pool) Resume(_ context.Context, id string) error {
 
 // pause suspends (stop) or resumes (!stop) a worker.
 func (p *Pool) pause(id string, stop bool) error {
-	op, sig, state := "resuming", syscall.SIGCONT, scheduler.WorkerResumed
+	op, sig, state := "resuming", syscall.SIGCONT, pool.WorkerResumed
 	if stop {
-		op, sig, state = "suspending", syscall.SIGSTOP, scheduler.WorkerSuspended
+		op, sig, state = "suspending", syscall.SIGSTOP, pool.WorkerSuspended
 	}
 	w, err := p.lookup(op, id)
 	if err != nil {
@@ -365,9 +372,9 @@ type worker struct {
 
 // emit queues an event; w.mu is held. Events are queued under the lock, in the order of the
 // changes, and reported by w.events.Flush outside it.
-func (w *worker) emit(state scheduler.WorkerState, err error, stopped bool) {
-	e := scheduler.WorkerEvent{Worker: w.id, State: state, At: time.Now(), Err: err, Stopped: stopped}
-	if state == scheduler.WorkerRunning {
+func (w *worker) emit(state pool.WorkerState, err error, stopped bool) {
+	e := pool.WorkerEvent{Worker: w.id, State: state, At: time.Now(), Err: err, Stopped: stopped}
+	if state == pool.WorkerRunning {
 		e.Addrs = w.addrs
 	}
 	w.events.Queue(e)
@@ -421,4 +428,48 @@ func waitExited(pid int) error {
 	}
 }
 
-var _ scheduler.Pool = (*Pool)(nil)
+var (
+	_ pool.Pool         = (*Pool)(nil)
+	_ pool.ImageChecker = (*Pool)(nil)
+)
+
+// Adapter is the process adapter as the config file names it (adapter: process, the
+// default).
+var Adapter = kit.Adapter[Config]{Name: "process", Build: Build}
+
+// Build makes a process pool from its description and its section (nil: the defaults), with
+// the server's executable, built-in workers, images, log directory and the GPUs discovery
+// named (env). Its workers run as the section's user; unset, as nobody when the server runs
+// as root, else as the server's own user, which is logged as a warning.
+func Build(_ context.Context, env kit.Env, desc core.PoolInfo, c *Config) (pool.Pool, error) {
+	cfg := Config{}
+	if c != nil {
+		cfg = *c
+	}
+	cfg.User = runAs(c, os.Geteuid())
+	if os.Geteuid() != 0 { // then no other user is possible: New refuses one
+		env.Log.Warn("process pool workers run as the server's own user: an endpoint's worker can read the data directory; "+
+			"run gantry serve as root (workers then run as process.user, default nobody) to keep them apart",
+			"pool", desc.ID, "uid", os.Geteuid())
+	}
+	cfg.Pool, cfg.Self, cfg.Builtins, cfg.Images, cfg.LogDir, cfg.Devices = desc, env.Self, env.Builtins, env.Images, env.LogDir, env.Devices
+	cfg.VolumeRoot = cmp.Or(cfg.VolumeRoot, env.VolumeRoot)
+	return New(cfg)
+}
+
+// runAs is who a pool's workers run as on a server running as euid: the section's user;
+// unset, nobody when the server runs as root (uid and gid 65534, the usual nobody and
+// nogroup, where the user database has no nobody, as in the scratch image), else "" (the
+// server's own user, the only one it can start processes as).
+func runAs(c *Config, euid int) string {
+	if c != nil && c.User != "" {
+		return c.User
+	}
+	if euid != 0 {
+		return ""
+	}
+	if _, err := user.Lookup("nobody"); err != nil {
+		return "65534:65534"
+	}
+	return "nobody"
+}

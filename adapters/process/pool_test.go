@@ -16,7 +16,7 @@ import (
 	"github.com/gantryhq/gantry/adapters/adaptertest"
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/internal/testkit"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // waitTimeout bounds every wait of these tests for a process to do something.
@@ -41,15 +41,15 @@ var testImages = map[string][]string{
 }
 
 var (
-	gpuPool = core.Pool{ID: "gpu", GPUType: "NVIDIA Test GPU", GPUs: 4, CUDAVersions: []string{"12.4", "11.8", "12.4"}, DataCenter: "LOCAL"}
-	cpuPool = core.Pool{ID: "local", GPUType: "CPU", GPUs: 2, CPU: true, DataCenter: "LOCAL"}
+	gpuPool = core.PoolInfo{ID: "gpu", GPUType: "NVIDIA Test GPU", GPUs: 4, CUDAVersions: []string{"12.4", "11.8", "12.4"}, DataCenter: "LOCAL"}
+	cpuPool = core.PoolInfo{ID: "local", GPUType: "CPU", GPUs: 2, CPU: true, DataCenter: "LOCAL"}
 )
 
 // TestPoolContract runs the adapter kit against a pool of (pretend) GPUs and a pool of CPU
 // slots.
 func TestPoolContract(t *testing.T) {
 	t.Parallel()
-	for _, desc := range []core.Pool{gpuPool, cpuPool} {
+	for _, desc := range []core.PoolInfo{gpuPool, cpuPool} {
 		t.Run(desc.ID, func(t *testing.T) {
 			t.Parallel()
 			adaptertest.Run(t, harness(desc))
@@ -58,7 +58,7 @@ func TestPoolContract(t *testing.T) {
 }
 
 // harness is the kit's harness for a process pool described by desc.
-func harness(desc core.Pool) adaptertest.Harness {
+func harness(desc core.PoolInfo) adaptertest.Harness {
 	const grace = 300 * time.Millisecond
 	images := map[adaptertest.Behaviour]string{
 		adaptertest.Serves:      "test/serves",
@@ -67,13 +67,13 @@ func harness(desc core.Pool) adaptertest.Harness {
 		adaptertest.Unstartable: "test/not-mapped",
 	}
 	return adaptertest.Harness{
-		New: func(t *testing.T) scheduler.Pool {
+		New: func(t *testing.T) pool.Pool {
 			return newPool(t, Config{Pool: desc, Images: testImages, LogDir: t.TempDir(), StopGrace: grace})
 		},
-		Spec: func(t *testing.T, b adaptertest.Behaviour) scheduler.WorkerSpec {
-			return scheduler.WorkerSpec{Image: images[b], Env: map[string]string{"PROBE": filepath.Join(t.TempDir(), "env")}}
+		Spec: func(t *testing.T, b adaptertest.Behaviour) pool.WorkerSpec {
+			return pool.WorkerSpec{Image: images[b], Env: map[string]string{"PROBE": filepath.Join(t.TempDir(), "env")}}
 		},
-		Probe: func(t *testing.T, spec scheduler.WorkerSpec) (map[string]string, bool) {
+		Probe: func(t *testing.T, spec pool.WorkerSpec) (map[string]string, bool) {
 			b, err := os.ReadFile(spec.Env["PROBE"])
 			if err != nil {
 				return nil, false
@@ -134,32 +134,32 @@ func setup(t *testing.T, cfg Config) *fixture {
 	t.Cleanup(func() { // before the directories above are removed: the workers write there
 		for _, w := range f.pool.live.All() {
 			_ = f.pool.Stop(context.Background(), w.id)
-			f.rec.Wait(t, w.id, scheduler.WorkerExited, waitTimeout+f.pool.grace)
+			f.rec.Wait(t, w.id, pool.WorkerExited, waitTimeout+f.pool.grace)
 		}
 	})
 	return f
 }
 
 // spec returns a spec for image with a fresh id and probe file, reporting to the recorder.
-func (f *fixture) spec(image string) scheduler.WorkerSpec {
+func (f *fixture) spec(image string) pool.WorkerSpec {
 	f.n++
-	return scheduler.WorkerSpec{
+	return pool.WorkerSpec{
 		ID: fmt.Sprintf("w%d", f.n), Image: image, Report: f.rec.Report,
 		Env: map[string]string{"PROBE": filepath.Join(f.dir, fmt.Sprintf("w%d.probe", f.n))},
 	}
 }
 
 // start starts a worker and waits for its WorkerRunning event.
-func (f *fixture) start(spec scheduler.WorkerSpec) {
+func (f *fixture) start(spec pool.WorkerSpec) {
 	f.t.Helper()
 	if err := f.pool.Start(context.Background(), spec); err != nil {
 		f.t.Fatalf("Start(%s, %s) = %v", spec.ID, spec.Image, err)
 	}
-	f.rec.Wait(f.t, spec.ID, scheduler.WorkerRunning, waitTimeout)
+	f.rec.Wait(f.t, spec.ID, pool.WorkerRunning, waitTimeout)
 }
 
 // probe waits for the worker to write its probe file and returns it.
-func (f *fixture) probe(spec scheduler.WorkerSpec) string {
+func (f *fixture) probe(spec pool.WorkerSpec) string {
 	f.t.Helper()
 	var s string
 	testkit.EventuallyWithin(f.t, waitTimeout, "worker "+spec.ID+" writes "+spec.Env["PROBE"], func() bool {
@@ -186,7 +186,7 @@ func TestPoolDeviceEnv(t *testing.T) {
 	t.Parallel()
 	allowed := []string{"PATH", "HOME", "LANG", "TMPDIR", "PYTHONPATH", "GOCOVERDIR", "PWD", "PROBE", "CUDA_VISIBLE_DEVICES", "EXTRA"}
 	for _, tc := range []struct {
-		pool    core.Pool
+		pool    core.PoolInfo
 		gpus    []int
 		env     map[string]string // over PROBE
 		want    string            // CUDA_VISIBLE_DEVICES
@@ -218,7 +218,7 @@ func TestPoolDeviceEnv(t *testing.T) {
 		if err := f.pool.Stop(t.Context(), spec.ID); err != nil {
 			t.Fatal(err)
 		}
-		f.rec.Wait(t, spec.ID, scheduler.WorkerExited, waitTimeout)
+		f.rec.Wait(t, spec.ID, pool.WorkerExited, waitTimeout)
 	}
 }
 
@@ -228,7 +228,7 @@ func TestPoolLogs(t *testing.T) {
 	f := setup(t, Config{LogDir: logs})
 	talks := f.spec("test/talks")
 	f.start(talks)
-	if e := f.rec.Wait(t, talks.ID, scheduler.WorkerExited, waitTimeout); e.Err != nil || e.Stopped {
+	if e := f.rec.Wait(t, talks.ID, pool.WorkerExited, waitTimeout); e.Err != nil || e.Stopped {
 		t.Errorf("a worker exiting 0 by itself: Exited with Err=%v, Stopped=%v; want nil, false", e.Err, e.Stopped)
 	}
 	path := filepath.Join(logs, talks.ID+".log")
@@ -238,7 +238,7 @@ func TestPoolLogs(t *testing.T) {
 
 	crashes := f.spec("test/crashes")
 	f.start(crashes)
-	e := f.rec.Wait(t, crashes.ID, scheduler.WorkerExited, waitTimeout)
+	e := f.rec.Wait(t, crashes.ID, pool.WorkerExited, waitTimeout)
 	want := fmt.Sprintf("worker %s exited: exit status %d (log: %s)", crashes.ID, adaptertest.CrashStatus, filepath.Join(logs, crashes.ID+".log"))
 	if e.Err == nil || e.Err.Error() != want {
 		t.Errorf("crashed worker: Err = %v; want %q", e.Err, want)
@@ -247,7 +247,7 @@ func TestPoolLogs(t *testing.T) {
 	quiet := setup(t, Config{}) // no LogDir: output discarded
 	crashes = quiet.spec("test/crashes")
 	quiet.start(crashes)
-	e = quiet.rec.Wait(t, crashes.ID, scheduler.WorkerExited, waitTimeout)
+	e = quiet.rec.Wait(t, crashes.ID, pool.WorkerExited, waitTimeout)
 	if e.Err == nil || !strings.Contains(e.Err.Error(), "no log") {
 		t.Errorf("crashed worker of a pool without LogDir: Err = %v; want it to say there is no log", e.Err)
 	}
@@ -266,7 +266,7 @@ func TestPoolBuiltin(t *testing.T) {
 	spec := f.spec("gantry/echo")
 	spec.Args = "--fast  --x"
 	f.start(spec)
-	if e := f.rec.Wait(t, spec.ID, scheduler.WorkerExited, waitTimeout); e.Err != nil {
+	if e := f.rec.Wait(t, spec.ID, pool.WorkerExited, waitTimeout); e.Err != nil {
 		t.Fatalf("built-in worker exited with %v", e.Err)
 	}
 	b, err := os.ReadFile(filepath.Join(logs, spec.ID+".log"))
@@ -310,7 +310,7 @@ func TestPoolSuspend(t *testing.T) {
 	if err := f.pool.Stop(t.Context(), spec.ID); err != nil {
 		t.Fatal(err)
 	}
-	e := f.rec.Wait(t, spec.ID, scheduler.WorkerExited, waitTimeout) // well inside the grace
+	e := f.rec.Wait(t, spec.ID, pool.WorkerExited, waitTimeout) // well inside the grace
 	if !e.Stopped || e.Err != nil {
 		t.Errorf("Exited: Stopped=%v, Err=%v; want true, nil", e.Stopped, e.Err)
 	}
@@ -329,7 +329,7 @@ func TestPoolKillsOrphans(t *testing.T) {
 	f := setup(t, Config{})
 	spec := f.spec("test/orphan")
 	f.start(spec)
-	f.rec.Wait(t, spec.ID, scheduler.WorkerExited, waitTimeout)
+	f.rec.Wait(t, spec.ID, pool.WorkerExited, waitTimeout)
 	child, err := strconv.Atoi(strings.TrimSpace(f.probe(spec)))
 	if err != nil {
 		t.Fatal(err)
@@ -343,11 +343,11 @@ func TestPoolReportCallsPool(t *testing.T) {
 	t.Parallel()
 	f := setup(t, Config{})
 	spec := f.spec("test/serves")
-	spec.Report = func(e scheduler.WorkerEvent) {
-		if e.State == scheduler.WorkerRunning {
+	spec.Report = func(e pool.WorkerEvent) {
+		if e.State == pool.WorkerRunning {
 			_ = f.pool.Suspend(context.Background(), e.Worker)
 		}
-		if e.State == scheduler.WorkerSuspended {
+		if e.State == pool.WorkerSuspended {
 			_ = f.pool.Stop(context.Background(), e.Worker)
 		}
 		f.rec.Report(e)
@@ -362,7 +362,7 @@ func TestPoolReportCallsPool(t *testing.T) {
 	case <-time.After(waitTimeout):
 		t.Fatal("Start did not return: a Report calling the pool deadlocks it")
 	}
-	f.rec.Wait(t, spec.ID, scheduler.WorkerExited, waitTimeout)
+	f.rec.Wait(t, spec.ID, pool.WorkerExited, waitTimeout)
 	if got, want := adaptertest.FormatEvents(f.rec.Events(spec.ID)), "running, suspended, exited(stopped)"; got != want {
 		t.Errorf("events = %s; want %s", got, want)
 	}
@@ -374,7 +374,7 @@ func TestPoolRefusesDuplicateID(t *testing.T) {
 	spec := f.spec("test/serves")
 	f.start(spec)
 	err := f.pool.Start(t.Context(), spec)
-	if err == nil || errors.Is(err, scheduler.ErrNoCapacity) || !strings.Contains(err.Error(), spec.ID) {
+	if err == nil || errors.Is(err, pool.ErrNoCapacity) || !strings.Contains(err.Error(), spec.ID) {
 		t.Errorf("Start of a second worker %s = %v; want an error naming the id", spec.ID, err)
 	}
 	if n := len(f.rec.Events(spec.ID)); n != 1 {
@@ -388,22 +388,22 @@ func TestNew(t *testing.T) {
 		cfg  Config
 		want string // in the error
 	}{
-		{Config{Pool: core.Pool{GPUType: "CPU", GPUs: 1}}, "needs an ID"},
-		{Config{Pool: core.Pool{ID: "p", GPUs: 1}}, "needs an ID and a GPUType"},
-		{Config{Pool: core.Pool{ID: "p", GPUType: "CPU"}}, "count 0"},
-		{Config{Pool: core.Pool{ID: "p", GPUType: "CPU", GPUs: 1, PerWorker: -1}}, "maxGpusPerWorker -1"},
-		{Config{Pool: core.Pool{ID: "p", GPUType: "CPU", GPUs: 1, Adapter: "docker"}}, `adapter "docker"`},
-		{Config{Pool: core.Pool{ID: "p", GPUType: "X", GPUs: 1, CUDAVersions: []string{"12"}}}, `"12" is not major.minor`},
-		{Config{Pool: core.Pool{ID: "p", GPUType: "CPU", GPUs: 1}, Builtins: []string{"echo"}}, "need Self"},
-		{Config{Pool: core.Pool{ID: "p", GPUType: "CPU", GPUs: 1}, Images: map[string][]string{"a": {}}}, `image "a" maps to no command`},
-		{Config{Pool: core.Pool{ID: "p", GPUType: "CPU", GPUs: 1}, StopGrace: -time.Second}, "negative"},
+		{Config{Pool: core.PoolInfo{GPUType: "CPU", GPUs: 1}}, "needs an ID"},
+		{Config{Pool: core.PoolInfo{ID: "p", GPUs: 1}}, "needs an ID and a GPUType"},
+		{Config{Pool: core.PoolInfo{ID: "p", GPUType: "CPU"}}, "count 0"},
+		{Config{Pool: core.PoolInfo{ID: "p", GPUType: "CPU", GPUs: 1, PerWorker: -1}}, "maxGpusPerWorker -1"},
+		{Config{Pool: core.PoolInfo{ID: "p", GPUType: "CPU", GPUs: 1, Adapter: "docker"}}, `adapter "docker"`},
+		{Config{Pool: core.PoolInfo{ID: "p", GPUType: "X", GPUs: 1, CUDAVersions: []string{"12"}}}, `"12" is not major.minor`},
+		{Config{Pool: core.PoolInfo{ID: "p", GPUType: "CPU", GPUs: 1}, Builtins: []string{"echo"}}, "need Self"},
+		{Config{Pool: core.PoolInfo{ID: "p", GPUType: "CPU", GPUs: 1}, Images: map[string][]string{"a": {}}}, `image "a" maps to no command`},
+		{Config{Pool: core.PoolInfo{ID: "p", GPUType: "CPU", GPUs: 1}, StopGrace: -time.Second}, "negative"},
 	} {
 		if _, err := New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v; want an error containing %q", tc.cfg, err, tc.want)
 		}
 	}
 
-	p := newPool(t, Config{Pool: core.Pool{ID: "p", GPUType: "X", GPUs: 2, CUDAVersions: []string{"12.10", "11.8", "12.4", "12.10"}}})
+	p := newPool(t, Config{Pool: core.PoolInfo{ID: "p", GPUType: "X", GPUs: 2, CUDAVersions: []string{"12.10", "11.8", "12.4", "12.10"}}})
 	d := p.Describe()
 	if want := []string{"11.8", "12.4", "12.10"}; !slices.Equal(d.CUDAVersions, want) || d.Adapter != "process" {
 		t.Errorf("Describe() = %+v; want CUDA versions %v and adapter process", d, want)
@@ -445,7 +445,7 @@ func TestPoolStopWhileStarting(t *testing.T) {
 	if err := <-started; err != nil {
 		t.Fatalf("Start = %v", err)
 	}
-	e := f.rec.Wait(t, spec.ID, scheduler.WorkerExited, waitTimeout)
+	e := f.rec.Wait(t, spec.ID, pool.WorkerExited, waitTimeout)
 	if !e.Stopped || e.Err != nil {
 		t.Errorf("Exited: Stopped=%v, Err=%v; want true, nil", e.Stopped, e.Err)
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // needRoot skips a test that switches users unless it runs as root (CI does).
@@ -50,7 +50,7 @@ func TestPoolWorkerUser(t *testing.T) {
 	f := setup(t, Config{User: "nobody", LogDir: logs})
 	spec := f.spec("test/whoami")
 	f.start(spec)
-	if e := f.rec.Wait(t, spec.ID, scheduler.WorkerExited, waitTimeout); e.Err != nil {
+	if e := f.rec.Wait(t, spec.ID, pool.WorkerExited, waitTimeout); e.Err != nil {
 		t.Fatalf("worker exited with %v", e.Err)
 	}
 	b, err := os.ReadFile(filepath.Join(logs, spec.ID+".log"))
@@ -68,7 +68,7 @@ func TestPoolWorkerUser(t *testing.T) {
 	f = setup(t, Config{User: nobody.Uid, Self: self, Builtins: []string{"echo"}, LogDir: logs})
 	spec = f.spec("gantry/echo")
 	f.start(spec)
-	if e := f.rec.Wait(t, spec.ID, scheduler.WorkerExited, waitTimeout); e.Err != nil {
+	if e := f.rec.Wait(t, spec.ID, pool.WorkerExited, waitTimeout); e.Err != nil {
 		t.Fatalf("built-in worker exited with %v", e.Err)
 	}
 	b, err = os.ReadFile(filepath.Join(logs, spec.ID+".log"))
@@ -82,7 +82,7 @@ func TestPoolWorkerUser(t *testing.T) {
 // start.
 func TestPoolUserChecks(t *testing.T) {
 	t.Parallel()
-	base := Config{Pool: core.Pool{ID: "p", GPUType: "CPU", GPUs: 1, CPU: true}}
+	base := Config{Pool: core.PoolInfo{ID: "p", GPUType: "CPU", GPUs: 1, CPU: true}}
 	for _, tc := range []struct{ user, want string }{
 		{"root", `user "root" is root`},
 		{"0", `user "0" is root`},
@@ -186,7 +186,7 @@ func TestPoolRunsThisBinaryOutOfReach(t *testing.T) {
 	}
 	spec := f.spec("gantry/echo")
 	f.start(spec)
-	if e := f.rec.Wait(t, spec.ID, scheduler.WorkerExited, waitTimeout); e.Err != nil {
+	if e := f.rec.Wait(t, spec.ID, pool.WorkerExited, waitTimeout); e.Err != nil {
 		t.Fatalf("built-in worker exited with %v", e.Err)
 	}
 	b, err := os.ReadFile(filepath.Join(logs, spec.ID+".log"))

@@ -21,7 +21,7 @@ import (
 
 	"github.com/gantryhq/gantry/adapters/kit"
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // VolumeEnv names the variable that tells a worker where its network volume is:
@@ -49,7 +49,7 @@ func (p *Pool) volumeDirs() (*kit.VolumeDirs, error) {
 }
 
 // EnsureVolume makes the volume's directory under the pool's volume root, owned by the
-// workers' user (mode 0770). It implements scheduler.VolumeStorage.
+// workers' user (mode 0770). It implements pool.VolumeStorage.
 func (p *Pool) EnsureVolume(ctx context.Context, v core.Volume) error {
 	d, err := p.volumeDirs()
 	if err != nil {
@@ -303,6 +303,6 @@ func dropTo(uid, gid, groups string) error {
 }
 
 var (
-	_ scheduler.VolumeStorage             = (*Pool)(nil)
+	_ pool.VolumeStorage                  = (*Pool)(nil)
 	_ interface{ VolumeWarning() string } = (*Pool)(nil)
 )

@@ -11,7 +11,7 @@ import (
 
 	"github.com/gantryhq/gantry/adapters/adaptertest"
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // volumeImages are the workers of the volume tests: each copies the volume's file $READ to
@@ -50,7 +50,7 @@ func newVolumeFixture(t *testing.T, cfg Config) *volumeFixture {
 func (f *volumeFixture) run(image string, vol *core.Volume, read, write string) error {
 	f.t.Helper()
 	f.n++
-	spec := scheduler.WorkerSpec{
+	spec := pool.WorkerSpec{
 		ID: fmt.Sprintf("vw%d", f.n), Endpoint: fmt.Sprintf("ep%d", f.n), Image: image, Volume: vol,
 		Env: map[string]string{"READ": read, "WRITE": write}, Report: f.rec.Report,
 	}
@@ -60,7 +60,7 @@ func (f *volumeFixture) run(image string, vol *core.Volume, read, write string) 
 		}
 		return err
 	}
-	e := f.rec.Wait(f.t, spec.ID, scheduler.WorkerExited, waitTimeout)
+	e := f.rec.Wait(f.t, spec.ID, pool.WorkerExited, waitTimeout)
 	if e.Err != nil {
 		log, _ := os.ReadFile(filepath.Join(f.logs, spec.ID+".log"))
 		return fmt.Errorf("%w; its log: %s", e.Err, log)
@@ -197,7 +197,7 @@ func TestVolumeNoRoot(t *testing.T) {
 		t.Errorf("EnsureVolume without a root = %v; want an error naming process.volumeRoot", err)
 	}
 	rec := &adaptertest.Recorder{}
-	err := p.Start(context.Background(), scheduler.WorkerSpec{ID: "w", Image: "test/by-env", Volume: &core.Volume{ID: "v"}, Report: rec.Report})
+	err := p.Start(context.Background(), pool.WorkerSpec{ID: "w", Image: "test/by-env", Volume: &core.Volume{ID: "v"}, Report: rec.Report})
 	if err == nil || !strings.Contains(err.Error(), "keeps no network volumes") {
 		t.Errorf("Start with a volume on a pool without a root = %v; want a failed start", err)
 	}
@@ -249,14 +249,14 @@ func TestVolumeShared(t *testing.T) {
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("shared%d", i)
-		spec := scheduler.WorkerSpec{ID: ids[i], Endpoint: fmt.Sprintf("ep%d", i%3), Image: "test/mounted", Volume: vol,
+		spec := pool.WorkerSpec{ID: ids[i], Endpoint: fmt.Sprintf("ep%d", i%3), Image: "test/mounted", Volume: vol,
 			Env: map[string]string{"READ": "in.txt", "WRITE": ids[i] + ".txt"}, Report: f.rec.Report}
 		if err := f.pool.Start(context.Background(), spec); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, id := range ids {
-		if e := f.rec.Wait(t, id, scheduler.WorkerExited, waitTimeout); e.Err != nil {
+		if e := f.rec.Wait(t, id, pool.WorkerExited, waitTimeout); e.Err != nil {
 			t.Errorf("worker %s: %v", id, e.Err)
 			continue
 		}

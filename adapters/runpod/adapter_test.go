@@ -21,6 +21,7 @@ import (
 	"github.com/gantryhq/gantry/adapters/runpod/runpodfake"
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/internal/testkit"
+	"github.com/gantryhq/gantry/pool"
 	"github.com/gantryhq/gantry/scheduler"
 )
 
@@ -60,24 +61,24 @@ func setup(t *testing.T, cfg Config, fake runpodfake.Config) *fixture {
 	t.Cleanup(func() { // before the pool's cleanup, which checks that no pod is left
 		for _, w := range f.pool.live.All() {
 			_ = f.pool.Stop(context.Background(), w.id)
-			f.rec.Wait(t, w.id, scheduler.WorkerExited, testkit.WaitTimeout)
+			f.rec.Wait(t, w.id, pool.WorkerExited, testkit.WaitTimeout)
 		}
 	})
 	return f
 }
 
-func (f *fixture) spec() scheduler.WorkerSpec {
+func (f *fixture) spec() pool.WorkerSpec {
 	f.n++
-	return scheduler.WorkerSpec{ID: "w" + string(rune('0'+f.n)), Endpoint: "ep", Image: testImage, Args: "serves",
+	return pool.WorkerSpec{ID: "w" + string(rune('0'+f.n)), Endpoint: "ep", Image: testImage, Args: "serves",
 		GPUs: []int{f.n - 1}, Report: f.rec.Report}
 }
 
-func (f *fixture) start(spec scheduler.WorkerSpec) {
+func (f *fixture) start(spec pool.WorkerSpec) {
 	f.t.Helper()
 	if err := f.pool.Start(context.Background(), spec); err != nil {
 		f.t.Fatalf("Start(%s) = %v", spec.ID, err)
 	}
-	f.rec.Wait(f.t, spec.ID, scheduler.WorkerRunning, testkit.WaitTimeout)
+	f.rec.Wait(f.t, spec.ID, pool.WorkerRunning, testkit.WaitTimeout)
 }
 
 func (f *fixture) stop(id string) {
@@ -85,7 +86,7 @@ func (f *fixture) stop(id string) {
 	if err := f.pool.Stop(context.Background(), id); err != nil {
 		f.t.Fatal(err)
 	}
-	f.rec.Wait(f.t, id, scheduler.WorkerExited, testkit.WaitTimeout)
+	f.rec.Wait(f.t, id, pool.WorkerExited, testkit.WaitTimeout)
 }
 
 // client is a RunPod client of the fake, for acting on pods behind the pool's back.
@@ -100,7 +101,7 @@ func (c *cloud) client(t *testing.T) *rpapi.Client {
 
 func TestStartSendsThePodRequest(t *testing.T) {
 	t.Parallel()
-	f := setup(t, Config{Pool: core.Pool{CUDAVersions: []string{"12.8", "12.4"}}, PublicURL: "https://gantry.example.com/edge/",
+	f := setup(t, Config{Pool: core.PoolInfo{CUDAVersions: []string{"12.8", "12.4"}}, PublicURL: "https://gantry.example.com/edge/",
 		Cloud: "COMMUNITY", DataCenters: []string{"EU-RO-1", "US-TX-3"}, Disk: 30, Registries: map[string]string{"ghcr": "rp-reg-7"}},
 		runpodfake.Config{GPUs: []runpodfake.GPU{func() runpodfake.GPU { g := gpu4090; g.DataCenters = []string{"US-TX-3"}; return g }()}})
 	spec := f.spec()
@@ -136,7 +137,7 @@ func TestStartSendsThePodRequest(t *testing.T) {
 	if !strings.HasPrefix(pod.Name, "gantry-gantry-"+spec.ID) {
 		t.Errorf("pod name %q; want gantry-<installation>-<worker>", pod.Name)
 	}
-	running := f.rec.Wait(t, spec.ID, scheduler.WorkerRunning, time.Second)
+	running := f.rec.Wait(t, spec.ID, pool.WorkerRunning, time.Second)
 	if addr := running.Addrs[8000]; !strings.HasPrefix(addr, "127.0.0.1:") {
 		t.Errorf("WorkerRunning.Addrs = %v; want the public address of port 8000", running.Addrs)
 	}
@@ -145,18 +146,18 @@ func TestStartSendsThePodRequest(t *testing.T) {
 
 func TestDescribeFromCatalog(t *testing.T) {
 	t.Parallel()
-	f := setup(t, Config{Pool: core.Pool{GPUs: 16}}, runpodfake.Config{})
+	f := setup(t, Config{Pool: core.PoolInfo{GPUs: 16}}, runpodfake.Config{})
 	d := f.pool.Describe()
 	if d.Adapter != "runpod" || d.DisplayName != "RTX 4090" || d.MemoryGB != 24 || d.PerWorker != 8 || d.DataCenter != "RUNPOD" ||
 		d.GPUs != 16 || !slices.Equal(d.CUDAVersions, []string{"11.8", "12.4", "12.8"}) {
 		t.Errorf("Describe() = %+v; want the catalog's name, memory, max count and CUDA versions, and all 16 GPUs (HIGH stock)", d)
 	}
-	small := newPool(t, f.cloud, Config{Pool: core.Pool{GPUs: 2}})
+	small := newPool(t, f.cloud, Config{Pool: core.PoolInfo{GPUs: 2}})
 	if d := small.Describe(); d.PerWorker != 2 {
 		t.Errorf("Describe() of a pool of 2 GPUs: PerWorker %d; want 2 (RunPod's max count 8, capped by the pool's count)", d.PerWorker)
 	}
 	c := newCloud(t, runpodfake.Config{Runner: idle{}})
-	_, err := New(context.Background(), Config{Pool: core.Pool{ID: "x", GPUType: "NVIDIA B300", GPUs: 1}, API: c.URL, APIKeyEnv: keyEnv, PublicURL: "https://g.example"})
+	_, err := New(context.Background(), Config{Pool: core.PoolInfo{ID: "x", GPUType: "NVIDIA B300", GPUs: 1}, API: c.URL, APIKeyEnv: keyEnv, PublicURL: "https://g.example"})
 	if err == nil || !strings.Contains(err.Error(), `"NVIDIA B300" is not in RunPod's GPU catalog (it has: NVIDIA GeForce RTX 4090)`) {
 		t.Errorf("New(an unknown GPU type) = %v; want an error listing the catalog", err)
 	}
@@ -164,7 +165,7 @@ func TestDescribeFromCatalog(t *testing.T) {
 
 func TestConfigErrors(t *testing.T) {
 	t.Parallel()
-	good := Config{Pool: core.Pool{ID: "x", GPUType: gpu4090.ID, GPUs: 1}, API: "http://127.0.0.1:1", APIKeyEnv: keyEnv, PublicURL: "https://g.example"}
+	good := Config{Pool: core.PoolInfo{ID: "x", GPUType: gpu4090.ID, GPUs: 1}, API: "http://127.0.0.1:1", APIKeyEnv: keyEnv, PublicURL: "https://g.example"}
 	for _, tc := range []struct {
 		change func(*Config)
 		want   string
@@ -195,7 +196,7 @@ func TestCapacityErrorIsThrottled(t *testing.T) {
 	spec := f.spec()
 	err := f.pool.Start(context.Background(), spec)
 	var th *ThrottledError
-	if !errors.As(err, &th) || !errors.Is(err, scheduler.ErrNoCapacity) || !strings.Contains(err.Error(), "no longer any instances available") {
+	if !errors.As(err, &th) || !errors.Is(err, pool.ErrNoCapacity) || !strings.Contains(err.Error(), "no longer any instances available") {
 		t.Fatalf("Start with no capacity at RunPod = %v; want a *ThrottledError (ErrNoCapacity) quoting RunPod", err)
 	}
 	again := f.spec()
@@ -218,7 +219,7 @@ func TestCapacityErrorIsThrottled(t *testing.T) {
 // stock level (as the poll loop reads it) and by the cost guard.
 func TestCapacityFollowsTheStock(t *testing.T) {
 	t.Parallel()
-	f := setup(t, Config{Pool: core.Pool{GPUs: 24}, CatalogEvery: 20 * time.Millisecond}, runpodfake.Config{})
+	f := setup(t, Config{Pool: core.PoolInfo{GPUs: 24}, CatalogEvery: 20 * time.Millisecond}, runpodfake.Config{})
 	capacity := func(want int, why string) {
 		t.Helper()
 		testkit.Eventually(t, fmt.Sprintf("capacity %d: %s", want, why), func() bool {
@@ -253,10 +254,10 @@ func TestCapacityFollowsTheStock(t *testing.T) {
 		{Config{Stock: map[string]int{"LOW": 2}}, 2, "LOW stock counted as 2 GPUs"},
 		{Config{MaxPods: 1}, 8, "maxPods 1: one pod of at most 8 GPUs"},
 		{Config{MaxSpendPerHour: 2}, 2, "maxSpendPerHour 2 at 0.69 USD/h a GPU"},
-		{Config{Pool: core.Pool{GPUs: 4}}, 4, "the count is the ceiling"},
+		{Config{Pool: core.PoolInfo{GPUs: 4}}, 4, "the count is the ceiling"},
 		{Config{DataCenters: []string{"EU-RO-1"}}, 0, "no stock in the pool's data center"},
 		{Config{DataCenters: []string{"EU-RO-1", "US-TX-3"}}, 8, "the best of the pool's data centers (LOW)"},
-		{Config{Pool: core.Pool{CUDAVersions: []string{"12.9"}}}, 0, "no machine runs the pool's CUDA version"},
+		{Config{Pool: core.PoolInfo{CUDAVersions: []string{"12.9"}}}, 0, "no machine runs the pool's CUDA version"},
 	} {
 		cloud := newCloud(t, runpodfake.Config{Runner: idle{}, GPUs: []runpodfake.GPU{func() runpodfake.GPU {
 			g := gpu4090
@@ -276,8 +277,8 @@ func TestCapacityFollowsTheStock(t *testing.T) {
 // the placement) is refused as throttled, saying why.
 func TestStartsBeyondTheStockAreThrottled(t *testing.T) {
 	t.Parallel()
-	f := setup(t, Config{Pool: core.Pool{GPUs: 16}, Stock: map[string]int{"LOW": 1}}, runpodfake.Config{})
-	placer, err := scheduler.NewPlacer([]scheduler.Pool{f.pool})
+	f := setup(t, Config{Pool: core.PoolInfo{GPUs: 16}, Stock: map[string]int{"LOW": 1}}, runpodfake.Config{})
+	placer, err := scheduler.NewPlacer([]pool.Pool{f.pool})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,14 +327,14 @@ func TestStartsBeyondTheStockAreThrottled(t *testing.T) {
 	two.GPUs, two.GPUCount = nil, 2
 	var th *ThrottledError
 	err = f.pool.Start(context.Background(), two)
-	if !errors.As(err, &th) || !errors.Is(err, scheduler.ErrNoCapacity) ||
+	if !errors.As(err, &th) || !errors.Is(err, pool.ErrNoCapacity) ||
 		!strings.Contains(err.Error(), "RunPod's catalog shows LOW stock of NVIDIA GeForce RTX 4090 in the SECURE cloud") ||
 		!strings.Contains(err.Error(), "counted as 1 GPU(s) free besides the 1 the pool held then; it holds 1 and the pod asks 2") {
 		t.Errorf("Start(2 GPUs) beyond the stock = %v; want throttled, naming the stock level and the figures", err)
 	}
 	f.stop(one.ID)
 
-	g := setup(t, Config{Pool: core.Pool{GPUs: 2}}, runpodfake.Config{})
+	g := setup(t, Config{Pool: core.PoolInfo{GPUs: 2}}, runpodfake.Config{})
 	g.start(g.spec())
 	big := g.spec()
 	big.GPUs, big.GPUCount = nil, 2
@@ -368,7 +369,7 @@ func TestCostGuard(t *testing.T) {
 	if err := g.pool.Suspend(context.Background(), a.ID); err != nil {
 		t.Fatal(err)
 	}
-	g.rec.Wait(t, a.ID, scheduler.WorkerSuspended, testkit.WaitTimeout)
+	g.rec.Wait(t, a.ID, pool.WorkerSuspended, testkit.WaitTimeout)
 	g.start(third)
 	if err := g.pool.Resume(context.Background(), a.ID); !errors.As(err, &th) {
 		t.Errorf("Resume over maxSpendPerHour = %v; want throttled", err)
@@ -395,7 +396,7 @@ func TestUnauthorizedAndForbidden(t *testing.T) {
 
 	// A wrong key does not fail New: the pool starts unhealthy and says why.
 	c := newCloud(t, runpodfake.Config{Runner: idle{}})
-	p, err := New(context.Background(), Config{Pool: core.Pool{ID: "x", GPUType: gpu4090.ID, GPUs: 1, CUDAVersions: []string{"12.4"}},
+	p, err := New(context.Background(), Config{Pool: core.PoolInfo{ID: "x", GPUType: gpu4090.ID, GPUs: 1, CUDAVersions: []string{"12.4"}},
 		API: c.URL, APIKeyEnv: "GANTRY_RUNPOD_TEST_WRONG_KEY", PublicURL: "https://g.example", Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatalf("New with a wrong key = %v; want a pool, unhealthy", err)
@@ -495,13 +496,13 @@ func TestConflictIsReconciled(t *testing.T) {
 	if err := f.pool.Start(context.Background(), spec); err != nil {
 		t.Fatal(err)
 	}
-	f.rec.Wait(t, spec.ID, scheduler.WorkerRunning, testkit.WaitTimeout) // the list after the create
+	f.rec.Wait(t, spec.ID, pool.WorkerRunning, testkit.WaitTimeout) // the list after the create
 	pod, _ := f.cloud.podOf(spec.ID)
 	f.cloud.act(t, pod.ID, rpapi.PodActionStop) // stopped behind the pool's back: Suspend's stop answers 409
 	if err := f.pool.Suspend(context.Background(), spec.ID); err != nil {
 		t.Fatalf("Suspend of a pod already EXITED = %v; want nil (the 409 reconciled)", err)
 	}
-	f.rec.Wait(t, spec.ID, scheduler.WorkerSuspended, testkit.WaitTimeout)
+	f.rec.Wait(t, spec.ID, pool.WorkerSuspended, testkit.WaitTimeout)
 	if n := f.cloud.Requests("GET /v2/pods/{id}"); n != 1 {
 		t.Errorf("%d getPod requests; want 1, reading the pod again after the 409", n)
 	}
@@ -510,7 +511,7 @@ func TestConflictIsReconciled(t *testing.T) {
 		t.Fatalf("Resume of a pod already starting = %v; want nil", err)
 	}
 	f.pool.kickWatch()
-	f.rec.Wait(t, spec.ID, scheduler.WorkerResumed, testkit.WaitTimeout)
+	f.rec.Wait(t, spec.ID, pool.WorkerResumed, testkit.WaitTimeout)
 	f.stop(spec.ID)
 }
 
@@ -521,7 +522,7 @@ func TestPodsEndingByThemselves(t *testing.T) {
 	f.start(spec)
 	pod, _ := f.cloud.podOf(spec.ID)
 	f.cloud.act(t, pod.ID, rpapi.PodActionStop)
-	e := f.rec.Wait(t, spec.ID, scheduler.WorkerExited, testkit.WaitTimeout)
+	e := f.rec.Wait(t, spec.ID, pool.WorkerExited, testkit.WaitTimeout)
 	if e.Stopped || e.Err == nil || !strings.Contains(e.Err.Error(), "is EXITED") {
 		t.Errorf("a pod stopped outside Gantry: exit %+v; want an error saying it is EXITED", e)
 	}
@@ -532,18 +533,18 @@ func TestPodsEndingByThemselves(t *testing.T) {
 	if err := f.pool.Start(context.Background(), bad); err != nil {
 		t.Fatal(err)
 	}
-	e = f.rec.Wait(t, bad.ID, scheduler.WorkerExited, testkit.WaitTimeout)
+	e = f.rec.Wait(t, bad.ID, pool.WorkerExited, testkit.WaitTimeout)
 	if e.Stopped || e.Err == nil || !strings.Contains(e.Err.Error(), "is ERROR") || !strings.Contains(e.Err.Error(), "exec format error") {
 		t.Errorf("a pod failing to start: exit %+v; want an error saying ERROR and quoting its log", e)
 	}
-	f.rec.Wait(t, bad.ID, scheduler.WorkerRunning, 0) // reported first, as every worker's first event
+	f.rec.Wait(t, bad.ID, pool.WorkerRunning, 0) // reported first, as every worker's first event
 }
 
 func TestLeftoversOfAnEarlierRunAreListedAndStopped(t *testing.T) {
 	t.Parallel()
 	c := newCloud(t, runpodfake.Config{Runner: idle{}})
 	rec := &adaptertest.Recorder{}
-	cfg := Config{Pool: core.Pool{ID: "burst"}, API: c.URL, APIKeyEnv: keyEnv, PublicURL: "https://g.example", Poll: 25 * time.Millisecond,
+	cfg := Config{Pool: core.PoolInfo{ID: "burst"}, API: c.URL, APIKeyEnv: keyEnv, PublicURL: "https://g.example", Poll: 25 * time.Millisecond,
 		Log: slog.New(slog.DiscardHandler)}
 	cfg.Pool.GPUType, cfg.Pool.GPUs = gpu4090.ID, 4
 	first, err := New(context.Background(), cfg)
@@ -551,7 +552,7 @@ func TestLeftoversOfAnEarlierRunAreListedAndStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"old-1", "old-2"} {
-		if err := first.Start(context.Background(), scheduler.WorkerSpec{ID: id, Endpoint: "ep1", Image: testImage, Report: rec.Report}); err != nil {
+		if err := first.Start(context.Background(), pool.WorkerSpec{ID: id, Endpoint: "ep1", Image: testImage, Report: rec.Report}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -562,7 +563,7 @@ func TestLeftoversOfAnEarlierRunAreListedAndStopped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := stranger.Start(context.Background(), scheduler.WorkerSpec{ID: "theirs", Image: testImage, Report: rec.Report}); err != nil {
+	if err := stranger.Start(context.Background(), pool.WorkerSpec{ID: "theirs", Image: testImage, Report: rec.Report}); err != nil {
 		t.Fatal(err)
 	}
 	second, err := New(context.Background(), cfg)
@@ -574,7 +575,7 @@ func TestLeftoversOfAnEarlierRunAreListedAndStopped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slices.SortFunc(ws, func(a, b scheduler.LiveWorker) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(ws, func(a, b pool.LiveWorker) int { return strings.Compare(a.ID, b.ID) })
 	if len(ws) != 2 || ws[0].ID != "old-1" || ws[1].ID != "old-2" || ws[0].Known || ws[0].Endpoint != "ep1" || ws[0].Started.IsZero() {
 		t.Fatalf("Workers() after a restart = %+v; want old-1 and old-2 of ep1, not known (the other installation's pod is not listed)", ws)
 	}
@@ -653,14 +654,14 @@ func TestACreateCutOffLeavesNoPod(t *testing.T) {
 	fake := runpodfake.New(runpodfake.Config{Key: testKey, GPUs: []runpodfake.GPU{gpu4090}, Runner: idle{}})
 	srv := httptest.NewServer(&cutOff{Handler: fake})
 	defer srv.Close()
-	p, err := New(context.Background(), Config{Pool: core.Pool{ID: "cut", GPUType: gpu4090.ID, GPUs: 1}, API: srv.URL, APIKeyEnv: keyEnv,
+	p, err := New(context.Background(), Config{Pool: core.PoolInfo{ID: "cut", GPUType: gpu4090.ID, GPUs: 1}, API: srv.URL, APIKeyEnv: keyEnv,
 		PublicURL: "https://g.example", Poll: 25 * time.Millisecond, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
 	rec := &adaptertest.Recorder{}
-	if err := p.Start(context.Background(), scheduler.WorkerSpec{ID: "w1", Image: testImage, Report: rec.Report}); err == nil {
+	if err := p.Start(context.Background(), pool.WorkerSpec{ID: "w1", Image: testImage, Report: rec.Report}); err == nil {
 		t.Fatal("Start with the create cut off = nil; want an error")
 	}
 	// RunPod made the pod; the pool terminates it, unasked.
@@ -690,7 +691,7 @@ func TestPodsRunTheEndpointsCUDAVersions(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := setup(t, Config{Pool: core.Pool{CUDAVersions: tc.pool}}, runpodfake.Config{})
+			f := setup(t, Config{Pool: core.PoolInfo{CUDAVersions: tc.pool}}, runpodfake.Config{})
 			spec := f.spec()
 			spec.CUDAVersions = tc.endpoint
 			if tc.err != "" {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/gantryhq/gantry/adapters/runpod/rpapi"
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // readCatalog reads the pool's GPU type from RunPod's catalog with pod availability: its name,
@@ -99,13 +99,13 @@ func (p *Pool) held() int {
 }
 
 // ThrottledError is a start refused for now, not failed: the cost guard's caps are reached,
-// or RunPod has no machine for the pod. It wraps scheduler.ErrNoCapacity.
+// or RunPod has no machine for the pod. It wraps pool.ErrNoCapacity.
 type ThrottledError struct{ Reason string }
 
 func (e *ThrottledError) Error() string { return "throttled: " + e.Reason }
 
 // Unwrap makes a throttled start an ErrNoCapacity.
-func (e *ThrottledError) Unwrap() error { return scheduler.ErrNoCapacity }
+func (e *ThrottledError) Unwrap() error { return pool.ErrNoCapacity }
 
 // guard checks a start (or a resume) of a pod of gpus GPUs against the catalog's stock, the
 // pool's count and the cost guard, not counting worker self: a start keeps the pool's pods
@@ -184,12 +184,12 @@ func (p *Pool) ours(pod *rpapi.Pod) (worker string, ok bool) {
 // Workers lists the pods of this installation and pool as workers: those Start accepted
 // (Known) and those an earlier run, or another replica, left. The scheduler stops the ones
 // it did not start (Stop terminates a pod it finds this way).
-func (p *Pool) Workers(ctx context.Context) ([]scheduler.LiveWorker, error) {
+func (p *Pool) Workers(ctx context.Context) ([]pool.LiveWorker, error) {
 	pods, err := p.listPods(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("runpod pool %s: listing its pods: %w", p.desc.ID, err)
 	}
-	var out []scheduler.LiveWorker
+	var out []pool.LiveWorker
 	for i := range pods {
 		pod := &pods[i]
 		id, ok := p.ours(pod)
@@ -198,7 +198,7 @@ func (p *Pool) Workers(ctx context.Context) ([]scheduler.LiveWorker, error) {
 		}
 		_, known := p.live.Get(id)
 		env, _ := pod.Env.Get()
-		out = append(out, scheduler.LiveWorker{ID: id, Endpoint: env[EnvEndpoint], Started: pod.CreatedAt, Known: known})
+		out = append(out, pool.LiveWorker{ID: id, Endpoint: env[EnvEndpoint], Started: pod.CreatedAt, Known: known})
 	}
 	return out, nil
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/gantryhq/gantry/adapters/runpod/runpodfake"
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/internal/testkit"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 	"github.com/gantryhq/gantry/server"
 	"github.com/gantryhq/gantry/server/servertest"
 )
@@ -28,7 +28,7 @@ import (
 // output; when Gantry stops, the pod is terminated.
 func TestJobsFlowThroughTheFakeCloud(t *testing.T) {
 	t.Parallel()
-	g := newGantry(t, runpod.Config{Pool: core.Pool{ID: "burst", GPUType: "NVIDIA L40S", GPUs: 2}, MaxPods: 1})
+	g := newGantry(t, runpod.Config{Pool: core.PoolInfo{ID: "burst", GPUType: "NVIDIA L40S", GPUs: 2}, MaxPods: 1})
 	fake, s, key, ln := g.fake, g.server, g.key, g.ln
 
 	var ep struct{ ID string }
@@ -101,7 +101,7 @@ func TestJobsFlowThroughTheFakeCloud(t *testing.T) {
 // RunPod accepts the key again, the entry then as it was.
 func TestCatalogSaysWhyAPoolIsUnhealthy(t *testing.T) {
 	t.Parallel()
-	g := newGantry(t, runpod.Config{Pool: core.Pool{ID: "burst", GPUType: "NVIDIA L40S", GPUs: 2}, CatalogEvery: 100 * time.Millisecond})
+	g := newGantry(t, runpod.Config{Pool: core.PoolInfo{ID: "burst", GPUType: "NVIDIA L40S", GPUs: 2}, CatalogEvery: 100 * time.Millisecond})
 	url := g.server.URL() + "/v2/catalog/gpus?include=AVAILABILITY"
 	healthy := string(get(t, url, g.key, nil))
 	if strings.Contains(healthy, "unhealthy") {
@@ -127,7 +127,7 @@ func TestCatalogSaysWhyAPoolIsUnhealthy(t *testing.T) {
 // throttled, with no pod rented; once stock is back, the job runs.
 func TestStockOutThrottlesTheEndpoint(t *testing.T) {
 	t.Parallel()
-	g := newGantry(t, runpod.Config{Pool: core.Pool{ID: "burst", GPUType: "NVIDIA L40S", GPUs: 2}, CatalogEvery: 50 * time.Millisecond})
+	g := newGantry(t, runpod.Config{Pool: core.PoolInfo{ID: "burst", GPUType: "NVIDIA L40S", GPUs: 2}, CatalogEvery: 50 * time.Millisecond})
 	s, key := g.server, g.key
 	g.fake.SetAvailability("NVIDIA L40S", "NONE")
 	var gpus []struct{ Count int }
@@ -199,7 +199,7 @@ func newGantry(t *testing.T, cfg runpod.Config) *gantry {
 	cfg.API, cfg.APIKeyEnv, cfg.PublicURL = cloud.URL, runpod.TestKeyEnv, "http://"+ln.Addr().String()
 	cfg.Poll = cmp.Or(cfg.Poll, 50*time.Millisecond)
 	cfg.Log = slog.New(slog.DiscardHandler)
-	pool, err := runpod.New(context.Background(), cfg)
+	pl, err := runpod.New(context.Background(), cfg)
 	if err != nil {
 		ln.Close()
 		t.Fatal(err)
@@ -207,18 +207,18 @@ func newGantry(t *testing.T, cfg runpod.Config) *gantry {
 	t.Cleanup(func() { // after the server's shutdown, which stops its workers
 		ctx, cancel := context.WithTimeout(context.Background(), testkit.WaitTimeout)
 		defer cancel()
-		if err := pool.Shutdown(ctx); err != nil {
+		if err := pl.Shutdown(ctx); err != nil {
 			t.Error(err)
 		}
-		pool.Close()
+		pl.Close()
 		if pods := fake.Pods(); len(pods) != 0 {
 			t.Errorf("pods left after Gantry stopped: %+v", pods)
 		}
 		cloud.Close()
 		fake.Close()
 	})
-	s := servertest.New(t, server.Config{}, server.Options{Pools: []scheduler.Pool{pool}, Listener: ln})
-	return &gantry{fake: fake, pool: pool, server: s, key: servertest.Key(t, s, "alice", core.ScopeAll), ln: ln}
+	s := servertest.New(t, server.Config{}, server.Options{Pools: []pool.Pool{pl}, Listener: ln})
+	return &gantry{fake: fake, pool: pl, server: s, key: servertest.Key(t, s, "alice", core.ScopeAll), ln: ln}
 }
 
 // get answers a GET's body, decoded into into when it is not nil; it fails the test unless

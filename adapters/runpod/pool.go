@@ -19,7 +19,7 @@ import (
 	"github.com/gantryhq/gantry/adapters/kit"
 	"github.com/gantryhq/gantry/adapters/runpod/rpapi"
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // DefaultAPI is RunPod's REST API.
@@ -42,7 +42,10 @@ const (
 	EnvEndpoint     = "GANTRY_ENDPOINT"
 )
 
-// Config configures a Pool. New validates it once.
+// Config configures a Pool. It is also a runpod pool's section in the config file
+// (pools[].runpod, required, with apiKeyEnv and publicUrl): the fields with a yaml key are
+// read from there, and Build fills in the others from the pool's description and the server.
+// New validates it once.
 type Config struct {
 	// Pool describes the pool as the catalog shows it. ID is required; GPUType is RunPod's GPU
 	// type id ("NVIDIA GeForce RTX 4090"); GPUs is the most GPUs the pool rents at once (> 0):
@@ -53,62 +56,62 @@ type Config struct {
 	// catalog offers for the type. MemoryGB and DisplayName come from the catalog when unset;
 	// DataCenter defaults to the first of DataCenters, else "RUNPOD". Adapter defaults to
 	// "runpod".
-	Pool core.Pool
+	Pool core.PoolInfo `yaml:"-"`
 	// API is RunPod's REST API base URL; "" = DefaultAPI.
-	API string
+	API string `yaml:"api"`
 	// APIKeyEnv names the environment variable that holds the RunPod API key. Required; the
 	// variable must be set (the key itself is never in the config).
-	APIKeyEnv string
+	APIKeyEnv string `yaml:"apiKeyEnv"`
 	// PublicURL is where workers in RunPod's cloud reach Gantry's worker API: the scheme, host
 	// and optional path prefix of a reverse proxy or tunnel in front of Gantry, e.g.
 	// "https://gantry.example.com". It must be https; plain http is accepted only for a
 	// loopback host (tests). Required.
-	PublicURL string
+	PublicURL string `yaml:"publicUrl"`
 	// Cloud is "SECURE" (the default) or "COMMUNITY".
-	Cloud string
+	Cloud string `yaml:"cloud"`
 	// DataCenters are the RunPod data centers pods may be placed in, in order of preference;
 	// empty = any.
-	DataCenters []string
+	DataCenters []string `yaml:"dataCenters"`
 	// Disk is a pod's container disk in GB when the endpoint asks for none; 0 = DefaultDisk.
-	Disk int
+	Disk int `yaml:"disk"`
 	// Registries maps the registry credential ids endpoints name to the ids of container
 	// registry credentials stored at RunPod (which pods pull private images with). A spec
 	// naming a credential not here fails to start.
-	Registries map[string]string
+	Registries map[string]string `yaml:"registries"`
 	// Installation names this Gantry installation in its pods' environment and names, so that
 	// a restarted Gantry finds its own pods (and leaves other installations' alone);
 	// "" = DefaultInstallation.
-	Installation string
+	Installation string `yaml:"installation"`
 	// MaxPods caps the pods the pool keeps at once, suspended ones included; 0 = no cap but
 	// the pool's GPUs.
-	MaxPods int
+	MaxPods int `yaml:"maxPods"`
 	// MaxSpendPerHour caps what the pool's running pods cost together, in USD per hour at the
 	// catalog's list prices (price per GPU times GPUs); 0 = no cap. A start over either cap is
 	// refused as throttled.
-	MaxSpendPerHour float64
+	MaxSpendPerHour float64 `yaml:"maxSpendPerHour"`
 	// Poll is how often the pool lists pods while it has workers; 0 = DefaultPoll. Answers
 	// that ask it to slow down (429, Retry-After, RateLimit with nothing remaining) make it
 	// wait longer.
-	Poll time.Duration
+	Poll time.Duration `yaml:"poll"`
 	// CatalogEvery is how often the pool reads the GPU catalog again (stock and prices);
 	// 0 = DefaultCatalogEvery.
-	CatalogEvery time.Duration
+	CatalogEvery time.Duration `yaml:"catalogEvery"`
 	// Stock is how many GPUs the pool takes RunPod to have free for it at each availability
 	// level its catalog reports ("LOW", "MEDIUM", "HIGH"; RunPod gives a level, not a count).
 	// A level not set here counts as: LOW = one pod's GPUs (PerWorker), MEDIUM = half of
 	// Pool.GPUs (at least one pod's), HIGH = Pool.GPUs. NONE is always 0.
-	Stock map[string]int
+	Stock map[string]int `yaml:"stock"`
 	// HTTPClient makes the API calls; nil = a client with its own transport.
-	HTTPClient *http.Client
+	HTTPClient *http.Client `yaml:"-"`
 	// Clock stamps events; nil = the system clock.
-	Clock core.Clock
+	Clock core.Clock `yaml:"-"`
 	// Log receives what the pool does outside its events; nil = slog.Default().
-	Log *slog.Logger
+	Log *slog.Logger `yaml:"-"`
 }
 
-// Pool is the RunPod adapter's scheduler.Pool. See the package documentation.
+// Pool is the RunPod adapter's pool.Pool. See the package documentation.
 type Pool struct {
-	desc  core.Pool
+	desc  core.PoolInfo
 	cfg   Config
 	api   *rpapi.Client // for the pool's methods
 	bg    *rpapi.Client // for the watch loop, on connections of its own (see newClients)
@@ -149,6 +152,30 @@ type gpuInfo struct {
 
 // apiTimeout bounds each call the pool makes in the background.
 const apiTimeout = time.Minute
+
+var (
+	_ pool.Pool           = (*Pool)(nil)
+	_ pool.Elastic        = (*Pool)(nil)
+	_ pool.HealthReporter = (*Pool)(nil)
+	_ pool.WorkerLister   = (*Pool)(nil)
+)
+
+// Adapter is the RunPod adapter as the config file names it (adapter: runpod).
+var Adapter = kit.Adapter[Config]{Name: "runpod", Build: Build,
+	// Shutdown terminates the pool's pods (no rented GPU outlives Gantry): RunPod's terminate
+	// answers within seconds, retried on errors.
+	Grace: func(*Config) time.Duration { return 30 * time.Second }}
+
+// Build makes a runpod pool from its description and its section, which it requires, with
+// the logger of env.
+func Build(ctx context.Context, env kit.Env, desc core.PoolInfo, c *Config) (pool.Pool, error) {
+	if c == nil {
+		return nil, fmt.Errorf("adapter runpod needs a runpod section (apiKeyEnv, publicUrl)")
+	}
+	cfg := *c
+	cfg.Pool, cfg.Log = desc, env.Log
+	return New(ctx, cfg)
+}
 
 // New returns a pool renting pods through the RunPod API, or what is wrong with cfg. It reads
 // the GPU catalog for the pool's type (its capacity, memory, CUDA versions and price). The
@@ -271,7 +298,7 @@ func (p *Pool) completeDescription() {
 // Describe returns the pool's description (a copy): its GPUs are its count, the ceiling of
 // Capacity (which says how many it may hold now); its CUDA versions those of the config, else
 // those the catalog offers for the type, as last read.
-func (p *Pool) Describe() core.Pool {
+func (p *Pool) Describe() core.PoolInfo {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	d := p.desc
@@ -283,7 +310,7 @@ func (p *Pool) Describe() core.Pool {
 }
 
 // Capacity returns how many GPUs the pool's pods may hold in all now (implements
-// scheduler.Elastic): the lowest of the pool's count, what the cost guard allows (maxPods
+// pool.Elastic): the lowest of the pool's count, what the cost guard allows (maxPods
 // pods of PerWorker GPUs; maxSpendPerHour at the catalog's price per GPU), and, once the
 // catalog was read, the GPUs the pool held then plus those its stock level counts as free
 // (Config.Stock). It answers from the last catalog read.
@@ -392,9 +419,9 @@ func (k apiKey) BearerAuth(context.Context, rpapi.OperationName) (rpapi.BearerAu
 }
 
 var (
-	_ scheduler.Pool           = (*Pool)(nil)
-	_ scheduler.Elastic        = (*Pool)(nil)
-	_ scheduler.HealthReporter = (*Pool)(nil)
-	_ scheduler.LogSource      = (*Pool)(nil)
-	_ scheduler.WorkerLister   = (*Pool)(nil)
+	_ pool.Pool           = (*Pool)(nil)
+	_ pool.Elastic        = (*Pool)(nil)
+	_ pool.HealthReporter = (*Pool)(nil)
+	_ pool.LogSource      = (*Pool)(nil)
+	_ pool.WorkerLister   = (*Pool)(nil)
 )

@@ -9,7 +9,7 @@ import (
 	"github.com/gantryhq/gantry/adapters/runpod/runpodfake"
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/internal/testworker"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // kitClouds holds the fake each kit subtest's pool rents from, for the harness's Probe.
@@ -22,20 +22,20 @@ var kitClouds sync.Map // *testing.T -> *cloud
 func TestPoolContract(t *testing.T) {
 	t.Parallel()
 	adaptertest.Run(t, adaptertest.Harness{
-		New: func(t *testing.T) scheduler.Pool {
+		New: func(t *testing.T) pool.Pool {
 			c := newCloud(t, runpodfake.Config{})
 			kitClouds.Store(t, c)
 			t.Cleanup(func() { kitClouds.Delete(t) })
-			return newPool(t, c, Config{Pool: core.Pool{GPUs: 8}}) // room for the Workers started at once
+			return newPool(t, c, Config{Pool: core.PoolInfo{GPUs: 8}}) // room for the Workers started at once
 		},
-		Spec: func(t *testing.T, b adaptertest.Behaviour) scheduler.WorkerSpec {
-			spec := scheduler.WorkerSpec{Image: testImage, Endpoint: "ep", Env: map[string]string{"KIT": "1"}, Args: testworker.Args(b)}
+		Spec: func(t *testing.T, b adaptertest.Behaviour) pool.WorkerSpec {
+			spec := pool.WorkerSpec{Image: testImage, Endpoint: "ep", Env: map[string]string{"KIT": "1"}, Args: testworker.Args(b)}
 			if b == adaptertest.Unstartable {
 				spec.Registry = "no-such-credential"
 			}
 			return spec
 		},
-		Probe: func(t *testing.T, spec scheduler.WorkerSpec) (map[string]string, bool) {
+		Probe: func(t *testing.T, spec pool.WorkerSpec) (map[string]string, bool) {
 			c, _ := kitClouds.Load(t)
 			return probeEnv(c.(*cloud), spec.ID)
 		},

@@ -1,6 +1,6 @@
 package runpod
 
-// This file is the pool's network volumes (scheduler.VolumeStorage): each Gantry volume is a
+// This file is the pool's network volumes (pool.VolumeStorage): each Gantry volume is a
 // RunPod network volume made through RunPod's own API, in the RunPod data center the Gantry
 // volume names, and a worker's pod mounts it at core.VolumeMountPath (RunPod mounts it; the
 // pod only names it). The RunPod volume is named after the installation and Gantry's volume
@@ -14,7 +14,7 @@ import (
 
 	"github.com/gantryhq/gantry/adapters/runpod/rpapi"
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // volumeName is the name of the RunPod network volume that stores Gantry volume id.
@@ -57,7 +57,7 @@ func (p *Pool) findVolume(ctx context.Context, v core.Volume) (*rpapi.NetworkVol
 
 // EnsureVolume creates v's RunPod network volume (its size, its data center and, when v says
 // one, its type) or grows it to v.SizeGB; it never shrinks one (implements
-// scheduler.VolumeStorage).
+// pool.VolumeStorage).
 func (p *Pool) EnsureVolume(ctx context.Context, v core.Volume) error {
 	dc, err := p.volumeDataCenter(v)
 	if err != nil {
@@ -93,7 +93,7 @@ func (p *Pool) EnsureVolume(ctx context.Context, v core.Volume) error {
 }
 
 // DeleteVolume deletes v's RunPod network volume and its data; none is not an error
-// (implements scheduler.VolumeStorage).
+// (implements pool.VolumeStorage).
 func (p *Pool) DeleteVolume(ctx context.Context, v core.Volume) error {
 	rv, err := p.findVolume(ctx, v)
 	if err != nil {
@@ -111,7 +111,7 @@ func (p *Pool) DeleteVolume(ctx context.Context, v core.Volume) error {
 }
 
 // VolumeUsage answers -1: RunPod's API does not say how much of a volume is used (implements
-// scheduler.VolumeStorage).
+// pool.VolumeStorage).
 func (p *Pool) VolumeUsage(context.Context, core.Volume) (int64, error) { return -1, nil }
 
 // mountVolume makes a pod create mount spec's volume at core.VolumeMountPath and places the
@@ -222,4 +222,4 @@ func (p *Pool) deleteVolume(ctx context.Context, id string) error {
 	return unexpected("deleteNetworkVolume", res)
 }
 
-var _ scheduler.VolumeStorage = (*Pool)(nil)
+var _ pool.VolumeStorage = (*Pool)(nil)

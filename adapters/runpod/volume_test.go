@@ -8,7 +8,7 @@ import (
 	"github.com/gantryhq/gantry/adapters/runpod/rpapi"
 	"github.com/gantryhq/gantry/adapters/runpod/runpodfake"
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // TestNetworkVolumes: EnsureVolume makes a RunPod network volume named after the Gantry
@@ -34,7 +34,7 @@ func TestNetworkVolumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	v.SizeGB = 30 // Gantry never asks for less, but a stale replica might: nothing shrinks
-	again := newPool(t, f.cloud, Config{Pool: core.Pool{ID: f.pool.desc.ID + "-2"}, DataCenters: []string{"US-TX-3", "EU-RO-1"}})
+	again := newPool(t, f.cloud, Config{Pool: core.PoolInfo{ID: f.pool.desc.ID + "-2"}, DataCenters: []string{"US-TX-3", "EU-RO-1"}})
 	if err := again.EnsureVolume(ctx, v); err != nil {
 		t.Fatal(err)
 	}
@@ -112,17 +112,17 @@ func TestVolumeDataCenter(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name    string
-		pool    core.Pool
+		pool    core.PoolInfo
 		dcs     []string
 		volume  string
 		want    string
 		wantErr string
 	}{
-		{"its own", core.Pool{}, []string{"US-TX-3", "EU-RO-1"}, "EU-RO-1", "EU-RO-1", ""},
-		{"the pool's catalog data center", core.Pool{DataCenter: "tx"}, []string{"US-TX-3"}, "tx", "US-TX-3", ""},
-		{"any of RunPod's", core.Pool{}, nil, "EU-RO-1", "EU-RO-1", ""},
-		{"not the pool's", core.Pool{}, []string{"US-TX-3"}, "EU-RO-1", "", "not one of"},
-		{"no RunPod data center", core.Pool{}, nil, "RUNPOD", "", "set the pool's dataCenters"},
+		{"its own", core.PoolInfo{}, []string{"US-TX-3", "EU-RO-1"}, "EU-RO-1", "EU-RO-1", ""},
+		{"the pool's catalog data center", core.PoolInfo{DataCenter: "tx"}, []string{"US-TX-3"}, "tx", "US-TX-3", ""},
+		{"any of RunPod's", core.PoolInfo{}, nil, "EU-RO-1", "EU-RO-1", ""},
+		{"not the pool's", core.PoolInfo{}, []string{"US-TX-3"}, "EU-RO-1", "", "not one of"},
+		{"no RunPod data center", core.PoolInfo{}, nil, "RUNPOD", "", "set the pool's dataCenters"},
 	} {
 		d := tc.pool
 		d.ID = "rp"
@@ -140,4 +140,4 @@ func TestVolumeDataCenter(t *testing.T) {
 	}
 }
 
-var _ scheduler.VolumeStorage = (*Pool)(nil)
+var _ pool.VolumeStorage = (*Pool)(nil)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/gantryhq/gantry/adapters/runpod/rpapi"
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // phase is where a worker's pod is in its life, as the pool drives it.
@@ -43,7 +43,7 @@ type worker struct {
 	count   int     // GPUs of its pod
 	price   float64 // USD/h of its pod at the catalog's list price
 	portEnv map[string]int
-	report  func(scheduler.WorkerEvent)
+	report  func(pool.WorkerEvent)
 	gone    chan struct{} // closed once WorkerExited is reported
 
 	// op is held by whoever changes the pod (create, stop and start actions, terminate), one
@@ -63,7 +63,7 @@ type worker struct {
 // Start creates the worker's pod and returns once RunPod accepted it (PROVISIONING); the pool
 // reports WorkerRunning when the pod is RUNNING. A start over the cost guard's caps, or one
 // RunPod cannot place now, is refused with a *ThrottledError.
-func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
+func (p *Pool) Start(ctx context.Context, spec pool.WorkerSpec) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("starting worker %s: %w", spec.ID, err)
 	}
@@ -74,7 +74,7 @@ func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
 	// caller that sends some still gets that many GPUs.
 	count := max(len(spec.GPUs), spec.GPUCount, 1)
 	if max := p.perPod(); count > max {
-		return fmt.Errorf("starting worker %s: %d GPUs asked; a pod of %s has at most %d: %w", spec.ID, count, p.desc.GPUType, max, scheduler.ErrNoCapacity)
+		return fmt.Errorf("starting worker %s: %d GPUs asked; a pod of %s has at most %d: %w", spec.ID, count, p.desc.GPUType, max, pool.ErrNoCapacity)
 	}
 	req, err := p.podRequest(spec, count)
 	if err != nil {
@@ -135,7 +135,7 @@ func (p *Pool) admit(w *worker) error {
 // URLs pointed at the public URL, and the pool's identity variables), the ports, the GPU type
 // and count with the allowed CUDA versions (the endpoint's and the pool's), the data centers,
 // cloud, registry credential and container disk.
-func (p *Pool) podRequest(spec scheduler.WorkerSpec, count int) (*rpapi.CreatePod, error) {
+func (p *Pool) podRequest(spec pool.WorkerSpec, count int) (*rpapi.CreatePod, error) {
 	cuda, err := p.allowedCUDA(spec.CUDAVersions)
 	if err != nil {
 		return nil, err
@@ -189,21 +189,21 @@ func (p *Pool) podRequest(spec scheduler.WorkerSpec, count int) (*rpapi.CreatePo
 // endpoint and a pool with no version in common is an error (placement does not choose such a
 // pool).
 func (p *Pool) allowedCUDA(endpoint []string) ([]string, error) {
-	pool := p.poolCUDA()
+	pl := p.poolCUDA()
 	if len(endpoint) == 0 {
-		return pool, nil
+		return pl, nil
 	}
 	want, err := core.SortCUDAVersions(endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("the endpoint's allowedCudaVersions: %w", err)
 	}
-	if pool == nil {
+	if pl == nil {
 		return want, nil
 	}
-	both := slices.DeleteFunc(want, func(v string) bool { return !slices.Contains(pool, v) })
+	both := slices.DeleteFunc(want, func(v string) bool { return !slices.Contains(pl, v) })
 	if len(both) == 0 {
 		return nil, fmt.Errorf("the endpoint allows CUDA %s, and the pool's pods run %s: none in common",
-			strings.Join(endpoint, ", "), strings.Join(pool, ", "))
+			strings.Join(endpoint, ", "), strings.Join(pl, ", "))
 	}
 	return both, nil
 }
@@ -313,15 +313,15 @@ func (p *Pool) finish(w *worker, why error) {
 	p.live.Remove(w.id, nil)
 	now := p.clock.Now()
 	if !ran {
-		w.report(scheduler.WorkerEvent{Worker: w.id, State: scheduler.WorkerRunning, At: now})
+		w.report(pool.WorkerEvent{Worker: w.id, State: pool.WorkerRunning, At: now})
 	}
-	w.report(scheduler.WorkerEvent{Worker: w.id, State: scheduler.WorkerExited, At: now, Err: why, Stopped: why == nil})
+	w.report(pool.WorkerEvent{Worker: w.id, State: pool.WorkerExited, At: now, Err: why, Stopped: why == nil})
 	close(w.gone)
 }
 
 // advance moves a worker from phase from to phase to and reports ev, unless it has moved on
 // meanwhile.
-func (p *Pool) advance(w *worker, from, to phase, state scheduler.WorkerState, addrs map[int]string) {
+func (p *Pool) advance(w *worker, from, to phase, state pool.WorkerState, addrs map[int]string) {
 	w.rep.Lock()
 	defer w.rep.Unlock()
 	w.mu.Lock()
@@ -333,10 +333,10 @@ func (p *Pool) advance(w *worker, from, to phase, state scheduler.WorkerState, a
 	ran := w.ran
 	w.ran = true
 	w.mu.Unlock()
-	if state == scheduler.WorkerRunning && ran {
+	if state == pool.WorkerRunning && ran {
 		return
 	}
-	w.report(scheduler.WorkerEvent{Worker: w.id, State: state, At: p.clock.Now(), Addrs: addrs})
+	w.report(pool.WorkerEvent{Worker: w.id, State: state, At: p.clock.Now(), Addrs: addrs})
 }
 
 // Suspend stops the worker's pod and keeps it (FLASHBOOT: the stop action releases its GPUs
@@ -364,7 +364,7 @@ func (p *Pool) Suspend(ctx context.Context, id string) error {
 		return fmt.Errorf("suspending worker %s: %w", id, err)
 	}
 	if got.Status == rpapi.PodStatusEXITED {
-		p.advance(w, suspending, suspended, scheduler.WorkerSuspended, nil)
+		p.advance(w, suspending, suspended, pool.WorkerSuspended, nil)
 	}
 	p.kickWatch()
 	return nil
@@ -559,11 +559,11 @@ func (p *Pool) reconcile(pods []rpapi.Pod, asked time.Time) {
 		case pod == nil:
 			p.end(w, fmt.Errorf("pod %s was terminated outside Gantry", id))
 		case pod.Status == rpapi.PodStatusRUNNING && ph == booting:
-			p.advance(w, booting, running, scheduler.WorkerRunning, p.addrs(w, pod))
+			p.advance(w, booting, running, pool.WorkerRunning, p.addrs(w, pod))
 		case pod.Status == rpapi.PodStatusRUNNING && ph == resuming:
-			p.advance(w, resuming, running, scheduler.WorkerResumed, nil)
+			p.advance(w, resuming, running, pool.WorkerResumed, nil)
 		case pod.Status == rpapi.PodStatusEXITED && ph == suspending:
-			p.advance(w, suspending, suspended, scheduler.WorkerSuspended, nil)
+			p.advance(w, suspending, suspended, pool.WorkerSuspended, nil)
 		case pod.Status == rpapi.PodStatusEXITED && (ph == suspended || ph == resuming):
 			// kept; or the start action is yet to show
 		case pod.Status == rpapi.PodStatusEXITED || pod.Status == rpapi.PodStatusERROR || pod.Status == rpapi.PodStatusTERMINATED:

@@ -10,7 +10,7 @@ import (
 	"github.com/gantryhq/gantry/adapters/adaptertest"
 	"github.com/gantryhq/gantry/adapters/process"
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // TestVolumeMountHelper runs a Python worker through a process pool whose Self is the real
@@ -33,20 +33,20 @@ func TestVolumeMountHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	volumes := filepath.Join(t.TempDir(), "volumes")
-	pool, err := process.New(process.Config{
-		Pool: core.Pool{ID: "local", GPUType: "CPU", GPUs: 1, CPU: true}, Self: bin, Builtins: []string{"echo"},
+	pl, err := process.New(process.Config{
+		Pool: core.PoolInfo{ID: "local", GPUType: "CPU", GPUs: 1, CPU: true}, Self: bin, Builtins: []string{"echo"},
 		Images: map[string][]string{"example/vol:1": {python, script}}, LogDir: t.TempDir(),
 		User: "65534:65534", VolumeRoot: volumes,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w := pool.VolumeWarning(); w != "" {
+	if w := pl.VolumeWarning(); w != "" {
 		t.Skipf("this root cannot mount volumes: %s", w)
 	}
 	ctx := context.Background()
 	vol := core.Volume{ID: "vol-py", SizeGB: 10}
-	if err := pool.EnsureVolume(ctx, vol); err != nil {
+	if err := pl.EnsureVolume(ctx, vol); err != nil {
 		t.Fatal(err)
 	}
 	volDir := filepath.Join(volumes, vol.ID)
@@ -54,11 +54,11 @@ func TestVolumeMountHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &adaptertest.Recorder{}
-	spec := scheduler.WorkerSpec{ID: "py-1", Endpoint: "ep", Image: "example/vol:1", Volume: &vol, Report: rec.Report}
-	if err := pool.Start(ctx, spec); err != nil {
+	spec := pool.WorkerSpec{ID: "py-1", Endpoint: "ep", Image: "example/vol:1", Volume: &vol, Report: rec.Report}
+	if err := pl.Start(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
-	if e := rec.Wait(t, spec.ID, scheduler.WorkerExited, 30*time.Second); e.Err != nil {
+	if e := rec.Wait(t, spec.ID, pool.WorkerExited, 30*time.Second); e.Err != nil {
 		t.Fatalf("the worker: %v", e.Err)
 	}
 	b, err := os.ReadFile(filepath.Join(volDir, "out.txt"))

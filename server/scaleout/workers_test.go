@@ -19,7 +19,7 @@ import (
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/internal/pgtest"
 	"github.com/gantryhq/gantry/internal/testkit"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 	"github.com/gantryhq/gantry/server"
 	"github.com/gantryhq/gantry/server/servertest"
 	"github.com/gantryhq/gantry/worker"
@@ -34,7 +34,7 @@ type redirectPool struct {
 	to *atomic.Pointer[string]
 }
 
-func (p redirectPool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
+func (p redirectPool) Start(ctx context.Context, spec pool.WorkerSpec) error {
 	spec.Env = maps.Clone(spec.Env)
 	for _, k := range []string{worker.EnvTakeURL, worker.EnvDoneURL, worker.EnvStreamURL, worker.EnvPingURL} {
 		if v := spec.Env[k]; v != "" {
@@ -56,7 +56,7 @@ func workerReplicas(t *testing.T, to *atomic.Pointer[string]) []*server.Server {
 		cfg := server.Config{Store: url}
 		cfg.Autoscaler.InitTimeout = 3
 		rs[i] = servertest.New(t, cfg, server.Options{Tick: 100 * time.Millisecond, LeaseTTL: leaseTTL,
-			Pools: []scheduler.Pool{redirectPool{servertest.LocalPool(8), to}}})
+			Pools: []pool.Pool{redirectPool{servertest.LocalPool(8), to}}})
 	}
 	return rs
 }

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 	"github.com/gantryhq/gantry/worker"
 	"github.com/gantryhq/gantry/worker/echo"
 	"github.com/gantryhq/gantry/worker/httpecho"
@@ -23,18 +23,18 @@ import (
 // environment the process pool would hand a worker process; a LOAD_BALANCER worker (a spec
 // with PortEnv) is httpecho.Run on free loopback ports instead.
 type Pool struct {
-	info core.Pool
+	info core.PoolInfo
 	mu   sync.Mutex
 	ws   map[string]*poolWorker
 }
 
 // NewPool returns an in-process pool that info describes.
-func NewPool(info core.Pool) *Pool { return &Pool{info: info, ws: map[string]*poolWorker{}} }
+func NewPool(info core.PoolInfo) *Pool { return &Pool{info: info, ws: map[string]*poolWorker{}} }
 
 // LocalPool returns an in-process pool "local" of slots CPU slots, as the process adapter
 // describes a machine without GPUs.
 func LocalPool(slots int) *Pool {
-	return NewPool(core.Pool{ID: "local", Adapter: "process", GPUType: "CPU", DisplayName: "CPU slot", GPUs: slots,
+	return NewPool(core.PoolInfo{ID: "local", Adapter: "process", GPUType: "CPU", DisplayName: "CPU slot", GPUs: slots,
 		PerWorker: 1, DataCenter: "LOCAL", CPU: true, VCPUs: runtime.NumCPU(), MemoryPerCPU: 1})
 }
 
@@ -59,10 +59,10 @@ func (p *Pool) LBAddr(endpoint string) string {
 }
 
 // Describe returns the pool's description.
-func (p *Pool) Describe() core.Pool { return p.info }
+func (p *Pool) Describe() core.PoolInfo { return p.info }
 
 // Start runs a worker in a goroutine and reports it running at once.
-func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
+func (p *Pool) Start(ctx context.Context, spec pool.WorkerSpec) error {
 	if len(spec.PortEnv) > 0 {
 		return p.startHTTP(ctx, spec)
 	}
@@ -79,7 +79,7 @@ func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
 	p.mu.Lock()
 	p.ws[spec.ID] = w
 	p.mu.Unlock()
-	spec.Report(scheduler.WorkerEvent{Worker: spec.ID, State: scheduler.WorkerRunning, At: time.Now()})
+	spec.Report(pool.WorkerEvent{Worker: spec.ID, State: pool.WorkerRunning, At: time.Now()})
 	go func() {
 		err := worker.Run(ctx, cfg, echo.Handler)
 		p.mu.Lock()
@@ -88,14 +88,14 @@ func (p *Pool) Start(ctx context.Context, spec scheduler.WorkerSpec) error {
 		if w.stopped.Load() {
 			err = nil
 		}
-		spec.Report(scheduler.WorkerEvent{Worker: spec.ID, State: scheduler.WorkerExited, At: time.Now(), Err: err, Stopped: w.stopped.Load()})
+		spec.Report(pool.WorkerEvent{Worker: spec.ID, State: pool.WorkerExited, At: time.Now(), Err: err, Stopped: w.stopped.Load()})
 	}()
 	return nil
 }
 
 // startHTTP runs a LOAD_BALANCER worker: gantry/http-echo on a free loopback port for each
 // port the spec asks for, as the process pool gives a worker process free host ports.
-func (p *Pool) startHTTP(_ context.Context, spec scheduler.WorkerSpec) error {
+func (p *Pool) startHTTP(_ context.Context, spec pool.WorkerSpec) error {
 	addrs := map[int]string{}
 	ports := map[string]string{}
 	for name, want := range spec.PortEnv {
@@ -116,7 +116,7 @@ func (p *Pool) startHTTP(_ context.Context, spec scheduler.WorkerSpec) error {
 	p.mu.Lock()
 	p.ws[spec.ID] = w
 	p.mu.Unlock()
-	spec.Report(scheduler.WorkerEvent{Worker: spec.ID, State: scheduler.WorkerRunning, At: time.Now(), Addrs: addrs})
+	spec.Report(pool.WorkerEvent{Worker: spec.ID, State: pool.WorkerRunning, At: time.Now(), Addrs: addrs})
 	go func() {
 		err := httpecho.Run(ctx, cfg)
 		p.mu.Lock()
@@ -125,7 +125,7 @@ func (p *Pool) startHTTP(_ context.Context, spec scheduler.WorkerSpec) error {
 		if w.stopped.Load() {
 			err = nil
 		}
-		spec.Report(scheduler.WorkerEvent{Worker: spec.ID, State: scheduler.WorkerExited, At: time.Now(), Err: err, Stopped: w.stopped.Load()})
+		spec.Report(pool.WorkerEvent{Worker: spec.ID, State: pool.WorkerExited, At: time.Now(), Err: err, Stopped: w.stopped.Load()})
 	}()
 	return nil
 }
@@ -143,7 +143,7 @@ func (p *Pool) Stop(_ context.Context, id string) error {
 }
 
 // Suspend and Resume are not supported: FLASHBOOT stops the workers instead.
-func (p *Pool) Suspend(context.Context, string) error { return scheduler.ErrUnsupported }
-func (p *Pool) Resume(context.Context, string) error  { return scheduler.ErrUnsupported }
+func (p *Pool) Suspend(context.Context, string) error { return pool.ErrUnsupported }
+func (p *Pool) Resume(context.Context, string) error  { return pool.ErrUnsupported }
 
-var _ scheduler.Pool = (*Pool)(nil)
+var _ pool.Pool = (*Pool)(nil)

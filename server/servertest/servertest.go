@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 	"github.com/gantryhq/gantry/server"
 )
 
@@ -44,7 +44,7 @@ func Build(tb testing.TB, cfg server.Config, opts server.Options) *server.Server
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	if opts.Pools == nil && opts.Self == "" {
-		opts.Pools = []scheduler.Pool{LocalPool(64)}
+		opts.Pools = []pool.Pool{LocalPool(64)}
 	}
 	s, err := server.New(context.Background(), cfg, opts)
 	if err != nil {

@@ -24,7 +24,7 @@ import (
 	"github.com/gantryhq/gantry/adapters/adaptertest"
 	kube "github.com/gantryhq/gantry/adapters/kubernetes"
 	"github.com/gantryhq/gantry/adapters/kubernetes/kubecluster"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // BenchResult is what TestBench writes for `go run ./bench -only kubernetes`: rows of the
@@ -136,7 +136,7 @@ func benchLatency(t *testing.T, c *kubecluster.Cluster, res *BenchResult) {
 			"RUNPOD_WEBHOOK_PING": base + "/ping/" + id + "?gpu=x", "RUNPOD_WEBHOOK_POST_STREAM": base + "/job-stream/" + id + "/$ID?gpu=x", "RUNPOD_POD_ID": id, "RUNPOD_AI_API_KEY": "x", "RUNPOD_ENDPOINT_ID": "ep",
 			"RUNPOD_PING_INTERVAL": "10000"}
 		t0 := time.Now()
-		if err := p.Start(context.Background(), scheduler.WorkerSpec{ID: id, Endpoint: "ep", Image: echoImage, GPUCount: 1, Env: env, Report: rec.Report}); err != nil {
+		if err := p.Start(context.Background(), pool.WorkerSpec{ID: id, Endpoint: "ep", Image: echoImage, GPUCount: 1, Env: env, Report: rec.Report}); err != nil {
 			t.Fatal(err)
 		}
 		created := time.Now() // the API server acknowledged the pod
@@ -145,7 +145,7 @@ func benchLatency(t *testing.T, c *kubecluster.Cluster, res *BenchResult) {
 		for first.IsZero() && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
 			for _, e := range rec.Events(id) {
-				if e.State == scheduler.WorkerExited {
+				if e.State == pool.WorkerExited {
 					t.Fatalf("worker %s exited before polling: %v", id, e.Err)
 				}
 			}
@@ -163,7 +163,7 @@ func benchLatency(t *testing.T, c *kubecluster.Cluster, res *BenchResult) {
 		if err := p.Stop(context.Background(), id); err != nil {
 			t.Fatal(err)
 		}
-		rec.Wait(t, id, scheduler.WorkerExited, wait)
+		rec.Wait(t, id, pool.WorkerExited, wait)
 	}
 	q := func(d []time.Duration) string {
 		slices.Sort(d)
@@ -212,7 +212,7 @@ func benchBurst(t *testing.T, c *kubecluster.Cluster, res *BenchResult, n int, q
 	for i := range n { // the scheduler starts each placement on its own goroutine
 		wg.Go(func() {
 			id := fmt.Sprintf("%s-%03d", group, i)
-			if err := p.Start(context.Background(), scheduler.WorkerSpec{ID: id, Endpoint: "ep", Image: testImage, GPUCount: 1, Report: rec.Report}); err != nil {
+			if err := p.Start(context.Background(), pool.WorkerSpec{ID: id, Endpoint: "ep", Image: testImage, GPUCount: 1, Report: rec.Report}); err != nil {
 				t.Error(err)
 			}
 		})
@@ -221,7 +221,7 @@ func benchBurst(t *testing.T, c *kubecluster.Cluster, res *BenchResult, n int, q
 	created := time.Since(t0)
 	var last time.Time
 	for i := range n {
-		e := rec.Wait(t, fmt.Sprintf("%s-%03d", group, i), scheduler.WorkerRunning, 5*time.Minute)
+		e := rec.Wait(t, fmt.Sprintf("%s-%03d", group, i), pool.WorkerRunning, 5*time.Minute)
 		if e.At.After(last) {
 			last = e.At
 		}
@@ -240,7 +240,7 @@ func benchBurst(t *testing.T, c *kubecluster.Cluster, res *BenchResult, n int, q
 	}
 	for i := range faulted {
 		pod := kube.PodName(fmt.Sprintf("%s-%03d", group, i))
-		e := rec.Wait(t, fmt.Sprintf("%s-%03d", group, i), scheduler.WorkerExited, time.Minute)
+		e := rec.Wait(t, fmt.Sprintf("%s-%03d", group, i), pool.WorkerExited, time.Minute)
 		detect = append(detect, e.At.Sub(k.Ended(namespace, pod)))
 	}
 	t1 := time.Now()
@@ -253,7 +253,7 @@ func benchBurst(t *testing.T, c *kubecluster.Cluster, res *BenchResult, n int, q
 	}
 	wg.Wait()
 	for i := faulted; i < n; i++ {
-		rec.Wait(t, fmt.Sprintf("%s-%03d", group, i), scheduler.WorkerExited, 5*time.Minute)
+		rec.Wait(t, fmt.Sprintf("%s-%03d", group, i), pool.WorkerExited, 5*time.Minute)
 	}
 	stopped := time.Since(t1)
 	total := requests.Load() - before

@@ -268,7 +268,7 @@ func testChart(t *testing.T, c *kubecluster.Cluster, k *kubecluster.Kubelet) {
 	wideClient := saClient(t, c.ServiceAccountKubeconfig(t, wide, "gantry"))
 	start, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	p, err := kube.New(start, kube.Config{Pool: core.Pool{ID: "wide", GPUType: "NVIDIA H100 80GB HBM3", GPUs: 99}, Client: wideClient,
+	p, err := kube.New(start, kube.Config{Pool: core.PoolInfo{ID: "wide", GPUType: "NVIDIA H100 80GB HBM3", GPUs: 99}, Client: wideClient,
 		Namespace: wide, NodeSelector: map[string]string{groupLabel: "chart"}, Capacity: kube.CapacityNodes})
 	if err != nil {
 		t.Fatalf("a pool reading capacity from the nodes as the clusterCapacity account: %v", err)

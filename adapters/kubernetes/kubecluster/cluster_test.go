@@ -17,7 +17,7 @@ import (
 	"github.com/gantryhq/gantry/adapters/kubernetes/kubecluster"
 	"github.com/gantryhq/gantry/internal/testkit"
 	"github.com/gantryhq/gantry/internal/testworker"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // wait is how long a test waits for an event: pods go through a real API server, scheduler
@@ -58,15 +58,15 @@ func TestKubernetes(t *testing.T) {
 func testContract(t *testing.T, c *kubecluster.Cluster, k *kubecluster.Kubelet) {
 	addNodes(t, k, "contract", 8, 8)
 	adaptertest.Run(t, adaptertest.Harness{
-		New: func(t *testing.T) scheduler.Pool { return newPool(t, c, "contract", nil) },
-		Spec: func(t *testing.T, b adaptertest.Behaviour) scheduler.WorkerSpec {
-			spec := scheduler.WorkerSpec{Image: testImage, Endpoint: "ep", Env: map[string]string{"KIT": "1"}, Args: testworker.Args(b)}
+		New: func(t *testing.T) pool.Pool { return newPool(t, c, "contract", nil) },
+		Spec: func(t *testing.T, b adaptertest.Behaviour) pool.WorkerSpec {
+			spec := pool.WorkerSpec{Image: testImage, Endpoint: "ep", Env: map[string]string{"KIT": "1"}, Args: testworker.Args(b)}
 			if b == adaptertest.Unstartable {
 				spec.Registry = "no-such-credential"
 			}
 			return spec
 		},
-		Probe:     func(t *testing.T, spec scheduler.WorkerSpec) (map[string]string, bool) { return podEnv(c, spec.ID) },
+		Probe:     func(t *testing.T, spec pool.WorkerSpec) (map[string]string, bool) { return podEnv(c, spec.ID) },
 		StopGrace: testGrace,
 		Timeout:   wait,
 		Workers:   8,
@@ -116,13 +116,13 @@ func testFaults(t *testing.T, c *kubecluster.Cluster, k *kubecluster.Kubelet) {
 	rec := &adaptertest.Recorder{}
 	start := func(id, image, args string) {
 		t.Helper()
-		if err := p.Start(context.Background(), scheduler.WorkerSpec{ID: id, Endpoint: "ep", Image: image, Args: args, GPUCount: 1, Report: rec.Report}); err != nil {
+		if err := p.Start(context.Background(), pool.WorkerSpec{ID: id, Endpoint: "ep", Image: image, Args: args, GPUCount: 1, Report: rec.Report}); err != nil {
 			t.Fatalf("Start(%s) = %v", id, err)
 		}
 	}
 	exit := func(id string, want ...string) {
 		t.Helper()
-		e := rec.Wait(t, id, scheduler.WorkerExited, wait)
+		e := rec.Wait(t, id, pool.WorkerExited, wait)
 		if e.Err == nil || e.Stopped {
 			t.Fatalf("%s exited with %v (stopped %v); want an error naming %q", id, e.Err, e.Stopped, want)
 		}
@@ -134,7 +134,7 @@ func testFaults(t *testing.T, c *kubecluster.Cluster, k *kubecluster.Kubelet) {
 	}
 	running := func(id string) {
 		t.Helper()
-		rec.Wait(t, id, scheduler.WorkerRunning, wait)
+		rec.Wait(t, id, pool.WorkerRunning, wait)
 	}
 
 	start("pull", "registry.example/no-such-image:1", "")
@@ -181,7 +181,7 @@ func testFaults(t *testing.T, c *kubecluster.Cluster, k *kubecluster.Kubelet) {
 	if err := p.Stop(context.Background(), "logs"); err != nil {
 		t.Fatal(err)
 	}
-	if e := rec.Wait(t, "logs", scheduler.WorkerExited, wait); e.Err != nil || !e.Stopped {
+	if e := rec.Wait(t, "logs", pool.WorkerExited, wait); e.Err != nil || !e.Stopped {
 		t.Errorf("a stopped worker exited with %v, stopped %v; want no error, stopped", e.Err, e.Stopped)
 	}
 	if _, err := p.Logs(context.Background(), "nobody", 5); err == nil {
@@ -195,16 +195,16 @@ func testNodeLost(t *testing.T, c *kubecluster.Cluster, k *kubecluster.Kubelet) 
 	p := newPool(t, c, "lost", nil)
 	rec := &adaptertest.Recorder{}
 	for _, id := range []string{"lost1", "lost2"} {
-		if err := p.Start(context.Background(), scheduler.WorkerSpec{ID: id, Endpoint: "ep", Image: testImage, Args: "serves", GPUCount: 1, Report: rec.Report}); err != nil {
+		if err := p.Start(context.Background(), pool.WorkerSpec{ID: id, Endpoint: "ep", Image: testImage, Args: "serves", GPUCount: 1, Report: rec.Report}); err != nil {
 			t.Fatal(err)
 		}
-		rec.Wait(t, id, scheduler.WorkerRunning, wait)
+		rec.Wait(t, id, pool.WorkerRunning, wait)
 	}
 	if err := k.LoseNode(context.Background(), "lost-0"); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"lost1", "lost2"} {
-		e := rec.Wait(t, id, scheduler.WorkerExited, wait)
+		e := rec.Wait(t, id, pool.WorkerExited, wait)
 		if e.Err == nil || !strings.Contains(e.Err.Error(), "NodeLost") {
 			t.Errorf("%s on a lost node exited with %v; want NodeLost", id, e.Err)
 		}
@@ -219,10 +219,10 @@ func testUnschedulable(t *testing.T, c *kubecluster.Cluster, k *kubecluster.Kube
 	addNodes(t, k, "full", 1, 1)
 	p := newPool(t, c, "full", nil)
 	rec := &adaptertest.Recorder{}
-	if err := p.Start(context.Background(), scheduler.WorkerSpec{ID: "big", Endpoint: "ep", Image: testImage, Args: "serves", GPUCount: 2, Report: rec.Report}); err != nil {
+	if err := p.Start(context.Background(), pool.WorkerSpec{ID: "big", Endpoint: "ep", Image: testImage, Args: "serves", GPUCount: 2, Report: rec.Report}); err != nil {
 		t.Fatal(err)
 	}
-	e := rec.Wait(t, "big", scheduler.WorkerWaiting, wait)
+	e := rec.Wait(t, "big", pool.WorkerWaiting, wait)
 	if e.Err == nil || !strings.Contains(e.Err.Error(), "Insufficient nvidia.com/gpu") {
 		t.Errorf("a pod too big for the nodes is waiting with %v; want the scheduler's Insufficient nvidia.com/gpu", e.Err)
 	}
@@ -230,11 +230,11 @@ func testUnschedulable(t *testing.T, c *kubecluster.Cluster, k *kubecluster.Kube
 		Labels: map[string]string{groupLabel: "full"}}); err != nil {
 		t.Fatal(err)
 	}
-	rec.Wait(t, "big", scheduler.WorkerRunning, wait)
+	rec.Wait(t, "big", pool.WorkerRunning, wait)
 	if err := p.Stop(context.Background(), "big"); err != nil {
 		t.Fatal(err)
 	}
-	if e := rec.Wait(t, "big", scheduler.WorkerExited, wait); e.Err != nil {
+	if e := rec.Wait(t, "big", pool.WorkerExited, wait); e.Err != nil {
 		t.Errorf("stopped worker exited with %v", e.Err)
 	}
 	if evs := rec.Events("big"); len(evs) != 3 {
@@ -250,11 +250,11 @@ func testFound(t *testing.T, c *kubecluster.Cluster, k *kubecluster.Kubelet) {
 	first := newPool(t, c, "found", nil)
 	rec := &adaptertest.Recorder{}
 	for _, id := range []string{"old1", "old2"} {
-		if err := first.Start(context.Background(), scheduler.WorkerSpec{ID: id, Endpoint: "ep", Image: testImage, Args: "serves",
+		if err := first.Start(context.Background(), pool.WorkerSpec{ID: id, Endpoint: "ep", Image: testImage, Args: "serves",
 			GPUCount: 2, Revision: "rev-" + id, Report: rec.Report}); err != nil {
 			t.Fatal(err)
 		}
-		rec.Wait(t, id, scheduler.WorkerRunning, wait)
+		rec.Wait(t, id, pool.WorkerRunning, wait)
 	}
 	first.Close() // Gantry went away; its pods did not
 	id := first.Describe().ID
@@ -263,7 +263,7 @@ func testFound(t *testing.T, c *kubecluster.Cluster, k *kubecluster.Kubelet) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slices.SortFunc(ws, func(a, b scheduler.LiveWorker) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(ws, func(a, b pool.LiveWorker) int { return strings.Compare(a.ID, b.ID) })
 	if len(ws) != 2 || ws[0].Known || ws[1].Known || ws[0].Endpoint != "ep" || ws[0].Revision != "rev-old1" || ws[0].Count != 2 {
 		t.Fatalf("Workers() = %+v; want old1 and old2, not known, of endpoint ep, with their revision and 2 GPUs", ws)
 	}
@@ -271,7 +271,7 @@ func testFound(t *testing.T, c *kubecluster.Cluster, k *kubecluster.Kubelet) {
 	if err := second.Adopt(context.Background(), ws[0], again.Report); err != nil {
 		t.Fatalf("Adopt(old1) = %v", err)
 	}
-	again.Wait(t, "old1", scheduler.WorkerRunning, wait)
+	again.Wait(t, "old1", pool.WorkerRunning, wait)
 	if err := second.Adopt(context.Background(), ws[0], again.Report); err == nil {
 		t.Error("a second Adopt of the same worker = nil; want an error")
 	}
@@ -285,7 +285,7 @@ func testFound(t *testing.T, c *kubecluster.Cluster, k *kubecluster.Kubelet) {
 	if err := k.OOMKill(namespace, kube.PodName("old1")); err != nil {
 		t.Fatal(err)
 	}
-	if e := again.Wait(t, "old1", scheduler.WorkerExited, wait); e.Err == nil || !strings.Contains(e.Err.Error(), "OOMKilled") {
+	if e := again.Wait(t, "old1", pool.WorkerExited, wait); e.Err == nil || !strings.Contains(e.Err.Error(), "OOMKilled") {
 		t.Errorf("the adopted worker exited with %v; want OOMKilled", e.Err)
 	}
 	testkit.EventuallyWithin(t, wait, "the found pods gone", func() bool {
@@ -306,12 +306,12 @@ func testSpec(t *testing.T, c *kubecluster.Cluster, k *kubecluster.Kubelet) {
 		}
 	})
 	rec := &adaptertest.Recorder{}
-	if err := p.Start(context.Background(), scheduler.WorkerSpec{ID: "spec1", Endpoint: "ep", Image: testImage, Args: "serves", GPUCount: 2,
+	if err := p.Start(context.Background(), pool.WorkerSpec{ID: "spec1", Endpoint: "ep", Image: testImage, Args: "serves", GPUCount: 2,
 		Disk: 20, Registry: "ghcr", Report: rec.Report,
 		Env: map[string]string{"RUNPOD_WEBHOOK_GET_JOB": "http://127.0.0.1:1/v2/ep/job-take/spec1?gpu=x", "MODEL": "m"}}); err != nil {
 		t.Fatal(err)
 	}
-	rec.Wait(t, "spec1", scheduler.WorkerRunning, wait)
+	rec.Wait(t, "spec1", pool.WorkerRunning, wait)
 	pod, err := c.Client.CoreV1().Pods(namespace).Get(context.Background(), kube.PodName("spec1"), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -346,5 +346,5 @@ func testSpec(t *testing.T, c *kubecluster.Cluster, k *kubecluster.Kubelet) {
 	if err := p.Stop(context.Background(), "spec1"); err != nil {
 		t.Fatal(err)
 	}
-	rec.Wait(t, "spec1", scheduler.WorkerExited, wait)
+	rec.Wait(t, "spec1", pool.WorkerExited, wait)
 }

@@ -31,8 +31,8 @@ func testJobs(t *testing.T, c *kubecluster.Cluster, k *kubecluster.Kubelet) {
 		t.Fatal(err)
 	}
 	cfg := server.Config{Pools: []server.PoolConfig{{
-		Pool: core.Pool{ID: "k8s", Adapter: "kubernetes", GPUType: "NVIDIA H100 80GB HBM3", GPUs: 4},
-		Kubernetes: &server.KubernetesConfig{Kubeconfig: c.Kubeconfig(t), Namespace: namespace, Installation: "e2e",
+		PoolInfo: core.PoolInfo{ID: "k8s", Adapter: "kubernetes", GPUType: "NVIDIA H100 80GB HBM3", GPUs: 4},
+		Kubernetes: &kube.Config{Kubeconfig: c.Kubeconfig(t), Namespace: namespace, Installation: "e2e",
 			NodeSelector: map[string]string{groupLabel: "jobs"}, StopGrace: time.Second, UnschedulableAfter: time.Second},
 	}}}
 	t.Cleanup(func() { // runs after the server's shutdown, which deletes its pods

@@ -75,7 +75,7 @@ func newPool(t *testing.T, c *kubecluster.Cluster, group string, change func(*ku
 		t.Fatal(err)
 	}
 	id := group + "-" + strings.ToLower(core.NewID(5))
-	cfg := kube.Config{Pool: core.Pool{ID: id, GPUType: "NVIDIA H100 80GB HBM3", GPUs: 8}, Client: client,
+	cfg := kube.Config{Pool: core.PoolInfo{ID: id, GPUType: "NVIDIA H100 80GB HBM3", GPUs: 8}, Client: client,
 		Namespace: namespace, Installation: "test", NodeSelector: map[string]string{groupLabel: group},
 		StopGrace: testGrace, UnschedulableAfter: 500 * time.Millisecond, Log: slog.New(slog.DiscardHandler)}
 	if change != nil {

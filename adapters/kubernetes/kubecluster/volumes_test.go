@@ -22,7 +22,7 @@ import (
 	"github.com/gantryhq/gantry/adapters/kubernetes/kubecluster"
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/internal/testkit"
-	"github.com/gantryhq/gantry/scheduler"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // readsVolume is the test image's argument for a worker that reads hello.txt from its volume
@@ -99,12 +99,12 @@ func testVolumes(t *testing.T, c *kubecluster.Cluster, k *kubecluster.Kubelet) {
 		t.Fatal(err)
 	}
 	rec := &adaptertest.Recorder{}
-	spec := scheduler.WorkerSpec{ID: "vol-" + strings.ToLower(core.NewID(5)), Endpoint: "ep", Image: testImage, Args: readsVolume,
+	spec := pool.WorkerSpec{ID: "vol-" + strings.ToLower(core.NewID(5)), Endpoint: "ep", Image: testImage, Args: readsVolume,
 		Volume: &v, Report: rec.Report}
 	if err := p.Start(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
-	rec.Wait(t, spec.ID, scheduler.WorkerRunning, wait)
+	rec.Wait(t, spec.ID, pool.WorkerRunning, wait)
 	pod, err := c.Client.CoreV1().Pods(namespace).Get(ctx, kube.PodName(spec.ID), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -129,17 +129,17 @@ func testVolumes(t *testing.T, c *kubecluster.Cluster, k *kubecluster.Kubelet) {
 	if err := p.Stop(ctx, spec.ID); err != nil {
 		t.Fatal(err)
 	}
-	rec.Wait(t, spec.ID, scheduler.WorkerExited, wait)
+	rec.Wait(t, spec.ID, pool.WorkerExited, wait)
 
 	// A worker whose volume has no claim: the cluster scheduler cannot place its pod, and past
 	// the mount timeout the worker exits with the reason, its process never started.
 	missing := core.Volume{ID: "missing-" + strings.ToLower(core.NewID(5)), SizeGB: 10}
-	bad := scheduler.WorkerSpec{ID: "vol-" + strings.ToLower(core.NewID(5)), Endpoint: "ep", Image: testImage, Args: readsVolume,
+	bad := pool.WorkerSpec{ID: "vol-" + strings.ToLower(core.NewID(5)), Endpoint: "ep", Image: testImage, Args: readsVolume,
 		Volume: &missing, Report: rec.Report}
 	if err := p.Start(ctx, bad); err != nil {
 		t.Fatal(err)
 	}
-	e := rec.Wait(t, bad.ID, scheduler.WorkerExited, wait)
+	e := rec.Wait(t, bad.ID, pool.WorkerExited, wait)
 	var exit *kube.ExitError
 	if !errors.As(e.Err, &exit) || exit.Reason != "VolumeUnavailable" || !strings.Contains(exit.Message, kube.ClaimName(missing.ID)) {
 		t.Errorf("exit of a worker whose claim is missing = %v; want VolumeUnavailable naming the claim", e.Err)

@@ -1,4 +1,10 @@
-package scheduler
+// Package pool is the contract between the scheduler and the GPU pool adapters: Pool, the one
+// interface every adapter implements, the optional capabilities the scheduler looks for
+// (Elastic, HealthReporter, WorkerLister, Adopter, VolumeStorage, LogSource, ImageChecker,
+// Killer), and the worker specs and events that cross it. It imports only core, so that an
+// adapter (adapters/...) depends on the contract and never on the scheduler that drives it;
+// adapters/adaptertest checks an implementation.
+package pool
 
 import (
 	"context"
@@ -19,7 +25,7 @@ type Pool interface {
 	// Describe returns the pool's description: its id, GPU type, how many GPUs (or CPU slots)
 	// it has, the CUDA versions its driver runs and its data center. It does not change while
 	// the pool is in use, except for the count of an Elastic pool (see Elastic.Capacity).
-	Describe() core.Pool
+	Describe() core.PoolInfo
 	// Start starts a worker from spec and returns once it is starting (a process forked, a
 	// container created and started). Every worker that Start accepted ends with exactly one
 	// WorkerExited event, sent through spec.Report, whether it crashes or is stopped.
@@ -207,4 +213,22 @@ type WorkerEvent struct {
 // long as the pool keeps them. An unknown worker is an error wrapping fs.ErrNotExist.
 type LogSource interface {
 	Logs(ctx context.Context, id string, tail int) (io.ReadCloser, error)
+}
+
+// ImageChecker is implemented by pools that know which images they can run (optional): the
+// process pool runs only the built-in images and those its config maps to a command. CanRun
+// answers false with why and the fix when the pool cannot run image; a pool that pulls
+// images on demand does not implement it.
+type ImageChecker interface {
+	CanRun(image string) (ok bool, why string)
+}
+
+// Killer is implemented by pools that can end a worker at once, with no polite signal and no
+// grace (SIGKILL; it ends a process stopped with SIGSTOP too). The scheduler kills a worker the
+// job engine declared lost: it stopped answering, so a polite stop would only wait out the
+// grace. Pools without it get Stop (a polite signal, then force after their grace).
+type Killer interface {
+	// Kill ends a worker at once; its WorkerExited event follows as after Stop. Killing a
+	// worker that already exited, or is unknown, is not an error.
+	Kill(ctx context.Context, id string) error
 }
