@@ -22,7 +22,7 @@ func (h *handler) ListWorkers(ctx context.Context, p oas.ListWorkersParams) (oas
 	if h.cfg.Fleet == nil {
 		return &oas.WorkerListHeaders{Response: out}, nil
 	}
-	for _, w := range h.cfg.Fleet.Workers(ep.ID) {
+	for _, w := range h.cfg.Fleet.EndpointWorkers(ep.ID) {
 		i := oas.WorkerInfo{ID: w.ID, Status: oas.WorkerInfoStatus(w.Status), Pool: w.Pool, Gpus: w.GPUs,
 			StartedAt: w.StartedAt.UTC(), Jobs: oas.NewOptInt(w.Jobs)}
 		if i.Gpus == nil {

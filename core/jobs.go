@@ -117,7 +117,7 @@ func (js *Jobs) Submit(ctx context.Context, ep *Endpoint, s Submission) (Job, er
 	rec := Job{
 		ID: NewJobKey(s.Sync).String(), Endpoint: ep.ID, Owner: cmp.Or(s.Owner, ep.Owner), Status: InQueue, Sync: s.Sync,
 		Webhook: s.Webhook, Policy: s.Policy, S3Config: s.S3Config,
-		TimeoutMs: cmpOr(s.Policy.ExecutionTimeoutMs, ep.TimeoutMs),
+		TimeoutMs: cmp.Or(s.Policy.ExecutionTimeoutMs, ep.TimeoutMs),
 		CreatedAt: now, QueuedAt: now,
 		Retention: RunRetention,
 	}
@@ -145,13 +145,6 @@ func ttlOf(j *Job) time.Duration {
 		return time.Duration(j.Policy.TTLMs) * time.Millisecond
 	}
 	return DefaultJobTTL
-}
-
-func cmpOr(a, b int64) int64 {
-	if a != 0 {
-		return a
-	}
-	return b
 }
 
 func notFound(id string) error {

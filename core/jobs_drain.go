@@ -104,7 +104,7 @@ func (sh *workerShard) taking() bool {
 	return false
 }
 
-// Workers returns how many workers the engine knows (registered and not yet forgotten).
-func (js *Jobs) Workers() int {
+// RegisteredWorkers returns how many workers the engine knows (registered and not yet forgotten).
+func (js *Jobs) RegisteredWorkers() int {
 	return js.workers.len()
 }

@@ -22,8 +22,8 @@ type WorkerRegistry interface {
 	ForgetWorker(ctx context.Context, worker string)
 	// WorkerStatus returns a registered worker's activity, with its self-reported health.
 	WorkerStatus(worker string) (WorkerStatus, bool)
-	// Workers returns how many workers are registered and not yet forgotten.
-	Workers() int
+	// RegisteredWorkers returns how many workers are registered and not yet forgotten.
+	RegisteredWorkers() int
 	// SubscribeWorkers returns the registry's signals about its workers (ready, lost) for the
 	// one scheduler that runs them; signals are posted from the first call on.
 	SubscribeWorkers() *WorkerSignals

@@ -2,6 +2,7 @@ package models
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -275,7 +276,7 @@ func (s Speech) Handle(ctx context.Context, job *worker.Job, r worker.Responder)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	prog, err := exec.LookPath(cmpOr(s.Command, "espeak-ng"))
+	prog, err := exec.LookPath(cmp.Or(s.Command, "espeak-ng"))
 	if err != nil {
 		return nil, ErrNoEspeak
 	}
@@ -309,13 +310,6 @@ func (s Speech) Handle(ctx context.Context, job *worker.Job, r worker.Responder)
 	}
 	return map[string]any{"audio_url": f.URL, "duration_ms": info.DurationMs, "sample_rate": info.SampleRate,
 		"characters": Characters(text), "content_type": f.ContentType, "expires_at": f.ExpiresAt}, nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // textChunk is one streamed chunk's output (spec 2.9): the token, and the token counts.

@@ -68,7 +68,7 @@ type HealthReporter interface {
 // without it (containers, pods): Workers lists the live ones, those Start accepted and those
 // an earlier run of Gantry left, so that the scheduler can reap the workers it does not know.
 type WorkerLister interface {
-	Workers(ctx context.Context) ([]LiveWorker, error)
+	LiveWorkers(ctx context.Context) ([]LiveWorker, error)
 }
 
 // LiveWorker is one worker a pool runs, as WorkerLister sees it.

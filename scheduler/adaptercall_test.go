@@ -33,7 +33,7 @@ func TestAdapterPanicInStartFailsTheWorker(t *testing.T) {
 	if h.Unhealthy != 1 || !strings.Contains(h.Reason, "the adapter panicked in Start: boom in Start") {
 		t.Errorf("health = unhealthy %d, reason %q; want 1, the panic", h.Unhealthy, h.Reason)
 	}
-	if n := r.jobs.Workers(); n != 0 {
+	if n := r.jobs.RegisteredWorkers(); n != 0 {
 		t.Errorf("the job engine knows %d workers; want 0 (forgotten)", n)
 	}
 	if free := r.s.Placer().Free("P"); free != 16 {
@@ -68,7 +68,7 @@ func TestAdapterPanicInSuspendStopsTheWorker(t *testing.T) {
 	if alive, suspended, _ := r.pool.counts(); alive != 0 || suspended != 0 {
 		t.Errorf("after Suspend panicked: %d alive, %d suspended; want the worker stopped", alive, suspended)
 	}
-	if ws := r.s.Workers(ep.ID); len(ws) != 1 || ws[0].Status != "EXITED" {
+	if ws := r.s.EndpointWorkers(ep.ID); len(ws) != 1 || ws[0].Status != "EXITED" {
 		t.Errorf("workers = %+v; want %s EXITED", ws, w)
 	}
 }

@@ -83,7 +83,7 @@ func (p *listingPool) Stop(ctx context.Context, id string) error {
 	return p.fakePool.Stop(ctx, id)
 }
 
-func (p *listingPool) Workers(context.Context) ([]pool.LiveWorker, error) {
+func (p *listingPool) LiveWorkers(context.Context) ([]pool.LiveWorker, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.Clone(p.listed), nil

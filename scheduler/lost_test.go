@@ -60,7 +60,7 @@ func TestLostWorkerIsKilledAndReplaced(t *testing.T) {
 			t.Fatalf("slowKill %v: %d workers started; want 2 (the lost one and its replacement)", slow, started)
 		}
 		var fresh string
-		for _, w := range r.s.Workers(ep.ID) {
+		for _, w := range r.s.EndpointWorkers(ep.ID) {
 			switch {
 			case w.ID == hung && w.Status != "STOPPING" && w.Status != "EXITED":
 				t.Errorf("slowKill %v: lost worker listed %s; want STOPPING or EXITED", slow, w.Status)

@@ -20,7 +20,7 @@ func (s *Scheduler) reap(ctx context.Context) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		workers, err := lister.Workers(ctx)
+		workers, err := lister.LiveWorkers(ctx)
 		if err != nil {
 			s.cfg.Log.Error("listing a pool's workers to reap those left behind", "pool", sl.info.ID, "err", err)
 		}

@@ -749,7 +749,7 @@ func TestWorkersAndLogs(t *testing.T) {
 	r.submit(ep, 1, false)
 	r.take(ep, ids[0])
 	got := map[string]string{}
-	for _, w := range r.s.Workers(ep.ID) {
+	for _, w := range r.s.EndpointWorkers(ep.ID) {
 		got[w.ID] = w.Status
 		if w.Pool != "P" || len(w.GPUs) != 1 || w.ColdStart != 40*time.Millisecond {
 			t.Errorf("worker %+v; want pool P, one slot, a 40ms cold start", w)
@@ -759,7 +759,7 @@ func TestWorkersAndLogs(t *testing.T) {
 		t.Errorf("statuses = %v; want %s RUNNING, %s IDLE", got, ids[0], ids[1])
 	}
 	r.pool.Stop(context.Background(), ids[1]) // exits
-	ws := r.s.Workers(ep.ID)
+	ws := r.s.EndpointWorkers(ep.ID)
 	if last := ws[len(ws)-1]; last.ID != ids[1] || last.Status != "EXITED" || last.ExitedAt.IsZero() {
 		t.Errorf("last worker = %+v; want %s EXITED", last, ids[1])
 	}

@@ -14,7 +14,7 @@ func (s *Scheduler) WaitStopped(ctx context.Context) error {
 	t := time.NewTicker(time.Millisecond)
 	defer t.Stop()
 	for {
-		ours, engine := 0, s.cfg.Jobs.Workers()
+		ours, engine := 0, s.cfg.Jobs.RegisteredWorkers()
 		s.byID.Range(func(_, _ any) bool { ours++; return true })
 		if ours == 0 && engine == 0 {
 			return nil

@@ -29,7 +29,7 @@ func TestWaitStopped(t *testing.T) {
 	if err := r.s.WaitStopped(ctx); err != nil {
 		t.Errorf("WaitStopped after Close = %v; want nil", err)
 	}
-	if n := r.jobs.Workers(); n != 0 {
+	if n := r.jobs.RegisteredWorkers(); n != 0 {
 		t.Errorf("the job engine knows %d workers after WaitStopped; want 0", n)
 	}
 }

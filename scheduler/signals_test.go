@@ -55,7 +55,7 @@ func TestBusyWorkerWhoseReadySignalIsInFlightIsNotStopped(t *testing.T) {
 	if st, _ := r.jobs.WorkerStatus(w); st.Busy != 1 {
 		t.Errorf("worker status = %+v; want it still busy", st)
 	}
-	if ws := r.s.Workers(ep.ID); len(ws) != 1 || ws[0].Status != "RUNNING" {
+	if ws := r.s.EndpointWorkers(ep.ID); len(ws) != 1 || ws[0].Status != "RUNNING" {
 		t.Errorf("workers = %+v; want %s RUNNING", ws, w)
 	}
 }

@@ -71,7 +71,7 @@ func (w *workerRec) info(js core.WorkerRegistry) core.WorkerInfo {
 
 // Workers returns the endpoint's workers, newest first, then the ones that exited lately,
 // newest first. It implements core.Fleet.
-func (s *Scheduler) Workers(endpoint string) []core.WorkerInfo {
+func (s *Scheduler) EndpointWorkers(endpoint string) []core.WorkerInfo {
 	es := s.state(endpoint)
 	if es == nil {
 		return nil

@@ -413,7 +413,7 @@ func testWorkers(t *testing.T, h Harness) {
 	listed := func() (pool.LiveWorker, bool) {
 		t.Helper()
 		var ws []pool.LiveWorker
-		err := f.call(func(ctx context.Context) (err error) { ws, err = lister.Workers(ctx); return err })
+		err := f.call(func(ctx context.Context) (err error) { ws, err = lister.LiveWorkers(ctx); return err })
 		if err != nil {
 			t.Fatalf("Workers() = %v", err)
 		}

@@ -449,7 +449,7 @@ func (p *Pool) Resume(context.Context, string) error { return pool.ErrUnsupporte
 
 // Workers lists the pool's worker pods: those Start created (Known) and those it found with
 // its labels, left by an earlier run or another replica (implements pool.WorkerLister).
-func (p *Pool) Workers(context.Context) ([]pool.LiveWorker, error) {
+func (p *Pool) LiveWorkers(context.Context) ([]pool.LiveWorker, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []pool.LiveWorker

@@ -137,7 +137,7 @@ func TestStartRendersThePodAndMapsItsStatus(t *testing.T) {
 	if e := ev.next(t); e.State != pool.WorkerRunning || e.Addrs[8000] != "10.0.0.7:8000" {
 		t.Errorf("event = %+v; want WorkerRunning at 10.0.0.7:8000", e)
 	}
-	if ws, _ := p.Workers(t.Context()); len(ws) != 1 || !ws[0].Known || ws[0].Endpoint != "ep" {
+	if ws, _ := p.LiveWorkers(t.Context()); len(ws) != 1 || !ws[0].Known || ws[0].Endpoint != "ep" {
 		t.Errorf("Workers() = %+v; want the one known worker of ep", ws)
 	}
 	pod.Status.Phase = corev1.PodFailed

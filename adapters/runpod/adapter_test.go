@@ -571,7 +571,7 @@ func TestLeftoversOfAnEarlierRunAreListedAndStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer second.Close()
-	ws, err := second.Workers(context.Background())
+	ws, err := second.LiveWorkers(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -587,7 +587,7 @@ func TestLeftoversOfAnEarlierRunAreListedAndStopped(t *testing.T) {
 	if pods := c.Pods(); len(pods) != 1 || pods[0].Env[EnvWorker] != "theirs" {
 		t.Errorf("pods after the leftovers were stopped: %+v; want only the other installation's", pods)
 	}
-	if ws, _ := stranger.Workers(context.Background()); len(ws) != 1 || !ws[0].Known {
+	if ws, _ := stranger.LiveWorkers(context.Background()); len(ws) != 1 || !ws[0].Known {
 		t.Errorf("Workers() of the pool that started it = %+v; want it, known", ws)
 	}
 	if err := stranger.Shutdown(context.Background()); err != nil {

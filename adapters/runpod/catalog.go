@@ -184,7 +184,7 @@ func (p *Pool) ours(pod *rpapi.Pod) (worker string, ok bool) {
 // Workers lists the pods of this installation and pool as workers: those Start accepted
 // (Known) and those an earlier run, or another replica, left. The scheduler stops the ones
 // it did not start (Stop terminates a pod it finds this way).
-func (p *Pool) Workers(ctx context.Context) ([]pool.LiveWorker, error) {
+func (p *Pool) LiveWorkers(ctx context.Context) ([]pool.LiveWorker, error) {
 	pods, err := p.listPods(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("runpod pool %s: listing its pods: %w", p.desc.ID, err)

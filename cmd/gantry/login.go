@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,7 +38,7 @@ func (a *app) loginCmd(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	p := profile{URL: strings.TrimRight(cmpOr(*u, a.getenv("GANTRY_URL")), "/"), Key: cmpOr(*key, a.getenv("GANTRY_KEY")),
+	p := profile{URL: strings.TrimRight(cmp.Or(*u, a.getenv("GANTRY_URL")), "/"), Key: cmp.Or(*key, a.getenv("GANTRY_KEY")),
 		Insecure: *insecure || a.getenv("GANTRY_INSECURE") == "1"}
 	if p.URL == "" || p.Key == "" {
 		return usagef("give --url and --key (or --key-stdin) (gantry key create --data DIR --user NAME issues the first key)")
@@ -78,11 +79,4 @@ func (a *app) readKey() (string, error) {
 		return "", usagef("--key-stdin: stdin held no key")
 	}
 	return k, nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

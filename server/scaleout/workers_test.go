@@ -122,7 +122,7 @@ func TestWorkerThroughFollower(t *testing.T) {
 	}
 	var ws []core.WorkerInfo
 	testkit.Eventually(t, "the leader to see its worker ready", func() bool {
-		ws = ld.Engine().Scheduler.Workers(ep.ID)
+		ws = ld.Engine().Scheduler.EndpointWorkers(ep.ID)
 		return len(ws) == 1 && (ws[0].Status == "IDLE" || ws[0].Status == "RUNNING")
 	})
 	id := ws[0].ID
@@ -141,7 +141,7 @@ func TestWorkerThroughFollower(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, "the leader to see its worker running the job", func() bool {
-		ws = ld.Engine().Scheduler.Workers(ep.ID)
+		ws = ld.Engine().Scheduler.EndpointWorkers(ep.ID)
 		return len(ws) == 1 && ws[0].Status == "RUNNING"
 	})
 	sameHealth("one worker running")
@@ -159,7 +159,7 @@ func TestWorkerThroughFollower(t *testing.T) {
 
 	// Idle past its idle timeout, the worker is retired; both replicas say so.
 	testkit.Eventually(t, "the idle worker to be retired", func() bool {
-		ws = ld.Engine().Scheduler.Workers(ep.ID)
+		ws = ld.Engine().Scheduler.EndpointWorkers(ep.ID)
 		return len(ws) == 0 || ws[0].Status == "EXITED"
 	})
 	sameHealth("no worker")
@@ -225,10 +225,10 @@ func TestWorkerAlternatingReplicas(t *testing.T) {
 		t.Fatalf("worker requests by replica = %d, %d; want some on each", hits[0].Load(), hits[1].Load())
 	}
 	testkit.Eventually(t, "the idle worker to be retired", func() bool {
-		ws := ld.Engine().Scheduler.Workers(ep)
+		ws := ld.Engine().Scheduler.EndpointWorkers(ep)
 		return len(ws) == 0 || ws[0].Status == "EXITED"
 	})
-	if ws := ld.Engine().Scheduler.Workers(ep); len(ws) != 1 || ws[0].Error != "" {
+	if ws := ld.Engine().Scheduler.EndpointWorkers(ep); len(ws) != 1 || ws[0].Error != "" {
 		t.Errorf("the leader's workers = %+v; want the one worker, exited without an error", ws)
 	}
 	testkit.Eventually(t, "/health to show no worker on both replicas", func() bool {

@@ -259,7 +259,7 @@ func testFound(t *testing.T, c *kubecluster.Cluster, k *kubecluster.Kubelet) {
 	first.Close() // Gantry went away; its pods did not
 	id := first.Describe().ID
 	second := newPool(t, c, "found", func(cfg *kube.Config) { cfg.Pool.ID = id })
-	ws, err := second.Workers(context.Background())
+	ws, err := second.LiveWorkers(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +279,7 @@ func testFound(t *testing.T, c *kubecluster.Cluster, k *kubecluster.Kubelet) {
 		t.Fatal(err)
 	}
 	testkit.EventuallyWithin(t, wait, "Workers() listing only old1, known, after adopting it and stopping old2", func() bool {
-		ws, _ := second.Workers(context.Background())
+		ws, _ := second.LiveWorkers(context.Background())
 		return len(ws) == 1 && ws[0].Known && ws[0].ID == "old1"
 	})
 	if err := k.OOMKill(namespace, kube.PodName("old1")); err != nil {

@@ -253,7 +253,7 @@ type WorkerInfo struct {
 // Fleet shows an endpoint's workers and their output; the scheduler implements it.
 type Fleet interface {
 	// Workers returns the endpoint's workers, newest first, then the ones that exited lately.
-	Workers(endpoint string) []WorkerInfo
+	EndpointWorkers(endpoint string) []WorkerInfo
 	// WorkerLogs returns the last tail lines of a worker's output; KindNotFound when the
 	// endpoint has no such worker (running or lately exited), KindUnavailable when its pool
 	// keeps no logs.
