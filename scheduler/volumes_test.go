@@ -80,7 +80,10 @@ func TestWorkerGetsItsVolume(t *testing.T) {
 		"veu": {ID: "veu", Owner: "alice", SizeGB: 50, DataCenter: "EU"},
 	}
 	r := volumeRig(t, run.fakePool, []Pool{run}, vols, nil)
-	ep := r.endpoint(func(e *core.Endpoint) { e.NetworkVolumes = []string{"vus", "veu"}; e.DataCenterIDs = []string{"EU", "US"} })
+	ep := r.endpoint(func(e *core.Endpoint) {
+		e.NetworkVolumes = []string{"vus", "veu"}
+		e.DataCenterIDs = []string{"EU", "US"}
+	})
 	r.submit(ep, 1, false)
 	w := r.running(1)[0]
 	spec := run.alive[w]
