@@ -246,6 +246,10 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 		}
 	}
 	catalog := core.NewCatalog(cfg.catalogPools(), cfg.NetworkVolumes, templates)
+	if err := checkVolumeStorage(s.pools, cfg.VolumeStorage); err != nil {
+		return err
+	}
+	var mgmt *core.Management // the scheduler reads endpoints' volumes through it (set below)
 
 	// Worker tokens are signed with a key kept in the store: they outlive a restart.
 	tokens, err := core.NewWorkerTokens(ctx, s.st.tokens, clock)
@@ -270,7 +274,14 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 		Scheduler: scheduler.Config{Pools: s.pools, BaseURL: "http://" + loopback(s.ln.Addr().String()), Clock: clock, Log: log,
 			StableWindow: cfg.Autoscaler.StableWindow, PanicWindow: cfg.Autoscaler.PanicWindow,
 			InitTimeout: time.Duration(cfg.Autoscaler.InitTimeout) * time.Second,
-			VolumeDC:    func(id string) (string, bool) { v, ok := catalog.NetworkVolume(id); return v.DataCenter, ok },
+			VolumeDC: func(id string) (string, bool) { // a volume's data center never changes
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				v, err := mgmt.Volume(ctx, id)
+				return v.DataCenter, err == nil
+			},
+			Volume:        func(ctx context.Context, id string) (core.Volume, error) { return mgmt.Volume(ctx, id) },
+			VolumeStorage: cfg.VolumeStorage,
 			Removed: func(id string) { // a deleted endpoint's series leave /metrics
 				observer.Forget(id)
 				lbRequests.Forget(id)
@@ -317,8 +328,9 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 	catalog.Total = sched.Placer().Total
 	catalog.Unhealthy = sched.Placer().Unhealthy // a pool whose cloud refuses its key says why
 	catalog.CanRun = sched.Placer().CanRun       // an image no listed pool can run is refused (422)
-	mgmt := &core.Management{
+	mgmt = &core.Management{
 		Endpoints: s.st.endpoints, Templates: s.st.templates, Clock: clock, Catalog: catalog,
+		Volumes: s.st.volumeStore(), VolumeBackend: volumeBackend{pools: s.pools, override: cfg.VolumeStorage},
 		OnChange: sched.Set, // new scaling, bounds or GPUs take effect at once
 		OnDelete: func(id string) {
 			jobs.Purge(id) // a deleted endpoint's queue is cancelled, its workers stopped
