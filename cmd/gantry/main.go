@@ -33,6 +33,7 @@ Usage:
                                         (--key-stdin reads the key from stdin)
   gantry endpoint create|list|get|update|delete
   gantry template create|list|get|update|delete
+  gantry volume create|list|get|resize|delete
   gantry run ENDPOINT --input JSON      run a job, show its progress and stream, print its output
   gantry job status|cancel|retry|stream|list ENDPOINT [JOB_ID]
   gantry worker list ENDPOINT           an endpoint's workers
@@ -95,6 +96,8 @@ func (a *app) run(ctx context.Context, args []string) error {
 		return a.endpointCmd(ctx, args[1:])
 	case "template", "templates":
 		return a.templateCmd(ctx, args[1:])
+	case "volume", "volumes":
+		return a.volumeCmd(ctx, args[1:])
 	case "run":
 		return a.runCmd(ctx, args[1:])
 	case "job", "jobs":

@@ -483,7 +483,7 @@ func (a *app) completionCmd(args []string) error {
 // commandTree is every command and its subcommands, for completion.
 var commandTree = [][2]string{
 	{"serve", ""}, {"login", ""}, {"run", ""}, {"usage", ""}, {"version", ""}, {"completion", "bash zsh fish"},
-	{"endpoint", "create list get update delete"}, {"template", "create list get update delete"},
+	{"endpoint", "create list get update delete"}, {"template", "create list get update delete"}, {"volume", "create list get resize delete"},
 	{"job", "status cancel retry stream list"}, {"worker", "list logs"}, {"key", "create list revoke"},
 	{"keys", "create list revoke"}, {"model", "list"}, {"catalog", "gpus templates cpus"},
 }
