@@ -7,6 +7,7 @@ import * as api from "./api.js";
 import * as metrics from "./metrics.js";
 import * as history from "./history.js";
 import {lineChart} from "./charts.js";
+import {volumesView} from "./volumes.js";
 
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");
@@ -55,7 +56,7 @@ async function render() {
   metrics.start();
   metrics.watch(parts[0] === "endpoints" && parts.length > 1 ? parts[1] : null); // its series alone
   for (const a of nav.querySelectorAll("a")) a.classList.toggle("active", a.dataset.nav === parts[0]);
-  const view = {endpoints: parts.length > 1 ? endpointView : endpointsView, keys: keysView, usage: usageView}[parts[0]];
+  const view = {endpoints: parts.length > 1 ? endpointView : endpointsView, keys: keysView, usage: usageView, volumes: volumesView}[parts[0]];
   replace(main, h("p", {class: "muted"}, "Loading…"));
   try {
     const page = await (view || notFoundView)(parts);
