@@ -17,7 +17,7 @@ import (
 // of its data center. Whether the pool's adapter can store volumes is checked once the pools
 // are built (checkVolumeStorage).
 func (c *Config) validateVolumeStorage() error {
-	for _, dc := range sortedKeys(c.VolumeStorage) {
+	for _, dc := range volumeStorageDCs(c.VolumeStorage) {
 		id := c.VolumeStorage[dc]
 		if dc == "" || id == "" {
 			return fmt.Errorf("volumeStorage: %q: %q: both the data center and the pool id are required", dc, id)
@@ -36,7 +36,7 @@ func (c *Config) validateVolumeStorage() error {
 	return nil
 }
 
-func sortedKeys(m map[string]string) []string {
+func volumeStorageDCs(m map[string]string) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -47,7 +47,7 @@ func sortedKeys(m map[string]string) []string {
 
 // checkVolumeStorage checks that each pool volumeStorage names can store volumes.
 func checkVolumeStorage(pools []scheduler.Pool, override map[string]string) error {
-	for _, dc := range sortedKeys(override) {
+	for _, dc := range volumeStorageDCs(override) {
 		if _, _, err := scheduler.StoragePool(pools, override, dc); err != nil {
 			return err
 		}
