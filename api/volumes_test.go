@@ -132,6 +132,19 @@ func TestNetworkVolumeLifecycle(t *testing.T) {
 	if ids := e.volumeIDs(t, e.alice); !slices.Equal(ids, []string{"vol-eu", id}) {
 		t.Errorf("list = %v; want the operator's vol-eu, then %s", ids, id)
 	}
+	// A read key reads volumes but changes none.
+	if ids := e.volumeIDs(t, e.read); !slices.Equal(ids, []string{"vol-eu", id}) {
+		t.Errorf("list with a read key = %v", ids)
+	}
+	for _, req := range []struct{ method, path, body string }{
+		{"POST", "/v2/network-volumes", `{"name":"r","size":10,"dataCenter":"EU-RO-1"}`},
+		{"PATCH", "/v2/network-volumes/" + id, `{"size":60}`},
+		{"DELETE", "/v2/network-volumes/" + id, ""},
+	} {
+		if r := e.as(e.read, req.method, req.path, req.body); r.status != 403 {
+			t.Errorf("%s %s with a read key = %d %s; want 403", req.method, req.path, r.status, r.body)
+		}
+	}
 	r = e.as(e.alice, "GET", "/v2/network-volumes/"+id, "")
 	if r.status != 200 || r.json(t)["usedBytes"] != 4096.0 || r.json(t)["size"] != 50.0 {
 		t.Errorf("get = %d %s; want 200 with size 50 and usedBytes 4096", r.status, r.body)

@@ -273,13 +273,8 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 			History: s.st.history},
 		Scheduler: scheduler.Config{Pools: s.pools, BaseURL: "http://" + loopback(s.ln.Addr().String()), Clock: clock, Log: log,
 			StableWindow: cfg.Autoscaler.StableWindow, PanicWindow: cfg.Autoscaler.PanicWindow,
-			InitTimeout: time.Duration(cfg.Autoscaler.InitTimeout) * time.Second,
-			VolumeDC: func(id string) (string, bool) { // a volume's data center never changes
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				v, err := mgmt.Volume(ctx, id)
-				return v.DataCenter, err == nil
-			},
+			InitTimeout:   time.Duration(cfg.Autoscaler.InitTimeout) * time.Second,
+			VolumeDC:      volumeDCs(func(ctx context.Context, id string) (core.Volume, error) { return mgmt.Volume(ctx, id) }),
 			Volume:        func(ctx context.Context, id string) (core.Volume, error) { return mgmt.Volume(ctx, id) },
 			VolumeStorage: cfg.VolumeStorage,
 			Removed: func(id string) { // a deleted endpoint's series leave /metrics

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
+	"time"
 
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/scheduler"
@@ -116,4 +118,24 @@ func (b volumeBackend) VolumeWarning(poolID string) string {
 func (st *stores) volumeStore() core.VolumeStore {
 	v, _ := st.endpoints.(core.VolumeStore)
 	return v
+}
+
+// volumeDCs answers the scheduler's question of a volume's data center (its workers are placed
+// there) from volume, remembering each answer: a volume never changes data center, and ids
+// are never reused, so a placement needs no store read after the first.
+func volumeDCs(volume func(ctx context.Context, id string) (core.Volume, error)) func(id string) (string, bool) {
+	var known sync.Map // volume id -> data center
+	return func(id string) (string, bool) {
+		if dc, ok := known.Load(id); ok {
+			return dc.(string), true
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		v, err := volume(ctx, id)
+		if err != nil {
+			return "", false
+		}
+		known.Store(id, v.DataCenter)
+		return v.DataCenter, true
+	}
 }
