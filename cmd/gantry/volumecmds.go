@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -152,4 +154,25 @@ func (p *printer) volumes(v interface{ MarshalJSON() ([]byte, error) }, vs ...oa
 			t.row(x.ID, x.Name, strconv.Itoa(x.Size)+" GB", x.DataCenter, string(x.Type), used, yesNo(x.Operator), when(x.CreatedAt.Or(time.Time{})))
 		}
 	})
+}
+
+// warnings prints the Warning headers of the server's answers on stderr: an endpoint naming a
+// network volume that a pool cannot mount at /runpod-volume is warned so (RFC 9111 code 299).
+type warnings struct {
+	c   *http.Client
+	err io.Writer
+}
+
+func (w warnings) Do(req *http.Request) (*http.Response, error) {
+	resp, err := w.c.Do(req)
+	if err == nil {
+		for _, v := range resp.Header.Values("Warning") {
+			text := v
+			if rest, ok := strings.CutPrefix(v, `299 - "`); ok {
+				text = strings.ReplaceAll(strings.ReplaceAll(strings.TrimSuffix(rest, `"`), `\"`, `"`), `\\`, `\`)
+			}
+			fmt.Fprintln(w.err, "gantry: warning:", printable(text))
+		}
+	}
+	return resp, err
 }

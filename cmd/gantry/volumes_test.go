@@ -11,11 +11,16 @@ import (
 	"github.com/gantryhq/gantry/server/servertest"
 )
 
+// warningPool keeps volumes but cannot mount them, and says so.
+type warningPool struct{ *servertest.VolumePool }
+
+func (warningPool) VolumeWarning() string { return `workers find the volume in "$GANTRY_VOLUME_PATH"` }
+
 func TestCLIVolumes(t *testing.T) {
 	t.Parallel()
 	pool := servertest.NewVolumePool(core.Pool{ID: "local", Adapter: "process", GPUType: "CPU", DisplayName: "CPU slot", GPUs: 4,
 		PerWorker: 1, DataCenter: "LOCAL", CPU: true, VCPUs: runtime.NumCPU(), MemoryPerCPU: 1})
-	r := newRig(t, server.Options{Pools: []scheduler.Pool{pool}})
+	r := newRig(t, server.Options{Pools: []scheduler.Pool{warningPool{pool}}})
 
 	var v struct {
 		ID, Name, DataCenter, Type string
@@ -47,6 +52,17 @@ func TestCLIVolumes(t *testing.T) {
 	if res := r.run("volume", "create", "--name", "x"); res.code != exitUsage || !strings.Contains(res.err, "required") {
 		t.Errorf("create without size: %v; want a usage error", res)
 	}
+
+	// An endpoint naming it is warned of what the pool does instead of mounting it.
+	res := r.run("endpoint", "create", "--name", "w", "--image", "gantry/echo", "--pool", "local", "--network-volume", v.ID)
+	if want := `gantry: warning: pool local: workers find the volume in "$GANTRY_VOLUME_PATH"` + "\n"; res.code != 0 || !strings.Contains(res.err, want) {
+		t.Errorf("endpoint create naming the volume: %v; want stderr to hold %q", res, want)
+	}
+	if res := r.run("volume", "delete", v.ID, "--yes"); res.code != exitFailed || !strings.Contains(res.err, "409") {
+		t.Errorf("delete while an endpoint names it: %v; want exit 2 and the 409", res)
+	}
+	epID := strings.Fields(strings.Split(res.out, "\n")[1])[0]
+	r.ok("endpoint", "delete", epID)
 
 	// Delete asks first: anything but yes keeps the volume.
 	if res := r.runWith(r.env, "no\n", "volume", "delete", v.ID); res.code != exitUsage || !strings.Contains(res.err, "not confirmed") {
