@@ -51,8 +51,3 @@ func TestHistoryStore(t *testing.T) {
 		return s, func() core.HistoryStore { return s }
 	})
 }
-
-func TestVolumeStore(t *testing.T) {
-	t.Parallel()
-	storetest.RunVolumeStore(t, opener(func(s *memory.Store) core.VolumeStore { return s }))
-}

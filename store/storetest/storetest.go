@@ -1,6 +1,6 @@
 // Package storetest holds the conformance suites of the store ports core declares, one suite
-// per port: RunEndpointStore and RunTemplateStore (endpoints.go), RunVolumeStore (volumes.go),
-// RunKeyStore (keys.go), RunUsageStore (usage.go), RunFileStore (files.go), RunWorkerTokenStore (secrets.go),
+// per port: RunEndpointStore and RunTemplateStore (endpoints.go), RunKeyStore (keys.go),
+// RunUsageStore (usage.go), RunFileStore (files.go), RunWorkerTokenStore (secrets.go),
 // RunRateLimits (ratelimit.go) and RunLeases (leases.go). Every implementation runs the suite of
 // each port it implements from its own tests, with an Opener, so that the embedded stores and
 // the shared ones of later replicas answer alike.
