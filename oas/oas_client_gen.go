@@ -56,7 +56,7 @@ type Invoker interface {
 	// CreateNetworkVolume invokes createNetworkVolume operation.
 	//
 	// Makes the volume's storage in the pool that stores the data center's volumes before it answers; when
-	// that pool cannot, nothing is created and the answer (502) says why. A data center none of whose
+	// that pool cannot, nothing is created and the answer (503) says why. A data center none of whose
 	// pools can store volumes is refused (422 at `$.dataCenter`).
 	//
 	// POST /v2/network-volumes
@@ -79,7 +79,7 @@ type Invoker interface {
 	//
 	// The request itself is the confirmation, as on RunPod: it removes the volume's data for good (the CLI
 	// asks first). Refused (409, naming them) while an endpoint names the volume. When the storage cannot
-	// be removed, the volume stays listed and the answer (502) says why. Operator volumes are read-only
+	// be removed, the volume stays listed and the answer (503) says why. Operator volumes are read-only
 	// (403).
 	//
 	// DELETE /v2/network-volumes/{networkVolumeId}
@@ -273,7 +273,7 @@ type Invoker interface {
 	// UpdateNetworkVolume invokes updateNetworkVolume operation.
 	//
 	// `size` only grows (400 naming `$.size` and the current size otherwise); the storage is grown before
-	// the answer, and a failure leaves the volume as it was (502). `dataCenter` and `type` are immutable:
+	// the answer, and a failure leaves the volume as it was (503). `dataCenter` and `type` are immutable:
 	// a body naming them gets 400. Operator volumes are read-only (403).
 	//
 	// PATCH /v2/network-volumes/{networkVolumeId}
@@ -869,7 +869,7 @@ func (c *Client) sendCreateKey(ctx context.Context, request *CreateKeyRequest) (
 // CreateNetworkVolume invokes createNetworkVolume operation.
 //
 // Makes the volume's storage in the pool that stores the data center's volumes before it answers; when
-// that pool cannot, nothing is created and the answer (502) says why. A data center none of whose
+// that pool cannot, nothing is created and the answer (503) says why. A data center none of whose
 // pools can store volumes is refused (422 at `$.dataCenter`).
 //
 // POST /v2/network-volumes
@@ -1362,7 +1362,7 @@ func (c *Client) sendDeleteKey(ctx context.Context, params DeleteKeyParams) (res
 //
 // The request itself is the confirmation, as on RunPod: it removes the volume's data for good (the CLI
 // asks first). Refused (409, naming them) while an endpoint names the volume. When the storage cannot
-// be removed, the volume stays listed and the answer (502) says why. Operator volumes are read-only
+// be removed, the volume stays listed and the answer (503) says why. Operator volumes are read-only
 // (403).
 //
 // DELETE /v2/network-volumes/{networkVolumeId}
@@ -6002,7 +6002,7 @@ func (c *Client) sendUpdateEndpoint(ctx context.Context, request *UpdateEndpoint
 // UpdateNetworkVolume invokes updateNetworkVolume operation.
 //
 // `size` only grows (400 naming `$.size` and the current size otherwise); the storage is grown before
-// the answer, and a failure leaves the volume as it was (502). `dataCenter` and `type` are immutable:
+// the answer, and a failure leaves the volume as it was (503). `dataCenter` and `type` are immutable:
 // a body naming them gets 400. Operator volumes are read-only (403).
 //
 // PATCH /v2/network-volumes/{networkVolumeId}

@@ -788,7 +788,7 @@ func (s *Server) handleCreateKeyRequest(args [0]string, argsEscaped bool, w http
 // handleCreateNetworkVolumeRequest handles createNetworkVolume operation.
 //
 // Makes the volume's storage in the pool that stores the data center's volumes before it answers; when
-// that pool cannot, nothing is created and the answer (502) says why. A data center none of whose
+// that pool cannot, nothing is created and the answer (503) says why. A data center none of whose
 // pools can store volumes is refused (422 at `$.dataCenter`).
 //
 // POST /v2/network-volumes
@@ -1535,7 +1535,7 @@ func (s *Server) handleDeleteKeyRequest(args [1]string, argsEscaped bool, w http
 //
 // The request itself is the confirmation, as on RunPod: it removes the volume's data for good (the CLI
 // asks first). Refused (409, naming them) while an endpoint names the volume. When the storage cannot
-// be removed, the volume stays listed and the answer (502) says why. Operator volumes are read-only
+// be removed, the volume stays listed and the answer (503) says why. Operator volumes are read-only
 // (403).
 //
 // DELETE /v2/network-volumes/{networkVolumeId}
@@ -7492,7 +7492,7 @@ func (s *Server) handleUpdateEndpointRequest(args [1]string, argsEscaped bool, w
 // handleUpdateNetworkVolumeRequest handles updateNetworkVolume operation.
 //
 // `size` only grows (400 naming `$.size` and the current size otherwise); the storage is grown before
-// the answer, and a failure leaves the volume as it was (502). `dataCenter` and `type` are immutable:
+// the answer, and a failure leaves the volume as it was (503). `dataCenter` and `type` are immutable:
 // a body naming them gets 400. Operator volumes are read-only (403).
 //
 // PATCH /v2/network-volumes/{networkVolumeId}
