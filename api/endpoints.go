@@ -15,6 +15,7 @@ func (h *handler) CreateEndpoint(ctx context.Context, req *oas.CreateEndpointReq
 	if err != nil {
 		return nil, err
 	}
+	h.warnVolumes(ctx, &e)
 	return &oas.EndpointHeaders{Response: h.endpoint(&e)}, nil
 }
 
@@ -49,6 +50,7 @@ func (h *handler) UpdateEndpoint(ctx context.Context, req *oas.UpdateEndpointReq
 	if err != nil {
 		return nil, err
 	}
+	h.warnVolumes(ctx, &e)
 	return &oas.EndpointHeaders{Response: h.endpoint(&e)}, nil
 }
 
@@ -77,6 +79,7 @@ func (h *handler) CreateEndpointV1(ctx context.Context, req *oas.V1CreateEndpoin
 	if err != nil {
 		return nil, err
 	}
+	h.warnVolumes(ctx, &e)
 	v := oas.V1Endpoint{
 		ID: e.ID, Name: e.Name, TemplateId: e.TemplateID, GpuTypeIds: h.mgmt().V1GPUTypes(&e), GpuCount: e.GPU.Count,
 		WorkersMin: e.Workers.Min, WorkersMax: e.Workers.Max, ScalerType: string(e.Scaling.Type),

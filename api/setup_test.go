@@ -87,6 +87,8 @@ type setupOpts struct {
 	storeCheck func(context.Context) error
 	// lbObserver is Config.LBObserver (nil: none).
 	lbObserver lbproxy.Observer
+	// volumes is where network volumes' data lives (nil: no pool stores volumes).
+	volumes core.VolumeBackend
 }
 
 func setup(t testing.TB, opts ...setupOpts) *env {
@@ -160,7 +162,7 @@ func setup(t testing.TB, opts ...setupOpts) *env {
 	t.Cleanup(engine.Scheduler.Close)
 	jobs := engine.Jobs
 	cfg.Jobs = jobs
-	cfg.Management = &core.Management{Endpoints: st, Templates: st, Clock: clock, OnDelete: func(ctx context.Context, id string) { jobs.Purge(ctx, id) },
+	cfg.Management = &core.Management{Endpoints: st, Templates: st, Volumes: st, VolumeBackend: o.volumes, Clock: clock, OnDelete: func(ctx context.Context, id string) { jobs.Purge(ctx, id) },
 		Catalog: core.NewCatalog(testPools, []core.NetworkVolume{{ID: "vol-eu", DataCenter: "EU-RO-1", SizeGB: 10}}, testTemplates)}
 	cfg.Management.Catalog.CanRun = o.canRun
 	for _, s := range specs {

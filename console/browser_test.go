@@ -131,7 +131,9 @@ func serve(t *testing.T) (base, key, key2 string) {
 // balancing: create a LOAD_BALANCER endpoint with the form (the template sets type and scaling;
 // a 422 shows its one error once), see its Type in the list, send requests from its request
 // tester, find them in /metrics and its charts, save its scaling and FlashBoot, and see its
-// worker exit with why. The sign-in page says how to get a key; at 390 px no table is clipped.
+// worker exit with why. Create a network volume, grow it, see a shrink refused and delete it
+// (or, when no pool keeps volumes, see why). The sign-in page says how to get a key; at 390 px
+// no table is clipped.
 // Every step leaves a screenshot in the artifacts directory; a failing step leaves
 // failure-<step>.png.
 func TestConsoleInChromium(t *testing.T) {

@@ -170,9 +170,10 @@ var (
 )
 
 // checkRules applies every rule of spec 2.2-2.6 and 4.1 that is not a plain schema constraint,
-// against the pools and data centers the catalog offers. idleTimeoutGiven says whether the
+// against the pools and data centers the catalog offers and the network volumes the endpoint
+// may name (vols: the operator's and its owner's, by id). idleTimeoutGiven says whether the
 // request itself set workers.idleTimeout. It returns all failures, in field order.
-func checkRules(e *Endpoint, idleTimeoutGiven bool, cat *Catalog) []FieldError {
+func checkRules(e *Endpoint, idleTimeoutGiven bool, cat *Catalog, vols map[string]Volume) []FieldError {
 	errs := checkContainer(&e.Container, "is required unless templateId is set")
 	add := func(path, format string, args ...any) {
 		errs = append(errs, FieldError{Path: path, Message: fmt.Sprintf(format, args...)})
@@ -227,9 +228,9 @@ func checkRules(e *Endpoint, idleTimeoutGiven bool, cat *Catalog) []FieldError {
 		add("$.dataCenterIds", "none of the listed pools is in these data centers")
 	}
 
-	// Network volumes: known; they pin their data center.
+	// Network volumes: known (the operator's or the owner's own); they pin their data center.
 	for i, id := range e.NetworkVolumes {
-		v, ok := cat.NetworkVolume(id)
+		v, ok := vols[id]
 		path := fmt.Sprintf("$.networkVolumes[%d]", i)
 		switch {
 		case !ok:

@@ -44,6 +44,10 @@ type Management struct {
 	Templates TemplateStore
 	Catalog   *Catalog
 	Clock     Clock
+	// Volumes keeps users' network volumes and VolumeBackend their data (volumes.go); nil =
+	// only the operator's volumes (the config file's) exist, and none can be created.
+	Volumes       VolumeStore
+	VolumeBackend VolumeBackend
 	// OnDelete, when set, is called with the id of each deleted endpoint (the job engine
 	// cancels its queued jobs), under the deleting request's context detached from its
 	// cancellation.
@@ -57,6 +61,7 @@ type Management struct {
 	// (Forget), so it stays exact; job operations read their endpoint from it without
 	// touching the store.
 	cache sync.Map
+	volMu sync.Mutex // serialises volume resizes and deletes on this replica (volumes.go)
 }
 
 func (m *Management) putEndpoint(ctx context.Context, e Endpoint) error {
@@ -442,7 +447,11 @@ func (m *Management) PutPlatformEndpoint(ctx context.Context, e Endpoint) (Endpo
 // checkAndStore applies every endpoint rule to e (idleGiven: the request set
 // workers.idleTimeout), drops an idleTimeout that does not apply, and stores it.
 func (m *Management) checkAndStore(ctx context.Context, e Endpoint, idleGiven bool) (Endpoint, error) {
-	if errs := append(checkNames(e.Name, &e.Container), checkRules(&e, idleGiven, m.Catalog)...); len(errs) > 0 {
+	vols, err := m.endpointVolumes(ctx, e.Owner, e.NetworkVolumes)
+	if err != nil {
+		return Endpoint{}, err
+	}
+	if errs := append(checkNames(e.Name, &e.Container), checkRules(&e, idleGiven, m.Catalog, vols)...); len(errs) > 0 {
 		return Endpoint{}, Invalid(errs...)
 	}
 	if !e.IdleTimeoutApplies() {

@@ -53,6 +53,14 @@ type Invoker interface {
 	//
 	// POST /v2/keys
 	CreateKey(ctx context.Context, request *CreateKeyRequest) (CreateKeyRes, error)
+	// CreateNetworkVolume invokes createNetworkVolume operation.
+	//
+	// Makes the volume's storage in the pool that stores the data center's volumes before it answers; when
+	// that pool cannot, nothing is created and the answer (503) says why. A data center none of whose
+	// pools can store volumes is refused (422 at `$.dataCenter`).
+	//
+	// POST /v2/network-volumes
+	CreateNetworkVolume(ctx context.Context, request *CreateNetworkVolumeRequest) (CreateNetworkVolumeRes, error)
 	// CreateTemplate invokes createTemplate operation.
 	//
 	// POST /v2/templates
@@ -67,6 +75,15 @@ type Invoker interface {
 	//
 	// DELETE /v2/keys/{keyId}
 	DeleteKey(ctx context.Context, params DeleteKeyParams) (DeleteKeyRes, error)
+	// DeleteNetworkVolume invokes deleteNetworkVolume operation.
+	//
+	// The request itself is the confirmation, as on RunPod: it removes the volume's data for good (the CLI
+	// asks first). Refused (409, naming them) while an endpoint names the volume. When the storage cannot
+	// be removed, the volume stays listed and the answer (503) says why. Operator volumes are read-only
+	// (403).
+	//
+	// DELETE /v2/network-volumes/{networkVolumeId}
+	DeleteNetworkVolume(ctx context.Context, params DeleteNetworkVolumeParams) (DeleteNetworkVolumeRes, error)
 	// DeleteTemplate invokes deleteTemplate operation.
 	//
 	// DELETE /v2/templates/{templateId}
@@ -118,6 +135,10 @@ type Invoker interface {
 	//
 	// GET /v2/{endpointId}/stream/{jobId}
 	GetJobStream(ctx context.Context, params GetJobStreamParams) (GetJobStreamRes, error)
+	// GetNetworkVolume invokes getNetworkVolume operation.
+	//
+	// GET /v2/network-volumes/{networkVolumeId}
+	GetNetworkVolume(ctx context.Context, params GetNetworkVolumeParams) (GetNetworkVolumeRes, error)
 	// GetOpenAPI invokes getOpenAPI operation.
 	//
 	// The OpenAPI document the server was built from, byte for byte the repository's `openapi.yaml`; feed
@@ -191,6 +212,12 @@ type Invoker interface {
 	//
 	// GET /v2/models
 	ListModels(ctx context.Context) (ListModelsRes, error)
+	// ListNetworkVolumes invokes listNetworkVolumes operation.
+	//
+	// List the caller's volumes and the operator's (config file) volumes.
+	//
+	// GET /v2/network-volumes
+	ListNetworkVolumes(ctx context.Context) (ListNetworkVolumesRes, error)
 	// ListTemplates invokes listTemplates operation.
 	//
 	// List the caller's own templates, oldest first.
@@ -243,6 +270,14 @@ type Invoker interface {
 	//
 	// PATCH /v2/serverless/{endpointId}
 	UpdateEndpoint(ctx context.Context, request *UpdateEndpointRequest, params UpdateEndpointParams) (UpdateEndpointRes, error)
+	// UpdateNetworkVolume invokes updateNetworkVolume operation.
+	//
+	// `size` only grows (400 naming `$.size` and the current size otherwise); the storage is grown before
+	// the answer, and a failure leaves the volume as it was (503). `dataCenter` and `type` are immutable:
+	// a body naming them gets 400. Operator volumes are read-only (403).
+	//
+	// PATCH /v2/network-volumes/{networkVolumeId}
+	UpdateNetworkVolume(ctx context.Context, request *UpdateNetworkVolumeRequest, params UpdateNetworkVolumeParams) (UpdateNetworkVolumeRes, error)
 	// UpdateTemplate invokes updateTemplate operation.
 	//
 	// PATCH /v2/templates/{templateId}
@@ -831,6 +866,124 @@ func (c *Client) sendCreateKey(ctx context.Context, request *CreateKeyRequest) (
 	return result, nil
 }
 
+// CreateNetworkVolume invokes createNetworkVolume operation.
+//
+// Makes the volume's storage in the pool that stores the data center's volumes before it answers; when
+// that pool cannot, nothing is created and the answer (503) says why. A data center none of whose
+// pools can store volumes is refused (422 at `$.dataCenter`).
+//
+// POST /v2/network-volumes
+func (c *Client) CreateNetworkVolume(ctx context.Context, request *CreateNetworkVolumeRequest) (CreateNetworkVolumeRes, error) {
+	res, err := c.sendCreateNetworkVolume(ctx, request)
+	return res, err
+}
+
+func (c *Client) sendCreateNetworkVolume(ctx context.Context, request *CreateNetworkVolumeRequest) (res CreateNetworkVolumeRes, err error) {
+	otelAttrs := []attribute.KeyValue{
+		otelogen.OperationID("createNetworkVolume"),
+		semconv.HTTPRequestMethodKey.String("POST"),
+		semconv.URLTemplateKey.String("/v2/network-volumes"),
+	}
+	otelAttrs = append(otelAttrs, c.cfg.Attributes...)
+
+	// Run stopwatch.
+	startTime := time.Now()
+	defer func() {
+		// Use floating point division here for higher precision (instead of Millisecond method).
+		elapsedDuration := time.Since(startTime)
+		c.duration.Record(ctx, float64(elapsedDuration)/float64(time.Millisecond), metric.WithAttributes(otelAttrs...))
+	}()
+
+	// Increment request counter.
+	c.requests.Add(ctx, 1, metric.WithAttributes(otelAttrs...))
+
+	// Start a span for this request.
+	ctx, span := c.cfg.Tracer.Start(ctx, CreateNetworkVolumeOperation,
+		trace.WithAttributes(otelAttrs...),
+		clientSpanKind,
+	)
+	// Track stage for error reporting.
+	var stage string
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, stage)
+			c.errors.Add(ctx, 1, metric.WithAttributes(otelAttrs...))
+		}
+		span.End()
+	}()
+
+	stage = "BuildURL"
+	u := uri.Clone(c.requestURL(ctx))
+	var pathParts [1]string
+	pathParts[0] = "/v2/network-volumes"
+	uri.AddPathParts(u, pathParts[:]...)
+
+	stage = "EncodeRequest"
+	r, err := ht.NewRequest(ctx, "POST", u)
+	if err != nil {
+		return res, errors.Wrap(err, "create request")
+	}
+	if err := encodeCreateNetworkVolumeRequest(request, r); err != nil {
+		return res, errors.Wrap(err, "encode request")
+	}
+
+	{
+		type bitset = [1]uint8
+		var satisfied bitset
+		{
+			stage = "Security:BearerAuth"
+			switch err := c.securityBearerAuth(ctx, CreateNetworkVolumeOperation, r); {
+			case err == nil: // if NO error
+				satisfied[0] |= 1 << 0
+			case errors.Is(err, ogenerrors.ErrSkipClientSecurity):
+				// Skip this security.
+			default:
+				return res, errors.Wrap(err, "security \"BearerAuth\"")
+			}
+		}
+
+		if ok := func() bool {
+		nextRequirement:
+			for _, requirement := range []bitset{
+				{0b00000001},
+			} {
+				for i, mask := range requirement {
+					if satisfied[i]&mask != mask {
+						continue nextRequirement
+					}
+				}
+				return true
+			}
+			return false
+		}(); !ok {
+			return res, ogenerrors.ErrSecurityRequirementIsNotSatisfied
+		}
+	}
+
+	stage = "SendRequest"
+	resp, err := c.cfg.Client.Do(r)
+	if err != nil {
+		return res, errors.Wrap(err, "do request")
+	}
+	body := resp.Body
+	defer func() {
+		// Drain the body to EOF before closing, so the underlying
+		// connection can be reused by the Transport regardless of the
+		// response status code. See https://github.com/ogen-go/ogen/issues/1670.
+		_, _ = io.Copy(io.Discard, body)
+		_ = body.Close()
+	}()
+
+	stage = "DecodeResponse"
+	result, err := decodeCreateNetworkVolumeResponse(resp)
+	if err != nil {
+		return res, errors.Wrap(err, "decode response")
+	}
+
+	return result, nil
+}
+
 // CreateTemplate invokes createTemplate operation.
 //
 // POST /v2/templates
@@ -1198,6 +1351,140 @@ func (c *Client) sendDeleteKey(ctx context.Context, params DeleteKeyParams) (res
 
 	stage = "DecodeResponse"
 	result, err := decodeDeleteKeyResponse(resp)
+	if err != nil {
+		return res, errors.Wrap(err, "decode response")
+	}
+
+	return result, nil
+}
+
+// DeleteNetworkVolume invokes deleteNetworkVolume operation.
+//
+// The request itself is the confirmation, as on RunPod: it removes the volume's data for good (the CLI
+// asks first). Refused (409, naming them) while an endpoint names the volume. When the storage cannot
+// be removed, the volume stays listed and the answer (503) says why. Operator volumes are read-only
+// (403).
+//
+// DELETE /v2/network-volumes/{networkVolumeId}
+func (c *Client) DeleteNetworkVolume(ctx context.Context, params DeleteNetworkVolumeParams) (DeleteNetworkVolumeRes, error) {
+	res, err := c.sendDeleteNetworkVolume(ctx, params)
+	return res, err
+}
+
+func (c *Client) sendDeleteNetworkVolume(ctx context.Context, params DeleteNetworkVolumeParams) (res DeleteNetworkVolumeRes, err error) {
+	otelAttrs := []attribute.KeyValue{
+		otelogen.OperationID("deleteNetworkVolume"),
+		semconv.HTTPRequestMethodKey.String("DELETE"),
+		semconv.URLTemplateKey.String("/v2/network-volumes/{networkVolumeId}"),
+	}
+	otelAttrs = append(otelAttrs, c.cfg.Attributes...)
+
+	// Run stopwatch.
+	startTime := time.Now()
+	defer func() {
+		// Use floating point division here for higher precision (instead of Millisecond method).
+		elapsedDuration := time.Since(startTime)
+		c.duration.Record(ctx, float64(elapsedDuration)/float64(time.Millisecond), metric.WithAttributes(otelAttrs...))
+	}()
+
+	// Increment request counter.
+	c.requests.Add(ctx, 1, metric.WithAttributes(otelAttrs...))
+
+	// Start a span for this request.
+	ctx, span := c.cfg.Tracer.Start(ctx, DeleteNetworkVolumeOperation,
+		trace.WithAttributes(otelAttrs...),
+		clientSpanKind,
+	)
+	// Track stage for error reporting.
+	var stage string
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, stage)
+			c.errors.Add(ctx, 1, metric.WithAttributes(otelAttrs...))
+		}
+		span.End()
+	}()
+
+	stage = "BuildURL"
+	u := uri.Clone(c.requestURL(ctx))
+	var pathParts [2]string
+	pathParts[0] = "/v2/network-volumes/"
+	{
+		// Encode "networkVolumeId" parameter.
+		e := uri.NewPathEncoder(uri.PathEncoderConfig{
+			Param:   "networkVolumeId",
+			Style:   uri.PathStyleSimple,
+			Explode: false,
+		})
+		if err := func() error {
+			return e.EncodeValue(conv.StringToString(params.NetworkVolumeId))
+		}(); err != nil {
+			return res, errors.Wrap(err, "encode path")
+		}
+		encoded, err := e.Result()
+		if err != nil {
+			return res, errors.Wrap(err, "encode path")
+		}
+		pathParts[1] = encoded
+	}
+	uri.AddPathParts(u, pathParts[:]...)
+
+	stage = "EncodeRequest"
+	r, err := ht.NewRequest(ctx, "DELETE", u)
+	if err != nil {
+		return res, errors.Wrap(err, "create request")
+	}
+
+	{
+		type bitset = [1]uint8
+		var satisfied bitset
+		{
+			stage = "Security:BearerAuth"
+			switch err := c.securityBearerAuth(ctx, DeleteNetworkVolumeOperation, r); {
+			case err == nil: // if NO error
+				satisfied[0] |= 1 << 0
+			case errors.Is(err, ogenerrors.ErrSkipClientSecurity):
+				// Skip this security.
+			default:
+				return res, errors.Wrap(err, "security \"BearerAuth\"")
+			}
+		}
+
+		if ok := func() bool {
+		nextRequirement:
+			for _, requirement := range []bitset{
+				{0b00000001},
+			} {
+				for i, mask := range requirement {
+					if satisfied[i]&mask != mask {
+						continue nextRequirement
+					}
+				}
+				return true
+			}
+			return false
+		}(); !ok {
+			return res, ogenerrors.ErrSecurityRequirementIsNotSatisfied
+		}
+	}
+
+	stage = "SendRequest"
+	resp, err := c.cfg.Client.Do(r)
+	if err != nil {
+		return res, errors.Wrap(err, "do request")
+	}
+	body := resp.Body
+	defer func() {
+		// Drain the body to EOF before closing, so the underlying
+		// connection can be reused by the Transport regardless of the
+		// response status code. See https://github.com/ogen-go/ogen/issues/1670.
+		_, _ = io.Copy(io.Discard, body)
+		_ = body.Close()
+	}()
+
+	stage = "DecodeResponse"
+	result, err := decodeDeleteNetworkVolumeResponse(resp)
 	if err != nil {
 		return res, errors.Wrap(err, "decode response")
 	}
@@ -2417,6 +2704,135 @@ func (c *Client) sendGetJobStream(ctx context.Context, params GetJobStreamParams
 
 	stage = "DecodeResponse"
 	result, err := decodeGetJobStreamResponse(resp)
+	if err != nil {
+		return res, errors.Wrap(err, "decode response")
+	}
+
+	return result, nil
+}
+
+// GetNetworkVolume invokes getNetworkVolume operation.
+//
+// GET /v2/network-volumes/{networkVolumeId}
+func (c *Client) GetNetworkVolume(ctx context.Context, params GetNetworkVolumeParams) (GetNetworkVolumeRes, error) {
+	res, err := c.sendGetNetworkVolume(ctx, params)
+	return res, err
+}
+
+func (c *Client) sendGetNetworkVolume(ctx context.Context, params GetNetworkVolumeParams) (res GetNetworkVolumeRes, err error) {
+	otelAttrs := []attribute.KeyValue{
+		otelogen.OperationID("getNetworkVolume"),
+		semconv.HTTPRequestMethodKey.String("GET"),
+		semconv.URLTemplateKey.String("/v2/network-volumes/{networkVolumeId}"),
+	}
+	otelAttrs = append(otelAttrs, c.cfg.Attributes...)
+
+	// Run stopwatch.
+	startTime := time.Now()
+	defer func() {
+		// Use floating point division here for higher precision (instead of Millisecond method).
+		elapsedDuration := time.Since(startTime)
+		c.duration.Record(ctx, float64(elapsedDuration)/float64(time.Millisecond), metric.WithAttributes(otelAttrs...))
+	}()
+
+	// Increment request counter.
+	c.requests.Add(ctx, 1, metric.WithAttributes(otelAttrs...))
+
+	// Start a span for this request.
+	ctx, span := c.cfg.Tracer.Start(ctx, GetNetworkVolumeOperation,
+		trace.WithAttributes(otelAttrs...),
+		clientSpanKind,
+	)
+	// Track stage for error reporting.
+	var stage string
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, stage)
+			c.errors.Add(ctx, 1, metric.WithAttributes(otelAttrs...))
+		}
+		span.End()
+	}()
+
+	stage = "BuildURL"
+	u := uri.Clone(c.requestURL(ctx))
+	var pathParts [2]string
+	pathParts[0] = "/v2/network-volumes/"
+	{
+		// Encode "networkVolumeId" parameter.
+		e := uri.NewPathEncoder(uri.PathEncoderConfig{
+			Param:   "networkVolumeId",
+			Style:   uri.PathStyleSimple,
+			Explode: false,
+		})
+		if err := func() error {
+			return e.EncodeValue(conv.StringToString(params.NetworkVolumeId))
+		}(); err != nil {
+			return res, errors.Wrap(err, "encode path")
+		}
+		encoded, err := e.Result()
+		if err != nil {
+			return res, errors.Wrap(err, "encode path")
+		}
+		pathParts[1] = encoded
+	}
+	uri.AddPathParts(u, pathParts[:]...)
+
+	stage = "EncodeRequest"
+	r, err := ht.NewRequest(ctx, "GET", u)
+	if err != nil {
+		return res, errors.Wrap(err, "create request")
+	}
+
+	{
+		type bitset = [1]uint8
+		var satisfied bitset
+		{
+			stage = "Security:BearerAuth"
+			switch err := c.securityBearerAuth(ctx, GetNetworkVolumeOperation, r); {
+			case err == nil: // if NO error
+				satisfied[0] |= 1 << 0
+			case errors.Is(err, ogenerrors.ErrSkipClientSecurity):
+				// Skip this security.
+			default:
+				return res, errors.Wrap(err, "security \"BearerAuth\"")
+			}
+		}
+
+		if ok := func() bool {
+		nextRequirement:
+			for _, requirement := range []bitset{
+				{0b00000001},
+			} {
+				for i, mask := range requirement {
+					if satisfied[i]&mask != mask {
+						continue nextRequirement
+					}
+				}
+				return true
+			}
+			return false
+		}(); !ok {
+			return res, ogenerrors.ErrSecurityRequirementIsNotSatisfied
+		}
+	}
+
+	stage = "SendRequest"
+	resp, err := c.cfg.Client.Do(r)
+	if err != nil {
+		return res, errors.Wrap(err, "do request")
+	}
+	body := resp.Body
+	defer func() {
+		// Drain the body to EOF before closing, so the underlying
+		// connection can be reused by the Transport regardless of the
+		// response status code. See https://github.com/ogen-go/ogen/issues/1670.
+		_, _ = io.Copy(io.Discard, body)
+		_ = body.Close()
+	}()
+
+	stage = "DecodeResponse"
+	result, err := decodeGetNetworkVolumeResponse(resp)
 	if err != nil {
 		return res, errors.Wrap(err, "decode response")
 	}
@@ -3934,6 +4350,119 @@ func (c *Client) sendListModels(ctx context.Context) (res ListModelsRes, err err
 
 	stage = "DecodeResponse"
 	result, err := decodeListModelsResponse(resp)
+	if err != nil {
+		return res, errors.Wrap(err, "decode response")
+	}
+
+	return result, nil
+}
+
+// ListNetworkVolumes invokes listNetworkVolumes operation.
+//
+// List the caller's volumes and the operator's (config file) volumes.
+//
+// GET /v2/network-volumes
+func (c *Client) ListNetworkVolumes(ctx context.Context) (ListNetworkVolumesRes, error) {
+	res, err := c.sendListNetworkVolumes(ctx)
+	return res, err
+}
+
+func (c *Client) sendListNetworkVolumes(ctx context.Context) (res ListNetworkVolumesRes, err error) {
+	otelAttrs := []attribute.KeyValue{
+		otelogen.OperationID("listNetworkVolumes"),
+		semconv.HTTPRequestMethodKey.String("GET"),
+		semconv.URLTemplateKey.String("/v2/network-volumes"),
+	}
+	otelAttrs = append(otelAttrs, c.cfg.Attributes...)
+
+	// Run stopwatch.
+	startTime := time.Now()
+	defer func() {
+		// Use floating point division here for higher precision (instead of Millisecond method).
+		elapsedDuration := time.Since(startTime)
+		c.duration.Record(ctx, float64(elapsedDuration)/float64(time.Millisecond), metric.WithAttributes(otelAttrs...))
+	}()
+
+	// Increment request counter.
+	c.requests.Add(ctx, 1, metric.WithAttributes(otelAttrs...))
+
+	// Start a span for this request.
+	ctx, span := c.cfg.Tracer.Start(ctx, ListNetworkVolumesOperation,
+		trace.WithAttributes(otelAttrs...),
+		clientSpanKind,
+	)
+	// Track stage for error reporting.
+	var stage string
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, stage)
+			c.errors.Add(ctx, 1, metric.WithAttributes(otelAttrs...))
+		}
+		span.End()
+	}()
+
+	stage = "BuildURL"
+	u := uri.Clone(c.requestURL(ctx))
+	var pathParts [1]string
+	pathParts[0] = "/v2/network-volumes"
+	uri.AddPathParts(u, pathParts[:]...)
+
+	stage = "EncodeRequest"
+	r, err := ht.NewRequest(ctx, "GET", u)
+	if err != nil {
+		return res, errors.Wrap(err, "create request")
+	}
+
+	{
+		type bitset = [1]uint8
+		var satisfied bitset
+		{
+			stage = "Security:BearerAuth"
+			switch err := c.securityBearerAuth(ctx, ListNetworkVolumesOperation, r); {
+			case err == nil: // if NO error
+				satisfied[0] |= 1 << 0
+			case errors.Is(err, ogenerrors.ErrSkipClientSecurity):
+				// Skip this security.
+			default:
+				return res, errors.Wrap(err, "security \"BearerAuth\"")
+			}
+		}
+
+		if ok := func() bool {
+		nextRequirement:
+			for _, requirement := range []bitset{
+				{0b00000001},
+			} {
+				for i, mask := range requirement {
+					if satisfied[i]&mask != mask {
+						continue nextRequirement
+					}
+				}
+				return true
+			}
+			return false
+		}(); !ok {
+			return res, ogenerrors.ErrSecurityRequirementIsNotSatisfied
+		}
+	}
+
+	stage = "SendRequest"
+	resp, err := c.cfg.Client.Do(r)
+	if err != nil {
+		return res, errors.Wrap(err, "do request")
+	}
+	body := resp.Body
+	defer func() {
+		// Drain the body to EOF before closing, so the underlying
+		// connection can be reused by the Transport regardless of the
+		// response status code. See https://github.com/ogen-go/ogen/issues/1670.
+		_, _ = io.Copy(io.Discard, body)
+		_ = body.Close()
+	}()
+
+	stage = "DecodeResponse"
+	result, err := decodeListNetworkVolumesResponse(resp)
 	if err != nil {
 		return res, errors.Wrap(err, "decode response")
 	}
@@ -5463,6 +5992,142 @@ func (c *Client) sendUpdateEndpoint(ctx context.Context, request *UpdateEndpoint
 
 	stage = "DecodeResponse"
 	result, err := decodeUpdateEndpointResponse(resp)
+	if err != nil {
+		return res, errors.Wrap(err, "decode response")
+	}
+
+	return result, nil
+}
+
+// UpdateNetworkVolume invokes updateNetworkVolume operation.
+//
+// `size` only grows (400 naming `$.size` and the current size otherwise); the storage is grown before
+// the answer, and a failure leaves the volume as it was (503). `dataCenter` and `type` are immutable:
+// a body naming them gets 400. Operator volumes are read-only (403).
+//
+// PATCH /v2/network-volumes/{networkVolumeId}
+func (c *Client) UpdateNetworkVolume(ctx context.Context, request *UpdateNetworkVolumeRequest, params UpdateNetworkVolumeParams) (UpdateNetworkVolumeRes, error) {
+	res, err := c.sendUpdateNetworkVolume(ctx, request, params)
+	return res, err
+}
+
+func (c *Client) sendUpdateNetworkVolume(ctx context.Context, request *UpdateNetworkVolumeRequest, params UpdateNetworkVolumeParams) (res UpdateNetworkVolumeRes, err error) {
+	otelAttrs := []attribute.KeyValue{
+		otelogen.OperationID("updateNetworkVolume"),
+		semconv.HTTPRequestMethodKey.String("PATCH"),
+		semconv.URLTemplateKey.String("/v2/network-volumes/{networkVolumeId}"),
+	}
+	otelAttrs = append(otelAttrs, c.cfg.Attributes...)
+
+	// Run stopwatch.
+	startTime := time.Now()
+	defer func() {
+		// Use floating point division here for higher precision (instead of Millisecond method).
+		elapsedDuration := time.Since(startTime)
+		c.duration.Record(ctx, float64(elapsedDuration)/float64(time.Millisecond), metric.WithAttributes(otelAttrs...))
+	}()
+
+	// Increment request counter.
+	c.requests.Add(ctx, 1, metric.WithAttributes(otelAttrs...))
+
+	// Start a span for this request.
+	ctx, span := c.cfg.Tracer.Start(ctx, UpdateNetworkVolumeOperation,
+		trace.WithAttributes(otelAttrs...),
+		clientSpanKind,
+	)
+	// Track stage for error reporting.
+	var stage string
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, stage)
+			c.errors.Add(ctx, 1, metric.WithAttributes(otelAttrs...))
+		}
+		span.End()
+	}()
+
+	stage = "BuildURL"
+	u := uri.Clone(c.requestURL(ctx))
+	var pathParts [2]string
+	pathParts[0] = "/v2/network-volumes/"
+	{
+		// Encode "networkVolumeId" parameter.
+		e := uri.NewPathEncoder(uri.PathEncoderConfig{
+			Param:   "networkVolumeId",
+			Style:   uri.PathStyleSimple,
+			Explode: false,
+		})
+		if err := func() error {
+			return e.EncodeValue(conv.StringToString(params.NetworkVolumeId))
+		}(); err != nil {
+			return res, errors.Wrap(err, "encode path")
+		}
+		encoded, err := e.Result()
+		if err != nil {
+			return res, errors.Wrap(err, "encode path")
+		}
+		pathParts[1] = encoded
+	}
+	uri.AddPathParts(u, pathParts[:]...)
+
+	stage = "EncodeRequest"
+	r, err := ht.NewRequest(ctx, "PATCH", u)
+	if err != nil {
+		return res, errors.Wrap(err, "create request")
+	}
+	if err := encodeUpdateNetworkVolumeRequest(request, r); err != nil {
+		return res, errors.Wrap(err, "encode request")
+	}
+
+	{
+		type bitset = [1]uint8
+		var satisfied bitset
+		{
+			stage = "Security:BearerAuth"
+			switch err := c.securityBearerAuth(ctx, UpdateNetworkVolumeOperation, r); {
+			case err == nil: // if NO error
+				satisfied[0] |= 1 << 0
+			case errors.Is(err, ogenerrors.ErrSkipClientSecurity):
+				// Skip this security.
+			default:
+				return res, errors.Wrap(err, "security \"BearerAuth\"")
+			}
+		}
+
+		if ok := func() bool {
+		nextRequirement:
+			for _, requirement := range []bitset{
+				{0b00000001},
+			} {
+				for i, mask := range requirement {
+					if satisfied[i]&mask != mask {
+						continue nextRequirement
+					}
+				}
+				return true
+			}
+			return false
+		}(); !ok {
+			return res, ogenerrors.ErrSecurityRequirementIsNotSatisfied
+		}
+	}
+
+	stage = "SendRequest"
+	resp, err := c.cfg.Client.Do(r)
+	if err != nil {
+		return res, errors.Wrap(err, "do request")
+	}
+	body := resp.Body
+	defer func() {
+		// Drain the body to EOF before closing, so the underlying
+		// connection can be reused by the Transport regardless of the
+		// response status code. See https://github.com/ogen-go/ogen/issues/1670.
+		_, _ = io.Copy(io.Discard, body)
+		_ = body.Close()
+	}()
+
+	stage = "DecodeResponse"
+	result, err := decodeUpdateNetworkVolumeResponse(resp)
 	if err != nil {
 		return res, errors.Wrap(err, "decode response")
 	}

@@ -17,6 +17,10 @@ type CreateKeyRes interface {
 	createKeyRes()
 }
 
+type CreateNetworkVolumeRes interface {
+	createNetworkVolumeRes()
+}
+
 type CreateTemplateRes interface {
 	createTemplateRes()
 }
@@ -27,6 +31,10 @@ type DeleteEndpointRes interface {
 
 type DeleteKeyRes interface {
 	deleteKeyRes()
+}
+
+type DeleteNetworkVolumeRes interface {
+	deleteNetworkVolumeRes()
 }
 
 type DeleteTemplateRes interface {
@@ -59,6 +67,10 @@ type GetJobStatusSyncRes interface {
 
 type GetJobStreamRes interface {
 	getJobStreamRes()
+}
+
+type GetNetworkVolumeRes interface {
+	getNetworkVolumeRes()
 }
 
 type GetOpenAPIRes interface {
@@ -105,6 +117,10 @@ type ListModelsRes interface {
 	listModelsRes()
 }
 
+type ListNetworkVolumesRes interface {
+	listNetworkVolumesRes()
+}
+
 type ListTemplatesRes interface {
 	listTemplatesRes()
 }
@@ -143,6 +159,10 @@ type RunSyncJobRes interface {
 
 type UpdateEndpointRes interface {
 	updateEndpointRes()
+}
+
+type UpdateNetworkVolumeRes interface {
+	updateNetworkVolumeRes()
 }
 
 type UpdateTemplateRes interface {

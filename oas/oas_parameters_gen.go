@@ -345,6 +345,91 @@ func decodeDeleteKeyParams(args [1]string, argsEscaped bool, r *http.Request) (p
 	return params, nil
 }
 
+// DeleteNetworkVolumeParams is parameters of deleteNetworkVolume operation.
+type DeleteNetworkVolumeParams struct {
+	NetworkVolumeId string
+}
+
+func unpackDeleteNetworkVolumeParams(packed middleware.Parameters) (params DeleteNetworkVolumeParams) {
+	{
+		key := middleware.ParameterKey{
+			Name: "networkVolumeId",
+			In:   "path",
+		}
+		params.NetworkVolumeId = packed[key].(string)
+	}
+	return params
+}
+
+func decodeDeleteNetworkVolumeParams(args [1]string, argsEscaped bool, r *http.Request) (params DeleteNetworkVolumeParams, _ error) {
+	// Decode path: networkVolumeId.
+	if err := func() error {
+		param := args[0]
+		if argsEscaped {
+			unescaped, err := url.PathUnescape(args[0])
+			if err != nil {
+				return errors.Wrap(err, "unescape path")
+			}
+			param = unescaped
+		}
+		if len(param) > 0 {
+			d := uri.NewPathDecoder(uri.PathDecoderConfig{
+				Param:   "networkVolumeId",
+				Value:   param,
+				Style:   uri.PathStyleSimple,
+				Explode: false,
+			})
+
+			if err := func() error {
+				val, err := d.DecodeValue()
+				if err != nil {
+					return err
+				}
+
+				c, err := conv.ToString(val)
+				if err != nil {
+					return err
+				}
+
+				params.NetworkVolumeId = c
+				return nil
+			}(); err != nil {
+				return err
+			}
+			if err := func() error {
+				if err := (validate.String{
+					MinLength:     1,
+					MinLengthSet:  true,
+					MaxLength:     64,
+					MaxLengthSet:  true,
+					Email:         false,
+					Hostname:      false,
+					Regex:         nil,
+					MinNumeric:    0,
+					MinNumericSet: false,
+					MaxNumeric:    0,
+					MaxNumericSet: false,
+				}).Validate(string(params.NetworkVolumeId)); err != nil {
+					return errors.Wrap(err, "string")
+				}
+				return nil
+			}(); err != nil {
+				return err
+			}
+		} else {
+			return validate.ErrFieldRequired
+		}
+		return nil
+	}(); err != nil {
+		return params, &ogenerrors.DecodeParamError{
+			Name: "networkVolumeId",
+			In:   "path",
+			Err:  err,
+		}
+	}
+	return params, nil
+}
+
 // DeleteTemplateParams is parameters of deleteTemplate operation.
 type DeleteTemplateParams struct {
 	TemplateId string
@@ -1802,6 +1887,91 @@ func decodeGetJobStreamParams(args [2]string, argsEscaped bool, r *http.Request)
 	}(); err != nil {
 		return params, &ogenerrors.DecodeParamError{
 			Name: "jobId",
+			In:   "path",
+			Err:  err,
+		}
+	}
+	return params, nil
+}
+
+// GetNetworkVolumeParams is parameters of getNetworkVolume operation.
+type GetNetworkVolumeParams struct {
+	NetworkVolumeId string
+}
+
+func unpackGetNetworkVolumeParams(packed middleware.Parameters) (params GetNetworkVolumeParams) {
+	{
+		key := middleware.ParameterKey{
+			Name: "networkVolumeId",
+			In:   "path",
+		}
+		params.NetworkVolumeId = packed[key].(string)
+	}
+	return params
+}
+
+func decodeGetNetworkVolumeParams(args [1]string, argsEscaped bool, r *http.Request) (params GetNetworkVolumeParams, _ error) {
+	// Decode path: networkVolumeId.
+	if err := func() error {
+		param := args[0]
+		if argsEscaped {
+			unescaped, err := url.PathUnescape(args[0])
+			if err != nil {
+				return errors.Wrap(err, "unescape path")
+			}
+			param = unescaped
+		}
+		if len(param) > 0 {
+			d := uri.NewPathDecoder(uri.PathDecoderConfig{
+				Param:   "networkVolumeId",
+				Value:   param,
+				Style:   uri.PathStyleSimple,
+				Explode: false,
+			})
+
+			if err := func() error {
+				val, err := d.DecodeValue()
+				if err != nil {
+					return err
+				}
+
+				c, err := conv.ToString(val)
+				if err != nil {
+					return err
+				}
+
+				params.NetworkVolumeId = c
+				return nil
+			}(); err != nil {
+				return err
+			}
+			if err := func() error {
+				if err := (validate.String{
+					MinLength:     1,
+					MinLengthSet:  true,
+					MaxLength:     64,
+					MaxLengthSet:  true,
+					Email:         false,
+					Hostname:      false,
+					Regex:         nil,
+					MinNumeric:    0,
+					MinNumericSet: false,
+					MaxNumeric:    0,
+					MaxNumericSet: false,
+				}).Validate(string(params.NetworkVolumeId)); err != nil {
+					return errors.Wrap(err, "string")
+				}
+				return nil
+			}(); err != nil {
+				return err
+			}
+		} else {
+			return validate.ErrFieldRequired
+		}
+		return nil
+	}(); err != nil {
+		return params, &ogenerrors.DecodeParamError{
+			Name: "networkVolumeId",
 			In:   "path",
 			Err:  err,
 		}
@@ -4825,6 +4995,91 @@ func decodeUpdateEndpointParams(args [1]string, argsEscaped bool, r *http.Reques
 	}(); err != nil {
 		return params, &ogenerrors.DecodeParamError{
 			Name: "endpointId",
+			In:   "path",
+			Err:  err,
+		}
+	}
+	return params, nil
+}
+
+// UpdateNetworkVolumeParams is parameters of updateNetworkVolume operation.
+type UpdateNetworkVolumeParams struct {
+	NetworkVolumeId string
+}
+
+func unpackUpdateNetworkVolumeParams(packed middleware.Parameters) (params UpdateNetworkVolumeParams) {
+	{
+		key := middleware.ParameterKey{
+			Name: "networkVolumeId",
+			In:   "path",
+		}
+		params.NetworkVolumeId = packed[key].(string)
+	}
+	return params
+}
+
+func decodeUpdateNetworkVolumeParams(args [1]string, argsEscaped bool, r *http.Request) (params UpdateNetworkVolumeParams, _ error) {
+	// Decode path: networkVolumeId.
+	if err := func() error {
+		param := args[0]
+		if argsEscaped {
+			unescaped, err := url.PathUnescape(args[0])
+			if err != nil {
+				return errors.Wrap(err, "unescape path")
+			}
+			param = unescaped
+		}
+		if len(param) > 0 {
+			d := uri.NewPathDecoder(uri.PathDecoderConfig{
+				Param:   "networkVolumeId",
+				Value:   param,
+				Style:   uri.PathStyleSimple,
+				Explode: false,
+			})
+
+			if err := func() error {
+				val, err := d.DecodeValue()
+				if err != nil {
+					return err
+				}
+
+				c, err := conv.ToString(val)
+				if err != nil {
+					return err
+				}
+
+				params.NetworkVolumeId = c
+				return nil
+			}(); err != nil {
+				return err
+			}
+			if err := func() error {
+				if err := (validate.String{
+					MinLength:     1,
+					MinLengthSet:  true,
+					MaxLength:     64,
+					MaxLengthSet:  true,
+					Email:         false,
+					Hostname:      false,
+					Regex:         nil,
+					MinNumeric:    0,
+					MinNumericSet: false,
+					MaxNumeric:    0,
+					MaxNumericSet: false,
+				}).Validate(string(params.NetworkVolumeId)); err != nil {
+					return errors.Wrap(err, "string")
+				}
+				return nil
+			}(); err != nil {
+				return err
+			}
+		} else {
+			return validate.ErrFieldRequired
+		}
+		return nil
+	}(); err != nil {
+		return params, &ogenerrors.DecodeParamError{
+			Name: "networkVolumeId",
 			In:   "path",
 			Err:  err,
 		}

@@ -52,6 +52,20 @@ func encodeCreateKeyRequest(
 	return nil
 }
 
+func encodeCreateNetworkVolumeRequest(
+	req *CreateNetworkVolumeRequest,
+	r *http.Request,
+) error {
+	const contentType = "application/json"
+	e := new(jx.Encoder)
+	{
+		req.Encode(e)
+	}
+	encoded := e.Bytes()
+	ht.SetBody(r, bytes.NewReader(encoded), contentType)
+	return nil
+}
+
 func encodeCreateTemplateRequest(
 	req *CreateTemplateRequest,
 	r *http.Request,
@@ -96,6 +110,20 @@ func encodeRunSyncJobRequest(
 
 func encodeUpdateEndpointRequest(
 	req *UpdateEndpointRequest,
+	r *http.Request,
+) error {
+	const contentType = "application/json"
+	e := new(jx.Encoder)
+	{
+		req.Encode(e)
+	}
+	encoded := e.Bytes()
+	ht.SetBody(r, bytes.NewReader(encoded), contentType)
+	return nil
+}
+
+func encodeUpdateNetworkVolumeRequest(
+	req *UpdateNetworkVolumeRequest,
 	r *http.Request,
 ) error {
 	const contentType = "application/json"

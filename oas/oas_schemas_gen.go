@@ -102,12 +102,13 @@ func (s *ConflictHeaders) SetResponse(val Problem) {
 	s.Response = val
 }
 
-func (*ConflictHeaders) cancelJobRes()       {}
-func (*ConflictHeaders) listJobsRes()        {}
-func (*ConflictHeaders) retryJobRes()        {}
-func (*ConflictHeaders) workerJobDoneRes()   {}
-func (*ConflictHeaders) workerJobFileRes()   {}
-func (*ConflictHeaders) workerJobStreamRes() {}
+func (*ConflictHeaders) cancelJobRes()           {}
+func (*ConflictHeaders) deleteNetworkVolumeRes() {}
+func (*ConflictHeaders) listJobsRes()            {}
+func (*ConflictHeaders) retryJobRes()            {}
+func (*ConflictHeaders) workerJobDoneRes()       {}
+func (*ConflictHeaders) workerJobFileRes()       {}
+func (*ConflictHeaders) workerJobStreamRes()     {}
 
 // Ref: #/components/schemas/CpuConfig
 type CpuConfig struct {
@@ -478,6 +479,56 @@ func (s *CreateKeyRequest) SetQuota(val OptKeyQuota) {
 	s.Quota = val
 }
 
+// Ref: #/components/schemas/CreateNetworkVolumeRequest
+type CreateNetworkVolumeRequest struct {
+	Name string `json:"name"`
+	// GB.
+	Size int `json:"size"`
+	// A data center one of the pools serves and can store volumes in.
+	DataCenter string        `json:"dataCenter"`
+	Type       OptVolumeType `json:"type"`
+}
+
+// GetName returns the value of Name.
+func (s *CreateNetworkVolumeRequest) GetName() string {
+	return s.Name
+}
+
+// GetSize returns the value of Size.
+func (s *CreateNetworkVolumeRequest) GetSize() int {
+	return s.Size
+}
+
+// GetDataCenter returns the value of DataCenter.
+func (s *CreateNetworkVolumeRequest) GetDataCenter() string {
+	return s.DataCenter
+}
+
+// GetType returns the value of Type.
+func (s *CreateNetworkVolumeRequest) GetType() OptVolumeType {
+	return s.Type
+}
+
+// SetName sets the value of Name.
+func (s *CreateNetworkVolumeRequest) SetName(val string) {
+	s.Name = val
+}
+
+// SetSize sets the value of Size.
+func (s *CreateNetworkVolumeRequest) SetSize(val int) {
+	s.Size = val
+}
+
+// SetDataCenter sets the value of DataCenter.
+func (s *CreateNetworkVolumeRequest) SetDataCenter(val string) {
+	s.DataCenter = val
+}
+
+// SetType sets the value of Type.
+func (s *CreateNetworkVolumeRequest) SetType(val OptVolumeType) {
+	s.Type = val
+}
+
 // Ref: #/components/schemas/CreateTemplateRequest
 type CreateTemplateRequest struct {
 	Name                string                      `json:"name"`
@@ -791,6 +842,34 @@ func (s *DeleteKeyNoContent) SetRateLimitPolicy(val OptString) {
 }
 
 func (*DeleteKeyNoContent) deleteKeyRes() {}
+
+// DeleteNetworkVolumeNoContent is response for DeleteNetworkVolume operation.
+type DeleteNetworkVolumeNoContent struct {
+	RateLimit       OptString
+	RateLimitPolicy OptString
+}
+
+// GetRateLimit returns the value of RateLimit.
+func (s *DeleteNetworkVolumeNoContent) GetRateLimit() OptString {
+	return s.RateLimit
+}
+
+// GetRateLimitPolicy returns the value of RateLimitPolicy.
+func (s *DeleteNetworkVolumeNoContent) GetRateLimitPolicy() OptString {
+	return s.RateLimitPolicy
+}
+
+// SetRateLimit sets the value of RateLimit.
+func (s *DeleteNetworkVolumeNoContent) SetRateLimit(val OptString) {
+	s.RateLimit = val
+}
+
+// SetRateLimitPolicy sets the value of RateLimitPolicy.
+func (s *DeleteNetworkVolumeNoContent) SetRateLimitPolicy(val OptString) {
+	s.RateLimitPolicy = val
+}
+
+func (*DeleteNetworkVolumeNoContent) deleteNetworkVolumeRes() {}
 
 // DeleteTemplateNoContent is response for DeleteTemplate operation.
 type DeleteTemplateNoContent struct {
@@ -1365,9 +1444,11 @@ func (*ErrorStatusCode) cancelJobRes()            {}
 func (*ErrorStatusCode) createEndpointRes()       {}
 func (*ErrorStatusCode) createEndpointV1Res()     {}
 func (*ErrorStatusCode) createKeyRes()            {}
+func (*ErrorStatusCode) createNetworkVolumeRes()  {}
 func (*ErrorStatusCode) createTemplateRes()       {}
 func (*ErrorStatusCode) deleteEndpointRes()       {}
 func (*ErrorStatusCode) deleteKeyRes()            {}
+func (*ErrorStatusCode) deleteNetworkVolumeRes()  {}
 func (*ErrorStatusCode) deleteTemplateRes()       {}
 func (*ErrorStatusCode) getEndpointHistoryRes()   {}
 func (*ErrorStatusCode) getEndpointRes()          {}
@@ -1376,6 +1457,7 @@ func (*ErrorStatusCode) getHealthRes()            {}
 func (*ErrorStatusCode) getJobStatusRes()         {}
 func (*ErrorStatusCode) getJobStatusSyncRes()     {}
 func (*ErrorStatusCode) getJobStreamRes()         {}
+func (*ErrorStatusCode) getNetworkVolumeRes()     {}
 func (*ErrorStatusCode) getOpenAPIRes()           {}
 func (*ErrorStatusCode) getTemplateRes()          {}
 func (*ErrorStatusCode) getUsageRes()             {}
@@ -1387,6 +1469,7 @@ func (*ErrorStatusCode) listEndpointsRes()        {}
 func (*ErrorStatusCode) listJobsRes()             {}
 func (*ErrorStatusCode) listKeysRes()             {}
 func (*ErrorStatusCode) listModelsRes()           {}
+func (*ErrorStatusCode) listNetworkVolumesRes()   {}
 func (*ErrorStatusCode) listTemplatesRes()        {}
 func (*ErrorStatusCode) listWorkersRes()          {}
 func (*ErrorStatusCode) postJobStatusRes()        {}
@@ -1397,6 +1480,7 @@ func (*ErrorStatusCode) retryJobRes()             {}
 func (*ErrorStatusCode) runJobRes()               {}
 func (*ErrorStatusCode) runSyncJobRes()           {}
 func (*ErrorStatusCode) updateEndpointRes()       {}
+func (*ErrorStatusCode) updateNetworkVolumeRes()  {}
 func (*ErrorStatusCode) updateTemplateRes()       {}
 func (*ErrorStatusCode) workerJobDoneRes()        {}
 func (*ErrorStatusCode) workerJobFileRes()        {}
@@ -1492,11 +1576,13 @@ func (s *ForbiddenHeaders) SetResponse(val Problem) {
 	s.Response = val
 }
 
-func (*ForbiddenHeaders) createEndpointRes() {}
-func (*ForbiddenHeaders) createKeyRes()      {}
-func (*ForbiddenHeaders) deleteKeyRes()      {}
-func (*ForbiddenHeaders) getFileRes()        {}
-func (*ForbiddenHeaders) listKeysRes()       {}
+func (*ForbiddenHeaders) createEndpointRes()      {}
+func (*ForbiddenHeaders) createKeyRes()           {}
+func (*ForbiddenHeaders) deleteKeyRes()           {}
+func (*ForbiddenHeaders) deleteNetworkVolumeRes() {}
+func (*ForbiddenHeaders) getFileRes()             {}
+func (*ForbiddenHeaders) listKeysRes()            {}
+func (*ForbiddenHeaders) updateNetworkVolumeRes() {}
 
 type GetFileOK struct {
 	Data io.Reader
@@ -3767,6 +3853,197 @@ func (s *ModelType) UnmarshalText(data []byte) error {
 	}
 }
 
+// Ref: #/components/schemas/NetworkVolume
+type NetworkVolume struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Allocated storage in GB.
+	Size int `json:"size"`
+	// Its data center; immutable.
+	DataCenter string     `json:"dataCenter"`
+	Type       VolumeType `json:"type"`
+	// Declared in the server's config file; every user may name it, none may change it.
+	Operator bool `json:"operator"`
+	// Bytes it holds, where its storage can tell (GET of one volume only).
+	UsedBytes OptInt64    `json:"usedBytes"`
+	CreatedAt OptDateTime `json:"createdAt"`
+}
+
+// GetID returns the value of ID.
+func (s *NetworkVolume) GetID() string {
+	return s.ID
+}
+
+// GetName returns the value of Name.
+func (s *NetworkVolume) GetName() string {
+	return s.Name
+}
+
+// GetSize returns the value of Size.
+func (s *NetworkVolume) GetSize() int {
+	return s.Size
+}
+
+// GetDataCenter returns the value of DataCenter.
+func (s *NetworkVolume) GetDataCenter() string {
+	return s.DataCenter
+}
+
+// GetType returns the value of Type.
+func (s *NetworkVolume) GetType() VolumeType {
+	return s.Type
+}
+
+// GetOperator returns the value of Operator.
+func (s *NetworkVolume) GetOperator() bool {
+	return s.Operator
+}
+
+// GetUsedBytes returns the value of UsedBytes.
+func (s *NetworkVolume) GetUsedBytes() OptInt64 {
+	return s.UsedBytes
+}
+
+// GetCreatedAt returns the value of CreatedAt.
+func (s *NetworkVolume) GetCreatedAt() OptDateTime {
+	return s.CreatedAt
+}
+
+// SetID sets the value of ID.
+func (s *NetworkVolume) SetID(val string) {
+	s.ID = val
+}
+
+// SetName sets the value of Name.
+func (s *NetworkVolume) SetName(val string) {
+	s.Name = val
+}
+
+// SetSize sets the value of Size.
+func (s *NetworkVolume) SetSize(val int) {
+	s.Size = val
+}
+
+// SetDataCenter sets the value of DataCenter.
+func (s *NetworkVolume) SetDataCenter(val string) {
+	s.DataCenter = val
+}
+
+// SetType sets the value of Type.
+func (s *NetworkVolume) SetType(val VolumeType) {
+	s.Type = val
+}
+
+// SetOperator sets the value of Operator.
+func (s *NetworkVolume) SetOperator(val bool) {
+	s.Operator = val
+}
+
+// SetUsedBytes sets the value of UsedBytes.
+func (s *NetworkVolume) SetUsedBytes(val OptInt64) {
+	s.UsedBytes = val
+}
+
+// SetCreatedAt sets the value of CreatedAt.
+func (s *NetworkVolume) SetCreatedAt(val OptDateTime) {
+	s.CreatedAt = val
+}
+
+// NetworkVolumeHeaders wraps NetworkVolume with response headers.
+type NetworkVolumeHeaders struct {
+	RateLimit       OptString
+	RateLimitPolicy OptString
+	Response        NetworkVolume
+}
+
+// GetRateLimit returns the value of RateLimit.
+func (s *NetworkVolumeHeaders) GetRateLimit() OptString {
+	return s.RateLimit
+}
+
+// GetRateLimitPolicy returns the value of RateLimitPolicy.
+func (s *NetworkVolumeHeaders) GetRateLimitPolicy() OptString {
+	return s.RateLimitPolicy
+}
+
+// GetResponse returns the value of Response.
+func (s *NetworkVolumeHeaders) GetResponse() NetworkVolume {
+	return s.Response
+}
+
+// SetRateLimit sets the value of RateLimit.
+func (s *NetworkVolumeHeaders) SetRateLimit(val OptString) {
+	s.RateLimit = val
+}
+
+// SetRateLimitPolicy sets the value of RateLimitPolicy.
+func (s *NetworkVolumeHeaders) SetRateLimitPolicy(val OptString) {
+	s.RateLimitPolicy = val
+}
+
+// SetResponse sets the value of Response.
+func (s *NetworkVolumeHeaders) SetResponse(val NetworkVolume) {
+	s.Response = val
+}
+
+func (*NetworkVolumeHeaders) createNetworkVolumeRes() {}
+func (*NetworkVolumeHeaders) getNetworkVolumeRes()    {}
+func (*NetworkVolumeHeaders) updateNetworkVolumeRes() {}
+
+// Ref: #/components/schemas/NetworkVolumeList
+type NetworkVolumeList struct {
+	NetworkVolumes []NetworkVolume `json:"networkVolumes"`
+}
+
+// GetNetworkVolumes returns the value of NetworkVolumes.
+func (s *NetworkVolumeList) GetNetworkVolumes() []NetworkVolume {
+	return s.NetworkVolumes
+}
+
+// SetNetworkVolumes sets the value of NetworkVolumes.
+func (s *NetworkVolumeList) SetNetworkVolumes(val []NetworkVolume) {
+	s.NetworkVolumes = val
+}
+
+// NetworkVolumeListHeaders wraps NetworkVolumeList with response headers.
+type NetworkVolumeListHeaders struct {
+	RateLimit       OptString
+	RateLimitPolicy OptString
+	Response        NetworkVolumeList
+}
+
+// GetRateLimit returns the value of RateLimit.
+func (s *NetworkVolumeListHeaders) GetRateLimit() OptString {
+	return s.RateLimit
+}
+
+// GetRateLimitPolicy returns the value of RateLimitPolicy.
+func (s *NetworkVolumeListHeaders) GetRateLimitPolicy() OptString {
+	return s.RateLimitPolicy
+}
+
+// GetResponse returns the value of Response.
+func (s *NetworkVolumeListHeaders) GetResponse() NetworkVolumeList {
+	return s.Response
+}
+
+// SetRateLimit sets the value of RateLimit.
+func (s *NetworkVolumeListHeaders) SetRateLimit(val OptString) {
+	s.RateLimit = val
+}
+
+// SetRateLimitPolicy sets the value of RateLimitPolicy.
+func (s *NetworkVolumeListHeaders) SetRateLimitPolicy(val OptString) {
+	s.RateLimitPolicy = val
+}
+
+// SetResponse sets the value of Response.
+func (s *NetworkVolumeListHeaders) SetResponse(val NetworkVolumeList) {
+	s.Response = val
+}
+
+func (*NetworkVolumeListHeaders) listNetworkVolumesRes() {}
+
 // NotFoundHeaders wraps Problem with response headers.
 type NotFoundHeaders struct {
 	RateLimit       OptString
@@ -3804,30 +4081,33 @@ func (s *NotFoundHeaders) SetResponse(val Problem) {
 	s.Response = val
 }
 
-func (*NotFoundHeaders) cancelJobRes()         {}
-func (*NotFoundHeaders) createEndpointRes()    {}
-func (*NotFoundHeaders) createEndpointV1Res()  {}
-func (*NotFoundHeaders) deleteEndpointRes()    {}
-func (*NotFoundHeaders) deleteKeyRes()         {}
-func (*NotFoundHeaders) deleteTemplateRes()    {}
-func (*NotFoundHeaders) getEndpointRes()       {}
-func (*NotFoundHeaders) getFileRes()           {}
-func (*NotFoundHeaders) getJobStatusRes()      {}
-func (*NotFoundHeaders) getJobStatusSyncRes()  {}
-func (*NotFoundHeaders) getJobStreamRes()      {}
-func (*NotFoundHeaders) getTemplateRes()       {}
-func (*NotFoundHeaders) getWorkerLogsRes()     {}
-func (*NotFoundHeaders) listJobsRes()          {}
-func (*NotFoundHeaders) listWorkersRes()       {}
-func (*NotFoundHeaders) postJobStatusRes()     {}
-func (*NotFoundHeaders) postJobStatusSyncRes() {}
-func (*NotFoundHeaders) postJobStreamRes()     {}
-func (*NotFoundHeaders) retryJobRes()          {}
-func (*NotFoundHeaders) updateEndpointRes()    {}
-func (*NotFoundHeaders) updateTemplateRes()    {}
-func (*NotFoundHeaders) workerJobDoneRes()     {}
-func (*NotFoundHeaders) workerJobFileRes()     {}
-func (*NotFoundHeaders) workerJobStreamRes()   {}
+func (*NotFoundHeaders) cancelJobRes()           {}
+func (*NotFoundHeaders) createEndpointRes()      {}
+func (*NotFoundHeaders) createEndpointV1Res()    {}
+func (*NotFoundHeaders) deleteEndpointRes()      {}
+func (*NotFoundHeaders) deleteKeyRes()           {}
+func (*NotFoundHeaders) deleteNetworkVolumeRes() {}
+func (*NotFoundHeaders) deleteTemplateRes()      {}
+func (*NotFoundHeaders) getEndpointRes()         {}
+func (*NotFoundHeaders) getFileRes()             {}
+func (*NotFoundHeaders) getJobStatusRes()        {}
+func (*NotFoundHeaders) getJobStatusSyncRes()    {}
+func (*NotFoundHeaders) getJobStreamRes()        {}
+func (*NotFoundHeaders) getNetworkVolumeRes()    {}
+func (*NotFoundHeaders) getTemplateRes()         {}
+func (*NotFoundHeaders) getWorkerLogsRes()       {}
+func (*NotFoundHeaders) listJobsRes()            {}
+func (*NotFoundHeaders) listWorkersRes()         {}
+func (*NotFoundHeaders) postJobStatusRes()       {}
+func (*NotFoundHeaders) postJobStatusSyncRes()   {}
+func (*NotFoundHeaders) postJobStreamRes()       {}
+func (*NotFoundHeaders) retryJobRes()            {}
+func (*NotFoundHeaders) updateEndpointRes()      {}
+func (*NotFoundHeaders) updateNetworkVolumeRes() {}
+func (*NotFoundHeaders) updateTemplateRes()      {}
+func (*NotFoundHeaders) workerJobDoneRes()       {}
+func (*NotFoundHeaders) workerJobFileRes()       {}
+func (*NotFoundHeaders) workerJobStreamRes()     {}
 
 // NewOptBool returns new OptBool with value set to v.
 func NewOptBool(v bool) OptBool {
@@ -5093,6 +5373,52 @@ func (o OptV1CreateEndpointRequestScalerType) Or(d V1CreateEndpointRequestScaler
 	return d
 }
 
+// NewOptVolumeType returns new OptVolumeType with value set to v.
+func NewOptVolumeType(v VolumeType) OptVolumeType {
+	return OptVolumeType{
+		Value: v,
+		Set:   true,
+	}
+}
+
+// OptVolumeType is optional VolumeType.
+type OptVolumeType struct {
+	Value VolumeType
+	Set   bool
+}
+
+// IsSet returns true if OptVolumeType was set.
+func (o OptVolumeType) IsSet() bool { return o.Set }
+
+// Reset unsets value.
+func (o *OptVolumeType) Reset() {
+	var v VolumeType
+	o.Value = v
+	o.Set = false
+}
+
+// SetTo sets value to v.
+func (o *OptVolumeType) SetTo(v VolumeType) {
+	o.Set = true
+	o.Value = v
+}
+
+// Get returns value and boolean that denotes whether value was set.
+func (o OptVolumeType) Get() (v VolumeType, ok bool) {
+	if !o.Set {
+		return v, false
+	}
+	return o.Value, true
+}
+
+// Or returns value if set, or given parameter if does not.
+func (o OptVolumeType) Or(d VolumeType) VolumeType {
+	if v, ok := o.Get(); ok {
+		return v
+	}
+	return d
+}
+
 // NewOptWorkers returns new OptWorkers with value set to v.
 func NewOptWorkers(v Workers) OptWorkers {
 	return OptWorkers{
@@ -5288,12 +5614,13 @@ func (s *Problem) SetError(val OptString) {
 	s.Error = val
 }
 
-func (*Problem) createKeyRes()     {}
-func (*Problem) getUsageRes()      {}
-func (*Problem) listJobsRes()      {}
-func (*Problem) runJobRes()        {}
-func (*Problem) runSyncJobRes()    {}
-func (*Problem) workerJobFileRes() {}
+func (*Problem) createKeyRes()           {}
+func (*Problem) getUsageRes()            {}
+func (*Problem) listJobsRes()            {}
+func (*Problem) runJobRes()              {}
+func (*Problem) runSyncJobRes()          {}
+func (*Problem) updateNetworkVolumeRes() {}
+func (*Problem) workerJobFileRes()       {}
 
 // Ref: #/components/schemas/PurgeResponse
 type PurgeResponse struct {
@@ -6435,14 +6762,16 @@ func (s *UnprocessableEntityHeaders) SetResponse(val Problem) {
 	s.Response = val
 }
 
-func (*UnprocessableEntityHeaders) createEndpointRes()   {}
-func (*UnprocessableEntityHeaders) createEndpointV1Res() {}
-func (*UnprocessableEntityHeaders) createKeyRes()        {}
-func (*UnprocessableEntityHeaders) createTemplateRes()   {}
-func (*UnprocessableEntityHeaders) getUsageRes()         {}
-func (*UnprocessableEntityHeaders) updateEndpointRes()   {}
-func (*UnprocessableEntityHeaders) updateTemplateRes()   {}
-func (*UnprocessableEntityHeaders) workerJobFileRes()    {}
+func (*UnprocessableEntityHeaders) createEndpointRes()      {}
+func (*UnprocessableEntityHeaders) createEndpointV1Res()    {}
+func (*UnprocessableEntityHeaders) createKeyRes()           {}
+func (*UnprocessableEntityHeaders) createNetworkVolumeRes() {}
+func (*UnprocessableEntityHeaders) createTemplateRes()      {}
+func (*UnprocessableEntityHeaders) getUsageRes()            {}
+func (*UnprocessableEntityHeaders) updateEndpointRes()      {}
+func (*UnprocessableEntityHeaders) updateNetworkVolumeRes() {}
+func (*UnprocessableEntityHeaders) updateTemplateRes()      {}
+func (*UnprocessableEntityHeaders) workerJobFileRes()       {}
 
 // Fields to change; the others keep their values. `type` and `templateId` cannot change.
 // Ref: #/components/schemas/UpdateEndpointRequest
@@ -6624,6 +6953,57 @@ func (s *UpdateEndpointRequestEnv) init() UpdateEndpointRequestEnv {
 		*s = m
 	}
 	return m
+}
+
+// Only the fields given change. `dataCenter` and `type` are accepted only to be refused (400,
+// immutable).
+// Ref: #/components/schemas/UpdateNetworkVolumeRequest
+type UpdateNetworkVolumeRequest struct {
+	Name OptString `json:"name"`
+	// GB; at least the current size.
+	Size       OptInt    `json:"size"`
+	DataCenter OptString `json:"dataCenter"`
+	Type       OptString `json:"type"`
+}
+
+// GetName returns the value of Name.
+func (s *UpdateNetworkVolumeRequest) GetName() OptString {
+	return s.Name
+}
+
+// GetSize returns the value of Size.
+func (s *UpdateNetworkVolumeRequest) GetSize() OptInt {
+	return s.Size
+}
+
+// GetDataCenter returns the value of DataCenter.
+func (s *UpdateNetworkVolumeRequest) GetDataCenter() OptString {
+	return s.DataCenter
+}
+
+// GetType returns the value of Type.
+func (s *UpdateNetworkVolumeRequest) GetType() OptString {
+	return s.Type
+}
+
+// SetName sets the value of Name.
+func (s *UpdateNetworkVolumeRequest) SetName(val OptString) {
+	s.Name = val
+}
+
+// SetSize sets the value of Size.
+func (s *UpdateNetworkVolumeRequest) SetSize(val OptInt) {
+	s.Size = val
+}
+
+// SetDataCenter sets the value of DataCenter.
+func (s *UpdateNetworkVolumeRequest) SetDataCenter(val OptString) {
+	s.DataCenter = val
+}
+
+// SetType sets the value of Type.
+func (s *UpdateNetworkVolumeRequest) SetType(val OptString) {
+	s.Type = val
 }
 
 // Ref: #/components/schemas/UpdateTemplateRequest
@@ -7580,6 +7960,48 @@ func (s *V1EndpointHeaders) SetResponse(val V1Endpoint) {
 }
 
 func (*V1EndpointHeaders) createEndpointV1Res() {}
+
+// Ref: #/components/schemas/VolumeType
+type VolumeType string
+
+const (
+	VolumeTypeSTANDARD        VolumeType = "STANDARD"
+	VolumeTypeHIGHPERFORMANCE VolumeType = "HIGH_PERFORMANCE"
+)
+
+// AllValues returns all VolumeType values.
+func (VolumeType) AllValues() []VolumeType {
+	return []VolumeType{
+		VolumeTypeSTANDARD,
+		VolumeTypeHIGHPERFORMANCE,
+	}
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (s VolumeType) MarshalText() ([]byte, error) {
+	switch s {
+	case VolumeTypeSTANDARD:
+		return []byte(s), nil
+	case VolumeTypeHIGHPERFORMANCE:
+		return []byte(s), nil
+	default:
+		return nil, errors.Errorf("invalid value: %q", s)
+	}
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (s *VolumeType) UnmarshalText(data []byte) error {
+	switch VolumeType(data) {
+	case VolumeTypeSTANDARD:
+		*s = VolumeTypeSTANDARD
+		return nil
+	case VolumeTypeHIGHPERFORMANCE:
+		*s = VolumeTypeHIGHPERFORMANCE
+		return nil
+	default:
+		return errors.Errorf("invalid value: %q", data)
+	}
+}
 
 // Ref: #/components/schemas/WorkerAck
 type WorkerAck struct {

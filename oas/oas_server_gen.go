@@ -33,6 +33,14 @@ type Handler interface {
 	//
 	// POST /v2/keys
 	CreateKey(ctx context.Context, req *CreateKeyRequest) (CreateKeyRes, error)
+	// CreateNetworkVolume implements createNetworkVolume operation.
+	//
+	// Makes the volume's storage in the pool that stores the data center's volumes before it answers; when
+	// that pool cannot, nothing is created and the answer (503) says why. A data center none of whose
+	// pools can store volumes is refused (422 at `$.dataCenter`).
+	//
+	// POST /v2/network-volumes
+	CreateNetworkVolume(ctx context.Context, req *CreateNetworkVolumeRequest) (CreateNetworkVolumeRes, error)
 	// CreateTemplate implements createTemplate operation.
 	//
 	// POST /v2/templates
@@ -47,6 +55,15 @@ type Handler interface {
 	//
 	// DELETE /v2/keys/{keyId}
 	DeleteKey(ctx context.Context, params DeleteKeyParams) (DeleteKeyRes, error)
+	// DeleteNetworkVolume implements deleteNetworkVolume operation.
+	//
+	// The request itself is the confirmation, as on RunPod: it removes the volume's data for good (the CLI
+	// asks first). Refused (409, naming them) while an endpoint names the volume. When the storage cannot
+	// be removed, the volume stays listed and the answer (503) says why. Operator volumes are read-only
+	// (403).
+	//
+	// DELETE /v2/network-volumes/{networkVolumeId}
+	DeleteNetworkVolume(ctx context.Context, params DeleteNetworkVolumeParams) (DeleteNetworkVolumeRes, error)
 	// DeleteTemplate implements deleteTemplate operation.
 	//
 	// DELETE /v2/templates/{templateId}
@@ -90,6 +107,10 @@ type Handler interface {
 	//
 	// GET /v2/{endpointId}/stream/{jobId}
 	GetJobStream(ctx context.Context, params GetJobStreamParams) (GetJobStreamRes, error)
+	// GetNetworkVolume implements getNetworkVolume operation.
+	//
+	// GET /v2/network-volumes/{networkVolumeId}
+	GetNetworkVolume(ctx context.Context, params GetNetworkVolumeParams) (GetNetworkVolumeRes, error)
 	// GetTemplate implements getTemplate operation.
 	//
 	// GET /v2/templates/{templateId}
@@ -156,6 +177,12 @@ type Handler interface {
 	//
 	// GET /v2/models
 	ListModels(ctx context.Context) (ListModelsRes, error)
+	// ListNetworkVolumes implements listNetworkVolumes operation.
+	//
+	// List the caller's volumes and the operator's (config file) volumes.
+	//
+	// GET /v2/network-volumes
+	ListNetworkVolumes(ctx context.Context) (ListNetworkVolumesRes, error)
 	// ListTemplates implements listTemplates operation.
 	//
 	// List the caller's own templates, oldest first.
@@ -208,6 +235,14 @@ type Handler interface {
 	//
 	// PATCH /v2/serverless/{endpointId}
 	UpdateEndpoint(ctx context.Context, req *UpdateEndpointRequest, params UpdateEndpointParams) (UpdateEndpointRes, error)
+	// UpdateNetworkVolume implements updateNetworkVolume operation.
+	//
+	// `size` only grows (400 naming `$.size` and the current size otherwise); the storage is grown before
+	// the answer, and a failure leaves the volume as it was (503). `dataCenter` and `type` are immutable:
+	// a body naming them gets 400. Operator volumes are read-only (403).
+	//
+	// PATCH /v2/network-volumes/{networkVolumeId}
+	UpdateNetworkVolume(ctx context.Context, req *UpdateNetworkVolumeRequest, params UpdateNetworkVolumeParams) (UpdateNetworkVolumeRes, error)
 	// UpdateTemplate implements updateTemplate operation.
 	//
 	// PATCH /v2/templates/{templateId}

@@ -51,6 +51,17 @@ func (UnimplementedHandler) CreateKey(ctx context.Context, req *CreateKeyRequest
 	return r, ht.ErrNotImplemented
 }
 
+// CreateNetworkVolume implements createNetworkVolume operation.
+//
+// Makes the volume's storage in the pool that stores the data center's volumes before it answers; when
+// that pool cannot, nothing is created and the answer (503) says why. A data center none of whose
+// pools can store volumes is refused (422 at `$.dataCenter`).
+//
+// POST /v2/network-volumes
+func (UnimplementedHandler) CreateNetworkVolume(ctx context.Context, req *CreateNetworkVolumeRequest) (r CreateNetworkVolumeRes, _ error) {
+	return r, ht.ErrNotImplemented
+}
+
 // CreateTemplate implements createTemplate operation.
 //
 // POST /v2/templates
@@ -71,6 +82,18 @@ func (UnimplementedHandler) DeleteEndpoint(ctx context.Context, params DeleteEnd
 //
 // DELETE /v2/keys/{keyId}
 func (UnimplementedHandler) DeleteKey(ctx context.Context, params DeleteKeyParams) (r DeleteKeyRes, _ error) {
+	return r, ht.ErrNotImplemented
+}
+
+// DeleteNetworkVolume implements deleteNetworkVolume operation.
+//
+// The request itself is the confirmation, as on RunPod: it removes the volume's data for good (the CLI
+// asks first). Refused (409, naming them) while an endpoint names the volume. When the storage cannot
+// be removed, the volume stays listed and the answer (503) says why. Operator volumes are read-only
+// (403).
+//
+// DELETE /v2/network-volumes/{networkVolumeId}
+func (UnimplementedHandler) DeleteNetworkVolume(ctx context.Context, params DeleteNetworkVolumeParams) (r DeleteNetworkVolumeRes, _ error) {
 	return r, ht.ErrNotImplemented
 }
 
@@ -146,6 +169,13 @@ func (UnimplementedHandler) GetJobStatusSync(ctx context.Context, params GetJobS
 //
 // GET /v2/{endpointId}/stream/{jobId}
 func (UnimplementedHandler) GetJobStream(ctx context.Context, params GetJobStreamParams) (r GetJobStreamRes, _ error) {
+	return r, ht.ErrNotImplemented
+}
+
+// GetNetworkVolume implements getNetworkVolume operation.
+//
+// GET /v2/network-volumes/{networkVolumeId}
+func (UnimplementedHandler) GetNetworkVolume(ctx context.Context, params GetNetworkVolumeParams) (r GetNetworkVolumeRes, _ error) {
 	return r, ht.ErrNotImplemented
 }
 
@@ -255,6 +285,15 @@ func (UnimplementedHandler) ListModels(ctx context.Context) (r ListModelsRes, _ 
 	return r, ht.ErrNotImplemented
 }
 
+// ListNetworkVolumes implements listNetworkVolumes operation.
+//
+// List the caller's volumes and the operator's (config file) volumes.
+//
+// GET /v2/network-volumes
+func (UnimplementedHandler) ListNetworkVolumes(ctx context.Context) (r ListNetworkVolumesRes, _ error) {
+	return r, ht.ErrNotImplemented
+}
+
 // ListTemplates implements listTemplates operation.
 //
 // List the caller's own templates, oldest first.
@@ -334,6 +373,17 @@ func (UnimplementedHandler) RunSyncJob(ctx context.Context, req *JobRequest, par
 //
 // PATCH /v2/serverless/{endpointId}
 func (UnimplementedHandler) UpdateEndpoint(ctx context.Context, req *UpdateEndpointRequest, params UpdateEndpointParams) (r UpdateEndpointRes, _ error) {
+	return r, ht.ErrNotImplemented
+}
+
+// UpdateNetworkVolume implements updateNetworkVolume operation.
+//
+// `size` only grows (400 naming `$.size` and the current size otherwise); the storage is grown before
+// the answer, and a failure leaves the volume as it was (503). `dataCenter` and `type` are immutable:
+// a body naming them gets 400. Operator volumes are read-only (403).
+//
+// PATCH /v2/network-volumes/{networkVolumeId}
+func (UnimplementedHandler) UpdateNetworkVolume(ctx context.Context, req *UpdateNetworkVolumeRequest, params UpdateNetworkVolumeParams) (r UpdateNetworkVolumeRes, _ error) {
 	return r, ht.ErrNotImplemented
 }
 

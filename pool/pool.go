@@ -112,6 +112,15 @@ type VolumeStorage interface {
 	VolumeUsage(ctx context.Context, v core.Volume) (int64, error)
 }
 
+// VolumeWarner is implemented by pools that cannot always mount a network volume at
+// core.VolumeMountPath: VolumeWarning says what they do instead ("" when they mount it), e.g.
+// a process pool without root passes the volume's path in an environment variable. An
+// endpoint naming a volume whose workers may land on such a pool is warned when it is created
+// or updated. It must answer from memory.
+type VolumeWarner interface {
+	VolumeWarning() string
+}
+
 // ErrUnsupported is what a pool answers to Suspend or Resume when it cannot.
 var ErrUnsupported = errors.New("not supported by this pool")
 

@@ -179,7 +179,11 @@ func (s *Scheduler) startLocked(es *epState, now time.Time, code string) error {
 			es.mu.Unlock()
 			spec.Env = s.env(&epc, res, id, token)
 		}
-		err := s.adapterCall(res.PoolID(), "Start", id, func() error { return res.Pool().Start(ctx, spec) })
+		err := s.attachVolume(ctx, &epc, res.Pool(), &spec)
+		volumeFailed := err != nil // the worker never runs without its volume
+		if err == nil {
+			err = s.adapterCall(res.PoolID(), "Start", id, func() error { return res.Pool().Start(ctx, spec) })
+		}
 		es.mu.Lock()
 		w.starting = false
 		stopped := err == nil && w.state == phaseStopping
@@ -196,6 +200,9 @@ func (s *Scheduler) startLocked(es *epState, now time.Time, code string) error {
 				s.refuse(es, s.cfg.Clock.Now(), res.PoolID(), err)
 			} else {
 				s.fail(es, s.cfg.Clock.Now(), fmt.Sprintf("pool %s could not start it: %v", res.PoolID(), err))
+			}
+			if volumeFailed { // the workers list shows it, with why
+				es.remember(w, pool.WorkerEvent{Worker: id, State: pool.WorkerExited, Err: err}, s.cfg.Clock.Now())
 			}
 			s.forgetLocked(w)
 			w.stopping = panicked // an exit event, if one comes, is no second failure

@@ -50,6 +50,12 @@ type Config struct {
 	// VolumeDC returns a network volume's data center: an endpoint's volumes pin its workers
 	// there. nil = no volumes are known.
 	VolumeDC func(id string) (string, bool)
+	// Volume returns a network volume by id, for the workers of endpoints naming it to see it
+	// at core.VolumeMountPath (volumes.go); nil = volumes only pin placement.
+	Volume func(ctx context.Context, id string) (core.Volume, error)
+	// VolumeStorage names, per data center, the pool that stores its volumes (config
+	// volumeStorage); a data center absent stores them in its first pool that can.
+	VolumeStorage map[string]string
 	// Removed, when set, is called with the id of each endpoint Remove dropped (deleted here,
 	// on another replica, or found missing by Sync), after its workers were told to stop: the
 	// series other components keep of it (the job metrics) go too.

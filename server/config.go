@@ -53,8 +53,12 @@ type Config struct {
 	// Registries are the registry credentials endpoints name in `registry`: docker pools
 	// pull private images with them.
 	Registries []RegistryConfig `yaml:"registries"`
-	// NetworkVolumes are the network volumes endpoints may name.
+	// NetworkVolumes are operator-provided network volumes: every user's endpoints may name
+	// them, and the API lists them but cannot change or delete them.
 	NetworkVolumes []core.NetworkVolume `yaml:"networkVolumes"`
+	// VolumeStorage names, per data center, the pool that stores its network volumes;
+	// a data center absent stores them in its first pool (config order) that can.
+	VolumeStorage map[string]string `yaml:"volumeStorage"`
 	// Templates are public catalog templates, offered beside the built-in ones.
 	Templates []core.Template `yaml:"templates"`
 	// Images maps container images to the command the process pool runs for them, e.g.
@@ -218,8 +222,9 @@ const ConfigHelp = `Config file (YAML, --config FILE; unknown keys are rejected;
       username: me
       passwordEnv: GHCR_TOKEN     # or password: ...
       server: ghcr.io
-  networkVolumes:
+  networkVolumes:                 # operator-provided volumes: every user may name them, none change them
     - {id: vol-models, dataCenterId: EU-RO-1, size: 100}
+  volumeStorage: {EU-RO-1: local} # data center -> the pool storing its volumes; default its first pool that can
   autoscaler:                     # seconds; 0 or omitted = the default
     stableWindow: 60              # REQUEST_COUNT and arrival-rate averaging window
     panicWindow: 6                # burst detection window (panic mode lasts a stable window)
@@ -370,6 +375,9 @@ func (c *Config) Validate() error {
 		if v.ID == "" || v.DataCenter == "" {
 			return fmt.Errorf("networkVolumes[%d]: id and dataCenterId are required", i)
 		}
+	}
+	if err := c.validateVolumeStorage(); err != nil {
+		return err
 	}
 	if c.ShutdownGrace != nil && *c.ShutdownGrace < 0 {
 		return fmt.Errorf("shutdownGrace %v must not be negative", *c.ShutdownGrace)

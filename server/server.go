@@ -254,6 +254,10 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 		}
 	}
 	catalog := core.NewCatalog(cfg.catalogPools(), cfg.NetworkVolumes, templates)
+	if err := checkVolumeStorage(s.pools, cfg.VolumeStorage); err != nil {
+		return err
+	}
+	var mgmt *core.Management // the scheduler reads endpoints' volumes through it (set below)
 
 	// Worker tokens are signed with a key kept in the store: they outlive a restart.
 	tokens, err := core.NewWorkerTokens(ctx, s.st.Tokens, clock)
@@ -278,8 +282,10 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 		Scheduler: scheduler.Config{Pools: s.pools, BaseURL: "http://" + loopback(s.ln.Addr().String()), Clock: clock, Log: log,
 			StableWindow: cfg.Autoscaler.StableWindow, PanicWindow: cfg.Autoscaler.PanicWindow,
 			Source: s.st.Source, Tick: s.tick, Resync: 30 * time.Second,
-			InitTimeout: time.Duration(cfg.Autoscaler.InitTimeout) * time.Second,
-			VolumeDC:    func(id string) (string, bool) { v, ok := catalog.NetworkVolume(id); return v.DataCenter, ok },
+			InitTimeout:   time.Duration(cfg.Autoscaler.InitTimeout) * time.Second,
+			VolumeDC:      volumeDCs(func(ctx context.Context, id string) (core.Volume, error) { return mgmt.Volume(ctx, id) }),
+			Volume:        func(ctx context.Context, id string) (core.Volume, error) { return mgmt.Volume(ctx, id) },
+			VolumeStorage: cfg.VolumeStorage,
 			Removed: func(id string) { // a deleted endpoint's series leave /metrics
 				observer.Forget(id)
 				lbRequests.Forget(id)
@@ -326,8 +332,9 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 	catalog.Total = sched.Placer().Total
 	catalog.Unhealthy = sched.Placer().Unhealthy // a pool whose cloud refuses its key says why
 	catalog.CanRun = sched.Placer().CanRun       // an image no listed pool can run is refused (422)
-	mgmt := &core.Management{
+	mgmt = &core.Management{
 		Endpoints: s.st.Endpoints, Templates: s.st.Templates, Clock: clock, Catalog: catalog,
+		Volumes: s.st.Volumes, VolumeBackend: volumeBackend{pools: s.pools, override: cfg.VolumeStorage},
 		OnChange: sched.Set, // new scaling, bounds or GPUs take effect at once
 		OnDelete: func(ctx context.Context, id string) {
 			jobs.Purge(ctx, id) // a deleted endpoint's queue is cancelled, its workers stopped

@@ -27,6 +27,7 @@ import (
 type Stores struct {
 	Endpoints core.EndpointStore
 	Templates core.TemplateStore
+	Volumes   core.VolumeStore         // users' network volumes
 	Source    scheduler.EndpointSource // every endpoint, for the scheduler's sync
 	Keys      core.KeyStore
 	Usage     core.UsageStore
@@ -126,7 +127,7 @@ func (st *Stores) openEmbedded(cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("loading the file-signing key: %w", err)
 	}
-	st.Endpoints, st.Templates, st.Source, st.Keys, st.Usage, st.History = db, db, db, keys, db, db
+	st.Endpoints, st.Templates, st.Volumes, st.Source, st.Keys, st.Usage, st.History = db, db, db, db, keys, db, db
 	st.Files, st.FileKey, st.Tokens, st.Limits, st.Pebble = fileDir, fileKey, db, &core.RateLimiter{}, db
 	st.jobs = func(_ context.Context, o memq.Options) (core.JobStore, error) { return db.Jobs(o) }
 	return nil
@@ -255,7 +256,7 @@ func (st *Stores) openPostgres(ctx context.Context, cfg Config, log *slog.Logger
 	if err != nil {
 		return fmt.Errorf("loading the file-signing key: %w", err)
 	}
-	st.Endpoints, st.Templates, st.Source, st.Keys, st.Usage, st.History = db, db, db, keys, db, db
+	st.Endpoints, st.Templates, st.Volumes, st.Source, st.Keys, st.Usage, st.History = db, db, db, db, keys, db, db
 	st.Files, st.FileKey, st.Tokens, st.Limits, st.Leases, st.Check = db, fileKey, tokens, db.RateLimits(), db.Leases(), pinger.Ping
 	st.jobs = func(ctx context.Context, o memq.Options) (core.JobStore, error) {
 		jobs := postgres.NewJobs(db, postgres.JobOptions{Log: o.Log})

@@ -263,7 +263,7 @@ func (a *app) dial(p profile, out *printer) (*conn, error) {
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	client, err := oas.NewClient(p.URL, keySource(p.Key), oas.WithClient(hc))
+	client, err := oas.NewClient(p.URL, keySource(p.Key), oas.WithClient(warnings{hc, a.stderr}))
 	if err != nil {
 		return nil, err
 	}

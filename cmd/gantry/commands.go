@@ -59,6 +59,13 @@ func init() {
 			{"update TEMPLATE_ID [flags] | -f FILE", "change one of your templates"},
 			{"delete TEMPLATE_ID", "delete one of your templates"},
 		}},
+		{names: []string{"volume"}, also: []string{"volumes"}, run: (*app).volumeCmd, subs: []subcmd{
+			{"create --name NAME --size GB --data-center DC [--type T]", "create a network volume of yours"},
+			{"list", "list your volumes and the operator's"},
+			{"get VOLUME_ID", "show one volume, with the bytes it holds where its storage can tell"},
+			{"resize VOLUME_ID --size GB [--name NAME]", "grow a volume (it never shrinks), or rename it"},
+			{"delete VOLUME_ID [--yes]", "delete a volume and its data (asks first, unless --yes)"},
+		}},
 		{names: []string{"job"}, also: []string{"jobs"}, run: (*app).jobCmd, subs: []subcmd{
 			{"status ENDPOINT JOB_ID", "show a job: its state, times, output or error, cost"},
 			{"cancel ENDPOINT JOB_ID", "cancel a queued or running job"},

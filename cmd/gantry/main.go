@@ -33,6 +33,7 @@ Usage:
                                         (--key-stdin reads the key from stdin)
   gantry endpoint create|list|get|update|delete
   gantry template create|list|get|update|delete
+  gantry volume create|list|get|resize|delete
   gantry run ENDPOINT --input JSON      run a job, show its progress and stream, print its output
   gantry job status|cancel|retry|stream|list ENDPOINT [JOB_ID]
   gantry worker list ENDPOINT           an endpoint's workers

@@ -34,6 +34,7 @@ export async function call(method, path, body, opts = {}) {
   } catch (e) {
     throw new APIError(0, {detail: "the server cannot be reached: " + e.message});
   }
+  lastWarnings = parseWarnings(resp.headers.get("Warning"));
   const type = resp.headers.get("Content-Type") || "";
   let data = null;
   if (resp.status !== 204) {
@@ -50,6 +51,19 @@ export const get = (p, o) => call("GET", p, undefined, o);
 export const post = (p, b, o) => call("POST", p, b, o);
 export const patch = (p, b) => call("PATCH", p, b);
 export const del = (p) => call("DELETE", p);
+
+// warnings returns the texts of the last answer's Warning headers (RFC 9111 code 299): a pool
+// that cannot mount an endpoint's network volume at /runpod-volume says what it does instead.
+let lastWarnings = [];
+export function warnings() { return lastWarnings; }
+
+function parseWarnings(v) {
+  if (!v) return [];
+  return v.split(/,\s*(?=\d{3} )/).map((w) => {
+    const m = /^\d{3} \S+ "((?:[^"\\]|\\.)*)"/.exec(w);
+    return m ? m[1].replace(/\\(.)/g, "$1") : w;
+  });
+}
 
 // enc escapes a path segment.
 export const enc = encodeURIComponent;

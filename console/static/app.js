@@ -7,6 +7,7 @@ import * as api from "./api.js";
 import * as metrics from "./metrics.js";
 import * as history from "./history.js";
 import {lineChart} from "./charts.js";
+import {volumesView} from "./volumes.js";
 
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");
@@ -55,7 +56,7 @@ async function render() {
   metrics.start();
   metrics.watch(parts[0] === "endpoints" && parts.length > 1 ? parts[1] : null); // its series alone
   for (const a of nav.querySelectorAll("a")) a.classList.toggle("active", a.dataset.nav === parts[0]);
-  const view = {endpoints: parts.length > 1 ? endpointView : endpointsView, keys: keysView, usage: usageView}[parts[0]];
+  const view = {endpoints: parts.length > 1 ? endpointView : endpointsView, keys: keysView, usage: usageView, volumes: volumesView}[parts[0]];
   replace(main, h("p", {class: "muted"}, "Loading…"));
   try {
     const page = await (view || notFoundView)(parts);
@@ -195,7 +196,8 @@ function scalingFields(prefix, typeOf, scaling, idle) {
 }
 
 async function createForm() {
-  const [templates, gpus] = await Promise.all([api.get("/v2/catalog/templates").catch(() => []), api.get("/v2/catalog/gpus").catch(() => [])]);
+  const [templates, gpus, vols] = await Promise.all([api.get("/v2/catalog/templates").catch(() => []), api.get("/v2/catalog/gpus").catch(() => []),
+    api.get("/v2/network-volumes").then((l) => l.networkVolumes || []).catch(() => [])]);
   const serverless = (templates || []).filter((t) => t.isServerless);
   const out = h("div");
   const hint = h("span", {class: "muted", id: "create-type-hint"});
@@ -211,6 +213,8 @@ async function createForm() {
     max: h("input", {id: "create-max", type: "number", min: 0, value: DEFAULT_WORKERS_MAX}),
     timeout: h("input", {id: "create-timeout", type: "number", min: 1, placeholder: "300 (the default)"}),
     flashboot: h("select", {id: "create-flashboot"}, FLASHBOOT.map((v) => h("option", {value: v}, v))),
+    volumes: h("select", {id: "create-volumes", multiple: true, size: Math.min(Math.max(vols.length, 1), 4)},
+      vols.map((v) => h("option", {value: v.id}, `${v.name} (${v.id}, ${v.dataCenter}, ${v.size} GB)`))),
   };
   const sc = scalingFields("create", () => f.type.value, {type: "QUEUE_DELAY", queueDelay: 4});
   f.type.addEventListener("change", () => { replace(hint); sc.sync(); });
@@ -231,8 +235,11 @@ async function createForm() {
     if (f.timeout.value) body.timeout = Math.round(+f.timeout.value * 1000);
     if (f.template.value) body.templateId = f.template.value;
     if (f.image.value.trim()) body.image = f.image.value.trim();
+    const volumes = [...f.volumes.selectedOptions].map((o) => o.value);
+    if (volumes.length) body.networkVolumes = volumes;
     try {
       const ep = await api.post("/v2/serverless", body);
+      flash = api.warnings().join(" "); // a pool that cannot mount a volume says what it does
       location.hash = "#/endpoints/" + api.enc(ep.id) + "/" + defaultTab(ep);
     } catch (e) { replace(out, errorBox(e)); }
   }},
@@ -250,6 +257,8 @@ async function createForm() {
   h("label", {for: "create-idle"}, "Idle timeout (s)"), sc.idle,
   h("label", {for: "create-timeout"}, "Execution timeout (s)"), f.timeout,
   h("label", {for: "create-flashboot"}, "FlashBoot"), f.flashboot,
+  h("label", {for: "create-volumes"}, "Network volumes (at /runpod-volume)"),
+  vols.length ? f.volumes : h("span", {class: "muted"}, "none yet (", h("a", {href: "#/volumes"}, "Volumes"), " makes one)"),
   h("div", {class: "full"}, h("button", {type: "submit"}, "Create")), h("div", {class: "full"}, out));
 }
 

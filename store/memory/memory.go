@@ -25,6 +25,7 @@ type Store struct {
 	mu        sync.Mutex // guards every map below
 	endpoints map[string]record
 	templates map[string]record
+	volumes   map[string]record    // network volumes (volumes.go)
 	keys      map[string][]byte    // key hash -> JSON core.Key
 	users     map[string][]byte    // user name -> JSON core.User
 	usage     map[string][]byte    // job id -> JSON core.Usage
@@ -39,6 +40,7 @@ func New() *Store {
 	return &Store{
 		endpoints: map[string]record{},
 		templates: map[string]record{},
+		volumes:   map[string]record{},
 		keys:      map[string][]byte{},
 		users:     map[string][]byte{},
 		usage:     map[string][]byte{},

@@ -22,6 +22,7 @@ func TestStores(t *testing.T) {
 	storetest.RunAll(t, storetest.Backend{
 		Endpoints:    opener(func(s *memory.Store) core.EndpointStore { return s }),
 		Templates:    opener(func(s *memory.Store) core.TemplateStore { return s }),
+		Volumes:      opener(func(s *memory.Store) core.VolumeStore { return s }),
 		Keys:         opener(func(s *memory.Store) core.KeyStore { return s }),
 		Usage:        opener(func(s *memory.Store) core.UsageStore { return s }),
 		Files:        opener(func(s *memory.Store) core.FileStore { return s }),

@@ -51,6 +51,7 @@ func TestStores(t *testing.T) {
 	storetest.RunAll(t, storetest.Backend{
 		Endpoints:    opener(func(s *pebble.Store) core.EndpointStore { return s }),
 		Templates:    opener(func(s *pebble.Store) core.TemplateStore { return s }),
+		Volumes:      opener(func(s *pebble.Store) core.VolumeStore { return s }),
 		Usage:        opener(func(s *pebble.Store) core.UsageStore { return s }),
 		History:      opener(func(s *pebble.Store) core.HistoryStore { return s }),
 		WorkerTokens: opener(func(s *pebble.Store) core.WorkerTokenStore { return s }),

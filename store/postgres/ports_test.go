@@ -46,6 +46,7 @@ func TestStores(t *testing.T) {
 	storetest.RunAll(t, storetest.Backend{
 		Endpoints:  opener(func(_ *testing.T, db *postgres.DB) core.EndpointStore { return db }),
 		Templates:  opener(func(_ *testing.T, db *postgres.DB) core.TemplateStore { return db }),
+		Volumes:    opener(func(_ *testing.T, db *postgres.DB) core.VolumeStore { return db }),
 		Usage:      opener(func(_ *testing.T, db *postgres.DB) core.UsageStore { return db }),
 		History:    opener(func(_ *testing.T, db *postgres.DB) core.HistoryStore { return db }),
 		Files:      opener(func(_ *testing.T, db *postgres.DB) core.FileStore { return db }),

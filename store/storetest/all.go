@@ -15,6 +15,7 @@ import (
 type Backend struct {
 	Endpoints    Opener[core.EndpointStore]
 	Templates    Opener[core.TemplateStore]
+	Volumes      Opener[core.VolumeStore]
 	Keys         Opener[core.KeyStore]
 	Usage        Opener[core.UsageStore]
 	History      Opener[core.HistoryStore]
@@ -35,6 +36,7 @@ func RunAll(t *testing.T, b Backend) {
 	ports := []port{
 		portSuite("Endpoints", b.Endpoints, RunEndpointStore),
 		portSuite("Templates", b.Templates, RunTemplateStore),
+		portSuite("Volumes", b.Volumes, RunVolumeStore),
 		portSuite("Keys", b.Keys, RunKeyStore),
 		portSuite("Usage", b.Usage, RunUsageStore),
 		portSuite("History", b.History, RunHistoryStore),
