@@ -83,9 +83,11 @@ func wedged(t *testing.T, calls ...string) string {
 	return "tcp://" + srv.Listener.Addr().String()
 }
 
-// fast are deadlines short enough for a test.
-var fast = Timeouts{Pull: 150 * time.Millisecond, Inspect: 100 * time.Millisecond, Change: 120 * time.Millisecond,
-	Stop: 130 * time.Millisecond, Logs: 140 * time.Millisecond}
+// fast are deadlines short enough for a test, and long enough that the calls the wedged engine
+// does answer (its ping, above all) end within them on a loaded 2-core machine: at 100 ms,
+// New's ping missed its deadline there while every package's tests ran.
+var fast = Timeouts{Pull: 750 * time.Millisecond, Inspect: 500 * time.Millisecond, Change: 600 * time.Millisecond,
+	Stop: 650 * time.Millisecond, Logs: 700 * time.Millisecond}
 
 // wantTimeout checks that err is the deadline of call, set by setting, after d, and that it
 // came well before the 10 s a wedged engine would have held the caller for in this test.
