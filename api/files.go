@@ -42,7 +42,7 @@ func (h *handler) GetFile(ctx context.Context, p oas.GetFileParams, w http.Respo
 	if err != nil {
 		return err
 	}
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	w.Header().Set("Content-Type", format.ContentType)
 	w.Header().Set("Cache-Control", "private, max-age="+strconv.FormatInt(max(p.Expires-h.cfg.Clock.Now().Unix(), 0), 10))
 	http.ServeContent(w, requestOf(ctx), p.Name, info.Created.Truncate(time.Second), rc)

@@ -57,7 +57,7 @@ func (h *handler) GetWorkerLogs(ctx context.Context, p oas.GetWorkerLogsParams) 
 	}
 	// ogen copies the reader into the response and does not close it: read it here (it is
 	// bounded by the tail) so the pool's file or stream is closed.
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	b, err := io.ReadAll(rc)
 	if err != nil {
 		return nil, core.Internal("reading worker logs", err)

@@ -40,7 +40,7 @@ func (b *bench) scenarioBigBody() error {
 				if r, err := req(); err == nil {
 					if resp, err := http.DefaultClient.Do(r); err == nil {
 						_, _ = io.Copy(io.Discard, resp.Body)
-						resp.Body.Close()
+						_ = resp.Body.Close()
 						code = resp.StatusCode
 					}
 				}

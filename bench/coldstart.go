@@ -232,7 +232,7 @@ func (g *gantry) coldMetrics(ep string) (map[string]coldHist, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != 200 {
 		b, _ := io.ReadAll(resp.Body)
 		return nil, fmt.Errorf("/metrics: %d %s", resp.StatusCode, b)

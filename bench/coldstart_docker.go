@@ -46,7 +46,7 @@ func (b *bench) scenarioColdStartDocker() error {
 			notes: []string{"Start one (`dockerd --bridge=none --iptables=false`, or set DOCKER_HOST) and run `go run ./bench -only coldstart-docker`."}})
 		return nil
 	}
-	defer api.Close()
+	defer func() { _ = api.Close() }()
 	engine := "unknown"
 	if v, err := api.ServerVersion(context.Background(), client.ServerVersionOptions{}); err == nil {
 		engine = fmt.Sprintf("Docker Engine %s (API %s), storage driver %s", v.Version, v.APIVersion, dockerInfo(api))
@@ -133,7 +133,7 @@ func dockerClient() (*client.Client, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := api.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
-		api.Close()
+		_ = api.Close()
 		return nil, err
 	}
 	return api, nil
@@ -204,7 +204,7 @@ func (b *bench) echoImage(api *client.Client) (tag, how string, err error) {
 	if err != nil {
 		return "", "", fmt.Errorf("building image %s: %w", tag, err)
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	dec := json.NewDecoder(res.Body)
 	for {
 		var msg struct{ Error string }

@@ -173,7 +173,7 @@ func floorStats(c *http.Client, base string) (polling, done int64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var s struct{ Polling, Done int64 }
 	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
 		return 0, 0, err

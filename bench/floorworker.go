@@ -57,7 +57,7 @@ func floorTake(ctx context.Context, c *http.Client, url string) (string, json.Ra
 	if err != nil {
 		return "", nil, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode == http.StatusNoContent {
 		return "", nil, nil
 	}
@@ -100,7 +100,7 @@ func floorDone(ctx context.Context, c *http.Client, url string, output json.RawM
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	_, _ = io.Copy(io.Discard, resp.Body)
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("job-done: %s", resp.Status)

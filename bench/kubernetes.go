@@ -25,7 +25,7 @@ func (b *bench) scenarioKubernetes() error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	out := filepath.Join(dir, "result.json")
 	// A prebuilt test binary (-kube-test) runs where there is no Go toolchain (the GPU device).
 	var cmd *exec.Cmd

@@ -160,7 +160,7 @@ func post(c *http.Client, url, key string, body []byte) (ok bool, resp []byte, e
 	if err != nil {
 		return false, nil, err
 	}
-	defer r.Body.Close()
+	defer func() { _ = r.Body.Close() }()
 	resp, err = io.ReadAll(r.Body)
 	return r.StatusCode/100 == 2, resp, err
 }
@@ -209,7 +209,7 @@ func newRequester(method, rawURL string, header []string, body []byte) *poster {
 
 func (p *poster) close() {
 	if p.conn != nil {
-		p.conn.Close()
+		_ = p.conn.Close()
 		p.conn = nil
 	}
 }

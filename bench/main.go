@@ -288,7 +288,7 @@ func runAll(o options) error {
 	if o.keep {
 		logf("keeping %s", tmp)
 	} else {
-		defer os.RemoveAll(tmp)
+		defer func() { _ = os.RemoveAll(tmp) }()
 	}
 	if o.gantryBin == "" {
 		o.gantryBin = filepath.Join(tmp, "gantry")

@@ -38,7 +38,7 @@ func (b *bench) sampleWaits(url string) *waitSampler {
 		return nil
 	}
 	w.done.Go(func() {
-		defer conn.Close(context.Background())
+		defer func() { _ = conn.Close(context.Background()) }()
 		t := time.NewTicker(10 * time.Millisecond)
 		defer t.Stop()
 		for {
@@ -117,7 +117,7 @@ func (b *bench) pgTablesLog(url string) {
 		logf("tables: %v", err)
 		return
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }()
 	rows, err := conn.Query(ctx, `SELECT relname, n_live_tup, n_dead_tup, n_tup_upd, n_tup_hot_upd, n_tup_del, autovacuum_count
 		FROM pg_stat_user_tables WHERE relname IN ('gantry_jobs', 'floor_jobs', 'gantry_job_heartbeats') ORDER BY relname`)
 	if err == nil {

@@ -335,7 +335,7 @@ func (b *bench) pgStatementsReset(url string) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }()
 	_, err = conn.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements; SELECT pg_stat_statements_reset()`)
 	return err
 }
@@ -352,7 +352,7 @@ func (b *bench) pgStatementsLog(url string, n int) {
 		logf("pg_stat_statements: %v", err)
 		return
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }()
 	rows, err := conn.Query(ctx, `WITH st AS (SELECT * FROM pg_stat_statements
 			WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()))
 		(SELECT calls, total_exec_time, total_plan_time, shared_blks_dirtied, wal_records, wal_bytes,
@@ -520,7 +520,7 @@ func postmaster(srv *pgtest.Server) int {
 	if err != nil {
 		return 0
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }()
 	var backend int
 	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
 		return 0
@@ -572,7 +572,7 @@ func (b *bench) pgExplainTake(url, endpoint string) {
 		logf("explain: %v", err)
 		return
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }()
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return

@@ -34,7 +34,7 @@ func describeMachine(goCmd string) machine {
 		for _, line := range strings.Split(string(b), "\n") {
 			if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
 				var kb float64
-				fmt.Sscan(f[1], &kb)
+				_, _ = fmt.Sscan(f[1], &kb)
 				m.memory = fmt.Sprintf("%.1f GiB", kb/(1<<20))
 			}
 		}

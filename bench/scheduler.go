@@ -333,7 +333,7 @@ func (b *bench) scenarioScheduler() error {
 	probing.Wait()
 	if profFile != nil {
 		pprof.StopCPUProfile()
-		profFile.Close()
+		_ = profFile.Close()
 	}
 	run.probeSkips = skips.Load()
 	lat, sub := e.probes.take()

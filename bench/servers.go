@@ -48,11 +48,11 @@ func startProcess(name, logPath string, argv ...string) (*server, error) {
 	cmd.Stderr = logFile
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		logFile.Close()
+		_ = logFile.Close()
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		logFile.Close()
+		_ = logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	s := &server{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
@@ -69,7 +69,7 @@ func startProcess(name, logPath string, argv ...string) (*server, error) {
 		}
 		_, _ = io.Copy(io.Discard, stdout)
 	}()
-	go func() { _ = cmd.Wait(); logFile.Close(); close(s.done) }()
+	go func() { _ = cmd.Wait(); _ = logFile.Close(); close(s.done) }()
 	select {
 	case s.base = <-found:
 		return s, nil
@@ -209,7 +209,7 @@ func waitHealthz(base string) error {
 	for {
 		resp, err := http.Get(base + "/healthz")
 		if err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode == 200 {
 				return nil
 			}
@@ -248,7 +248,7 @@ func (g *gantry) postEndpoint(name, body string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	rb, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 201 {
 		return "", fmt.Errorf("creating endpoint %s: %d %s", name, resp.StatusCode, rb)
@@ -294,7 +294,7 @@ func (g *gantry) health(c *http.Client, endpoint string) (health, error) {
 	if err != nil {
 		return h, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	rb, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != 200 {
 		return h, fmt.Errorf("health: %d %s", resp.StatusCode, rb)

@@ -281,7 +281,7 @@ func newSimEngine(spec simSpec, dir string, speed float64) (*simEngine, error) {
 		e.idx[ep.ID] = i
 	}
 	if e.queues, err = st.Jobs(memq.Options{Clock: e.clock}); err != nil {
-		st.Close()
+		_ = st.Close()
 		return nil, err
 	}
 	pools := make([]pool.Pool, len(spec.pools))
@@ -293,7 +293,7 @@ func newSimEngine(spec simSpec, dir string, speed float64) (*simEngine, error) {
 		Jobs:      core.JobsConfig{Store: e.queues, Clock: e.clock, Log: simLog},
 		Scheduler: scheduler.Config{Pools: pools, BaseURL: "http://127.0.0.1:1"}})
 	if err != nil {
-		st.Close()
+		_ = st.Close()
 		return nil, err
 	}
 	e.jobs, e.sched = eng.Jobs, eng.Scheduler
@@ -316,7 +316,7 @@ func (e *simEngine) close() {
 	for e.alive.Load() > 0 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	e.store.Close()
+	_ = e.store.Close()
 }
 
 // tick runs one autoscaler pass at the simulated now.

@@ -254,7 +254,7 @@ type History struct {
 	Buckets []HistoryBucket
 }
 
-// ErrNoHistory: the server keeps no history (no HistoryStore).
+// ErrNoHistory says the server keeps no history (no HistoryStore).
 var ErrNoHistory = errors.New("no history store")
 
 // History returns the endpoint's history over the range named rng ("1h" or "24h"; "" = 1h),

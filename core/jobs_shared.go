@@ -139,13 +139,6 @@ func (js *Jobs) noteRemote(ctx context.Context, worker string, n WorkerNote) {
 	}
 }
 
-// noteIfRemote is noteRemote for a worker that may be registered here (then nothing is noted).
-func (js *Jobs) noteIfRemote(ctx context.Context, worker string, n WorkerNote) {
-	if !js.workers.known(worker) {
-		js.noteRemote(ctx, worker, n)
-	}
-}
-
 // tickShared runs the shared parts of Tick: the merge and the publishing, each every
 // SharedRefresh, and the forgetting of old notes.
 func (js *Jobs) tickShared(ctx context.Context, now time.Time) {

@@ -9,10 +9,10 @@ import (
 type WorkerSignalKind uint8
 
 const (
-	// WorkerReady: the worker polled for the first time since it started or resumed, the end
+	// WorkerReady says the worker polled for the first time since it started or resumed, the end
 	// of its cold start.
 	WorkerReady WorkerSignalKind = iota + 1
-	// WorkerLost: the worker went silent for WorkerLostAfter while holding work. It is given
+	// WorkerLost says the worker went silent for WorkerLostAfter while holding work. It is given
 	// no more jobs, and its jobs go back to the queue; the scheduler stops it by force.
 	WorkerLost
 )

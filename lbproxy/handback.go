@@ -55,6 +55,6 @@ func (p *Proxy) handBack(srv *http.Server, conn *handedConn) {
 	select {
 	case h.ch <- conn:
 	case <-h.done:
-		conn.Close() // the server has shut down
+		_ = conn.Close() // the server has shut down
 	}
 }

@@ -263,7 +263,7 @@ func (c *callerConn) next() (bool, error) {
 			return false, err
 		}
 	}
-	c.conn.SetReadDeadline(time.Time{})
+	_ = c.conn.SetReadDeadline(time.Time{})
 	return true, nil
 }
 
@@ -439,9 +439,9 @@ func (c *callerConn) disarmWatch() {
 	if c.watch.Stop() {
 		return
 	}
-	c.conn.SetReadDeadline(aLongTimeAgo)
+	_ = c.conn.SetReadDeadline(aLongTimeAgo)
 	<-c.watchDone
-	c.conn.SetReadDeadline(time.Time{})
+	_ = c.conn.SetReadDeadline(time.Time{})
 }
 
 // watchCaller runs on the watch timer's goroutine: it waits for the caller to send something

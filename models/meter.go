@@ -153,7 +153,7 @@ func (m *Meter) imageSize(ctx context.Context, j core.MeterJob) (int, int, error
 	if err != nil {
 		return 0, 0, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	cfg, err := png.DecodeConfig(f)
 	if err != nil {
 		return 0, 0, fmt.Errorf("image_url is not a readable PNG: %w", err)
@@ -169,7 +169,7 @@ func (m *Meter) clip(ctx context.Context, j core.MeterJob) (GIFInfo, error) {
 	if err != nil {
 		return GIFInfo{}, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	info, err := ReadGIFInfo(f)
 	if err != nil {
 		return GIFInfo{}, fmt.Errorf("video_url is not a readable GIF: %w", err)
@@ -185,7 +185,7 @@ func (m *Meter) spoken(ctx context.Context, j core.MeterJob) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	info, err := ReadWAVInfo(f)
 	if err != nil {
 		return 0, fmt.Errorf("audio_url is not a readable WAV: %w", err)

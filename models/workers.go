@@ -284,7 +284,7 @@ func (s Speech) Handle(ctx context.Context, job *worker.Job, r worker.Responder)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	out := filepath.Join(dir, "speech.wav")
 	cmd := exec.CommandContext(ctx, prog, "-v", voice, "-s", strconv.Itoa(speed), "-w", out, "--stdin")
 	cmd.Stdin = strings.NewReader(text)

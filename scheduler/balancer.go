@@ -130,7 +130,7 @@ func (s *Scheduler) pollHealth(ctx context.Context, b *backend) {
 		if req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.health, nil); err == nil {
 			if resp, err := client.Do(req); err == nil {
 				code = resp.StatusCode
-				resp.Body.Close()
+				_ = resp.Body.Close()
 			}
 		}
 		s.lbHealth(b, code)

@@ -69,7 +69,7 @@ func (w *workerRec) info(js core.WorkerRegistry) core.WorkerInfo {
 	return i
 }
 
-// Workers returns the endpoint's workers, newest first, then the ones that exited lately,
+// EndpointWorkers returns the endpoint's workers, newest first, then the ones that exited lately,
 // newest first. It implements core.Fleet.
 func (s *Scheduler) EndpointWorkers(endpoint string) []core.WorkerInfo {
 	es := s.state(endpoint)

@@ -181,7 +181,7 @@ func (s *Server) listen(ln net.Listener) error {
 		}
 	}
 	s.ln = ln
-	s.closers = append(s.closers, func() { ln.Close() })
+	s.closers = append(s.closers, func() { _ = ln.Close() })
 	s.cfg.Webhooks.ListensOn(ln.Addr())
 	if s.cfg.PublicURL == "" {
 		if s.cfg.PublicURL = listenURL(ln.Addr()); s.cfg.PublicURL == "" {

@@ -113,7 +113,7 @@ func (st *Stores) openEmbedded(cfg Config) error {
 	if err != nil {
 		return err
 	}
-	st.closers = append(st.closers, func() { db.Close() })
+	st.closers = append(st.closers, func() { _ = db.Close() })
 	keys, err := keydir.Open(cfg.Data)
 	if err != nil {
 		return err
@@ -173,7 +173,7 @@ func OpenKeyStores(ctx context.Context, cfg Config) (*KeyStores, error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: %v", ErrStoreInUse, err)
 		}
-		return db, func() { db.Close() }, nil
+		return db, func() { _ = db.Close() }, nil
 	}}, nil
 }
 

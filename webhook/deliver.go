@@ -249,7 +249,7 @@ func (w *Deliverer) attempt(ctx context.Context, url string, body []byte) error 
 		return err
 	}
 	_, _ = io.CopyN(io.Discard, resp.Body, 4<<10) // a short answer keeps the connection reusable
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	switch {
 	case resp.StatusCode/100 == 2:
 		return nil

@@ -237,7 +237,7 @@ func TestWebhookPoolIsBounded(t *testing.T) {
 		done.Done()
 		return false
 	}
-	if !notify() || !notify() {
+	if first, second := notify(), notify(); !first || !second {
 		t.Fatal("Notify refused a delivery with idle workers")
 	}
 	wait(t, arrived, "first delivery")

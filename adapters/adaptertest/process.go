@@ -34,7 +34,7 @@ func StartProcess(argv, env []string, log func(line string)) (*Process, error) {
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {
-		pw.Close()
+		_ = pw.Close()
 		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
 	}
 	p := &Process{cmd: cmd, done: make(chan struct{})}
@@ -52,7 +52,7 @@ func StartProcess(argv, env []string, log func(line string)) (*Process, error) {
 	}()
 	go func() {
 		_ = cmd.Wait()
-		pw.Close()
+		_ = pw.Close()
 		<-read
 		p.code = cmd.ProcessState.ExitCode()
 		close(p.done)

@@ -154,7 +154,7 @@ func (p *Pool) openStream(ctx context.Context, call string, fn func(ctx context.
 	rc, err := fn(ctx)
 	if !timer.Stop() { // the deadline came first
 		if rc != nil {
-			rc.Close()
+			_ = rc.Close()
 		}
 		cancel(nil)
 		return nil, te

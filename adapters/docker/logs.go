@@ -67,7 +67,7 @@ func (p *Pool) engineLogs(ctx context.Context, ctr string, tail int) (io.ReadClo
 	pr, pw := io.Pipe()
 	go func() {
 		_, err := stdcopy.StdCopy(pw, pw, rc)
-		rc.Close()
+		_ = rc.Close()
 		pw.CloseWithError(err) // nil: EOF for the reader
 	}()
 	return pr, nil
@@ -104,12 +104,12 @@ func (p *Pool) saveLogOf(ctx context.Context, id, ctr string) error {
 	if err != nil {
 		return timedOut(err)
 	}
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	f, err := os.CreateTemp(p.cfg.LogDir, id+".log.*")
 	if err != nil {
 		return err
 	}
-	defer os.Remove(f.Name()) // after the rename: nothing
+	defer func() { _ = os.Remove(f.Name()) }() // after the rename: nothing
 	_, err = stdcopy.StdCopy(f, f, rc)
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -129,7 +129,7 @@ func (p *Pool) lastLines(ctx context.Context, w *worker, n int) string {
 	if err != nil {
 		return ""
 	}
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	b, _ := io.ReadAll(io.LimitReader(rc, 64<<10))
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	s := strings.Join(lines, " | ")

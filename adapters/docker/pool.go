@@ -234,11 +234,11 @@ func New(ctx context.Context, cfg Config) (*Pool, error) {
 		return api.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
 	}
 	if _, err := engineCall(ctx, p, kindInspect, "Ping", ping); err != nil {
-		api.Close()
+		_ = api.Close()
 		return nil, fmt.Errorf("docker pool %q: the Docker engine at %s does not answer: %w", d.ID, host, err)
 	}
 	if err := p.cleanup(ctx); err != nil {
-		api.Close()
+		_ = api.Close()
 		return nil, fmt.Errorf("docker pool %q: removing the containers an earlier run left: %w", d.ID, err)
 	}
 	return p, nil

@@ -340,7 +340,7 @@ func (p *Pool) Shutdown(ctx context.Context) error {
 	for _, w := range workers {
 		_ = p.Stop(ctx, w.id)
 	}
-	defer p.api.Close()
+	defer func() { _ = p.api.Close() }()
 	for _, w := range workers {
 		select {
 		case <-w.gone:

@@ -21,7 +21,7 @@ func TailFile(path string, n int) (io.ReadCloser, error) {
 		_, err = f.Seek(off, io.SeekStart)
 	}
 	if err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, err
 	}
 	return f, nil

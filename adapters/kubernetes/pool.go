@@ -447,7 +447,7 @@ func (p *Pool) Suspend(context.Context, string) error { return pool.ErrUnsupport
 // Resume answers pool.ErrUnsupported.
 func (p *Pool) Resume(context.Context, string) error { return pool.ErrUnsupported }
 
-// Workers lists the pool's worker pods: those Start created (Known) and those it found with
+// LiveWorkers lists the pool's worker pods: those Start created (Known) and those it found with
 // its labels, left by an earlier run or another replica (implements pool.WorkerLister).
 func (p *Pool) LiveWorkers(context.Context) ([]pool.LiveWorker, error) {
 	p.mu.Lock()

@@ -207,7 +207,7 @@ func (p *Pool) Start(ctx context.Context, spec pool.WorkerSpec) error {
 		err = mount.wait(cmd, err) // the volume mounted and the program running, or why not
 	}
 	if log != nil {
-		log.Close() // the child has its own descriptor
+		_ = log.Close() // the child has its own descriptor
 	}
 	if err != nil {
 		p.release(w)

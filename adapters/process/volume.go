@@ -107,7 +107,7 @@ func (p *Pool) namespaces() error {
 // then executes a directory, which fails with EACCES: any other error came from before.
 func probeNamespaces() error {
 	if euid := os.Geteuid(); euid != 0 {
-		return fmt.Errorf("Gantry does not run as root (uid %d)", euid)
+		return fmt.Errorf("not running as root (uid %d)", euid)
 	}
 	pid, err := syscall.ForkExec("/", []string{"gantry-mountns-probe"}, &syscall.ProcAttr{
 		Sys: &syscall.SysProcAttr{Unshareflags: syscall.CLONE_NEWNS},
@@ -184,8 +184,8 @@ func (p *Pool) attachVolume(cmd *exec.Cmd, vol core.Volume) (*volumeMount, error
 // wait waits for the helper's report, after cmd.Start returned startErr: nil once the
 // worker's program runs, else why the worker cannot run (its process is reaped).
 func (m *volumeMount) wait(cmd *exec.Cmd, startErr error) error {
-	m.w.Close()
-	defer m.r.Close()
+	_ = m.w.Close()
+	defer func() { _ = m.r.Close() }()
 	if startErr != nil {
 		return startErr
 	}
@@ -222,7 +222,7 @@ func MountHelper(args []string) {
 		os.Exit(exitMountFailed)
 	}
 	if len(args) < 6 {
-		fail(fmt.Errorf("usage: gantry %s DIR UID GID GROUPS PATH ARGV...", MountHelperArg))
+		fail(fmt.Errorf("usage: gantry %s DIR UID GID GROUPS PATH ARGV0 [ARG]", MountHelperArg))
 	}
 	dir, uid, gid, groups, path, argv := args[0], args[1], args[2], args[3], args[4], args[5:]
 	syscall.CloseOnExec(3) // the worker does not inherit it: its closing says it runs

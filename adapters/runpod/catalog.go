@@ -181,7 +181,7 @@ func (p *Pool) ours(pod *rpapi.Pod) (worker string, ok bool) {
 	return env[EnvWorker], true
 }
 
-// Workers lists the pods of this installation and pool as workers: those Start accepted
+// LiveWorkers lists the pods of this installation and pool as workers: those Start accepted
 // (Known) and those an earlier run, or another replica, left. The scheduler stops the ones
 // it did not start (Stop terminates a pod it finds this way).
 func (p *Pool) LiveWorkers(ctx context.Context) ([]pool.LiveWorker, error) {

@@ -123,7 +123,7 @@ func (p *pacer) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		resp.Body.Close()
+		_ = resp.Body.Close()
 	}
 }
 

@@ -124,16 +124,6 @@ func addBodyFlags(fs *flag.FlagSet, fields []field) *bodyFlags {
 	return b
 }
 
-// given reports whether the flag of the field at path was set.
-func (b *bodyFlags) given(path string) bool {
-	for _, v := range b.vals {
-		if v.path == path && v.set {
-			return true
-		}
-	}
-	return false
-}
-
 // body returns the body the file and the flags make, as JSON.
 func (b *bodyFlags) body(stdin io.Reader, defaults func(m map[string]any)) ([]byte, error) {
 	m := map[string]any{}

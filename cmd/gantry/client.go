@@ -162,13 +162,13 @@ func saveConfig(path string, c cliConfig) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(f.Name()) // no-op once renamed
+	defer func() { _ = os.Remove(f.Name()) }() // no-op once renamed
 	if _, err := f.Write(b); err != nil {
-		f.Close()
+		_ = f.Close()
 		return err
 	}
 	if err := f.Chmod(0o600); err != nil {
-		f.Close()
+		_ = f.Close()
 		return err
 	}
 	if err := f.Close(); err != nil {

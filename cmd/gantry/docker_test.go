@@ -21,7 +21,6 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
-	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/internal/testkit"
 )
 
@@ -243,12 +242,3 @@ func removeContainers(t *testing.T, api *client.Client, labels ...string) {
 	}
 }
 
-// fakeEndpoints is an endpoint store of a few endpoints.
-type fakeEndpoints map[string]core.Endpoint
-
-func (f fakeEndpoints) GetEndpoint(_ context.Context, id string) (core.Endpoint, error) {
-	if e, ok := f[id]; ok {
-		return e, nil
-	}
-	return core.Endpoint{}, core.ErrNotFound
-}

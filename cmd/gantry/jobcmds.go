@@ -463,7 +463,7 @@ func (p *printer) job(j *oas.Job) error {
 	return p.emit(j, func(t *table) {
 		t.row("ID", "STATUS", "DELAY", "EXECUTION", "RETRIES", "WORKER")
 		t.row(j.ID, string(j.Status), ms(j.DelayTime.Or(0)), ms(j.ExecutionTime.Or(0)), strconv.Itoa(j.Retries.Or(0)), j.WorkerId.Or(""))
-		t.tw.Flush()
+		_ = t.tw.Flush()
 		if r, ok := j.Reason.Get(); ok {
 			fmt.Fprintf(p.w, "reason: %s\n", printable(r))
 		}

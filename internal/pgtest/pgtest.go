@@ -169,7 +169,7 @@ func Start(o Options) (*Server, error) {
 	}
 	logf, err := os.Create(filepath.Join(dir, "server.log"))
 	if err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 		return nil, err
 	}
 	defer func() { _ = logf.Close() }()
@@ -178,7 +178,7 @@ func Start(o Options) (*Server, error) {
 	// SIGQUIT is PostgreSQL's immediate shutdown: if the test binary dies, so does the server.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT, Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("start postgres: %w", err)
 	}
 	s := &Server{
@@ -226,7 +226,7 @@ func (s *Server) Stop() {
 			<-s.done
 		}
 	}
-	os.RemoveAll(s.dir)
+	_ = os.RemoveAll(s.dir)
 }
 
 // binDir finds initdb and postgres: GANTRY_PG_BIN, then the newest /usr/lib/postgresql/N/bin,

@@ -34,7 +34,7 @@ func DialRaw(t testing.TB, base string) *RawConn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close() })
+	t.Cleanup(func() { _ = conn.Close() })
 	_ = conn.SetDeadline(time.Now().Add(RawConnTimeout))
 	return &RawConn{t: t, Conn: conn, Br: bufio.NewReader(conn), Host: u.Host}
 }

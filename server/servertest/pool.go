@@ -105,7 +105,7 @@ func (p *Pool) startHTTP(_ context.Context, spec pool.WorkerSpec) error {
 				return err
 			}
 			addrs[want] = ln.Addr().String()
-			ln.Close()
+			_ = ln.Close()
 		}
 		_, ports[name], _ = net.SplitHostPort(addrs[want])
 	}
@@ -142,8 +142,10 @@ func (p *Pool) Stop(_ context.Context, id string) error {
 	return nil
 }
 
-// Suspend and Resume are not supported: FLASHBOOT stops the workers instead.
+// Suspend is not supported: FLASHBOOT stops the workers instead.
 func (p *Pool) Suspend(context.Context, string) error { return pool.ErrUnsupported }
-func (p *Pool) Resume(context.Context, string) error  { return pool.ErrUnsupported }
+
+// Resume is not supported, as Suspend is not.
+func (p *Pool) Resume(context.Context, string) error { return pool.ErrUnsupported }
 
 var _ pool.Pool = (*Pool)(nil)

@@ -27,7 +27,7 @@ func Do(tb testing.TB, method, url, auth, body string) (int, http.Header, []byte
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		tb.Fatalf("%s %s: reading the answer: %v", method, url, err)

@@ -48,7 +48,7 @@ func Build(tb testing.TB, cfg server.Config, opts server.Options) *server.Server
 	}
 	s, err := server.New(context.Background(), cfg, opts)
 	if err != nil {
-		opts.Listener.Close()
+		_ = opts.Listener.Close()
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() {

@@ -152,11 +152,11 @@ func LoadKey(path string) ([]byte, error) {
 		return nil, err
 	}
 	if _, err := f.Write(key); err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, err
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, err
 	}
 	return key, f.Close()

@@ -32,7 +32,7 @@ func (s *Store) AddHistory(ctx context.Context, recs []core.HistoryRecord) error
 	s.historyMu.Lock()
 	defer s.historyMu.Unlock()
 	b := s.db.NewBatch()
-	defer b.Close()
+	defer func() { _ = b.Close() }()
 	sums := map[string]*core.HistoryCounts{} // a key twice in recs adds up
 	for _, r := range recs {
 		key := historyKey(r.Endpoint, r.At)
@@ -74,7 +74,7 @@ func (s *Store) ScanHistory(ctx context.Context, endpoint string, from, to time.
 	if err != nil {
 		return nil, err
 	}
-	defer it.Close()
+	defer func() { _ = it.Close() }()
 	var out []core.HistoryRecord
 	prefix := len(historyPrefix) + len(endpoint) + 1
 	for ok := it.First(); ok; ok = it.Next() {
@@ -98,7 +98,7 @@ func (s *Store) TrimHistory(ctx context.Context, before time.Time) error {
 	}
 	cut := fmt.Sprintf("%012d", before.Add(time.Minute-time.Nanosecond).Unix()/60)
 	b := s.db.NewBatch()
-	defer b.Close()
+	defer func() { _ = b.Close() }()
 	err := s.scanWith(historyPrefix, func(key, _ []byte) error {
 		if len(key) >= 12 && string(key[len(key)-12:]) < cut {
 			return b.Delete(key, nil)

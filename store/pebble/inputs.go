@@ -95,7 +95,7 @@ func openInputFiles(dir string, db *pebble.DB) (*inputFiles, error) {
 			switch {
 			case err == nil:
 				_, ok = parseInputFileRef(v)
-				closer.Close()
+				_ = closer.Close()
 			case errors.Is(err, pebble.ErrNotFound):
 				ok = false
 			default:
@@ -171,7 +171,7 @@ func (f *inputFiles) read(id string, n int64) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading job %s's input file: %w", id, err)
 	}
-	defer file.Close()
+	defer func() { _ = file.Close() }()
 	b := make([]byte, n)
 	if _, err := io.ReadFull(file, b); err != nil {
 		return nil, fmt.Errorf("reading job %s's input file %s (%d bytes): %w", id, f.path(id), n, err)

@@ -45,7 +45,7 @@ func (s *Store) PutJob(j *core.Job, input []byte, durable bool) error {
 	// to twice its size. (NewBatchWithSize would not do: the first Set rounds it up again.)
 	size := batchSize(len(inputPrefix)+len(j.ID), len(input)) + batchSize(len(jobPrefix)+len(j.ID), len(val))
 	b := s.db.NewBatch(pebble.WithInitialSizeBytes(size))
-	defer b.Close()
+	defer func() { _ = b.Close() }()
 	_ = b.Set([]byte(inputPrefix+j.ID), input, nil)
 	_ = b.Set([]byte(jobPrefix+j.ID), val, nil)
 	return b.Commit(opts)
@@ -100,7 +100,7 @@ func (s *Store) DeleteJob(id string) error {
 	}
 	defer s.gate.leave()
 	b := s.db.NewBatch()
-	defer b.Close()
+	defer func() { _ = b.Close() }()
 	_ = b.Delete([]byte(jobPrefix+id), nil)
 	_ = b.Delete([]byte(inputPrefix+id), nil)
 	if err := b.Commit(pebble.NoSync); err != nil {

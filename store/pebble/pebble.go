@@ -114,7 +114,7 @@ func (s *Store) put(f family, id, owner string, created time.Time, v any, old fu
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b := s.db.NewBatch()
-	defer b.Close()
+	defer func() { _ = b.Close() }()
 	oldOwner, oldCreated, err := old()
 	switch {
 	case err == nil:
@@ -148,7 +148,7 @@ func (s *Store) getWith(key []byte, decode func([]byte) error) error {
 	if err != nil {
 		return err
 	}
-	defer closer.Close()
+	defer func() { _ = closer.Close() }()
 	return decode(val)
 }
 
@@ -174,7 +174,7 @@ func (s *Store) scanWith(prefix string, fn func(key, val []byte) error) error {
 	if err != nil {
 		return err
 	}
-	defer it.Close()
+	defer func() { _ = it.Close() }()
 	for ok := it.First(); ok; ok = it.Next() {
 		if err := fn(it.Key(), it.Value()); err != nil {
 			return err
@@ -211,7 +211,7 @@ func list[T any](s *Store, f family, owner, cursor string, limit int) ([]T, stri
 	if err != nil {
 		return nil, "", err
 	}
-	defer it.Close()
+	defer func() { _ = it.Close() }()
 	out, last := []T{}, ""
 	for ok := it.First(); ok; ok = it.Next() {
 		c := string(it.Key()[len(prefix):])
@@ -245,7 +245,7 @@ func (s *Store) del(f family, id string, old func() (string, time.Time, error)) 
 		return err
 	}
 	b := s.db.NewBatch()
-	defer b.Close()
+	defer func() { _ = b.Close() }()
 	_ = b.Delete(f.key(id), nil)
 	_ = b.Delete(f.indexKey(owner, created, id), nil)
 	return b.Commit(pebble.Sync)

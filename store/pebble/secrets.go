@@ -61,7 +61,7 @@ func (s *Store) loadRevocations(now time.Time) error {
 		return nil
 	}
 	b := s.db.NewBatch()
-	defer b.Close()
+	defer func() { _ = b.Close() }()
 	for _, k := range expired {
 		_ = b.Delete(k, nil)
 	}
@@ -128,7 +128,7 @@ func (s *Store) RevokeWorker(ctx context.Context, worker string, until time.Time
 		return nil
 	}
 	b := s.db.NewBatch()
-	defer b.Close()
+	defer func() { _ = b.Close() }()
 	_ = b.Set([]byte(revocationPrefix+worker), binary.BigEndian.AppendUint64(nil, uint64(max(u, old))), nil)
 	for _, w := range expired {
 		_ = b.Delete([]byte(revocationPrefix+w), nil)

@@ -53,7 +53,7 @@ func (s *Store) AddUsage(ctx context.Context, u core.Usage) (core.Usage, bool, e
 		return core.Usage{}, false, err
 	}
 	b := s.db.NewBatch()
-	defer b.Close()
+	defer func() { _ = b.Close() }()
 	_ = b.Set([]byte(usagePrefix+u.JobID), val, nil)
 	_ = b.Set(usageIndexKey(u.Owner, u.At, u.JobID), val, nil)
 	if err := b.Commit(pebble.Sync); err != nil {
@@ -84,7 +84,7 @@ func (s *Store) ScanUsage(ctx context.Context, owner string, from, to time.Time,
 	if err != nil {
 		return err
 	}
-	defer it.Close()
+	defer func() { _ = it.Close() }()
 	for ok := it.First(); ok; ok = it.Next() {
 		if err := ctx.Err(); err != nil {
 			return err

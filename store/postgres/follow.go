@@ -39,7 +39,7 @@ func (db *DB) listenOnce(ctx context.Context, channel string, poll time.Duration
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.Background())
+	defer func() { _ = conn.Close(context.Background()) }()
 	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
 		return err
 	}

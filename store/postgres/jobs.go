@@ -94,7 +94,7 @@ func (s *Jobs) Start(ctx context.Context) error {
 	s.group.Go(s.notify.run)
 	s.group.Go(s.poll)
 	if !s.group.Go(l.run) { // ctx ended meanwhile: l.run would have closed the connection
-		l.conn.Close(context.WithoutCancel(ctx))
+		_ = l.conn.Close(context.WithoutCancel(ctx))
 	}
 	return nil
 }

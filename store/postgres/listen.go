@@ -335,7 +335,7 @@ func (l *listener) connect(ctx context.Context) error {
 		return err
 	}
 	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
-		conn.Close(context.Background())
+		_ = conn.Close(context.Background())
 		return err
 	}
 	l.conn = conn

@@ -41,7 +41,7 @@ func RunFileStore(t *testing.T, open Opener[core.FileStore]) {
 		if err != nil {
 			return nil, info, err
 		}
-		defer rc.Close()
+		defer func() { _ = rc.Close() }()
 		b, err := io.ReadAll(rc)
 		if err != nil {
 			t.Fatalf("reading %q: %v", name, err)
@@ -88,7 +88,7 @@ func RunFileStore(t *testing.T, open Opener[core.FileStore]) {
 		if err != nil {
 			t.Fatalf("OpenFile(%q) err = %v; want nil", "seek.png", err)
 		}
-		defer rc.Close()
+		defer func() { _ = rc.Close() }()
 		for _, tt := range []struct {
 			offset int64
 			whence int
@@ -228,7 +228,7 @@ func RunFileStore(t *testing.T, open Opener[core.FileStore]) {
 			rc, _, err := st.OpenFile(dc.ctx, "job-9-kept.png")
 			checkDone(t, dc, `OpenFile("job-9-kept.png")`, err)
 			if err == nil {
-				rc.Close()
+				_ = rc.Close()
 			}
 			_, err = st.RemoveBefore(dc.ctx, base.Add(time.Hour))
 			checkDone(t, dc, "RemoveBefore(base+1h)", err)
