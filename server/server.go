@@ -257,6 +257,9 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 	if err := checkVolumeStorage(s.pools, cfg.VolumeStorage); err != nil {
 		return err
 	}
+	if s.st.Leases != nil { // replicas: each keeps local pools' volumes where it runs
+		warnVolumeRoots(cfg, s.pools, log)
+	}
 	var mgmt *core.Management // the scheduler reads endpoints' volumes through it (set below)
 
 	// Worker tokens are signed with a key kept in the store: they outlive a restart.
