@@ -21,9 +21,12 @@ import (
 	"github.com/gantryhq/gantry/server/servertest"
 )
 
-// gantry is the Gantry under test: its base URL and a full-access key of user alice.
+// gantry is the Gantry under test: its base URL, a full-access key of user alice, and the
+// docker pool's volume root (a host directory bind-mounted into Gantry's container at the
+// same path, so that the paths Gantry makes are the ones the engine mounts).
 var gantry struct {
 	base, key string
+	volumes   string
 	ctr       testcontainers.Container
 }
 
@@ -32,6 +35,7 @@ const (
 	gantryImage   = "gantry:conformance"
 	echoImage     = "gantry/echo"
 	httpEchoImage = "gantry/http-echo"
+	volumeImage   = "gantry-conformance/volworker" // testdata/volworker
 	poolID        = "docker"
 )
 
@@ -97,6 +101,15 @@ func start(ctx context.Context, provider *testcontainers.DockerProvider) (stop f
 	if out, err := build.CombinedOutput(); err != nil {
 		return stop, fmt.Errorf("building the static binary: %v\n%s", err, out)
 	}
+	volworker := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", filepath.Join(dir, "volworker"), "./testdata/volworker")
+	volworker.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := volworker.CombinedOutput(); err != nil {
+		return stop, fmt.Errorf("building testdata/volworker: %v\n%s", err, out)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "volworker.Dockerfile"),
+		[]byte("FROM scratch\nCOPY volworker /volworker\nENTRYPOINT [\"/volworker\"]\n"), 0o644); err != nil {
+		return stop, err
+	}
 	for _, f := range []string{"gantry.Dockerfile", "worker.Dockerfile"} {
 		b, err := os.ReadFile(filepath.Join("..", "build", f))
 		if err != nil {
@@ -108,7 +121,8 @@ func start(ctx context.Context, provider *testcontainers.DockerProvider) (stop f
 	}
 	for _, img := range []struct {
 		repo, dockerfile, worker string
-	}{{"gantry", "gantry.Dockerfile", ""}, {echoImage, "worker.Dockerfile", "echo"}, {httpEchoImage, "worker.Dockerfile", "http-echo"}} {
+	}{{"gantry", "gantry.Dockerfile", ""}, {echoImage, "worker.Dockerfile", "echo"}, {httpEchoImage, "worker.Dockerfile", "http-echo"},
+		{volumeImage, "volworker.Dockerfile", ""}} {
 		tag := "latest"
 		if img.repo == "gantry" {
 			tag = "conformance"
@@ -128,13 +142,20 @@ func start(ctx context.Context, provider *testcontainers.DockerProvider) (stop f
 	if err != nil {
 		return stop, err
 	}
+	// Gantry runs in a container and the engine mounts host paths: the volume root must be
+	// the same path in both (docs/pools.md).
+	gantry.volumes = filepath.Join(dir, "volumes")
+	if err := os.Mkdir(gantry.volumes, 0o700); err != nil {
+		return stop, err
+	}
 	config := filepath.Join(dir, "gantry.yaml")
 	if err := os.WriteFile(config, []byte(fmt.Sprintf(`
 quota: {minute: 100000, hour: 1000000, day: 10000000}
 pools:
-  - {id: %s, adapter: docker, gpuType: CPU, displayName: CPU slot, count: 16, maxGpusPerWorker: 1, cpu: true, vcpus: 2, memoryPerVcpu: 1, dataCenterId: LOCAL}
+  - {id: %s, adapter: docker, gpuType: CPU, displayName: CPU slot, count: 16, maxGpusPerWorker: 1, cpu: true, vcpus: 2, memoryPerVcpu: 1, dataCenterId: LOCAL,
+     docker: {volumeRoot: %s}}
 autoscaler: {stableWindow: 10, panicWindow: 2}
-`, poolID)), 0o644); err != nil {
+`, poolID, gantry.volumes)), 0o644); err != nil {
 		return stop, err
 	}
 	addr := net.JoinHostPort("127.0.0.1", port)
@@ -144,7 +165,7 @@ autoscaler: {stableWindow: 10, panicWindow: 2}
 		Files: []testcontainers.ContainerFile{{HostFilePath: config, ContainerFilePath: "/etc/gantry.yaml", FileMode: 0o644}},
 		HostConfigModifier: func(hc *container.HostConfig) {
 			hc.NetworkMode = "host"
-			hc.Binds = append(hc.Binds, "/var/run/docker.sock:/var/run/docker.sock")
+			hc.Binds = append(hc.Binds, "/var/run/docker.sock:/var/run/docker.sock", gantry.volumes+":"+gantry.volumes)
 		},
 		WaitingFor: wait.ForLog("Gantry is listening on").WithStartupTimeout(60 * time.Second),
 	})
