@@ -241,4 +241,3 @@ func removeContainers(t *testing.T, api *client.Client, labels ...string) {
 		_, _ = api.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true})
 	}
 }
-
