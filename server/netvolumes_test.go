@@ -90,7 +90,7 @@ func TestNetworkVolumesWired(t *testing.T) {
 	}
 }
 
-// TestVolumeStorageConfig: volumeStorage must name a sp of its data center that can store
+// TestVolumeStorageConfig: volumeStorage must name a pool of its data center that can store
 // volumes.
 func TestVolumeStorageConfig(t *testing.T) {
 	t.Parallel()
@@ -103,17 +103,17 @@ func TestVolumeStorageConfig(t *testing.T) {
 	}
 	pools := "pools:\n  - {id: a, gpuType: CPU, count: 1, dataCenterId: EU}\n"
 	for yaml, want := range map[string]string{
-		pools + "volumeStorage: {EU: b}\n": `volumeStorage[EU]: no sp "b"`,
-		pools + "volumeStorage: {US: a}\n": `volumeStorage[US]: sp "a" is in data center "EU"`,
+		pools + "volumeStorage: {EU: b}\n": `volumeStorage[EU]: no pool "b"`,
+		pools + "volumeStorage: {US: a}\n": `volumeStorage[US]: pool "a" is in data center "EU"`,
 	} {
 		if _, err := server.LoadConfig(write(yaml)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("LoadConfig(%q) = %v; want %q", yaml, err, want)
 		}
 	}
-	// A sp whose adapter keeps no volumes is refused when the server starts.
+	// A pool whose adapter keeps no volumes is refused when the server starts.
 	_, err := server.New(context.Background(), server.Config{Data: t.TempDir(), VolumeStorage: map[string]string{"LOCAL": "local"}},
 		server.Options{Pools: []pool.Pool{servertest.LocalPool(1)}})
-	if err == nil || !strings.Contains(err.Error(), `volumeStorage names sp "local" for data center LOCAL, but its adapter (process) cannot store network volumes`) {
-		t.Errorf("server.New = %v; want the sp refused", err)
+	if err == nil || !strings.Contains(err.Error(), `volumeStorage names pool "local" for data center LOCAL, but its adapter (process) cannot store network volumes`) {
+		t.Errorf("server.New = %v; want the pool refused", err)
 	}
 }

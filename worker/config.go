@@ -141,7 +141,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	checkURL("FileURL", cfg.FileURL, false, true)
 	checkURL("PingURL", cfg.PingURL, false, false)
 	if cfg.Concurrency < 0 || cfg.Concurrency > maxConcurrency {
-		errs = append(errs, fmt.Errorf("concurrency %d is not from 0 to %d", cfg.Concurrency, maxConcurrency))
+		errs = append(errs, fmt.Errorf("Concurrency %d is not from 0 to %d", cfg.Concurrency, maxConcurrency)) //nolint:staticcheck // it names the Config field, as the other checks do
 	}
 	if cfg.PingInterval < 0 {
 		errs = append(errs, fmt.Errorf("PingInterval %v is negative", cfg.PingInterval))
