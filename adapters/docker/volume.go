@@ -27,7 +27,7 @@ func newVolumeDirs(root string, cfg Config) (*kit.VolumeDirs, error) {
 	if root == "" {
 		return nil, nil
 	}
-	return kit.NewVolumeDirs(root, -1, -1, 0o777, cfg.Log)
+	return kit.NewVolumeDirs(root, -1, -1, 0o777, cfg.VolumeSize, cfg.Log)
 }
 
 // volumeDirs returns the pool's volume storage, or why it has none.
