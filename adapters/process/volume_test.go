@@ -266,3 +266,48 @@ func TestVolumeShared(t *testing.T) {
 		}
 	}
 }
+
+// TestVolumeFilesystem: with volumeSize filesystem, a worker's /runpod-volume is the volume's
+// own filesystem, of the volume's size (1 GB here): the worker writes its size there, and
+// the test finds the file in the volume's mounted filesystem.
+func TestVolumeFilesystem(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skipf("a volume's filesystem needs root (this test runs as uid %d)", os.Geteuid())
+	}
+	f := newVolumeFixture(t, Config{User: "65534:65534", VolumeSize: "filesystem",
+		Images: map[string][]string{"test/statfs": {"sh", "-c", `set -e; stat -f -c '%b %S' /runpod-volume > "/runpod-volume/$WRITE"`}}})
+	if err := f.pool.namespaces(); err != nil {
+		t.Skipf("this root may not make mount namespaces: %v", err)
+	}
+	ctx := context.Background()
+	vol := &core.Volume{ID: "vol-fs", SizeGB: 1}
+	if err := f.pool.EnsureVolume(ctx, *vol); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // before the volume root is removed: nothing left mounted
+		if err := f.pool.DeleteVolume(context.Background(), *vol); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := f.run("test/statfs", vol, "", "size.txt"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(f.pool.volumes.Root(), vol.ID, "size.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocks, bsize int64
+	if _, err := fmt.Sscan(string(b), &blocks, &bsize); err != nil || blocks*bsize > 1<<30 || blocks*bsize < 900<<20 {
+		t.Errorf("the worker's /runpod-volume has %d blocks of %d bytes (%q, %v); want a filesystem of about 1 GiB", blocks, bsize, b, err)
+	}
+}
+
+// TestVolumeSizeSetting: a volumeSize the pool does not know is refused, naming the setting.
+func TestVolumeSizeSetting(t *testing.T) {
+	t.Parallel()
+	_, err := New(Config{Pool: cpuPool, VolumeRoot: t.TempDir(), VolumeSize: "quota"})
+	if err == nil || !strings.Contains(err.Error(), `volumeSize "quota"`) {
+		t.Errorf("New with volumeSize quota = %v; want an error naming volumeSize", err)
+	}
+}
