@@ -1,8 +1,9 @@
 package docker
 
 // This file gives a worker its endpoint's network volume (issue 30): the pool keeps volumes
-// as directories under Config.VolumeRoot (kit.VolumeDirs), a path on the Docker host, and
-// bind-mounts a worker's volume at /runpod-volume in its container, read-write.
+// as directories under Config.VolumeRoot (kit.VolumeDirs: each a filesystem of its size
+// where Config.VolumeSize allows), a path on the Docker host, and bind-mounts a worker's
+// volume at /runpod-volume in its container, read-write.
 
 import (
 	"context"
@@ -57,8 +58,9 @@ func (p *Pool) DeleteVolume(ctx context.Context, v core.Volume) error {
 	return d.Delete(ctx, v)
 }
 
-// VolumeUsage returns the bytes the volume's directory holds, and logs a warning when it holds
-// more than its size: a directory has no quota.
+// VolumeUsage returns the bytes the volume holds: its filesystem's used blocks, or, for a
+// plain directory (volumeSize report), its blocks, with a warning when they are more than
+// its size.
 func (p *Pool) VolumeUsage(ctx context.Context, v core.Volume) (int64, error) {
 	d, err := p.volumeDirs()
 	if err != nil {

@@ -1,10 +1,11 @@
 package process
 
 // This file gives a worker its endpoint's network volume (issue 30): the pool keeps volumes
-// as directories under Config.VolumeRoot (kit.VolumeDirs) and, where Gantry runs as root,
-// starts a worker in a mount namespace of its own with its volume's directory bound at
-// /runpod-volume, through the hidden helper command `gantry __mountns` (MountHelper). Without
-// root the worker finds the directory in $GANTRY_VOLUME_PATH instead.
+// as directories under Config.VolumeRoot (kit.VolumeDirs: each a filesystem of its size
+// where Config.VolumeSize allows) and, where Gantry runs as root, starts a worker in a
+// mount namespace of its own with its volume's directory bound at /runpod-volume, through
+// the hidden helper command `gantry __mountns` (MountHelper). Without root the worker finds
+// the directory in $GANTRY_VOLUME_PATH instead.
 
 import (
 	"context"
@@ -67,8 +68,9 @@ func (p *Pool) DeleteVolume(ctx context.Context, v core.Volume) error {
 	return d.Delete(ctx, v)
 }
 
-// VolumeUsage returns the bytes the volume's directory holds, and logs a warning when it holds
-// more than its size: a directory has no quota.
+// VolumeUsage returns the bytes the volume holds: its filesystem's used blocks, or, for a
+// plain directory (volumeSize report), its blocks, with a warning when they are more than
+// its size.
 func (p *Pool) VolumeUsage(ctx context.Context, v core.Volume) (int64, error) {
 	d, err := p.volumeDirs()
 	if err != nil {
