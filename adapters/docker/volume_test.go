@@ -131,3 +131,18 @@ func TestVolumeFilesystem(t *testing.T) {
 		t.Errorf("after DeleteVolume the directory: %v; want it gone", err)
 	}
 }
+
+// TestEngineSeesMounts: the local engine of the tests shares their mount namespace (so auto
+// keeps filesystems); a remote one does not.
+func TestEngineSeesMounts(t *testing.T) {
+	t.Parallel()
+	if err := engineSeesMounts("tcp://127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "is not local") {
+		t.Errorf("engineSeesMounts(tcp) = %v; want an error saying the engine is not local", err)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("reading the engine's mount namespace needs root")
+	}
+	if err := engineSeesMounts(""); err != nil {
+		t.Errorf("engineSeesMounts of the local engine = %v", err)
+	}
+}
