@@ -61,13 +61,13 @@ func NewVolumeDirs(root string, uid, gid int, mode fs.FileMode, sizeMode string,
 	if root == "" {
 		return nil, errors.New("the volume root is empty")
 	}
-	resolved, why, err := resolveSizeMode(sizeMode)
-	if err != nil {
-		return nil, err
-	}
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return nil, fmt.Errorf("the volume root %s: %w", root, err)
+	}
+	resolved, why, err := resolveSizeMode(sizeMode, filepath.Clean(abs))
+	if err != nil {
+		return nil, err
 	}
 	if log == nil {
 		log = slog.Default()

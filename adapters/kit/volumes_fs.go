@@ -8,6 +8,7 @@ package kit
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -99,20 +100,45 @@ func capable(bit uint) bool {
 	return false
 }
 
-// resolveSizeMode returns the mode a VolumeDirs uses for the setting mode, and when auto
-// falls back to report, why.
-func resolveSizeMode(mode string) (string, error, error) {
+// sharedFS names the filesystems (statfs f_type) that other machines may mount too: an
+// ext4 image there would be mounted by every replica naming the root, and corrupted.
+var sharedFS = map[int64]string{
+	0x6969: "NFS", 0xFF534D42: "CIFS", 0xFE534D42: "SMB2", 0x517B: "SMB", 0x65735546: "FUSE",
+	0x00C36400: "Ceph", 0x01021997: "9p", 0x0BD00BD0: "Lustre", 0x47504653: "GPFS",
+	0x5346414F: "AFS", 0x6B414653: "AFS",
+}
+
+// onSharedFS returns why root (or the nearest directory above it that exists) is on a
+// filesystem other machines may mount, or nil.
+func onSharedFS(root string) error {
+	for d := root; ; d = filepath.Dir(d) {
+		var st syscall.Statfs_t
+		if err := syscall.Statfs(d, &st); err == nil {
+			if name, ok := sharedFS[int64(st.Type)]; ok {
+				return fmt.Errorf("the volume root %s is on %s, which other machines may mount: each would mount a volume's filesystem image at once, and corrupt it", root, name)
+			}
+			return nil
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
+}
+
+// resolveSizeMode returns the mode a VolumeDirs under root uses for the setting mode, and
+// when auto falls back to report, why.
+func resolveSizeMode(mode, root string) (string, error, error) {
 	switch mode {
 	case "", VolumeSizeAuto:
 		if testing.Testing() {
 			return VolumeSizeReport, nil, nil
 		}
-		if why := canEnforce(); why != nil {
+		if why := cmp.Or(canEnforce(), onSharedFS(root)); why != nil {
 			return VolumeSizeReport, why, nil
 		}
 		return VolumeSizeFilesystem, nil, nil
 	case VolumeSizeFilesystem:
-		if why := canEnforce(); why != nil {
+		if why := cmp.Or(canEnforce(), onSharedFS(root)); why != nil {
 			return "", nil, fmt.Errorf("volumeSize %s: %w", mode, why)
 		}
 		return mode, nil, nil
@@ -432,7 +458,7 @@ func (v *VolumeDirs) deleteFS(ctx context.Context, id, p string) (legacy bool, e
 	if err := os.Remove(img); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return false, err
 	}
-	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.RemoveAll(p); err != nil { // unmounted: what is left was never in the volume
 		return false, fmt.Errorf("removing %s: %w", p, err)
 	}
 	return false, nil

@@ -162,7 +162,6 @@ func TestVolumeFilesystem(t *testing.T) {
 		t.Errorf("after a reboot, the filesystem has %d bytes, %v; want about 64 MiB", int64(st.Blocks)*st.Bsize, err)
 	}
 
-	// A shell on this host inside the volume makes Delete fail, and keeps the data.
 	if err := v3.Delete(ctx, vol); err != nil {
 		t.Fatalf("Delete = %v", err)
 	}
@@ -324,5 +323,17 @@ func TestVolumeFilesystemGrowHeld(t *testing.T) {
 	}
 	if err := v.Delete(ctx, vol); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestVolumeSharedFS: a root on a local filesystem is not shared; the parents of a root not
+// yet made are looked at instead.
+func TestVolumeSharedFS(t *testing.T) {
+	t.Parallel()
+	if err := onSharedFS(filepath.Join(t.TempDir(), "not", "made")); err != nil {
+		t.Errorf("onSharedFS of a temporary directory = %v; want nil", err)
+	}
+	if _, ok := sharedFS[0x6969]; !ok {
+		t.Error("NFS is not among the shared filesystems")
 	}
 }
