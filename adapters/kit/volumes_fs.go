@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -276,17 +277,33 @@ func (v *VolumeDirs) ensureFS(ctx context.Context, id, p string, size int64) (le
 		if src, err = v.mountImage(ctx, img, p); err != nil {
 			return false, err
 		}
+	} else if !slices.Contains(loopsBacking(img), src) {
+		return false, fmt.Errorf("%s is mounted at %s, not the volume's filesystem %s", src, p, img)
 	}
-	if size > fi.Size() {
-		if err := os.Truncate(img, size); err != nil {
-			return false, fmt.Errorf("growing %s: %w", img, err)
+	old := fi.Size()
+	if size <= old {
+		// A resize cut short (a crash before resize2fs) left the filesystem smaller than its
+		// image: finish it, or say why not; the volume works meanwhile.
+		if have, err := fsBytes(ctx, src); err == nil && have < old-old/64 {
+			if err := v.growFS(ctx, img, p, src); err != nil {
+				v.log.Warn("a network volume's filesystem is smaller than its image, and could not grow", "image", img, "err", err.Error())
+			}
 		}
+		return false, nil
 	}
-	// The filesystem fills its image; one smaller (a resize cut short) is grown here too.
-	if have, err := fsBytes(ctx, src); err != nil {
+	if err := os.Truncate(img, size); err != nil {
+		return false, fmt.Errorf("growing %s: %w", img, err)
+	}
+	if err := v.growFS(ctx, img, p, src); err != nil {
+		// The volume keeps its size: give the image back its length if the filesystem did
+		// not grow into it (a resize2fs that failed midway may have).
+		if src, _ := mountSource(p); src != "" {
+			if have, ferr := fsBytes(ctx, src); ferr == nil && have <= old {
+				_ = os.Truncate(img, old)
+				_, _ = run(ctx, "losetup", "-c", src)
+			}
+		}
 		return false, err
-	} else if want := max(size, fi.Size()); have < want {
-		return false, v.growFS(ctx, img, p, src)
 	}
 	return false, nil
 }

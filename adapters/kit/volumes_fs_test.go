@@ -303,6 +303,9 @@ func TestVolumeFilesystemGrowHeld(t *testing.T) {
 	if !online && (err == nil || !strings.Contains(err.Error(), "cannot grow unmounted while running workers use it")) {
 		t.Fatalf("Ensure to 64 without CAP_SYS_RESOURCE while held = %v; want an error saying workers use it", err)
 	}
+	if fi, err := os.Stat(v.image(vol.ID)); !online && (err != nil || fi.Size() != 16<<20) {
+		t.Errorf("after a resize that failed, the image: %v, %v; want it back to 16 MiB", fi, err)
+	}
 	if n := mounts(t, dir); n != 1 {
 		t.Errorf("%d mounts at %s after the resize; want 1", n, dir)
 	}
@@ -335,5 +338,30 @@ func TestVolumeSharedFS(t *testing.T) {
 	}
 	if _, ok := sharedFS[0x6969]; !ok {
 		t.Error("NFS is not among the shared filesystems")
+	}
+}
+
+// TestVolumeFilesystemResumeGrow: an image longer than its filesystem (a crash between the
+// two steps of a resize) is grown into on the next Ensure.
+func TestVolumeFilesystemResumeGrow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	v := fsVolumes(t, filepath.Join(t.TempDir(), "volumes"), -1, -1)
+	vol := core.Volume{ID: "cut", SizeGB: 16}
+	if err := v.Ensure(ctx, vol); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(v.image(vol.ID), 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Ensure(ctx, vol); err != nil {
+		t.Fatal(err)
+	}
+	src, _ := mountSource(filepath.Join(v.Root(), vol.ID))
+	if have, err := fsBytes(ctx, src); err != nil || have != 64<<20 {
+		t.Errorf("after Ensure, the filesystem has %d bytes, %v; want 64 MiB", have, err)
+	}
+	if err := v.Delete(ctx, vol); err != nil {
+		t.Fatal(err)
 	}
 }
