@@ -108,8 +108,9 @@ func (v *VolumeDirs) Dir(id string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if v.fs { // a filesystem not mounted (a reboot) is mounted before a worker writes there
-		if _, err := v.ensureFS(context.Background(), id, p, -1); err != nil {
+	// A filesystem not mounted (a reboot) is mounted before a worker writes there.
+	if v.fs || v.hasImage(id) {
+		if _, err := v.ensureFS(context.Background(), id, p, 0, false); err != nil {
 			return "", fmt.Errorf("network volume %s: %w", id, err)
 		}
 	}
@@ -149,9 +150,9 @@ func (v *VolumeDirs) Ensure(ctx context.Context, vol core.Volume) error {
 		return fmt.Errorf("network volume %s: %w", vol.ID, err)
 	}
 	legacy := true
-	if v.fs {
+	if v.fs || v.hasImage(vol.ID) {
 		var err error
-		if legacy, err = v.ensureFS(ctx, vol.ID, p, v.imageSize(vol.SizeGB)); err != nil {
+		if legacy, err = v.ensureFS(ctx, vol.ID, p, v.imageSize(vol.SizeGB), v.fs); err != nil {
 			return fmt.Errorf("network volume %s: %w", vol.ID, err)
 		}
 	}
@@ -191,7 +192,7 @@ func (v *VolumeDirs) Delete(ctx context.Context, vol core.Volume) error {
 	if err != nil {
 		return err
 	}
-	if v.fs {
+	if v.fs || v.hasImage(vol.ID) {
 		if legacy, err := v.deleteFS(ctx, vol.ID, p); err != nil {
 			return fmt.Errorf("network volume %s: %w", vol.ID, err)
 		} else if !legacy {
@@ -226,7 +227,7 @@ func (v *VolumeDirs) Usage(ctx context.Context, vol core.Volume) (int64, error) 
 	if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
-	if v.fs {
+	if v.fs || v.hasImage(vol.ID) {
 		if used, ok, err := usageFS(p); err != nil {
 			return 0, fmt.Errorf("network volume %s: %w", vol.ID, err)
 		} else if ok {

@@ -149,6 +149,13 @@ func resolveSizeMode(mode, root string) (string, error, error) {
 	return "", nil, fmt.Errorf("volumeSize %q: want %s, %s or %s", mode, VolumeSizeAuto, VolumeSizeFilesystem, VolumeSizeReport)
 }
 
+// hasImage reports whether volume id is kept as a filesystem: it has an image (made by this
+// VolumeDirs, or by one of another size mode on the same root).
+func (v *VolumeDirs) hasImage(id string) bool {
+	_, err := os.Lstat(v.image(id))
+	return err == nil
+}
+
 // image returns the path of volume id's filesystem image.
 func (v *VolumeDirs) image(id string) string {
 	return filepath.Join(v.root, imagesDir, id+".ext4")
@@ -242,11 +249,11 @@ func (v *VolumeDirs) imageSize(sizeGB int) int64 {
 	return max(int64(sizeGB)*v.gb, minImage)
 }
 
-// ensureFS makes volume id's filesystem of size bytes if it has none, mounts it at p if it
-// is not, and grows it to size bytes if it is smaller (never shrinks it). A volume whose
-// directory holds data but has no image (kept before its pool enforced sizes) stays a plain
-// directory: legacy is true.
-func (v *VolumeDirs) ensureFS(ctx context.Context, id, p string, size int64) (legacy bool, err error) {
+// ensureFS makes volume id's filesystem of size bytes if it has none and create is true,
+// mounts it at p if it is not, and grows it to size bytes if it is smaller (never shrinks
+// it). A volume without an image that is not made (create false, or its directory holds data
+// from before its pool kept filesystems) stays a plain directory: legacy is true.
+func (v *VolumeDirs) ensureFS(ctx context.Context, id, p string, size int64, create bool) (legacy bool, err error) {
 	unlock, err := v.lock()
 	if err != nil {
 		return false, err
@@ -255,7 +262,7 @@ func (v *VolumeDirs) ensureFS(ctx context.Context, id, p string, size int64) (le
 	img := v.image(id)
 	fi, err := os.Stat(img)
 	if errors.Is(err, fs.ErrNotExist) {
-		if size < 0 { // Dir: mount what exists, make nothing
+		if !create {
 			return true, nil
 		}
 		if ents, err := os.ReadDir(p); err == nil && len(ents) > 0 {

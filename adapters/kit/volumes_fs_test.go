@@ -365,3 +365,36 @@ func TestVolumeFilesystemResumeGrow(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestVolumeFilesystemOtherMode: a VolumeDirs of mode report on a root where a volume is a
+// filesystem (a process and a docker pool sharing a root, or a setting changed) mounts it,
+// measures it and deletes it as one, and makes no filesystem for a new volume.
+func TestVolumeFilesystemOtherMode(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	v := fsVolumes(t, filepath.Join(t.TempDir(), "volumes"), -1, -1)
+	vol := core.Volume{ID: "fs", SizeGB: 16}
+	if err := v.Ensure(ctx, vol); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(v.Root(), vol.ID)
+	if err := syscall.Unmount(dir, 0); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewVolumeDirs(v.Root(), -1, -1, 0o770, VolumeSizeReport, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Dir(vol.ID); err != nil || mounts(t, dir) != 1 {
+		t.Fatalf("Dir of a filesystem volume in mode report = %v, %d mounts; want it mounted", err, mounts(t, dir))
+	}
+	if err := r.Ensure(ctx, core.Volume{ID: "plain", SizeGB: 16}); err != nil || r.hasImage("plain") {
+		t.Errorf("Ensure of a new volume in mode report = %v, image %v; want a plain directory", err, r.hasImage("plain"))
+	}
+	if err := r.Delete(ctx, vol); err != nil {
+		t.Fatal(err)
+	}
+	if n := mounts(t, dir); n != 0 || r.hasImage(vol.ID) {
+		t.Errorf("after Delete in mode report: %d mounts, image %v; want none", n, r.hasImage(vol.ID))
+	}
+}
