@@ -76,7 +76,11 @@ func NewVolumeDirs(root string, uid, gid int, mode fs.FileMode, sizeMode string,
 		log.Warn("network volumes' sizes are not enforced: each volume is a plain directory, whose bytes are measured and warned of past its size; volumeSize auto keeps a filesystem of its size per volume where it can, and here it cannot",
 			"root", abs, "why", why.Error())
 	}
-	return &VolumeDirs{root: filepath.Clean(abs), uid: uid, gid: gid, mode: mode.Perm(), log: log, gb: 1 << 30, fs: resolved == VolumeSizeFilesystem, checked: map[string]time.Time{}}, nil
+	v := &VolumeDirs{root: filepath.Clean(abs), uid: uid, gid: gid, mode: mode.Perm(), log: log, gb: 1 << 30, fs: resolved == VolumeSizeFilesystem, checked: map[string]time.Time{}}
+	if v.fs {
+		v.mountAll()
+	}
+	return v, nil
 }
 
 // Enforced reports whether the volumes' sizes are enforced: each is a filesystem of its size.

@@ -149,6 +149,22 @@ func resolveSizeMode(mode, root string) (string, error, error) {
 	return "", nil, fmt.Errorf("volumeSize %q: want %s, %s or %s", mode, VolumeSizeAuto, VolumeSizeFilesystem, VolumeSizeReport)
 }
 
+// mountAll mounts every volume's filesystem that is not (after a reboot), so that what an
+// operator copies into a volume's directory lands in the volume; it logs what it cannot.
+func (v *VolumeDirs) mountAll() {
+	imgs, _ := filepath.Glob(filepath.Join(v.root, imagesDir, "*.ext4"))
+	for _, img := range imgs {
+		id := strings.TrimSuffix(filepath.Base(img), ".ext4")
+		p, err := v.Path(id)
+		if err == nil {
+			_, err = v.ensureFS(context.Background(), id, p, 0, false)
+		}
+		if err != nil {
+			v.log.Warn("a network volume's filesystem could not be mounted at start; its workers fail to start until it can", "image", img, "err", err.Error())
+		}
+	}
+}
+
 // hasImage reports whether volume id is kept as a filesystem: it has an image (made by this
 // VolumeDirs, or by one of another size mode on the same root).
 func (v *VolumeDirs) hasImage(id string) bool {

@@ -147,7 +147,13 @@ func TestVolumeFilesystem(t *testing.T) {
 	if err := syscall.Unmount(dir, 0); err != nil {
 		t.Fatal(err)
 	}
-	v3 := fsVolumes(t, root, 65534, 65534)
+	v3 := fsVolumes(t, root, 65534, 65534) // mounts it at once
+	if n := mounts(t, dir); n != 1 {
+		t.Fatalf("%d mounts at %s after a reboot's NewVolumeDirs; want 1", n, dir)
+	}
+	if err := syscall.Unmount(dir, 0); err != nil {
+		t.Fatal(err)
+	}
 	if d, err := v3.Dir(vol.ID); err != nil || d != dir {
 		t.Fatalf("Dir after a reboot = %q, %v", d, err)
 	}
