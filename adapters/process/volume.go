@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -267,7 +268,44 @@ func mountVolume(dir string) error {
 	if err := syscall.Mount("none", core.VolumeMountPath, "", flags, ""); err != nil {
 		return fmt.Errorf("making it nosuid,nodev: %w", err)
 	}
+	detachVolumes(filepath.Dir(dir))
 	return nil
+}
+
+// detachVolumes lets go, in the worker's mount namespace, of the volume filesystems mounted
+// under root (copies of the host's mounts, kit.VolumeDirs), /runpod-volume staying: a worker
+// holds no other volume, whose loop device must go when the volume is deleted or unmounted
+// to grow. Best effort: a mount left only delays that.
+func detachVolumes(root string) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		if mp := unescapeMountPoint(f[4]); filepath.Dir(mp) == root {
+			_ = syscall.Unmount(mp, syscall.MNT_DETACH)
+		}
+	}
+}
+
+// unescapeMountPoint undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMountPoint(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // dropTo switches the process to the worker's user: its supplementary groups, its group, its
