@@ -142,6 +142,12 @@ type Config struct {
 	// engine mounts it) and where Gantry runs (Gantry makes and removes the directories): a
 	// local engine, or a shared filesystem mounted at the same path. "" = the pool keeps none.
 	VolumeRoot string `yaml:"volumeRoot"`
+	// VolumeSize says how a volume's size is kept (kit.VolumeDirs): "filesystem" makes each
+	// volume an ext4 filesystem of its size on a loop device (root, CAP_SYS_ADMIN, loop
+	// devices, e2fsprogs), so a write past it fails with ENOSPC; "report" keeps a plain
+	// directory and warns when it holds more; "auto" (or "") is filesystem where it can be,
+	// else report with a warning at start saying why.
+	VolumeSize string `yaml:"volumeSize"`
 }
 
 // Pool is the Docker adapter's pool.Pool: one Docker host. Start pulls the spec's image

@@ -24,7 +24,7 @@ func TestVolumeDirs(t *testing.T) {
 	ctx := context.Background()
 	root := filepath.Join(t.TempDir(), "volumes")
 	logs := &syncBuffer{}
-	v, err := NewVolumeDirs(root, -1, -1, 0o770, slog.New(slog.NewTextHandler(logs, nil)))
+	v, err := NewVolumeDirs(root, -1, -1, 0o770, VolumeSizeReport, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestVolumeDirs(t *testing.T) {
 	if _, err := v.Usage(ctx, core.Volume{ID: "vol-1"}); err != nil || logs.String() != "" {
 		t.Errorf("Usage of a volume without a size = %v, logged %q; want no warning", err, logs.String())
 	}
-	small, _ := NewVolumeDirs(root, -1, -1, 0o770, v.log)
+	small, _ := NewVolumeDirs(root, -1, -1, 0o770, VolumeSizeReport, v.log)
 	small.gb = 1 << 10 // the volume's 10 "GB" are 10 KiB here, and it holds 64 KiB
 	if _, err := small.Usage(ctx, vol); err != nil || !strings.Contains(logs.String(), "holds more than its size") {
 		t.Errorf("Usage over the size = %v, logged %q; want a warning", err, logs.String())
@@ -110,7 +110,7 @@ func TestVolumeDirsEscape(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(victim, "keep"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	v, err := NewVolumeDirs(root, -1, -1, 0o770, nil)
+	v, err := NewVolumeDirs(root, -1, -1, 0o770, VolumeSizeReport, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestVolumeDirsOwner(t *testing.T) {
 		t.Skip("giving a directory to another user needs root")
 	}
 	root := filepath.Join(t.TempDir(), "volumes")
-	v, err := NewVolumeDirs(root, 65534, 65534, 0o770, nil)
+	v, err := NewVolumeDirs(root, 65534, 65534, 0o770, VolumeSizeReport, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestVolumeDirsOwner(t *testing.T) {
 func TestVolumeDirsDeleteUnwritable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	v, err := NewVolumeDirs(t.TempDir(), -1, -1, 0o770, nil)
+	v, err := NewVolumeDirs(t.TempDir(), -1, -1, 0o770, VolumeSizeReport, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func TestVolumeDirsEnsureWarns(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	logs := &syncBuffer{}
-	v, err := NewVolumeDirs(t.TempDir(), -1, -1, 0o770, slog.New(slog.NewTextHandler(logs, nil)))
+	v, err := NewVolumeDirs(t.TempDir(), -1, -1, 0o770, VolumeSizeReport, slog.New(slog.NewTextHandler(logs, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

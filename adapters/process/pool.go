@@ -68,6 +68,12 @@ type Config struct {
 	// directory each (<VolumeRoot>/<volume id>, owned by the workers' user); "" = the pool
 	// keeps none. See volume.go for how a worker sees its volume.
 	VolumeRoot string `yaml:"volumeRoot"`
+	// VolumeSize says how a volume's size is kept (kit.VolumeDirs): "filesystem" makes each
+	// volume an ext4 filesystem of its size on a loop device (root, CAP_SYS_ADMIN, loop
+	// devices, e2fsprogs), so a write past it fails with ENOSPC; "report" keeps a plain
+	// directory and warns when it holds more; "auto" (or "") is filesystem where it can be,
+	// else report with a warning at start saying why.
+	VolumeSize string `yaml:"volumeSize"`
 }
 
 // Pool is the process adapter's pool.Pool: it runs each worker as a local process in its
@@ -136,7 +142,7 @@ func New(cfg Config) (*Pool, error) {
 		if u != nil {
 			uid, gid = int(u.uid), int(u.gid)
 		}
-		if volumes, err = kit.NewVolumeDirs(cfg.VolumeRoot, uid, gid, 0o770, nil); err != nil {
+		if volumes, err = kit.NewVolumeDirs(cfg.VolumeRoot, uid, gid, 0o770, cfg.VolumeSize, nil); err != nil {
 			errs = append(errs, err)
 		}
 	}

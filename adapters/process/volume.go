@@ -1,10 +1,11 @@
 package process
 
 // This file gives a worker its endpoint's network volume (issue 30): the pool keeps volumes
-// as directories under Config.VolumeRoot (kit.VolumeDirs) and, where Gantry runs as root,
-// starts a worker in a mount namespace of its own with its volume's directory bound at
-// /runpod-volume, through the hidden helper command `gantry __mountns` (MountHelper). Without
-// root the worker finds the directory in $GANTRY_VOLUME_PATH instead.
+// as directories under Config.VolumeRoot (kit.VolumeDirs: each a filesystem of its size
+// where Config.VolumeSize allows) and, where Gantry runs as root, starts a worker in a
+// mount namespace of its own with its volume's directory bound at /runpod-volume, through
+// the hidden helper command `gantry __mountns` (MountHelper). Without root the worker finds
+// the directory in $GANTRY_VOLUME_PATH instead.
 
 import (
 	"context"
@@ -14,6 +15,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -67,8 +69,9 @@ func (p *Pool) DeleteVolume(ctx context.Context, v core.Volume) error {
 	return d.Delete(ctx, v)
 }
 
-// VolumeUsage returns the bytes the volume's directory holds, and logs a warning when it holds
-// more than its size: a directory has no quota.
+// VolumeUsage returns the bytes the volume holds: its filesystem's used blocks, or, for a
+// plain directory (volumeSize report), its blocks, with a warning when they are more than
+// its size.
 func (p *Pool) VolumeUsage(ctx context.Context, v core.Volume) (int64, error) {
 	d, err := p.volumeDirs()
 	if err != nil {
@@ -265,7 +268,44 @@ func mountVolume(dir string) error {
 	if err := syscall.Mount("none", core.VolumeMountPath, "", flags, ""); err != nil {
 		return fmt.Errorf("making it nosuid,nodev: %w", err)
 	}
+	detachVolumes(filepath.Dir(dir))
 	return nil
+}
+
+// detachVolumes lets go, in the worker's mount namespace, of the volume filesystems mounted
+// under root (copies of the host's mounts, kit.VolumeDirs), /runpod-volume staying: a worker
+// holds no other volume, whose loop device must go when the volume is deleted or unmounted
+// to grow. Best effort: a mount left only delays that.
+func detachVolumes(root string) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		if mp := unescapeMountPoint(f[4]); filepath.Dir(mp) == root {
+			_ = syscall.Unmount(mp, syscall.MNT_DETACH)
+		}
+	}
+}
+
+// unescapeMountPoint undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMountPoint(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // dropTo switches the process to the worker's user: its supplementary groups, its group, its

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gantryhq/gantry/adapters/adaptertest"
+	"github.com/gantryhq/gantry/adapters/kit"
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/pool"
 )
@@ -264,5 +265,67 @@ func TestVolumeShared(t *testing.T) {
 		if want := "weights v1\nuid=65534 path=/runpod-volume\n"; err != nil || string(b) != want {
 			t.Errorf("worker %s wrote %q, %v; want %q", id, b, err, want)
 		}
+	}
+}
+
+// TestVolumeFilesystem: with volumeSize filesystem, a worker's /runpod-volume is the volume's
+// own filesystem, of the volume's size (1 GB here): the worker writes its size there, and
+// the test finds the file in the volume's mounted filesystem. The worker's mount namespace
+// holds no volume mount under the root (its copies of the host's are let go of), so that
+// deleting another volume frees its loop device.
+func TestVolumeFilesystem(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skipf("a volume's filesystem needs root (this test runs as uid %d)", os.Geteuid())
+	}
+	if _, err := kit.NewVolumeDirs(t.TempDir(), -1, -1, 0o700, kit.VolumeSizeFilesystem, nil); err != nil {
+		t.Skipf("this host cannot keep volumes as filesystems: %v", err)
+	}
+	f := newVolumeFixture(t, Config{User: "65534:65534", VolumeSize: "filesystem",
+		Images: map[string][]string{"test/statfs": {"sh", "-c", `set -e; stat -f -c '%b %S' /runpod-volume > "/runpod-volume/$WRITE"; grep -c " $READ/" /proc/self/mountinfo >> "/runpod-volume/$WRITE" || true`}}})
+	if err := f.pool.namespaces(); err != nil {
+		t.Skipf("this root may not make mount namespaces: %v", err)
+	}
+	ctx := context.Background()
+	vol := &core.Volume{ID: "vol-fs", SizeGB: 1}
+	if err := f.pool.EnsureVolume(ctx, *vol); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // before the volume root is removed: nothing left mounted
+		if err := f.pool.DeleteVolume(context.Background(), *vol); err != nil {
+			t.Error(err)
+		}
+	})
+	other := core.Volume{ID: "vol-other", SizeGB: 1}
+	if err := f.pool.EnsureVolume(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := f.pool.DeleteVolume(context.Background(), other); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := f.run("test/statfs", vol, f.pool.volumes.Root(), "size.txt"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(f.pool.volumes.Root(), vol.ID, "size.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocks, bsize, under int64
+	if _, err := fmt.Sscan(string(b), &blocks, &bsize, &under); err != nil || blocks*bsize > 1<<30 || blocks*bsize < 900<<20 {
+		t.Errorf("the worker's /runpod-volume has %d blocks of %d bytes (%q, %v); want a filesystem of about 1 GiB", blocks, bsize, b, err)
+	}
+	if under != 0 {
+		t.Errorf("the worker's mount namespace holds %d mounts under the volume root; want 0", under)
+	}
+}
+
+// TestVolumeSizeSetting: a volumeSize the pool does not know is refused, naming the setting.
+func TestVolumeSizeSetting(t *testing.T) {
+	t.Parallel()
+	_, err := New(Config{Pool: cpuPool, VolumeRoot: t.TempDir(), VolumeSize: "quota"})
+	if err == nil || !strings.Contains(err.Error(), `volumeSize "quota"`) {
+		t.Errorf("New with volumeSize quota = %v; want an error naming volumeSize", err)
 	}
 }
