@@ -61,7 +61,7 @@ func engineSeesMounts(host string) error {
 	if err != nil {
 		return fmt.Errorf("the Docker engine at %s: %w", h, err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	raw, err := conn.(*net.UnixConn).SyscallConn()
 	if err != nil {
 		return err

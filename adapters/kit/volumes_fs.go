@@ -52,13 +52,13 @@ var fsTools = []string{"mount", "losetup", "mkfs.ext4", "resize2fs", "e2fsck", "
 // filesystems, or why not.
 func canEnforce() error {
 	if os.Geteuid() != 0 {
-		return fmt.Errorf("Gantry runs as uid %d, not root: it cannot mount a filesystem per volume", os.Geteuid())
+		return fmt.Errorf("running as uid %d, not root: no filesystem can be mounted per volume", os.Geteuid())
 	}
 	if _, err := os.Stat("/dev/loop-control"); err != nil {
 		return fmt.Errorf("this host has no loop devices (/dev/loop-control: %v)", errors.Unwrap(err))
 	}
 	if !hasCapSysAdmin() {
-		return errors.New("Gantry lacks CAP_SYS_ADMIN: it cannot mount a filesystem per volume")
+		return errors.New("no CAP_SYS_ADMIN: no filesystem can be mounted per volume")
 	}
 	for _, t := range fsTools {
 		if _, err := lookTool(t); err != nil {
@@ -192,11 +192,11 @@ func (v *VolumeDirs) lock() (func(), error) {
 		return nil, err
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
+		_ = f.Close()
 		v.fsMu.Unlock()
 		return nil, fmt.Errorf("locking %s: %w", f.Name(), err)
 	}
-	return func() { f.Close(); v.fsMu.Unlock() }, nil
+	return func() { _ = f.Close(); v.fsMu.Unlock() }, nil
 }
 
 // mountSource returns the device mounted at dir in this process's mount namespace ("" when
@@ -206,7 +206,7 @@ func mountSource(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	src := ""
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
