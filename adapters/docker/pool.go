@@ -189,8 +189,8 @@ type Pool struct {
 	cfg      Config   // the rest: Network, GPUsByEnv, Credentials, LogDir, DiskQuota, Init
 	log      *slog.Logger
 
-	live    *kit.Live[*worker] // live workers and the devices they hold
-	volumes *kit.VolumeDirs    // the network volumes it keeps; nil = none
+	live             *kit.Live[*worker] // live workers and the devices they hold
+	kit.LocalVolumes                    // the network volumes it keeps (pool.VolumeStorage)
 }
 
 // idleConnTimeout is how long the pool keeps an idle connection to the engine. The pool's
@@ -234,7 +234,8 @@ func New(ctx context.Context, cfg Config) (*Pool, error) {
 		desc: d, api: api, host: host,
 		grace: cmp.Or(cfg.StopGrace, DefaultStopGrace), timeouts: cfg.Timeouts.withDefaults(), suspend: suspend, pull: pull,
 		devices: slices.Clone(cfg.Devices), cfg: cfg, log: cmp.Or(cfg.Log, slog.Default()),
-		live: kit.NewLive[*worker](d.GPUs), volumes: volumes,
+		live:         kit.NewLive[*worker](d.GPUs),
+		LocalVolumes: kit.LocalVolumes{Dirs: volumes, None: fmt.Errorf("docker pool %s keeps no network volumes: set its docker.volumeRoot to a directory that has the same path on the Docker host (%s) and where Gantry runs", d.ID, host)},
 	}
 	ping := func(ctx context.Context) (client.PingResult, error) {
 		return api.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})

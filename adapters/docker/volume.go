@@ -7,7 +7,6 @@ package docker
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -87,51 +86,13 @@ func engineSeesMounts(host string) error {
 	return nil
 }
 
-// volumeDirs returns the pool's volume storage, or why it has none.
-func (p *Pool) volumeDirs() (*kit.VolumeDirs, error) {
-	if p.volumes == nil {
-		return nil, fmt.Errorf("docker pool %s keeps no network volumes: set its docker.volumeRoot to a directory that has the same path on the Docker host (%s) and where Gantry runs", p.desc.ID, p.host)
-	}
-	return p.volumes, nil
-}
-
-// EnsureVolume makes the volume's directory under the pool's volume root (mode 0777). It
-// implements pool.VolumeStorage.
-func (p *Pool) EnsureVolume(ctx context.Context, v core.Volume) error {
-	d, err := p.volumeDirs()
-	if err != nil {
-		return err
-	}
-	return d.Ensure(ctx, v)
-}
-
-// DeleteVolume removes the volume's directory and its data.
-func (p *Pool) DeleteVolume(ctx context.Context, v core.Volume) error {
-	d, err := p.volumeDirs()
-	if err != nil {
-		return err
-	}
-	return d.Delete(ctx, v)
-}
-
-// VolumeUsage returns the bytes the volume holds: its filesystem's used blocks, or, for a
-// plain directory (volumeSize report), its blocks, with a warning when they are more than
-// its size.
-func (p *Pool) VolumeUsage(ctx context.Context, v core.Volume) (int64, error) {
-	d, err := p.volumeDirs()
-	if err != nil {
-		return -1, err
-	}
-	return d.Usage(ctx, v)
-}
-
 // volumeSource returns the directory to bind at /runpod-volume for vol, "" for none, or why
 // the worker cannot have it (the pool keeps no volumes, the directory was never made).
 func (p *Pool) volumeSource(vol *core.Volume) (string, error) {
 	if vol == nil {
 		return "", nil
 	}
-	d, err := p.volumeDirs()
+	d, err := p.Volumes()
 	if err != nil {
 		return "", err
 	}

@@ -25,7 +25,7 @@ func TestVolumeBindMount(t *testing.T) {
 	if err := f.pool.EnsureVolume(ctx, *vol); err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(f.pool.volumes.Root(), vol.ID)
+	dir := filepath.Join(f.pool.Dirs.Root(), vol.ID)
 	if err := os.WriteFile(filepath.Join(dir, "in.txt"), []byte("weights v1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestVolumeFilesystem(t *testing.T) {
 			_ = f.pool.DeleteVolume(context.Background(), *vol)
 		}
 	})
-	dir := filepath.Join(f.pool.volumes.Root(), vol.ID)
+	dir := filepath.Join(f.pool.Dirs.Root(), vol.ID)
 	if _, err := os.Stat(filepath.Join(dir, "lost+found")); err != nil {
 		t.Fatalf("the volume's directory is not an ext4 filesystem: %v", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/pool"
 )
 
 // VolumeDirs keeps each network volume as the directory <Root>/<volume id>. The directory is
@@ -280,4 +281,49 @@ func (v *VolumeDirs) Usage(ctx context.Context, vol core.Volume) (int64, error) 
 			"volume", vol.ID, "sizeGb", vol.SizeGB, "bytes", total, "dir", p)
 	}
 	return total, nil
+}
+
+// LocalVolumes is the pool.VolumeStorage of a pool that keeps its volumes in a VolumeDirs (the
+// process and docker pools embed it): each call goes to Dirs or, when the pool keeps none
+// (Dirs nil), fails with None, which says how to configure a root.
+type LocalVolumes struct {
+	Dirs *VolumeDirs
+	None error
+}
+
+var _ pool.VolumeStorage = LocalVolumes{}
+
+// Volumes returns the pool's volume directories, or None.
+func (l LocalVolumes) Volumes() (*VolumeDirs, error) {
+	if l.Dirs == nil {
+		return nil, l.None
+	}
+	return l.Dirs, nil
+}
+
+// EnsureVolume makes the volume's storage under the root (VolumeDirs.Ensure).
+func (l LocalVolumes) EnsureVolume(ctx context.Context, v core.Volume) error {
+	d, err := l.Volumes()
+	if err != nil {
+		return err
+	}
+	return d.Ensure(ctx, v)
+}
+
+// DeleteVolume removes the volume's storage and its data (VolumeDirs.Delete).
+func (l LocalVolumes) DeleteVolume(ctx context.Context, v core.Volume) error {
+	d, err := l.Volumes()
+	if err != nil {
+		return err
+	}
+	return d.Delete(ctx, v)
+}
+
+// VolumeUsage returns the bytes the volume holds (VolumeDirs.Usage).
+func (l LocalVolumes) VolumeUsage(ctx context.Context, v core.Volume) (int64, error) {
+	d, err := l.Volumes()
+	if err != nil {
+		return -1, err
+	}
+	return d.Usage(ctx, v)
 }

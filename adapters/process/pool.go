@@ -111,9 +111,9 @@ type Pool struct {
 
 	live *kit.Live[*worker] // live workers and the devices they hold
 
-	volumes *kit.VolumeDirs // the network volumes it keeps; nil = none
-	nsOnce  sync.Once       // finds out nsErr
-	nsErr   error           // why workers get no mount namespace for their volume; nil = they do
+	kit.LocalVolumes           // the network volumes it keeps (pool.VolumeStorage)
+	nsOnce           sync.Once // finds out nsErr
+	nsErr            error     // why workers get no mount namespace for their volume; nil = they do
 }
 
 // New returns a pool running the workers cfg describes, or what is wrong with cfg.
@@ -150,12 +150,12 @@ func New(cfg Config) (*Pool, error) {
 		return nil, fmt.Errorf("process pool %q: %w", d.ID, err)
 	}
 	return &Pool{
-		volumes: volumes,
-		desc:    d,
-		cmds:    commands{self: cfg.Self, builtins: slices.Clone(cfg.Builtins), images: cloneImages(cfg.Images), logDir: cfg.LogDir, user: u, selfExec: selfExec},
-		grace:   cmp.Or(cfg.StopGrace, DefaultStopGrace),
-		devices: slices.Clone(cfg.Devices),
-		live:    kit.NewLive[*worker](d.GPUs),
+		LocalVolumes: kit.LocalVolumes{Dirs: volumes, None: fmt.Errorf("process pool %s keeps no network volumes: set its process.volumeRoot", d.ID)},
+		desc:         d,
+		cmds:         commands{self: cfg.Self, builtins: slices.Clone(cfg.Builtins), images: cloneImages(cfg.Images), logDir: cfg.LogDir, user: u, selfExec: selfExec},
+		grace:        cmp.Or(cfg.StopGrace, DefaultStopGrace),
+		devices:      slices.Clone(cfg.Devices),
+		live:         kit.NewLive[*worker](d.GPUs),
 	}, nil
 }
 

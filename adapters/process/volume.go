@@ -8,7 +8,6 @@ package process
 // the directory in $GANTRY_VOLUME_PATH instead.
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -21,7 +20,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gantryhq/gantry/adapters/kit"
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/pool"
 )
@@ -41,44 +39,6 @@ const mountWait = 30 * time.Second
 // exitMountFailed is the helper's exit status when it cannot give the worker its volume or
 // run the worker's program.
 const exitMountFailed = 125
-
-// volumeDirs returns the pool's volume storage, or why it has none.
-func (p *Pool) volumeDirs() (*kit.VolumeDirs, error) {
-	if p.volumes == nil {
-		return nil, fmt.Errorf("process pool %s keeps no network volumes: set its process.volumeRoot", p.desc.ID)
-	}
-	return p.volumes, nil
-}
-
-// EnsureVolume makes the volume's directory under the pool's volume root, owned by the
-// workers' user (mode 0770). It implements pool.VolumeStorage.
-func (p *Pool) EnsureVolume(ctx context.Context, v core.Volume) error {
-	d, err := p.volumeDirs()
-	if err != nil {
-		return err
-	}
-	return d.Ensure(ctx, v)
-}
-
-// DeleteVolume removes the volume's directory and its data.
-func (p *Pool) DeleteVolume(ctx context.Context, v core.Volume) error {
-	d, err := p.volumeDirs()
-	if err != nil {
-		return err
-	}
-	return d.Delete(ctx, v)
-}
-
-// VolumeUsage returns the bytes the volume holds: its filesystem's used blocks, or, for a
-// plain directory (volumeSize report), its blocks, with a warning when they are more than
-// its size.
-func (p *Pool) VolumeUsage(ctx context.Context, v core.Volume) (int64, error) {
-	d, err := p.volumeDirs()
-	if err != nil {
-		return -1, err
-	}
-	return d.Usage(ctx, v)
-}
 
 // VolumeWarning says why the pool's workers do not see their volume at /runpod-volume, ""
 // when they do. Workers that run as Gantry's own user find it in $GANTRY_VOLUME_PATH
@@ -139,7 +99,7 @@ type volumeMount struct {
 // user learns the volume's directory from VolumeEnv, and one of another user fails to start.
 // A volume without its directory fails the start.
 func (p *Pool) attachVolume(cmd *exec.Cmd, vol core.Volume) (*volumeMount, error) {
-	d, err := p.volumeDirs()
+	d, err := p.Volumes()
 	if err != nil {
 		return nil, err
 	}

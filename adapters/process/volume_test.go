@@ -90,7 +90,7 @@ func TestVolumeMounted(t *testing.T) {
 	if err := f.pool.EnsureVolume(ctx, *vol); err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(f.pool.volumes.Root(), vol.ID)
+	dir := filepath.Join(f.pool.Dirs.Root(), vol.ID)
 	if err := os.WriteFile(filepath.Join(dir, "in.txt"), []byte("weights v1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestVolumeUnmountable(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "network volume vol-x: mounted, but running "+private+" as uid 65534: permission denied") {
 		t.Errorf("a worker whose program its user cannot run: %v; want a failed start saying so", err)
 	}
-	if _, err := os.Stat(filepath.Join(f.pool.volumes.Root(), vol.ID, "ran")); err == nil {
+	if _, err := os.Stat(filepath.Join(f.pool.Dirs.Root(), vol.ID, "ran")); err == nil {
 		t.Error("the worker's program ran")
 	}
 	if n := len(f.pool.live.All()); n != 0 {
@@ -176,7 +176,7 @@ func TestVolumeByEnv(t *testing.T) {
 	if err := f.pool.EnsureVolume(ctx, *vol); err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(f.pool.volumes.Root(), vol.ID)
+	dir := filepath.Join(f.pool.Dirs.Root(), vol.ID)
 	if err := os.WriteFile(filepath.Join(dir, "in.txt"), []byte("weights v1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestVolumeShared(t *testing.T) {
 	if err := f.pool.EnsureVolume(context.Background(), *vol); err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Join(f.pool.volumes.Root(), vol.ID)
+	dir := filepath.Join(f.pool.Dirs.Root(), vol.ID)
 	if err := os.WriteFile(filepath.Join(dir, "in.txt"), []byte("weights v1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -305,10 +305,10 @@ func TestVolumeFilesystem(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	if err := f.run("test/statfs", vol, f.pool.volumes.Root(), "size.txt"); err != nil {
+	if err := f.run("test/statfs", vol, f.pool.Dirs.Root(), "size.txt"); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(f.pool.volumes.Root(), vol.ID, "size.txt"))
+	b, err := os.ReadFile(filepath.Join(f.pool.Dirs.Root(), vol.ID, "size.txt"))
 	if err != nil {
 		t.Fatal(err)
 	}
