@@ -25,6 +25,7 @@ type ctxKey struct{}
 type ctxStore struct {
 	core.JobStore
 	blockGet bool
+	blocked  chan struct{} // with blockGet: receives once Get waits
 
 	mu   sync.Mutex
 	seen map[string][]any // method -> the ctxKey values it received
@@ -52,6 +53,7 @@ func (s *ctxStore) Insert(ctx context.Context, rec core.Job, input []byte, durab
 
 func (s *ctxStore) Get(ctx context.Context, id string) (core.Job, error) {
 	if s.blockGet {
+		s.blocked <- struct{}{}
 		<-ctx.Done()
 	}
 	if err := s.saw(ctx, "Get"); err != nil {
@@ -137,14 +139,14 @@ func TestContextEndStopsStoreCall(t *testing.T) {
 	t.Parallel()
 	r, cs := ctxRig(t)
 	j := r.submit(`{}`)
-	cs.blockGet = true
+	cs.blockGet, cs.blocked = true, make(chan struct{}, 1)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
 		_, err := r.jobs.Get(ctx, core.JobRef{Endpoint: r.ep.ID, ID: j.ID}, 0)
 		done <- err
 	}()
-	time.Sleep(10 * time.Millisecond)
+	<-cs.blocked // Get waits in the store
 	cancel()
 	select {
 	case err := <-done:

@@ -223,10 +223,14 @@ func TestVolumeDirsEnsureWarns(t *testing.T) {
 	}
 	warned := func() int { return strings.Count(logs.String(), "holds more than its size") }
 	waitFor(t, func() bool { return warned() == 1 })
+	checked := func() time.Time { v.mu.Lock(); defer v.mu.Unlock(); return v.checked[vol.ID] }
+	first := checked()
 	if err := v.Ensure(ctx, vol); err != nil { // within checkEvery: not measured again
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	if again := checked(); !again.Equal(first) {
+		t.Errorf("a second Ensure within %v had the volume measured again (at %v, first at %v)", checkEvery, again, first)
+	}
 	if n := warned(); n != 1 {
 		t.Errorf("%d warnings after a second Ensure within %v; want 1", n, checkEvery)
 	}
