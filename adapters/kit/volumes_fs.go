@@ -212,13 +212,13 @@ func mountSource(dir string) (string, error) {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 || unescapeMount(fields[4]) != dir {
+		if len(fields) < 5 || UnescapeMount(fields[4]) != dir {
 			continue
 		}
 		src = "?"
 		for i, f := range fields {
 			if f == "-" && i+2 < len(fields) {
-				src = unescapeMount(fields[i+2])
+				src = UnescapeMount(fields[i+2])
 				break
 			}
 		}
@@ -226,8 +226,8 @@ func mountSource(dir string) (string, error) {
 	return src, sc.Err()
 }
 
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
+// UnescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func UnescapeMount(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
 	}

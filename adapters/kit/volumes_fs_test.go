@@ -88,7 +88,7 @@ func mounts(t *testing.T, dir string) int {
 	}
 	n := 0
 	for line := range strings.Lines(string(b)) {
-		if f := strings.Fields(line); len(f) > 4 && unescapeMount(f[4]) == dir {
+		if f := strings.Fields(line); len(f) > 4 && UnescapeMount(f[4]) == dir {
 			n++
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gantryhq/gantry/adapters/kit"
 	"github.com/gantryhq/gantry/core"
 	"github.com/gantryhq/gantry/pool"
 )
@@ -246,26 +247,10 @@ func detachVolumes(root string) {
 		if len(f) < 5 {
 			continue
 		}
-		if mp := unescapeMountPoint(f[4]); filepath.Dir(mp) == root {
+		if mp := kit.UnescapeMount(f[4]); filepath.Dir(mp) == root {
 			_ = syscall.Unmount(mp, syscall.MNT_DETACH)
 		}
 	}
-}
-
-// unescapeMountPoint undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMountPoint(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // dropTo switches the process to the worker's user: its supplementary groups, its group, its
