@@ -191,6 +191,8 @@ func TestNetworkVolumeValidation(t *testing.T) {
 		{"size too large", "POST", "/v2/network-volumes", `{"name":"v","size":4097,"dataCenter":"EU-RO-1"}`, 422, []string{"$.size: must be at most 4096 (got 4097)"}},
 		{"name required", "POST", "/v2/network-volumes", `{"size":10,"dataCenter":"EU-RO-1"}`, 422, []string{"$.name: is required"}},
 		{"name empty", "POST", "/v2/network-volumes", `{"name":"","size":10,"dataCenter":"EU-RO-1"}`, 422, []string{"$.name: must not be empty"}},
+		{"name with a terminal escape", "POST", "/v2/network-volumes", `{"name":"w\u001b]0;pwned\u0007","size":10,"dataCenter":"EU-RO-1"}`, 422, []string{"$.name: holds the control character U+001B at byte 1"}},
+		{"rename to a newline", "PATCH", path, `{"name":"a\nb"}`, 422, []string{"$.name: holds the control character U+000A at byte 1"}},
 		{"dataCenter required", "POST", "/v2/network-volumes", `{"name":"v","size":10}`, 422, []string{"$.dataCenter: is required"}},
 		{"unknown property", "POST", "/v2/network-volumes", `{"name":"v","size":10,"dataCenter":"EU-RO-1","owner":"bob"}`, 422, []string{"$.owner: unknown property"}},
 		{"unknown data center", "POST", "/v2/network-volumes", `{"name":"v","size":10,"dataCenter":"MARS-1"}`, 422, []string{`$.dataCenter: unknown data center "MARS-1"`}},

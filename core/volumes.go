@@ -163,6 +163,8 @@ func (m *Management) CreateVolume(ctx context.Context, owner string, d VolumeDra
 	}
 	if strings.TrimSpace(v.Name) == "" {
 		add("$.name", "must not be empty")
+	} else if msg := nameProblem(v.Name); msg != "" { // the rule of every name clients print
+		add("$.name", "%s", msg)
 	}
 	if v.SizeGB < MinVolumeGB || v.SizeGB > MaxVolumeGB {
 		add("$.size", "must be between %d and %d GB (got %d)", MinVolumeGB, MaxVolumeGB, v.SizeGB)
@@ -233,6 +235,10 @@ func (m *Management) UpdateVolume(ctx context.Context, owner, id string, p Volum
 	var errs []FieldError
 	if p.Name != nil && strings.TrimSpace(*p.Name) == "" {
 		errs = append(errs, FieldError{"$.name", "must not be empty"})
+	} else if p.Name != nil {
+		if msg := nameProblem(*p.Name); msg != "" {
+			errs = append(errs, FieldError{"$.name", msg})
+		}
 	}
 	if p.SizeGB != nil && *p.SizeGB > MaxVolumeGB {
 		errs = append(errs, FieldError{"$.size", fmt.Sprintf("must be at most %d GB (got %d)", MaxVolumeGB, *p.SizeGB)})
