@@ -81,7 +81,14 @@ func NewJobs(db *DB, o JobOptions) *Jobs {
 // Start connects the listener (one dedicated connection that LISTENs), then runs it, the
 // notifier and the slow poll until ctx ends or Stop. An error (the listener could not
 // connect) leaves nothing running.
+//
+// Before that it makes the partitions of the ended jobs that jobs ending now will need, so
+// that the first jobs to end find them (see partitions.ahead; a failure is only logged, as
+// ending jobs make what is missing).
 func (s *Jobs) Start(ctx context.Context) error {
+	if err := s.parts.ahead(ctx, s.db, time.Now()); err != nil && ctx.Err() == nil {
+		s.log.Warn("postgres: making partitions of ended jobs ahead (ending jobs make them if still missing)", "err", err)
+	}
 	runCtx, err := s.group.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("postgres: starting the job store: %w", err)

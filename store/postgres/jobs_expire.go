@@ -18,6 +18,10 @@ import (
 // partitions makes the partitions of gantry_jobs_ended that ended jobs need, and drops the
 // ones whose whole range passed the horizon. Each holds the jobs expiring in one span of
 // width; its name carries the span's number (Unix time / width).
+//
+// A partition is made ahead of need, off the path of the jobs that end (ahead, from Start
+// and from each Expire), so the statement that ends a job finds its partition known and runs
+// no DDL; ensure, in that path, is the fallback for an expiry ahead did not foresee.
 type partitions struct {
 	width time.Duration
 	mu    sync.Mutex
@@ -26,7 +30,23 @@ type partitions struct {
 	// horizon reaches a later span.
 	checked int64
 	once    bool
+	// failed is when ahead last failed (by its caller's clock): it waits aheadRetry from
+	// then before it tries again, unless the clock went back.
+	failed time.Time
 }
+
+// endRetentions are the retentions core gives a job (core.Jobs.ending sets its expiry to its
+// end plus its retention): every job that ends through core expires one of these after its
+// end. Other expiries (a status read with a ttl, which moves an ended job's expiry) are rare
+// and left to ensure.
+var endRetentions = [...]time.Duration{core.RunSyncRetention, core.RunSyncLongRetention, core.RunRetention}
+
+// aheadRetry is how long ahead waits after a failure before it tries again; aheadLockWait
+// is the longest it waits for a lock.
+const (
+	aheadRetry    = 10 * time.Second
+	aheadLockWait = time.Second
+)
 
 // crossed reports whether the horizon at h reached a span later than at the last check.
 func (p *partitions) crossed(h time.Time) bool {
@@ -71,24 +91,92 @@ func partitionName(b int64) string {
 // name returns the name of the partition that a job expiring at t goes to.
 func (p *partitions) name(t time.Time) string { return partitionName(p.bucket(t)) }
 
+func (p *partitions) known(b int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.made[b]
+}
+
 // ensure makes the partition that a job expiring at t goes to, unless this store knows it.
 func (p *partitions) ensure(ctx context.Context, db *DB, t time.Time) error {
 	b := p.bucket(t)
-	p.mu.Lock()
-	known := p.made[b]
-	p.mu.Unlock()
-	if known {
+	if p.known(b) {
 		return nil
 	}
+	if err := p.make(ctx, db, b, 0); err != nil {
+		return fmt.Errorf("making the partition of jobs expiring at %v: %w", t, err)
+	}
+	return nil
+}
+
+// ahead makes the partitions that the jobs ending from now until a span later go to, for
+// each retention of endRetentions: with retention r they expire from now+r to now+r+width,
+// in the span of now+r or the next one. Run at Start and at each Expire (core's tick), it
+// makes each partition about a span before the first job that needs it, so ensure finds it
+// known; a partition this store knows costs a map lookup, no statement. After a failure it
+// waits aheadRetry; its DDL waits at most aheadLockWait for a lock.
+func (p *partitions) ahead(ctx context.Context, db *DB, now time.Time) error {
+	p.mu.Lock()
+	wait := !now.Before(p.failed) && now.Before(p.failed.Add(aheadRetry))
+	p.mu.Unlock()
+	if wait {
+		return nil
+	}
+	for _, r := range endRetentions {
+		b := p.bucket(now.Add(r))
+		for _, b := range [2]int64{b, b + 1} {
+			if p.known(b) {
+				continue
+			}
+			if err := p.make(ctx, db, b, aheadLockWait); err != nil {
+				p.mu.Lock()
+				p.failed = now
+				p.mu.Unlock()
+				return fmt.Errorf("making the partition %s ahead: %w", partitionName(b), err)
+			}
+		}
+	}
+	return nil
+}
+
+// make makes the partition of span b, waiting at most lockWait for a lock (0 = no limit).
+//
+// It does not run CREATE TABLE … PARTITION OF, which takes an AccessExclusiveLock on
+// gantry_jobs_ended: that waits for every transaction reading it and holds every later one
+// behind it, a convoy of status reads and lists. It makes a plain table and attaches it, in
+// one transaction, so no other session ever sees the table unattached (a job inserted by
+// name would be lost to the reads): ATTACH PARTITION takes only a ShareUpdateExclusiveLock on
+// gantry_jobs_ended, which reads and writes do not wait for, nor it for them. Checking the
+// new table against the range reads an empty table.
+func (p *partitions) make(ctx context.Context, db *DB, b int64, lockWait time.Duration) error {
 	lo, hi := p.bounds(b)
-	_, err := db.Pool.Exec(ctx, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s PARTITION OF gantry_jobs_ended
-		FOR VALUES FROM ('%s') TO ('%s')`, partitionName(b), lo.Format(time.RFC3339Nano), hi.Format(time.RFC3339Nano)))
+	name := pgx.Identifier{partitionName(b)}.Sanitize()
+	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		if lockWait > 0 {
+			if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`,
+				strconv.FormatInt(lockWait.Milliseconds(), 10)); err != nil {
+				return err
+			}
+		}
+		// Made by another replica, or by this one before a restart: no error in the server's
+		// log. (Each is made attached, so one that exists is attached.)
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, partitionName(b)).Scan(&exists); err != nil || exists {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE `+name+` (LIKE gantry_jobs_ended)`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, fmt.Sprintf(`ALTER TABLE gantry_jobs_ended ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s')`,
+			name, lo.Format(time.RFC3339Nano), hi.Format(time.RFC3339Nano)))
+		return err
+	})
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && (pe.Code == "42P07" || pe.Code == "23505") {
 		err = nil // another replica made it at the same moment
 	}
 	if err != nil {
-		return fmt.Errorf("making the partition of jobs expiring at %v: %w", t, err)
+		return err
 	}
 	p.mu.Lock()
 	p.made[b] = true
@@ -157,7 +245,13 @@ func isNoPartition(err error) bool {
 // jobs). Ended jobs are not deleted one by one: the horizon moves to now, which hides them at
 // once and reports each once (replicas that expire at the same moment take turns on the
 // horizon's row), and their partitions are dropped whole once the horizon is past them.
+//
+// It also makes the partitions the jobs ending from now on will need (partitions.ahead), here
+// rather than in the statements that end them.
 func (s *Jobs) Expire(ctx context.Context, now time.Time) ([]core.ExpiredJob, error) {
+	if err := s.parts.ahead(ctx, s.db, now); err != nil && ctx.Err() == nil {
+		s.log.Warn("postgres: making partitions of ended jobs ahead (ending jobs make them if still missing)", "err", err)
+	}
 	var out []core.ExpiredJob
 	var streamed []string
 	scan := func(r pgx.Rows) error {
