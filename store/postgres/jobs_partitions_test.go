@@ -64,9 +64,13 @@ func wantPartitions(t *testing.T, s *postgres.Jobs, width time.Duration, what st
 // A store that starts has made the partitions that the jobs ending now, and for the next
 // span, go to: the first job to end runs no DDL.
 func TestJobsPartitionReadyBeforeFirstEnd(t *testing.T) {
-	s := openJobs(t, pgtest.URL(t))
-	now := time.Now()
-	wantPartitions(t, s, time.Hour, "after Start", now, now.Add(time.Hour))
+	url := pgtest.URL(t)
+	// Start's clock is between these: a job ending at after (this span) or at before plus a
+	// span (the next) goes to a partition it made, even if a span began meanwhile.
+	before := time.Now()
+	s := openJobs(t, url)
+	after := time.Now()
+	wantPartitions(t, s, time.Hour, "after Start", after, before.Add(time.Hour))
 }
 
 // As the clock (Expire's now) moves into later spans, the store makes their partitions
