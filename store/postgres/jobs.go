@@ -482,7 +482,9 @@ func (s *Jobs) write(ctx context.Context, was *core.Job, ended bool, j *core.Job
 // place, or a move between the live and the ended table, each guarded by same. A job that
 // ends is inserted into part, the partition of gantry_jobs_ended that its expiry falls in:
 // inserting there rather than into the partitioned table spares PostgreSQL the routing of
-// the row, which costs more than the insert itself.
+// the row, which costs more than the insert itself. part is that of an expiry core puts past
+// the horizon, so not a span that partitions.dropPast detaches and drops (see there for a
+// clock far behind).
 func writeStmt(was *core.Job, ended bool, j *core.Job, rev int64, from core.StatusSet, part string) (string, []any, error) {
 	args, err := values(j)
 	if err != nil {

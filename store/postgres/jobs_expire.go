@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,10 +27,15 @@ type partitions struct {
 	width time.Duration
 	mu    sync.Mutex
 	made  map[int64]bool // partitions this store made or saw
-	// checked is the span of the horizon when dropPast last ran: it runs again once the
+	// checked is the span of the horizon when a drop was last owed: another is owed once the
 	// horizon reaches a later span.
 	checked int64
 	once    bool
+	// dropTo is the horizon that the partitions to drop end at or before (zero: no drop owed),
+	// and dropFailed when the last drop did not finish (by Expire's clock): Expire tries again
+	// dropRetry later, unless the clock went back.
+	dropTo     time.Time
+	dropFailed time.Time
 	// failed is when ahead last failed (by its caller's clock): it waits aheadRetry from
 	// then before it tries again, unless the clock went back.
 	failed time.Time
@@ -48,16 +54,57 @@ const (
 	aheadLockWait = time.Second
 )
 
-// crossed reports whether the horizon at h reached a span later than at the last check.
-func (p *partitions) crossed(h time.Time) bool {
+// dropLockWait is the longest each statement of dropPast waits, for a lock or for the
+// transactions it must outlast; dropRetry is how long Expire waits, after a drop that did not
+// finish, before it tries again.
+const (
+	dropLockWait = time.Second
+	dropRetry    = 10 * time.Second
+)
+
+// errDropLater marks a drop that could not finish now for want of waiting longer: a lock not
+// had within dropLockWait, older transactions still open, or another replica's detach under
+// way. The next try finishes it.
+var errDropLater = errors.New("not done within the lock wait")
+
+// owe notes that the horizon moved to h: once it reaches a span later than at the last
+// check, the partitions it passed are owed a drop (dropDue, dropped).
+func (p *partitions) owe(h time.Time) {
 	b := p.bucket(h)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.once && b <= p.checked {
-		return false
+		return
 	}
 	p.checked, p.once = b, true
-	return true
+	if h.After(p.dropTo) {
+		p.dropTo = h
+	}
+}
+
+// dropDue returns the horizon to drop the partitions past, if a drop is owed and is not
+// waiting after one that did not finish.
+func (p *partitions) dropDue(now time.Time) (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dropTo.IsZero() || !now.Before(p.dropFailed) && now.Before(p.dropFailed.Add(dropRetry)) {
+		return time.Time{}, false
+	}
+	return p.dropTo, true
+}
+
+// dropped records how the drop of the partitions past h, run at now, ended.
+func (p *partitions) dropped(h, now time.Time, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		p.dropFailed = now
+		return
+	}
+	p.dropFailed = time.Time{}
+	if !p.dropTo.After(h) {
+		p.dropTo = time.Time{}
+	}
 }
 
 func (p *partitions) init(width time.Duration) {
@@ -152,14 +199,13 @@ func (p *partitions) make(ctx context.Context, db *DB, b int64, lockWait time.Du
 	lo, hi := p.bounds(b)
 	name := pgx.Identifier{partitionName(b)}.Sanitize()
 	err := pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
-		if lockWait > 0 {
-			if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`,
-				strconv.FormatInt(lockWait.Milliseconds(), 10)); err != nil {
-				return err
-			}
+		if err := setLockWait(ctx, tx, lockWait); err != nil {
+			return err
 		}
 		// Made by another replica, or by this one before a restart: no error in the server's
-		// log. (Each is made attached, so one that exists is attached.)
+		// log. Each is made attached, so one that exists is attached, but for one that dropPast
+		// detached and has yet to drop: its span is past the horizon, so a job that ends into
+		// it would be hidden (expired) in the partition too.
 		var exists bool
 		if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, partitionName(b)).Scan(&exists); err != nil || exists {
 			return err
@@ -192,20 +238,60 @@ func (p *partitions) forget(t time.Time) {
 }
 
 // dropPast drops every partition whose range ends at or before the horizon: its jobs were
-// all reported by Expire, and a dropped table leaves nothing for VACUUM.
+// all reported by Expire, and a dropped table leaves nothing for VACUUM. It returns an error
+// wrapping errDropLater when a statement could not finish within dropLockWait; what it did
+// stays done, and the next call goes on from there.
+//
+// It does not DROP TABLE a partition: that takes an AccessExclusiveLock on gantry_jobs_ended,
+// which waits for every transaction reading it (a read by id or a list locks every partition)
+// and holds every later read and write behind it, a convoy once a span. It detaches the
+// partition first, with DETACH PARTITION CONCURRENTLY: a ShareUpdateExclusiveLock on
+// gantry_jobs_ended, which reads and writes neither wait for nor hold up (only ATTACH, see
+// make, waits for it), then it waits, holding no lock they queue behind, for the transactions
+// that may still see the partition; the transactions that begin meanwhile no longer see it.
+// The detached table is then a table of its own, and dropping it locks nothing else.
+//
+// Nothing reads a partition but through gantry_jobs_ended. Only the statement that ends a job
+// (writeStmt) names one, to insert into: the partition of the job's new expiry, which core
+// puts at the end plus a retention, so past the horizon, not in a span this drops. A job
+// ending into a past span all the same (a replica's clock far behind) goes to a table that
+// is being detached or dropped: dropped, it is made again (isNoPartition); detached, the row
+// is lost with the table, but its expiry is at or before the horizon, so it was gone (hidden
+// from every read) the moment it was written.
+//
+// Replicas may drop at the same moment, and a drop may stop half way (a lock not had, a
+// replica gone): a detach interrupted while it waited leaves the partition pending
+// (pg_inherits.inhdetachpending), which reads no longer see but which keeps every other
+// partition from being detached concurrently until DETACH PARTITION … FINALIZE completes it.
+// So dropPast lists the partitions past the horizon with their state, tables detached and not
+// yet dropped among them, and first finalizes the pending ones; a partition or table that
+// another replica detached or dropped meanwhile is done.
 func (p *partitions) dropPast(ctx context.Context, db *DB, horizon time.Time) error {
-	rows, err := db.Pool.Query(ctx, `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-		WHERE i.inhparent = 'gantry_jobs_ended'::regclass`)
+	rows, err := db.Pool.Query(ctx, `SELECT c.relname, i.inhrelid IS NOT NULL, coalesce(i.inhdetachpending, false)
+		FROM pg_class c LEFT JOIN pg_inherits i ON i.inhrelid = c.oid AND i.inhparent = 'gantry_jobs_ended'::regclass
+		WHERE c.relnamespace = (SELECT relnamespace FROM pg_class WHERE oid = 'gantry_jobs_ended'::regclass)
+			AND c.relkind = 'r' AND c.relname LIKE 'gantry\_jobs\_ended\_%'
+			AND (i.inhrelid IS NOT NULL OR NOT c.relispartition)`)
 	if err != nil {
 		return err
 	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	type table struct {
+		name              string
+		attached, pending bool
+		b                 int64
+	}
+	tables, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (table, error) {
+		var t table
+		err := r.Scan(&t.name, &t.attached, &t.pending)
+		return t, err
+	})
 	if err != nil {
 		return err
 	}
-	for _, name := range names {
-		num, ok := strings.CutPrefix(name, "gantry_jobs_ended_")
-		if !ok || len(num) < 2 {
+	var past []table
+	for _, t := range tables {
+		num, ok := strings.CutPrefix(t.name, "gantry_jobs_ended_")
+		if !ok || len(num) < 2 || num[0] != 'p' && num[0] != 'm' {
 			continue
 		}
 		b, err := strconv.ParseInt(num[1:], 10, 64)
@@ -218,14 +304,125 @@ func (p *partitions) dropPast(ctx context.Context, db *DB, horizon time.Time) er
 		if _, hi := p.bounds(b); hi.After(horizon) {
 			continue
 		}
-		if _, err := db.Pool.Exec(ctx, "DROP TABLE IF EXISTS "+pgx.Identifier{name}.Sanitize()); err != nil {
-			return fmt.Errorf("dropping %s: %w", name, err)
+		t.b = b
+		past = append(past, t)
+	}
+	// A pending detach first: while one is, no other partition can be detached.
+	slices.SortStableFunc(past, func(x, y table) int {
+		switch {
+		case x.pending == y.pending:
+			return 0
+		case x.pending:
+			return -1
+		}
+		return 1
+	})
+	for _, t := range past {
+		name := pgx.Identifier{t.name}.Sanitize()
+		var err error
+		switch {
+		case t.pending:
+			err = inTx(ctx, db, dropLockWait, `ALTER TABLE gantry_jobs_ended DETACH PARTITION `+name+` FINALIZE`)
+		case t.attached:
+			err = detachConcurrently(ctx, db, name)
+		}
+		if err == nil {
+			err = dropDetached(ctx, db, t.name)
+		}
+		if err = dropOutcome(err); err != nil {
+			return fmt.Errorf("dropping %s: %w", t.name, err)
 		}
 		p.mu.Lock()
-		delete(p.made, b)
+		delete(p.made, t.b)
 		p.mu.Unlock()
 	}
 	return nil
+}
+
+// dropOutcome returns nil for an error that says another replica did the work (the table
+// is no partition any more, or is gone), and wraps errDropLater into one that says the work
+// waits for other transactions.
+func dropOutcome(err error) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	switch pe.Code {
+	case "42P01": // undefined_table: "is not a partition of", or no such table
+		return nil
+	case "55P03", // lock_not_available: lock_timeout
+		"55000": // object_not_in_prerequisite_state: another partition's detach is pending
+		return fmt.Errorf("%w: %w", errDropLater, err)
+	}
+	return err
+}
+
+// detachConcurrently detaches the partition (a quoted name) with DETACH PARTITION
+// CONCURRENTLY, waiting at most dropLockWait for each lock and for the transactions that
+// may still see it. The statement cannot run in a transaction, so SET LOCAL cannot bound it:
+// it runs on a connection of its own with lock_timeout set for the session, and reset after;
+// a connection that could not be reset is closed, not given back to the pool.
+func detachConcurrently(ctx context.Context, db *DB, name string) error {
+	c, err := db.Pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	if _, err := c.Exec(ctx, `SET lock_timeout = `+strconv.FormatInt(dropLockWait.Milliseconds(), 10)); err != nil {
+		_ = c.Conn().Close(ctx)
+		return err
+	}
+	_, err = c.Exec(ctx, `ALTER TABLE gantry_jobs_ended DETACH PARTITION `+name+` CONCURRENTLY`)
+	if _, rerr := c.Exec(ctx, `RESET lock_timeout`); rerr != nil {
+		_ = c.Conn().Close(ctx)
+	}
+	return err
+}
+
+// dropDetached drops the table called name once it is no partition: then it is a table of
+// its own (detached), whose drop locks only itself. One still a partition is left: its drop
+// would lock gantry_jobs_ended. Nothing attaches a table that exists (make only attaches the
+// table it creates), so it stays detached from the check to the drop.
+func dropDetached(ctx context.Context, db *DB, name string) error {
+	return pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		if err := setLockWait(ctx, tx, dropLockWait); err != nil {
+			return err
+		}
+		var part bool
+		err := tx.QueryRow(ctx, `SELECT relispartition FROM pg_class WHERE oid = to_regclass($1)`, name).Scan(&part)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // dropped by another replica
+		}
+		if err != nil {
+			return err
+		}
+		if part {
+			return fmt.Errorf("%w: %s is a partition again", errDropLater, name)
+		}
+		_, err = tx.Exec(ctx, `DROP TABLE IF EXISTS `+pgx.Identifier{name}.Sanitize())
+		return err
+	})
+}
+
+// inTx runs the statement in a transaction of its own, which waits at most lockWait for a
+// lock (0 = no limit).
+func inTx(ctx context.Context, db *DB, lockWait time.Duration, sql string) error {
+	return pgx.BeginFunc(ctx, db.Pool, func(tx pgx.Tx) error {
+		if err := setLockWait(ctx, tx, lockWait); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, sql)
+		return err
+	})
+}
+
+// setLockWait sets lock_timeout for the rest of the transaction (0 leaves it).
+func setLockWait(ctx context.Context, tx pgx.Tx, lockWait time.Duration) error {
+	if lockWait <= 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, strconv.FormatInt(lockWait.Milliseconds(), 10))
+	return err
 }
 
 // isNoPartition reports the error of a row for which no partition exists, or of an insert
@@ -299,10 +496,21 @@ func (s *Jobs) Expire(ctx context.Context, now time.Time) ([]core.ExpiredJob, er
 		if err != nil {
 			return out, fmt.Errorf("postgres: expiring ended jobs: %w", err)
 		}
-		if moved && s.parts.crossed(now) {
-			if err := s.parts.dropPast(ctx, s.db, now); err != nil {
-				s.log.Error("dropping partitions of expired jobs", "err", err)
-			}
+		if moved {
+			s.parts.owe(now)
+		}
+	}
+	// Owed since the horizon moved into a later span, or since a drop that did not finish.
+	if h, ok := s.parts.dropDue(now); ok {
+		err := s.parts.dropPast(ctx, s.db, h)
+		s.parts.dropped(h, now, err)
+		switch {
+		case err == nil || ctx.Err() != nil:
+		case errors.Is(err, errDropLater):
+			s.log.Info("postgres: dropping a past partition of ended jobs waits for other transactions; trying again later",
+				"err", err, "retry", dropRetry)
+		default:
+			s.log.Error("postgres: dropping partitions of expired jobs", "err", err)
 		}
 	}
 	if len(streamed) > 0 {

@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"github.com/gantryhq/gantry/core"
 )
@@ -79,3 +81,13 @@ func (s *Jobs) TakesRunning(endpoint string) bool {
 func (s *Jobs) Untake(endpoint, worker string, jobs []core.TakenJob, revs []int64) {
 	s.untake(endpoint, worker, jobs, revs)
 }
+
+// DropPast drops the partitions of gantry_jobs_ended whose range ends at or before horizon,
+// as Expire does once the horizon passes them.
+func (s *Jobs) DropPast(ctx context.Context, horizon time.Time) error {
+	return s.parts.dropPast(ctx, s.db, horizon)
+}
+
+// DropLater reports whether DropPast's error says only that the drop waits for other
+// transactions and must be tried again.
+func DropLater(err error) bool { return errors.Is(err, errDropLater) }
