@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -49,6 +51,9 @@ type Leases interface {
 	// write does not run and Fence returns ErrDeposed. A store that can join write's own
 	// writes to the check (PostgreSQL: one transaction) passes them in write's ctx.
 	Fence(ctx context.Context, l Lease, write func(ctx context.Context) error) error
+	// Live returns the leases whose names begin with prefix and that have not expired or been
+	// released, sorted by name: the replicas' presence leases (leader.Roster) are read so.
+	Live(ctx context.Context, prefix string) ([]Lease, error)
 }
 
 // MemoryLeases is Leases in this process's memory: the embedded default, where one server is
@@ -121,6 +126,24 @@ func (m *MemoryLeases) Fence(ctx context.Context, l Lease, write func(ctx contex
 		return ErrDeposed
 	}
 	return write(ctx)
+}
+
+// Live implements Leases.
+func (m *MemoryLeases) Live(ctx context.Context, prefix string) ([]Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	var out []Lease
+	for name, l := range m.leases {
+		if strings.HasPrefix(name, prefix) && now.Before(l.Expires) {
+			out = append(out, l)
+		}
+	}
+	slices.SortFunc(out, func(a, b Lease) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }
 
 var _ Leases = (*MemoryLeases)(nil)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -83,6 +84,30 @@ func (l *Leases) Fence(ctx context.Context, lease core.Lease, write func(ctx con
 		}
 		return write(context.WithValue(ctx, txKey{}, tx))
 	})
+}
+
+// Live returns the unexpired leases whose names begin with prefix, by the database's clock.
+// It also deletes that prefix's rows expired over a day ago: presence leases are named after
+// replicas that come and go, and a gone replica's row is never acquired again. The leader's
+// lease ("scheduler") keeps its row for ever, for its epoch.
+func (l *Leases) Live(ctx context.Context, prefix string) ([]core.Lease, error) {
+	like := strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(prefix) + "%"
+	rows, err := l.db.q(ctx).Query(ctx, `WITH gone AS (DELETE FROM gantry_leases
+			WHERE name LIKE $1 AND expires_at < clock_timestamp() - interval '1 day')
+		SELECT name, holder, epoch, expires_at, address FROM gantry_leases
+		WHERE name LIKE $1 AND expires_at > clock_timestamp() ORDER BY name`, like)
+	if err != nil {
+		return nil, fmt.Errorf("reading the leases %s*: %w", prefix, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (core.Lease, error) {
+		var le core.Lease
+		err := r.Scan(&le.Name, &le.Holder, &le.Epoch, &le.Expires, &le.Address)
+		return le, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the leases %s*: %w", prefix, err)
+	}
+	return out, nil
 }
 
 var _ core.Leases = (*Leases)(nil)

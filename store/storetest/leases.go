@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -150,6 +151,42 @@ func RunLeases(t *testing.T, opener Opener[core.Leases]) {
 		}
 		if _, err := ls.Acquire(ctx, "scheduler", "c", "", time.Hour); !errors.Is(err, core.ErrLeaseHeld) {
 			t.Errorf("Acquire by c after a stale release of a's term = %v; want core.ErrLeaseHeld (b still holds it)", err)
+		}
+	})
+
+	t.Run("Live", func(t *testing.T) {
+		t.Parallel()
+		ls := open(t)
+		for _, h := range []string{"b", "a", "c"} {
+			if _, err := ls.Acquire(ctx, "replica/"+h, h, "http://"+h+":8080", time.Hour); err != nil {
+				t.Fatalf("Acquire(replica/%s) = %v", h, err)
+			}
+		}
+		gone, err := ls.Acquire(ctx, "replica/d", "d", "http://d:8080", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ls.Release(ctx, gone); err != nil {
+			t.Fatal(err)
+		}
+		acquire(t, ls, "scheduler", "a", time.Hour)            // another prefix
+		acquire(t, ls, "replica_x", "x", time.Hour)            // '_' is no wildcard
+		acquire(t, ls, "replica/short", "s", time.Millisecond) // expires at once
+		time.Sleep(20 * time.Millisecond)                      // past the short one's expiry, by the store's clock
+		live, err := ls.Live(ctx, "replica/")
+		if err != nil {
+			t.Fatalf("Live = %v", err)
+		}
+		var got []string
+		for _, l := range live {
+			got = append(got, l.Holder+"@"+l.Address)
+		}
+		if want := []string{"a@http://a:8080", "b@http://b:8080", "c@http://c:8080"}; !slices.Equal(got, want) {
+			t.Errorf("Live(replica/) = %v; want %v (by name; not the released, expired or other-prefixed ones)", got, want)
+		}
+		for _, dc := range doneContexts(t) {
+			_, err := ls.Live(dc.ctx, "replica/")
+			checkDone(t, dc, "Live", err)
 		}
 	})
 
