@@ -34,6 +34,7 @@ type workerRec struct {
 	act       core.WorkerActivity // a queue worker's activity, read without the job engine's lock
 	coldStart time.Duration       // how long its last start or resume took
 	waiting   string              // why its pool cannot run it yet (WorkerWaiting); "" = not waiting
+	base      string              // a queue worker's base URL: the replica it reaches (replicas.go)
 }
 
 type workerPhase int
@@ -159,6 +160,8 @@ func (s *Scheduler) startLocked(es *epState, now time.Time, code string) error {
 	}
 	if ep.Type == core.TypeLoadBalancer {
 		w.lb = &backend{w: w}
+	} else {
+		w.base = s.workerBase()
 	}
 	es.workers = append(es.workers, w)
 	s.byID.Store(id, w)
@@ -177,7 +180,7 @@ func (s *Scheduler) startLocked(es *epState, now time.Time, code string) error {
 			es.mu.Lock()
 			w.act = act
 			es.mu.Unlock()
-			spec.Env = s.env(&epc, res, id, token)
+			spec.Env = s.env(&epc, res, id, token, w.base)
 		}
 		err := s.attachVolume(ctx, &epc, res.Pool(), &spec)
 		volumeFailed := err != nil // the worker never runs without its volume
@@ -355,6 +358,7 @@ func (s *Scheduler) forgetLocked(w *workerRec) {
 		w.es.workers = slices.Delete(w.es.workers, i, i+1)
 	}
 	s.byID.Delete(w.id)
+	s.releaseBase(w)
 	w.res.Release()
 	w.es.recount()
 	if w.lb != nil {

@@ -62,8 +62,12 @@ type Config struct {
 	Removed func(endpoint string)
 	// BaseURL is where workers reach Gantry, e.g. "http://127.0.0.1:8080".
 	BaseURL string
-	Clock   core.Clock
-	Log     *slog.Logger
+	// Replicas, when set, lists the replicas sharing the store: each queue worker started is
+	// given the URL of the one with the fewest workers instead of BaseURL, and a worker whose
+	// replica leaves the list is stopped (replicas.go). nil = every worker reaches BaseURL.
+	Replicas ReplicaURLs
+	Clock    core.Clock
+	Log      *slog.Logger
 	// InitTimeout stops a worker that has not polled for a job this long after it started;
 	// 0 = DefaultInitTimeout.
 	InitTimeout time.Duration
@@ -117,6 +121,10 @@ type Scheduler struct {
 	closed    atomic.Bool
 	holding   atomic.Bool // Hold: no worker starts or resumes (shutdown.go)
 	following atomic.Bool // Follow: another replica leads; none start here (leader.go)
+	// bases counts the workers sent to each replica; replicasSeen is the roster version the
+	// last tick checked the workers against (replicas.go).
+	bases        baseCounts
+	replicasSeen atomic.Uint64
 
 	metrics metrics
 	learn   learner         // endpoints Acquire has not heard of yet (learn.go)

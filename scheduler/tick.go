@@ -26,6 +26,7 @@ const maxBusyTicks = 2
 // has its own lock), so GOMAXPROCS goroutines share them, a chunk at a time.
 func (s *Scheduler) Tick(now time.Time) {
 	s.tryApplySignals() // the workers ready and lost so far, so that few decisions miss them
+	s.checkReplicas()   // the workers of a replica that left stop, to be replaced
 	p := s.list.Load()
 	if p == nil {
 		return

@@ -15,15 +15,16 @@ import (
 const PingInterval = 10 * time.Second
 
 // env is the worker-protocol environment (notes/runpod-compat.md) over the endpoint's env.
-// Every URL already carries a query, as the RunPod SDK appends with a bare '&'.
-func (s *Scheduler) env(ep *core.Endpoint, res *Reservation, id, token string) map[string]string {
+// Every URL already carries a query, as the RunPod SDK appends with a bare '&'. base is where
+// the worker reaches Gantry (workerBase).
+func (s *Scheduler) env(ep *core.Endpoint, res *Reservation, id, token, base string) map[string]string {
 	env := maps.Clone(ep.Env)
 	if env == nil {
 		env = map[string]string{}
 	}
 	info := res.s.info
 	q := "?gpu=" + url.QueryEscape(info.GPUType)
-	base := s.cfg.BaseURL + "/v2/" + ep.ID
+	base += "/v2/" + ep.ID
 	for k, v := range map[string]string{
 		"RUNPOD_WEBHOOK_GET_JOB":         base + "/job-take/" + id + q,
 		"RUNPOD_WEBHOOK_POST_OUTPUT":     base + "/job-done/" + id + "/$ID" + q,

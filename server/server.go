@@ -99,7 +99,10 @@ type Server struct {
 
 	// elector keeps one replica the leader, on PostgreSQL (nil on the embedded store).
 	elector *leader.Elector
-	mgmt    *core.Management
+	// roster keeps this replica on the list of live replicas, where the leader sends workers
+	// (nil on the embedded store).
+	roster *leader.Roster
+	mgmt   *core.Management
 
 	started, shutDown bool
 	// closers release what New opened, in the reverse order of opening.
@@ -278,11 +281,19 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 		return err
 	}
 	lbRequests := telemetry.NewLBRequests() // LOAD_BALANCER requests by endpoint and status
+	workerBase := "http://" + loopback(s.ln.Addr().String())
+	var replicas scheduler.ReplicaURLs // nil alone: every worker reaches this server
+	if s.st.Leases != nil {
+		// Replicas: the leader spreads its queue workers over every live replica's peerUrl.
+		s.roster = &leader.Roster{Leases: s.st.Leases, Holder: s.elector.Holder, Address: cfg.PeerURL,
+			Local: workerBase, TTL: s.elector.TTL, Log: log}
+		replicas = s.roster
+	}
 	engine, err := NewEngine(EngineConfig{
 		Jobs: core.JobsConfig{Store: jobStore, Clock: clock, Log: log, Tokens: tokens, Notify: s.webhooks,
 			Meter: models.NewMeter(cfg.catalog, s.files), Usage: s.st.Usage, Observer: observer,
 			History: s.st.History},
-		Scheduler: scheduler.Config{Pools: s.pools, BaseURL: "http://" + loopback(s.ln.Addr().String()), Clock: clock, Log: log,
+		Scheduler: scheduler.Config{Pools: s.pools, BaseURL: workerBase, Replicas: replicas, Clock: clock, Log: log,
 			StableWindow: cfg.Autoscaler.StableWindow, PanicWindow: cfg.Autoscaler.PanicWindow,
 			Source: s.st.Source, Tick: s.tick, Resync: 30 * time.Second,
 			InitTimeout:   time.Duration(cfg.Autoscaler.InitTimeout) * time.Second,
@@ -387,6 +398,14 @@ func (s *Server) build(ctx context.Context, quota core.Quota, opts Options) erro
 				}
 			}
 			return 1
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "gantry_replicas",
+			Help: "The live replicas sharing this one's store, as it last read their roster (1 alone): the leader spreads its queue workers over them."}, func() float64 {
+			if s.roster == nil {
+				return 1
+			}
+			urls, _ := s.roster.URLs()
+			return float64(len(urls))
 		}))
 	gpus := &process.GPUSampler{} // one nvidia-smi run per interval for every process pool
 	for _, p := range s.pools {
@@ -459,6 +478,7 @@ func (s *Server) Start() {
 		s.elector.Lead = func(ctx context.Context, _ core.Lease) { sched.LeadTerm(ctx) }
 		// The leader publishes its workers' figures for /health; the others show them.
 		jobs.ShareFigures(func() (int64, bool) { l, ok := s.elector.Leading(); return l.Epoch, ok })
+		s.startService(s.serveCtx, s.roster)
 		s.startService(s.serveCtx, s.elector)
 		// Every replica hears of the endpoints the others change: its job operations read
 		// them afresh, and its scheduler (leading or not) knows them.
@@ -484,10 +504,14 @@ func (s *Server) startService(ctx context.Context, svc startstop.Service) {
 	}
 }
 
-// stopServices stops the elector (its term's autoscaler returns and the lease is released),
-// then the scheduler (every worker is told to stop), and waits for the background loops.
-// Webhook deliveries stop later, with the closers, before the stores close.
+// stopServices takes this replica off the roster, stops the elector (its term's autoscaler
+// returns and the lease is released), then the scheduler (every worker is told to stop), and
+// waits for the background loops. Webhook deliveries stop later, with the closers, before the
+// stores close.
 func (s *Server) stopServices() {
+	if s.roster != nil {
+		s.roster.Stop() // first: the leader moves the workers sent here elsewhere
+	}
 	if s.elector != nil {
 		s.elector.Stop()
 	}
