@@ -103,7 +103,10 @@ func TestJobListReadsItsPageByIndex(t *testing.T) {
 		if err := rows.Err(); err != nil {
 			t.Fatalf("%s: EXPLAIN = %v", tc.name, err)
 		}
-		text := strings.Join(plan, "\n")
+		// The partitions made ahead of need are empty: a scan of one that reads no row costs
+		// nothing, and the planner rightly picks a sequential one there; such nodes are left
+		// out of the checks.
+		text := emptyPartitionScan.ReplaceAllString(strings.Join(plan, "\n"), "")
 		scans := strings.ReplaceAll(text, "Seq Scan on gantry_jobs_horizon", "") // the one-row horizon
 		if strings.Contains(scans, "Seq Scan") || !strings.Contains(text, "Index Scan") {
 			t.Errorf("%s: the plan is not index scans alone:\n%s", tc.name, text)
@@ -136,3 +139,6 @@ func TestJobListReadsItsPageByIndex(t *testing.T) {
 		t.Errorf("List(model, yolanda, 5) from the cursor = %d jobs, %q, %v; want the 3 older ones, no cursor", len(rest), next, err)
 	}
 }
+
+// emptyPartitionScan matches a sequential scan of a partition of ended jobs that read no row.
+var emptyPartitionScan = regexp.MustCompile(`(?m)^ *->  Seq Scan on gantry_jobs_ended_[pm]\d+ \S+ \(actual rows=0 loops=1\)\n(^ *Filter: .*\n?)?`)
