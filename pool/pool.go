@@ -232,6 +232,16 @@ type ImageChecker interface {
 	CanRun(image string) (ok bool, why string)
 }
 
+// WorkerURLOwner is implemented by pools whose workers reach Gantry at a URL of the pool's own
+// config (a Kubernetes pool's workerUrl, a RunPod pool's publicUrl) rather than at the base URL
+// of the worker-protocol variables the scheduler hands them (RUNPOD_WEBHOOK_*, which such a
+// pool rebases). The scheduler spreads only the other pools' workers over the replicas (it
+// gives each the URL of one and stops it when that replica leaves); these reach the replicas
+// through their own URL, a load balancer or a Service in front of them.
+type WorkerURLOwner interface {
+	OwnsWorkerURL() bool
+}
+
 // Killer is implemented by pools that can end a worker at once, with no polite signal and no
 // grace (SIGKILL; it ends a process stopped with SIGSTOP too). The scheduler kills a worker the
 // job engine declared lost: it stopped answering, so a polite stop would only wait out the

@@ -35,6 +35,7 @@ type workerRec struct {
 	coldStart time.Duration       // how long its last start or resume took
 	waiting   string              // why its pool cannot run it yet (WorkerWaiting); "" = not waiting
 	base      string              // a queue worker's base URL: the replica it reaches (replicas.go)
+	spread    bool                // base was picked among the replicas: counted, and stopped when it leaves
 }
 
 type workerPhase int
@@ -161,7 +162,7 @@ func (s *Scheduler) startLocked(es *epState, now time.Time, code string) error {
 	if ep.Type == core.TypeLoadBalancer {
 		w.lb = &backend{w: w}
 	} else {
-		w.base = s.workerBase()
+		w.base, w.spread = s.workerBase(res.Pool())
 	}
 	es.workers = append(es.workers, w)
 	s.byID.Store(id, w)

@@ -3,6 +3,8 @@ package scheduler
 import (
 	"slices"
 	"sync"
+
+	"github.com/gantryhq/gantry/pool"
 )
 
 // This file spreads the queue workers this scheduler starts over the replicas sharing its
@@ -24,17 +26,21 @@ type baseCounts struct {
 	n  map[string]int
 }
 
-// workerBase returns the base URL the next queue worker reaches Gantry at: the live replica
-// with the fewest of this scheduler's workers (the first, sorted, of those tied), so that a
-// replica that joins gets the next workers started; Config.BaseURL when alone. It counts the
-// worker there until releaseBase.
-func (s *Scheduler) workerBase() string {
+// workerBase returns the base URL the next queue worker of pl reaches Gantry at, and whether
+// it was spread (counted until releaseBase): the live replica with the fewest of this
+// scheduler's workers (the first, sorted, of those tied), so that a replica that joins gets
+// the next workers started. Alone, or for a pool whose workers reach Gantry at a URL of its
+// own (pool.WorkerURLOwner), it is Config.BaseURL.
+func (s *Scheduler) workerBase(pl pool.Pool) (string, bool) {
 	if s.cfg.Replicas == nil {
-		return s.cfg.BaseURL
+		return s.cfg.BaseURL, false
+	}
+	if o, ok := pl.(pool.WorkerURLOwner); ok && o.OwnsWorkerURL() {
+		return s.cfg.BaseURL, false
 	}
 	urls, _ := s.cfg.Replicas.URLs()
 	if len(urls) == 0 {
-		return s.cfg.BaseURL
+		return s.cfg.BaseURL, false
 	}
 	b := &s.bases
 	b.mu.Lock()
@@ -49,13 +55,13 @@ func (s *Scheduler) workerBase() string {
 		}
 	}
 	b.n[best]++
-	return best
+	return best, true
 }
 
-// releaseBase stops counting a worker that is gone at its base URL.
+// releaseBase stops counting a spread worker that is gone.
 func (s *Scheduler) releaseBase(w *workerRec) {
-	if s.cfg.Replicas == nil || w.base == "" {
-		return // not counted
+	if !w.spread {
+		return
 	}
 	b := &s.bases
 	b.mu.Lock()
@@ -88,7 +94,7 @@ func (s *Scheduler) checkReplicas() {
 	for _, es := range *p {
 		es.mu.Lock()
 		for _, w := range es.workers {
-			if w.base != "" && w.state != phaseStopping && !slices.Contains(urls, w.base) {
+			if w.spread && w.state != phaseStopping && !slices.Contains(urls, w.base) {
 				s.stopLocked(w, "its replica ("+w.base+") left the roster")
 			}
 		}

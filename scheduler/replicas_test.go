@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -9,6 +10,10 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/internal/testkit"
+	"github.com/gantryhq/gantry/pool"
+	"github.com/gantryhq/gantry/store/memq"
+	"github.com/gantryhq/gantry/store/pebble"
 )
 
 // fakeRoster is ReplicaURLs that a test changes.
@@ -101,5 +106,53 @@ func TestWorkersWithoutReplicasReachBaseURL(t *testing.T) {
 	}
 	if keys := slices.Collect(maps.Keys(r.s.bases.n)); len(keys) != 0 {
 		t.Errorf("counted bases %v without replicas; want none", keys)
+	}
+}
+
+// ownURLPool is a fakePool whose workers reach Gantry at a URL of its own.
+type ownURLPool struct{ *fakePool }
+
+func (ownURLPool) OwnsWorkerURL() bool { return true }
+
+// TestWorkersOfAPoolWithItsOwnURLStay: a pool whose workers reach Gantry at a URL of its own
+// (a Kubernetes Service, a cloud pool's publicUrl) gets BaseURL as ever, and its workers are
+// not stopped when a replica leaves the roster: they never reached that replica.
+func TestWorkersOfAPoolWithItsOwnURLStay(t *testing.T) {
+	t.Parallel()
+	fp := &fakePool{info: core.PoolInfo{ID: "P", GPUType: "CPU", GPUs: 16, CPU: true}}
+	st, err := pebble.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	r := &rig{t: t, clock: testkit.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), pool: fp}
+	js, err := st.Jobs(memq.Options{Clock: r.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	r.jobs = core.NewJobs(core.JobsConfig{Store: js, Clock: r.clock, Log: log})
+	roster := &fakeRoster{}
+	roster.set("http://a:1", "http://b:1")
+	r.s, err = New(Config{Jobs: r.jobs, Pools: []pool.Pool{ownURLPool{fp}}, BaseURL: "http://127.0.0.1:1", Replicas: roster,
+		Clock: r.clock, Log: log, InitTimeout: time.Minute, BackoffMin: time.Second, BackoffMax: 8 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.s.tickWaits = true
+	t.Cleanup(r.s.Close)
+	r.endpoint(func(e *core.Endpoint) { e.Workers = core.Workers{Min: 2, Max: 2, IdleTimeout: 5} })
+	for range 5 {
+		r.tick(time.Second)
+	}
+	if got := r.bases(); !maps.Equal(got, map[string]int{"http://127.0.0.1:1": 2}) {
+		t.Fatalf("workers by base = %v; want both at BaseURL (the pool rebases them)", got)
+	}
+	roster.set("http://a:1")
+	for range 5 {
+		r.tick(time.Second)
+	}
+	if _, _, started := r.pool.counts(); started != 2 {
+		t.Errorf("%d workers started; want 2: none stopped when b left", started)
 	}
 }

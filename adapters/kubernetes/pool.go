@@ -777,8 +777,13 @@ func State(pod *corev1.Pod, now time.Time, after time.Duration) PodState {
 
 // Interface guards.
 var (
-	_ pool.Elastic      = (*Pool)(nil)
-	_ pool.WorkerLister = (*Pool)(nil)
-	_ pool.Adopter      = (*Pool)(nil)
-	_ pool.LogSource    = (*Pool)(nil)
+	_ pool.Elastic        = (*Pool)(nil)
+	_ pool.WorkerLister   = (*Pool)(nil)
+	_ pool.WorkerURLOwner = (*Pool)(nil)
+	_ pool.Adopter        = (*Pool)(nil)
+	_ pool.LogSource      = (*Pool)(nil)
 )
+
+// OwnsWorkerURL implements pool.WorkerURLOwner: pods reach Gantry at workerUrl (default the
+// server's publicUrl), a Service or load balancer in front of the replicas.
+func (p *Pool) OwnsWorkerURL() bool { return p.cfg.WorkerURL != "" }

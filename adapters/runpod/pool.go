@@ -424,4 +424,5 @@ var (
 	_ pool.HealthReporter = (*Pool)(nil)
 	_ pool.LogSource      = (*Pool)(nil)
 	_ pool.WorkerLister   = (*Pool)(nil)
+	_ pool.WorkerURLOwner = (*Pool)(nil)
 )

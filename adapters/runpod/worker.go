@@ -227,6 +227,10 @@ func podName(installation, worker string) string {
 	return n
 }
 
+// OwnsWorkerURL implements pool.WorkerURLOwner: pods in RunPod's cloud reach Gantry at the
+// pool's publicUrl, whatever base URL the scheduler gave them.
+func (p *Pool) OwnsWorkerURL() bool { return p.cfg.PublicURL != "" }
+
 // public points a worker-protocol URL at the pool's public URL: the scheme and host Gantry
 // gave it are replaced, the path and query kept.
 func (p *Pool) public(u string) string {
