@@ -77,7 +77,7 @@ func (s *Scheduler) releaseBase(w *workerRec) {
 
 // checkReplicas stops the workers sent to a replica that left the roster, once per change of
 // the roster: their polls and results would go nowhere, and an idle one would wait there for
-// ever. Their jobs go back to the queue by the rules for stopped workers.
+// ever. Their jobs go back to the queue by the worker-lost rule (ForgetWorker at their exit).
 func (s *Scheduler) checkReplicas() {
 	if s.cfg.Replicas == nil {
 		return
