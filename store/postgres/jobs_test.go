@@ -489,37 +489,3 @@ func TestJobsWriteGroupRunsAloneAfterAFailure(t *testing.T) {
 		t.Fatalf("%d rows (%v); want 2", n, err)
 	}
 }
-
-// A job queued on a replica with a taker of its endpoint parked wakes that taker alone: the
-// other replicas' parked takers are not woken for it (each would run a take racing the
-// first's for nothing). With none parked there, the other replicas' takers hear of it.
-func TestJobsInsertWakesTheLocalTakerFirst(t *testing.T) {
-	url := pgtest.URL(t)
-	o := postgres.JobOptions{PollEvery: time.Hour}
-	a, b := openJobsWith(t, url, o), openJobsWith(t, url, o)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	park := func(s *postgres.Jobs, ctx context.Context) chan error {
-		woke := make(chan error, 1)
-		go func() { woke <- s.WaitAvailable(ctx, "ep") }()
-		return woke
-	}
-	wokeA, wokeB := park(a, ctx), park(b, ctx)
-	testkit.Eventually(t, "a taker parked on each replica", func() bool { return a.Parked("ep") == 1 && b.Parked("ep") == 1 })
-	if _, err := a.Insert(ctx, job("ep", time.Now()), nil, true); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "a's taker", wokeA)
-	select {
-	case err := <-wokeB:
-		t.Fatalf("b's taker woke (%v) for a job a's own taker was woken for; want it parked", err)
-	case <-time.After(500 * time.Millisecond): // a NOTIFY would arrive within milliseconds
-	}
-
-	// Nobody parked on a: b's taker hears of a's next job.
-	if _, err := a.Insert(ctx, job("ep", time.Now()), nil, true); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "b's taker, for a job queued where no taker was parked", wokeB)
-
-}

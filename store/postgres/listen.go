@@ -20,8 +20,7 @@ import (
 // sends what is pending, one NOTIFY at a time and at most one each NotifyEvery (5 ms), each
 // carrying every endpoint and job that changed since the last (an endpoint appears once, with how many of its jobs were queued), so
 // a burst of inserts costs a handful of NOTIFYs, not one each. A queued job wakes one parked
-// taker of its endpoint, not all of them: one on this replica when there is one (queued),
-// else one on each other replica. Each store LISTENs on one dedicated
+// taker of its endpoint per replica, not all of them. Each store LISTENs on one dedicated
 // connection. A slow poll (PollEvery) looks at the tables for the waiters a lost notify would
 // leave parked: a lost notify costs latency, never a job.
 //
@@ -83,9 +82,8 @@ func (h *hub) park(endpoint string) chan struct{} {
 }
 
 // unpark removes the taker. A taker that was woken but leaves without taking (its context
-// ended at the same moment) hands its wake-up on to the next; unpark reports whether there
-// was none here to hand it to (the other replicas' takers must hear of the job then).
-func (h *hub) unpark(endpoint string, ch chan struct{}, took bool) (unserved bool) {
+// ended at the same moment) hands its wake-up on to the next.
+func (h *hub) unpark(endpoint string, ch chan struct{}, took bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	q := h.parked[endpoint]
@@ -97,18 +95,16 @@ func (h *hub) unpark(endpoint string, ch chan struct{}, took bool) (unserved boo
 			} else {
 				h.parked[endpoint] = q
 			}
-			return false
+			return
 		}
 	}
 	if !took { // woken, and leaving
-		return h.wakeParked(endpoint, 1) == 0
+		h.wakeParked(endpoint, 1)
 	}
-	return false
 }
 
-// wakeParked wakes up to n of the endpoint's parked takers (n < 0: all) and returns how many
-// it woke. h.mu is held.
-func (h *hub) wakeParked(endpoint string, n int) int {
+// wakeParked wakes up to n of the endpoint's parked takers (n < 0: all). h.mu is held.
+func (h *hub) wakeParked(endpoint string, n int) {
 	q := h.parked[endpoint]
 	if n < 0 || n > len(q) {
 		n = len(q)
@@ -121,7 +117,6 @@ func (h *hub) wakeParked(endpoint string, n int) int {
 	} else {
 		h.parked[endpoint] = q[n:]
 	}
-	return n
 }
 
 // enter returns the channel the next wake-up of key closes; leave must follow.
@@ -186,10 +181,10 @@ func (h *hub) keys() (endpoints, jobs []string) {
 }
 
 // available tells n of the endpoint's parked takers (n < 0: all), and its listeners, that a
-// job may be available there, and returns how many takers it woke.
-func (h *hub) available(endpoint string, n int) int {
+// job may be available there.
+func (h *hub) available(endpoint string, n int) {
 	h.mu.Lock()
-	woke := h.wakeParked(endpoint, n)
+	h.wakeParked(endpoint, n)
 	h.mu.Unlock()
 	if ls := h.listeners.Load(); ls != nil {
 		for _, l := range *ls {
@@ -198,20 +193,12 @@ func (h *hub) available(endpoint string, n int) int {
 			}
 		}
 	}
-	return woke
 }
 
-// queued follows a job queued on this store: a taker parked here is woken for it, and only
-// when none is do the other replicas hear of it (notify), so that a job does not wake a taker
-// on every replica, all but one of which would find nothing, each at the cost of a take
-// statement racing the others' over the queue's head. A taker woken here that leaves
-// without taking hands the job on (WaitAvailable), to the other replicas when none is left
-// here. The scheduler's demand listener on the leader needs no notify either: an endpoint
-// with a parked taker has a worker.
+// queued follows a job queued on this store: local wake-ups now, the other replicas' by notify.
 func (s *Jobs) queued(endpoint string) {
-	if s.hub.available(endpoint, 1) == 0 {
-		s.notify.queued(endpoint)
-	}
+	s.hub.available(endpoint, 1)
+	s.notify.queued(endpoint)
 }
 
 // jobChanged follows a job that ended, was removed or has new chunks.
@@ -541,9 +528,7 @@ func (s *Jobs) WaitAvailable(ctx context.Context, endpoint string) error {
 		s.hub.unpark(endpoint, ch, true)
 		return nil
 	case <-ctx.Done():
-		if s.hub.unpark(endpoint, ch, false) {
-			s.notify.queued(endpoint) // woken for a job, leaving, and no one here to take it
-		}
+		s.hub.unpark(endpoint, ch, false)
 		return ctx.Err()
 	}
 }
