@@ -25,23 +25,29 @@ var replicaOps = []string{"workerJobTake", "workerJobDone", "workerPing", "runJo
 // load reads g's counters now.
 func (g *gantry) load() replicaLoad {
 	l := replicaLoad{cpu: procCPUAll(g.cmd.Process.Pid, false), calls: map[string]int64{}}
+	g.scrape(func(line string) bool {
+		if rest, ok := strings.CutPrefix(line, "gantry_requests_total{"); ok {
+			labels, val, _ := strings.Cut(rest, "} ")
+			v, _ := strconv.ParseFloat(val, 64)
+			l.calls[labelValue(labels, "operation")] += int64(v)
+		}
+		return true
+	})
+	return l
+}
+
+// scrape calls fn with each line of g's /metrics until fn returns false; an error reading it
+// calls fn with nothing.
+func (g *gantry) scrape(fn func(line string) bool) {
 	resp, err := http.Get(g.base + "/metrics")
 	if err != nil {
-		return l
+		return
 	}
 	defer func() { _ = resp.Body.Close() }()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "gantry_requests_total{") {
-			continue
-		}
-		labels, val, _ := strings.Cut(strings.TrimPrefix(line, "gantry_requests_total{"), "} ")
-		v, _ := strconv.ParseFloat(val, 64)
-		l.calls[labelValue(labels, "operation")] += int64(v)
+	for sc.Scan() && fn(sc.Text()) {
 	}
-	return l
 }
 
 // replicaShares says, for each replica (in start order), what it did between before and
@@ -84,19 +90,14 @@ func (g *gantry) waitReplicas(k int, timeout time.Duration) error {
 }
 
 // gauge reads an unlabelled series from g's /metrics; ok is false when it is absent.
-func (g *gantry) gauge(name string) (float64, bool) {
-	resp, err := http.Get(g.base + "/metrics")
-	if err != nil {
-		return 0, false
-	}
-	defer func() { _ = resp.Body.Close() }()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			return f, err == nil
+func (g *gantry) gauge(name string) (v float64, ok bool) {
+	g.scrape(func(line string) bool {
+		if val, found := strings.CutPrefix(line, name+" "); found {
+			f, err := strconv.ParseFloat(val, 64)
+			v, ok = f, err == nil
+			return false
 		}
-	}
-	return 0, false
+		return true
+	})
+	return v, ok
 }

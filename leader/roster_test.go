@@ -2,12 +2,14 @@ package leader_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/gantryhq/gantry/core"
+	"github.com/gantryhq/gantry/internal/testkit"
 	"github.com/gantryhq/gantry/leader"
 )
 
@@ -25,17 +27,13 @@ func startRoster(t *testing.T, leases core.Leases, holder, address, local string
 // waitURLs waits until r lists want, and returns the version it did so at.
 func waitURLs(t *testing.T, r *leader.Roster, want []string, why string) uint64 {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got, ver := r.URLs()
-		if slices.Equal(got, want) {
-			return ver
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: URLs() = %v; want %v", why, got, want)
-		}
-		time.Sleep(10 * time.Millisecond) // polling the roster's reads, not synchronising
-	}
+	var ver uint64
+	testkit.Eventually(t, fmt.Sprintf("%s: URLs() = %v", why, want), func() bool {
+		var got []string
+		got, ver = r.URLs()
+		return slices.Equal(got, want)
+	})
+	return ver
 }
 
 // TestRosterListsLiveReplicas: each replica sees every live one that published an address,

@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -10,10 +9,7 @@ import (
 	"time"
 
 	"github.com/gantryhq/gantry/core"
-	"github.com/gantryhq/gantry/internal/testkit"
 	"github.com/gantryhq/gantry/pool"
-	"github.com/gantryhq/gantry/store/memq"
-	"github.com/gantryhq/gantry/store/pebble"
 )
 
 // fakeRoster is ReplicaURLs that a test changes.
@@ -59,10 +55,9 @@ func (r *rig) bases() map[string]int {
 // replacements go to the replicas still there, the one that joined first.
 func TestWorkersSpreadOverReplicas(t *testing.T) {
 	t.Parallel()
-	r := setup(t)
 	roster := &fakeRoster{}
 	roster.set("http://a:1", "http://b:1")
-	r.s.cfg.Replicas = roster
+	r := setupWith(t, func(c *Config) { c.Replicas = roster })
 	r.endpoint(func(e *core.Endpoint) { e.Workers = core.Workers{Min: 4, Max: 4, IdleTimeout: 5} })
 	for range 10 {
 		r.tick(time.Second)
@@ -120,27 +115,9 @@ func (ownURLPool) OwnsWorkerURL() bool { return true }
 func TestWorkersOfAPoolWithItsOwnURLStay(t *testing.T) {
 	t.Parallel()
 	fp := &fakePool{info: core.PoolInfo{ID: "P", GPUType: "CPU", GPUs: 16, CPU: true}}
-	st, err := pebble.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	r := &rig{t: t, clock: testkit.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), pool: fp}
-	js, err := st.Jobs(memq.Options{Clock: r.clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.DiscardHandler)
-	r.jobs = core.NewJobs(core.JobsConfig{Store: js, Clock: r.clock, Log: log})
 	roster := &fakeRoster{}
 	roster.set("http://a:1", "http://b:1")
-	r.s, err = New(Config{Jobs: r.jobs, Pools: []pool.Pool{ownURLPool{fp}}, BaseURL: "http://127.0.0.1:1", Replicas: roster,
-		Clock: r.clock, Log: log, InitTimeout: time.Minute, BackoffMin: time.Second, BackoffMax: 8 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.s.tickWaits = true
-	t.Cleanup(r.s.Close)
+	r := setupWith(t, func(c *Config) { c.Pools, c.Replicas = []pool.Pool{ownURLPool{fp}}, roster }, fp)
 	r.endpoint(func(e *core.Endpoint) { e.Workers = core.Workers{Min: 2, Max: 2, IdleTimeout: 5} })
 	for range 5 {
 		r.tick(time.Second)

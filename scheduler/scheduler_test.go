@@ -35,6 +35,12 @@ type rig struct {
 
 func setup(t *testing.T, pools ...*fakePool) *rig {
 	t.Helper()
+	return setupWith(t, nil, pools...)
+}
+
+// setupWith is setup with mod applied to the scheduler's config before New (nil = none).
+func setupWith(t *testing.T, mod func(*Config), pools ...*fakePool) *rig {
+	t.Helper()
 	if len(pools) == 0 {
 		pools = []*fakePool{{info: core.PoolInfo{ID: "P", GPUType: "CPU", GPUs: 16, CPU: true}}}
 	}
@@ -54,8 +60,12 @@ func setup(t *testing.T, pools ...*fakePool) *rig {
 	for _, p := range pools {
 		ps = append(ps, p)
 	}
-	r.s, err = New(Config{Jobs: r.jobs, Pools: ps, BaseURL: "http://127.0.0.1:1", Clock: r.clock, Log: log,
-		InitTimeout: time.Minute, BackoffMin: time.Second, BackoffMax: 8 * time.Second})
+	cfg := Config{Jobs: r.jobs, Pools: ps, BaseURL: "http://127.0.0.1:1", Clock: r.clock, Log: log,
+		InitTimeout: time.Minute, BackoffMin: time.Second, BackoffMax: 8 * time.Second}
+	if mod != nil {
+		mod(&cfg)
+	}
+	r.s, err = New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
